@@ -1,0 +1,13 @@
+//! Replays a profile's records into per-process statistics. Renderers only see `Analysis`.
+
+use crate::trace::reader::Profile;
+
+/// Everything the reports show.
+#[derive(Debug, Clone, Default)]
+pub struct Analysis {}
+
+/// Replays the records of `profile`.
+pub fn analyze(profile: &Profile) -> Analysis {
+    let _ = profile;
+    todo!()
+}

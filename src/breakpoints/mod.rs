@@ -1,0 +1,4 @@
+//! Probes: int3 breakpoints on function entries, how each first instruction is stepped over
+//! without a single-step, and return trampolines.
+pub mod emulate;
+pub mod outofline;

@@ -1,0 +1,155 @@
+//! Errors, grouped by what failed. `main` maps each to a one-line message and an exit code.
+
+use std::path::PathBuf;
+
+use nix::errno::Errno;
+
+/// Exit codes of memsup itself. When the program under memsup runs to its end, memsup exits
+/// with the program's own status instead (128+N when it died of signal N).
+pub mod exit_code {
+    /// Command-line usage error (clap's own code).
+    pub const USAGE: i32 = 2;
+    /// The profile is not a memsup profile, or is of a newer format version.
+    pub const BAD_PROFILE: i32 = 65;
+    /// The profile file does not exist or cannot be read.
+    pub const NO_INPUT: i32 = 66;
+    /// The executable is 32-bit or not x86-64.
+    pub const UNSUPPORTED_EXECUTABLE: i32 = 69;
+    /// memsup failed in a way that is its own fault.
+    pub const INTERNAL: i32 = 70;
+    /// The PID does not exist.
+    pub const NO_SUCH_PROCESS: i32 = 71;
+    /// The process is already traced by another tracer.
+    pub const ALREADY_TRACED: i32 = 72;
+    /// The output file cannot be created.
+    pub const OUTPUT_NOT_WRITABLE: i32 = 73;
+    /// ptrace was refused (ptrace_scope, capabilities, containers).
+    pub const PERMISSION_DENIED: i32 = 77;
+    /// The command exists but cannot be executed.
+    pub const NOT_EXECUTABLE: i32 = 126;
+    /// The command was not found.
+    pub const COMMAND_NOT_FOUND: i32 = 127;
+}
+
+/// Errors of the profile file format.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    #[error("{path}: not a memsup profile")]
+    NotAProfile { path: PathBuf },
+    #[error("{path}: profile format version {found} is newer than this memsup reads ({supported}); use a newer memsup")]
+    NewerVersion {
+        path: PathBuf,
+        found: u32,
+        supported: u32,
+    },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("encoding a record: {0}")]
+    Encode(String),
+}
+
+/// Everything else memsup can fail at.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{op} on thread {tid} failed: {source}")]
+    Ptrace {
+        op: &'static str,
+        tid: i32,
+        source: Errno,
+    },
+    /// ESRCH: expected at any moment, the thread or process exited.
+    #[error("process or thread {0} is gone")]
+    ProcessGone(i32),
+    #[error("accessing memory of process {pid} at {address:#x}: {source}")]
+    Memory {
+        pid: i32,
+        address: u64,
+        source: Errno,
+    },
+    #[error("{path}: {message}")]
+    Elf { path: String, message: String },
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}: command not found")]
+    CommandNotFound(String),
+    #[error("{path}: cannot execute: {source}")]
+    NotExecutable { path: String, source: Errno },
+    #[error("{path}: {reason}; memsup supports x86-64 ELF programs only")]
+    UnsupportedExecutable { path: String, reason: String },
+    #[error("no process with PID {0}")]
+    NoSuchProcess(i32),
+    #[error("process {pid} is already traced by PID {tracer} ({tracer_name}); detach that tracer first")]
+    AlreadyTraced {
+        pid: i32,
+        tracer: i32,
+        tracer_name: String,
+    },
+    #[error("not permitted to trace process {pid}")]
+    PermissionDenied { pid: i32 },
+    #[error("cannot write the profile {path}: {source}")]
+    OutputNotWritable {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot read {path}: {source}")]
+    InputNotReadable {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl Error {
+    /// Wraps a failed ptrace request; ESRCH becomes `ProcessGone`.
+    pub fn ptrace(op: &'static str, tid: i32, source: Errno) -> Error {
+        if source == Errno::ESRCH {
+            Error::ProcessGone(tid)
+        } else {
+            Error::Ptrace { op, tid, source }
+        }
+    }
+
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Error {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    /// The exit code `main` uses for this error.
+    pub fn exit_code(&self) -> i32 {
+        use exit_code::*;
+        match self {
+            Error::CommandNotFound(_) => COMMAND_NOT_FOUND,
+            Error::NotExecutable { .. } => NOT_EXECUTABLE,
+            Error::UnsupportedExecutable { .. } => UNSUPPORTED_EXECUTABLE,
+            Error::NoSuchProcess(_) => NO_SUCH_PROCESS,
+            Error::AlreadyTraced { .. } => ALREADY_TRACED,
+            Error::PermissionDenied { .. } => PERMISSION_DENIED,
+            Error::Ptrace {
+                source: Errno::EPERM,
+                ..
+            } => PERMISSION_DENIED,
+            Error::OutputNotWritable { .. } => OUTPUT_NOT_WRITABLE,
+            Error::InputNotReadable { .. } => NO_INPUT,
+            Error::Trace(TraceError::Io { .. }) => NO_INPUT,
+            Error::Trace(_) => BAD_PROFILE,
+            _ => INTERNAL,
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

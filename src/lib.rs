@@ -1,0 +1,15 @@
+//! memsup: an external memory supervisor for Linux programs.
+//!
+//! It launches or attaches to programs with ptrace, plants int3 probes on allocator entry
+//! points, records every heap and mapping event to a profile file, and reports on it.
+//! Nothing of memsup's own is loaded into the target beyond one scratch page of code.
+
+pub mod analysis;
+pub mod breakpoints;
+pub mod error;
+pub mod proc;
+pub mod ptrace;
+pub mod report;
+pub mod sampler;
+pub mod symbols;
+pub mod trace;

@@ -1,0 +1,29 @@
+//! /proc/PID/maps.
+
+/// One line of /proc/PID/maps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MapEntry {
+    pub start: u64,
+    pub end: u64,
+    pub readable: bool,
+    pub writable: bool,
+    pub executable: bool,
+    /// `s` (shared) rather than `p` (private).
+    pub shared: bool,
+    pub offset: u64,
+    pub inode: u64,
+    /// The path or pseudo-name (`[heap]`, `[stack]`, `[vdso]`), if any. " (deleted)" is kept.
+    pub path: Option<String>,
+}
+
+/// Parses the text of /proc/PID/maps.
+pub fn parse_maps(text: &str) -> Vec<MapEntry> {
+    let _ = text;
+    todo!()
+}
+
+/// Reads and parses /proc/PID/maps.
+pub fn read_maps(pid: i32) -> std::io::Result<Vec<MapEntry>> {
+    let _ = pid;
+    todo!()
+}

@@ -1,0 +1,4 @@
+//! Pure parsing of /proc files; no ptrace here.
+pub mod auxv;
+pub mod maps;
+pub mod status;

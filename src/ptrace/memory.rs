@@ -1,0 +1,135 @@
+//! The process boundary for memory: one trait, so the emulator, the unwinder and the tests
+//! never see ptrace. Reads use `process_vm_readv`; code writes use `/proc/PID/mem`, which
+//! (unlike process_vm_writev) can write read-only text pages.
+
+use std::fs::File;
+use std::io::IoSliceMut;
+use std::os::unix::fs::FileExt;
+
+use nix::errno::Errno;
+use nix::sys::uio::{process_vm_readv, process_vm_writev, RemoteIoVec};
+use nix::unistd::Pid;
+
+use crate::error::{Error, Result};
+
+/// Read access to another address space.
+pub trait RemoteMemory {
+    /// Fills `buffer` with the bytes at `address`, or fails without partial results.
+    fn read(&self, address: u64, buffer: &mut [u8]) -> Result<()>;
+
+    fn read_u64(&self, address: u64) -> Result<u64> {
+        let mut bytes = [0u8; 8];
+        self.read(address, &mut bytes)?;
+        Ok(u64::from_le_bytes(bytes))
+    }
+
+    fn read_u8(&self, address: u64) -> Result<u8> {
+        let mut byte = [0u8; 1];
+        self.read(address, &mut byte)?;
+        Ok(byte[0])
+    }
+}
+
+/// A copy of some memory at a known base address: for tests and for offline unwinding.
+#[derive(Debug, Clone)]
+pub struct SliceMemory {
+    pub base: u64,
+    pub bytes: Vec<u8>,
+}
+
+impl RemoteMemory for SliceMemory {
+    fn read(&self, address: u64, buffer: &mut [u8]) -> Result<()> {
+        let start = address.checked_sub(self.base).map(|o| o as usize);
+        match start {
+            Some(start) if start + buffer.len() <= self.bytes.len() => {
+                buffer.copy_from_slice(&self.bytes[start..start + buffer.len()]);
+                Ok(())
+            }
+            _ => Err(Error::Memory {
+                pid: 0,
+                address,
+                source: Errno::EFAULT,
+            }),
+        }
+    }
+}
+
+/// The live memory of a traced process.
+pub struct ProcessMemory {
+    pid: Pid,
+    /// `/proc/PID/mem`, opened lazily for writes to protected pages.
+    mem_file: Option<File>,
+}
+
+impl ProcessMemory {
+    pub fn new(pid: Pid) -> ProcessMemory {
+        ProcessMemory {
+            pid,
+            mem_file: None,
+        }
+    }
+
+    pub fn pid(&self) -> Pid {
+        self.pid
+    }
+
+    fn memory_error(&self, address: u64, source: Errno) -> Error {
+        if source == Errno::ESRCH {
+            Error::ProcessGone(self.pid.as_raw())
+        } else {
+            Error::Memory {
+                pid: self.pid.as_raw(),
+                address,
+                source,
+            }
+        }
+    }
+
+    /// Writes data memory (stack slots) with one `process_vm_writev`.
+    pub fn write_data(&self, address: u64, bytes: &[u8]) -> Result<()> {
+        let remote = [RemoteIoVec {
+            base: address as usize,
+            len: bytes.len(),
+        }];
+        let local = [std::io::IoSlice::new(bytes)];
+        match process_vm_writev(self.pid, &local, &remote) {
+            Ok(n) if n == bytes.len() => Ok(()),
+            Ok(_) => Err(self.memory_error(address, Errno::EFAULT)),
+            Err(errno) => Err(self.memory_error(address, errno)),
+        }
+    }
+
+    /// Writes code or any other page regardless of its protection, through `/proc/PID/mem`.
+    pub fn write_code(&mut self, address: u64, bytes: &[u8]) -> Result<()> {
+        if self.mem_file.is_none() {
+            let path = format!("/proc/{}/mem", self.pid);
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&path)
+                .map_err(|e| Error::io(path, e))?;
+            self.mem_file = Some(file);
+        }
+        let file = self.mem_file.as_ref().expect("opened above");
+        file.write_all_at(bytes, address).map_err(|e| {
+            let errno = Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO));
+            self.memory_error(address, errno)
+        })
+    }
+}
+
+impl RemoteMemory for ProcessMemory {
+    fn read(&self, address: u64, buffer: &mut [u8]) -> Result<()> {
+        let len = buffer.len();
+        let remote = [RemoteIoVec {
+            base: address as usize,
+            len,
+        }];
+        let mut local = [IoSliceMut::new(buffer)];
+        match process_vm_readv(self.pid, &mut local, &remote) {
+            Ok(n) if n == len => Ok(()),
+            Ok(_) => Err(self.memory_error(address, Errno::EFAULT)),
+            Err(errno) => Err(self.memory_error(address, errno)),
+        }
+    }
+}

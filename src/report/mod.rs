@@ -1,0 +1,3 @@
+//! Renderers of an `Analysis`.
+pub mod json;
+pub mod text;

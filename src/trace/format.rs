@@ -1,0 +1,291 @@
+//! The profile file: a versioned header followed by framed, deflate-compressed blocks of records.
+//!
+//! File layout:
+//! ```text
+//! MAGIC (8 bytes) | format version (u32 LE) | header length (u32 LE) | header (bincode)
+//! then blocks:  [payload length u32 LE][crc32 of payload u32 LE][payload = deflate(records)]
+//! ```
+//! Each record inside a payload is bincode-encoded (varint integers) back to back.
+//! A block is only ever appended whole, so a profile cut short reads up to its last whole block.
+//! New record variants are appended at the end of `Record`; old variants are never removed or
+//! reordered, so older profiles stay readable.
+
+use serde::{Deserialize, Serialize};
+
+/// First bytes of every profile.
+pub const MAGIC: [u8; 8] = *b"MEMSUP\0\0";
+/// Version of the record encoding. Readers refuse newer versions with a clear message.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// How the recording was made.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordMode {
+    /// `memsup run`: memsup launched the program.
+    Run,
+    /// `memsup attach`: memsup joined running processes.
+    Attach,
+}
+
+/// Written once at the start of the file.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    pub memsup_version: String,
+    pub host: String,
+    pub mode: RecordMode,
+    /// The command memsup ran, or the PIDs it attached to.
+    pub target: Vec<String>,
+    /// Wall clock at time 0 of every `time_ns` in the records (ns since the Unix epoch).
+    pub start_unix_ns: u64,
+    /// Options that shaped the recording, as `name=value`.
+    pub options: Vec<String>,
+}
+
+/// The allocator functions memsup probes. Aliases sharing one address are recorded under the
+/// first name in this list that the module defines (glibc's `memalign` and `aligned_alloc`
+/// are one function).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum AllocFunction {
+    Malloc,
+    Calloc,
+    Realloc,
+    Reallocarray,
+    Free,
+    PosixMemalign,
+    AlignedAlloc,
+    Memalign,
+    Valloc,
+    Pvalloc,
+}
+
+impl AllocFunction {
+    pub const ALL: [AllocFunction; 10] = [
+        AllocFunction::Malloc,
+        AllocFunction::Calloc,
+        AllocFunction::Realloc,
+        AllocFunction::Reallocarray,
+        AllocFunction::Free,
+        AllocFunction::PosixMemalign,
+        AllocFunction::AlignedAlloc,
+        AllocFunction::Memalign,
+        AllocFunction::Valloc,
+        AllocFunction::Pvalloc,
+    ];
+
+    /// The C name, as shown in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            AllocFunction::Malloc => "malloc",
+            AllocFunction::Calloc => "calloc",
+            AllocFunction::Realloc => "realloc",
+            AllocFunction::Reallocarray => "reallocarray",
+            AllocFunction::Free => "free",
+            AllocFunction::PosixMemalign => "posix_memalign",
+            AllocFunction::AlignedAlloc => "aligned_alloc",
+            AllocFunction::Memalign => "memalign",
+            AllocFunction::Valloc => "valloc",
+            AllocFunction::Pvalloc => "pvalloc",
+        }
+    }
+}
+
+/// The mapping system calls memsup records.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MapCall {
+    /// args: addr, length, prot, flags, fd, offset; result: address or -errno
+    Mmap,
+    /// args: addr, length; result: 0 or -errno
+    Munmap,
+    /// args: old_address, old_size, new_size, flags, new_address; result: address or -errno
+    Mremap,
+    /// args: requested break; result: the new break
+    Brk,
+    /// args: shmid, shmaddr, shmflg; result: address or -errno
+    Shmat,
+    /// args: shmaddr; result: 0 or -errno
+    Shmdt,
+}
+
+impl MapCall {
+    pub fn name(self) -> &'static str {
+        match self {
+            MapCall::Mmap => "mmap",
+            MapCall::Munmap => "munmap",
+            MapCall::Mremap => "mremap",
+            MapCall::Brk => "brk",
+            MapCall::Shmat => "shmat",
+            MapCall::Shmdt => "shmdt",
+        }
+    }
+}
+
+/// Where a process came from.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartCause {
+    Launch,
+    Fork,
+    Vfork,
+    Attach,
+}
+
+/// How a process's recording ended.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitKind {
+    /// exit(code)
+    Code(i32),
+    /// killed by signal N
+    Signal(i32),
+    /// memsup detached and the process ran on
+    Detached,
+    /// recording ended without seeing the end (memsup killed, profile truncated)
+    Unknown,
+}
+
+/// What it cost to watch one process (one exec image).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProbeCounters {
+    /// Every ptrace stop of this process's threads that memsup handled.
+    pub stops: u64,
+    /// int3 hits on allocator / mapping entry probes.
+    pub entry_hits: u64,
+    /// int3 hits on the return trampoline.
+    pub return_hits: u64,
+    /// Entry hits whose first instruction was emulated in the tracer.
+    pub emulated: u64,
+    /// Entry hits that ran a relocated copy of the first instruction(s) in the scratch page.
+    pub out_of_line: u64,
+    /// PTRACE_SINGLESTEP requests.
+    pub single_steps: u64,
+    /// Entry hits that had to stop every thread to step over the original instruction.
+    pub stop_the_world: u64,
+    /// seccomp and syscall-exit stops (mapping calls in run mode).
+    pub syscall_stops: u64,
+    /// Allocator calls made from inside another probed allocator call (recorded once, by the outer call).
+    pub nested_calls: u64,
+    /// Breakpoints found overwritten by someone else (runtime code patchers); never restored.
+    pub foreign_patches: u64,
+}
+
+/// One thing that happened. Every record carries the process (thread-group) id it belongs to.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub enum Record {
+    /// A process came under supervision.
+    ProcessStart {
+        time_ns: u64,
+        pid: u32,
+        parent_pid: Option<u32>,
+        cause: StartCause,
+    },
+    /// The process now runs this program (after launch, exec or attach). Starts a new image:
+    /// symbols and modules of earlier images of the same pid no longer apply.
+    Exec {
+        time_ns: u64,
+        pid: u32,
+        exe: String,
+        argv: Vec<String>,
+    },
+    ThreadStart {
+        time_ns: u64,
+        pid: u32,
+        tid: u32,
+    },
+    ThreadExit {
+        time_ns: u64,
+        pid: u32,
+        tid: u32,
+    },
+    /// A file mapped into the process image (one record per module, covering all its segments).
+    Module {
+        time_ns: u64,
+        pid: u32,
+        path: String,
+        /// Lowest and highest runtime addresses of the module's mappings.
+        start: u64,
+        end: u64,
+        /// runtime address - ELF virtual address.
+        bias: u64,
+    },
+    /// A block was allocated. `caller` is the return address into the code that called the allocator.
+    Alloc {
+        time_ns: u64,
+        pid: u32,
+        tid: u32,
+        function: AllocFunction,
+        address: u64,
+        size: u64,
+        caller: u64,
+    },
+    /// free(address). free(NULL) is recorded with address 0.
+    Free {
+        time_ns: u64,
+        pid: u32,
+        tid: u32,
+        address: u64,
+        caller: u64,
+    },
+    /// realloc / reallocarray. `new_address` 0 with size 0 frees the old block;
+    /// `new_address` 0 with size > 0 is a failure that leaves the old block alive.
+    Realloc {
+        time_ns: u64,
+        pid: u32,
+        tid: u32,
+        function: AllocFunction,
+        old_address: u64,
+        new_address: u64,
+        size: u64,
+        caller: u64,
+    },
+    /// A mapping system call and its result.
+    Mapping {
+        time_ns: u64,
+        pid: u32,
+        tid: u32,
+        call: MapCall,
+        args: [u64; 6],
+        result: i64,
+        caller: u64,
+    },
+    /// Symbol of a code address of this process image, resolved at the end of recording.
+    Symbol {
+        pid: u32,
+        address: u64,
+        function: String,
+        offset: u64,
+        module: String,
+    },
+    /// Something the user should know about this process (e.g. no allocator symbols found).
+    Warning {
+        time_ns: u64,
+        pid: u32,
+        message: String,
+    },
+    /// The end of a process's recording, with what watching it cost.
+    ProcessExit {
+        time_ns: u64,
+        pid: u32,
+        status: ExitKind,
+        counters: ProbeCounters,
+    },
+    /// Last record of a complete profile.
+    End { time_ns: u64 },
+}
+
+impl Record {
+    /// The process the record belongs to (None for `End`).
+    pub fn pid(&self) -> Option<u32> {
+        match self {
+            Record::ProcessStart { pid, .. }
+            | Record::Exec { pid, .. }
+            | Record::ThreadStart { pid, .. }
+            | Record::ThreadExit { pid, .. }
+            | Record::Module { pid, .. }
+            | Record::Alloc { pid, .. }
+            | Record::Free { pid, .. }
+            | Record::Realloc { pid, .. }
+            | Record::Mapping { pid, .. }
+            | Record::Symbol { pid, .. }
+            | Record::Warning { pid, .. }
+            | Record::ProcessExit { pid, .. } => Some(*pid),
+            Record::End { .. } => None,
+        }
+    }
+}

@@ -1,0 +1,4 @@
+//! The profile file: format, writer (its own thread) and reader.
+pub mod format;
+pub mod reader;
+pub mod writer;
