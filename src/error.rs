@@ -86,7 +86,9 @@ pub enum Error {
     UnsupportedExecutable { path: String, reason: String },
     #[error("no process with PID {0}")]
     NoSuchProcess(i32),
-    #[error("process {pid} is already traced by PID {tracer} ({tracer_name}); detach that tracer first")]
+    #[error(
+        "process {pid} is already traced by PID {tracer} ({tracer_name}); detach that tracer first"
+    )]
     AlreadyTraced {
         pid: i32,
         tracer: i32,

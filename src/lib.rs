@@ -9,6 +9,7 @@ pub mod breakpoints;
 pub mod error;
 pub mod proc;
 pub mod ptrace;
+pub mod record;
 pub mod report;
 pub mod sampler;
 pub mod symbols;

@@ -26,7 +26,11 @@ impl Emulation {
     /// Applies the instruction to `regs` (rip advanced past it, flags updated as the CPU
     /// would). Memory operands are read through `memory`. A push returns the value the caller
     /// must store at the new `regs.rsp` (the caller batches that write with its own).
-    pub fn apply(&self, regs: &mut user_regs_struct, memory: &dyn RemoteMemory) -> Result<Option<u64>> {
+    pub fn apply(
+        &self,
+        regs: &mut user_regs_struct,
+        memory: &dyn RemoteMemory,
+    ) -> Result<Option<u64>> {
         let _ = (regs, memory);
         todo!()
     }

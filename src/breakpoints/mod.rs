@@ -2,3 +2,6 @@
 //! without a single-step, and return trampolines.
 pub mod emulate;
 pub mod outofline;
+pub mod probes;
+pub mod returns;
+pub mod table;

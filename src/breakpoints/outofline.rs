@@ -15,7 +15,11 @@ pub struct RelocatedInstruction {
 /// Relocates the first instruction of `code` (originally at `original_address`) so it runs at
 /// `slot_address` and then continues at the original next instruction. Fails for instructions
 /// that cannot run elsewhere (call, ret, rip-relative or branch targets out of rel32 reach).
-pub fn relocate(code: &[u8], original_address: u64, slot_address: u64) -> Result<RelocatedInstruction> {
+pub fn relocate(
+    code: &[u8],
+    original_address: u64,
+    slot_address: u64,
+) -> Result<RelocatedInstruction> {
     let _ = (code, original_address, slot_address);
     todo!()
 }

@@ -1,2 +1,16 @@
 //! The ptrace engine: launch, attach, the event loop, detach. One thread owns every ptrace call.
+pub mod attach;
+pub mod detach;
+pub mod hits;
+pub mod inject;
+pub mod launch;
+pub mod lifecycle;
 pub mod memory;
+pub mod modules;
+pub mod regs;
+pub mod seccomp;
+pub mod signals;
+pub mod sink;
+pub mod state;
+pub mod stop;
+pub mod tracer;

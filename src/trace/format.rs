@@ -266,7 +266,9 @@ pub enum Record {
         counters: ProbeCounters,
     },
     /// Last record of a complete profile.
-    End { time_ns: u64 },
+    End {
+        time_ns: u64,
+    },
 }
 
 impl Record {

@@ -38,7 +38,10 @@ impl ProfileWriter {
 
 /// Runs the writer on its own thread: drains `records` until every sender is gone, flushing a
 /// block at least every 100 ms even when records trickle in. Returns how many records it wrote.
-pub fn spawn(writer: ProfileWriter, records: Receiver<Record>) -> JoinHandle<Result<u64, TraceError>> {
+pub fn spawn(
+    writer: ProfileWriter,
+    records: Receiver<Record>,
+) -> JoinHandle<Result<u64, TraceError>> {
     let _ = (writer, records);
     todo!()
 }

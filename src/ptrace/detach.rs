@@ -1,0 +1,179 @@
+//! Leaving attached processes exactly as they were: every thread stopped, threads inside the
+//! scratch page moved back to the original code, hijacked return addresses written back,
+//! original bytes restored (only where our int3 still is), then PTRACE_DETACH.
+
+use nix::errno::Errno;
+use nix::sys::wait::{waitpid, WaitPidFlag};
+use nix::unistd::Pid;
+
+use crate::breakpoints::table::StepOver;
+use crate::error::{Error, Result};
+use crate::ptrace::memory::RemoteMemory;
+use crate::ptrace::regs;
+use crate::ptrace::stop::{Event, Stop};
+use crate::ptrace::tracer::Tracer;
+use crate::trace::format::{ExitKind, Record};
+
+impl Tracer<'_> {
+    /// Interrupts `tids` and waits until each is stopped. Stops that are not our interrupt
+    /// are kept for the event loop. Returns the threads stopped by the interrupt.
+    pub(crate) fn stop_threads(&mut self, tids: &[i32]) -> Vec<i32> {
+        let mut stopped = Vec::new();
+        for &tid in tids {
+            if regs::interrupt(tid).is_err() {
+                continue;
+            }
+            match waitpid(Pid::from_raw(tid), Some(WaitPidFlag::__WALL)) {
+                Ok(status) => match Stop::from_wait_status(status) {
+                    Some(Stop::Event {
+                        event: Event::Stop,
+                        signal,
+                        ..
+                    }) if signal == libc::SIGTRAP => stopped.push(tid),
+                    Some(stop) => self.deferred.push_back(stop),
+                    None => {}
+                },
+                Err(Errno::ECHILD) => {}
+                Err(_) => {}
+            }
+        }
+        stopped
+    }
+
+    /// Waits for the single-step trap of `tid`; other signals are kept for later delivery.
+    pub(crate) fn wait_for_trap(&mut self, tid: i32) -> Result<()> {
+        loop {
+            let status = waitpid(Pid::from_raw(tid), Some(WaitPidFlag::__WALL))
+                .map_err(|e| Error::ptrace("waitpid", tid, e))?;
+            match Stop::from_wait_status(status) {
+                Some(Stop::Signal { signal, .. }) if signal == libc::SIGTRAP => return Ok(()),
+                Some(Stop::Signal { signal, .. }) => {
+                    if let Some(thread) = self.threads.get_mut(&tid) {
+                        thread.pending_signals.push(signal);
+                    }
+                    regs::single_step(tid)?;
+                }
+                Some(stop @ (Stop::Exited { .. } | Stop::Killed { .. })) => {
+                    self.deferred.push_back(stop);
+                    return Err(Error::ProcessGone(tid));
+                }
+                Some(_) => regs::single_step(tid)?,
+                None => {}
+            }
+        }
+    }
+
+    /// Detaches from every process, leaving each running unmodified.
+    pub fn detach_all(&mut self) -> Result<()> {
+        let tids: Vec<i32> = self.threads.keys().copied().collect();
+        let _ = self.stop_threads(&tids);
+        // Stops that raced with the interrupt: finish returns, rewind probe hits.
+        while let Some(stop) = self.deferred.pop_front() {
+            self.settle_for_detach(stop)?;
+        }
+        let pids: Vec<i32> = self.processes.keys().copied().collect();
+        for pid in pids {
+            self.detach_process(pid);
+        }
+        Ok(())
+    }
+
+    /// Brings a thread that reported something other than our interrupt to a clean stop.
+    fn settle_for_detach(&mut self, stop: Stop) -> Result<()> {
+        let tid = stop.tid();
+        match stop {
+            Stop::Exited { code, .. } => self.on_thread_gone(tid, ExitKind::Code(code)),
+            Stop::Killed { signal, .. } => self.on_thread_gone(tid, ExitKind::Signal(signal)),
+            Stop::Signal { signal, .. } if signal == libc::SIGTRAP => self.settle_trap(tid),
+            Stop::Signal { signal, .. } => {
+                if let Some(thread) = self.threads.get_mut(&tid) {
+                    thread.pending_signals.push(signal);
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// A thread stopped at one of our int3s: a return completes; an entry is rewound so the
+    /// restored original instruction runs when it resumes.
+    fn settle_trap(&mut self, tid: i32) -> Result<()> {
+        let Some(pid) = self.threads.get(&tid).map(|t| t.pid) else {
+            return Ok(());
+        };
+        let mut regs = regs::get_registers(tid)?;
+        let address = regs.rip.wrapping_sub(1);
+        let process = &self.processes[&pid];
+        if process
+            .scratch
+            .as_ref()
+            .is_some_and(|s| s.trampoline() == address)
+        {
+            let thread = self.threads.get_mut(&tid).expect("known");
+            if let Some(entry) = thread.shadow.pop_returning(regs.rsp) {
+                regs.rip = entry.original_return;
+                regs::set_registers(tid, &regs)?;
+            }
+        } else if process.breakpoints.get(address).is_some() {
+            regs.rip = address;
+            regs::set_registers(tid, &regs)?;
+        } else if let Some(thread) = self.threads.get_mut(&tid) {
+            thread.pending_signals.push(libc::SIGTRAP);
+        }
+        Ok(())
+    }
+
+    fn detach_process(&mut self, pid: i32) {
+        let tids: Vec<i32> = self
+            .threads
+            .iter()
+            .filter(|(_, t)| t.pid == pid)
+            .map(|(tid, _)| *tid)
+            .collect();
+        let Some(mut process) = self.processes.remove(&pid) else {
+            return;
+        };
+        let trampoline = process.scratch.as_ref().map(|s| s.trampoline());
+        for &tid in &tids {
+            let thread = &self.threads[&tid];
+            // Newest first: a slot reused by a later call holds the later original.
+            for entry in thread.shadow.entries().iter().rev() {
+                if process.memory.read_u64(entry.slot).ok() == trampoline {
+                    let _ = process
+                        .memory
+                        .write_data(entry.slot, &entry.original_return.to_le_bytes());
+                }
+            }
+            if let (Ok(mut regs), Some(scratch)) =
+                (regs::get_registers(tid), process.scratch.as_ref())
+            {
+                if let Some(original) = scratch.original_address_for(regs.rip) {
+                    regs.rip = original;
+                    let _ = regs::set_registers(tid, &regs);
+                }
+            }
+        }
+        let out_of_line = process
+            .breakpoints
+            .iter()
+            .filter(|b| matches!(b.step_over, StepOver::OutOfLine { .. }))
+            .count();
+        let _ = out_of_line;
+        process.counters.foreign_patches += process.breakpoints.restore_all(&mut process.memory);
+        for &tid in &tids {
+            let signal = self
+                .threads
+                .get_mut(&tid)
+                .and_then(|t| t.pending_signals.pop())
+                .unwrap_or(0);
+            let _ = regs::detach(tid, signal);
+            self.threads.remove(&tid);
+        }
+        self.sink.send(Record::ProcessExit {
+            time_ns: self.sink.now_ns(),
+            pid: pid as u32,
+            status: ExitKind::Detached,
+            counters: process.counters,
+        });
+    }
+}

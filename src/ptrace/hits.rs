@@ -1,0 +1,343 @@
+//! The hot path: a probe's int3, the return trampoline, and seccomp-reported mapping calls.
+//! Each hit costs one stop: registers, at most one stack read and one stack write, resume.
+
+use libc::user_regs_struct;
+
+use crate::breakpoints::probes::needs_return;
+use crate::breakpoints::returns::PendingReturn;
+use crate::breakpoints::table::{Breakpoint, ProbeKind, StepOver, INT3};
+use crate::error::{Error, Result};
+use crate::ptrace::memory::RemoteMemory;
+use crate::ptrace::regs;
+use crate::ptrace::state::PendingSyscall;
+use crate::ptrace::tracer::Tracer;
+use crate::trace::format::{AllocFunction, MapCall, Record};
+
+fn arguments(regs: &user_regs_struct) -> [u64; 6] {
+    // The C calling convention (rcx is the 4th argument of a function, r10 of a syscall).
+    [regs.rdi, regs.rsi, regs.rdx, regs.rcx, regs.r8, regs.r9]
+}
+
+fn map_call_of_syscall(number: u64) -> Option<MapCall> {
+    match number as i64 {
+        libc::SYS_mmap => Some(MapCall::Mmap),
+        libc::SYS_munmap => Some(MapCall::Munmap),
+        libc::SYS_mremap => Some(MapCall::Mremap),
+        libc::SYS_brk => Some(MapCall::Brk),
+        libc::SYS_shmat => Some(MapCall::Shmat),
+        libc::SYS_shmdt => Some(MapCall::Shmdt),
+        _ => None,
+    }
+}
+
+impl Tracer<'_> {
+    pub(crate) fn on_trap(&mut self, tid: i32) -> Result<()> {
+        let regs = regs::get_registers(tid)?;
+        let pid = self.threads[&tid].pid;
+        let process = self.processes.get(&pid).ok_or(Error::ProcessGone(pid))?;
+        let address = regs.rip.wrapping_sub(1);
+        if process
+            .scratch
+            .as_ref()
+            .is_some_and(|s| s.trampoline() == address)
+        {
+            return self.on_return(tid, pid, regs);
+        }
+        match process.breakpoints.get(address) {
+            Some(breakpoint) => {
+                let breakpoint = breakpoint.clone();
+                self.on_entry(tid, pid, regs, &breakpoint)
+            }
+            // Not ours: the program's own SIGTRAP.
+            None => regs::resume(tid, libc::SIGTRAP),
+        }
+    }
+
+    fn on_entry(
+        &mut self,
+        tid: i32,
+        pid: i32,
+        mut regs: user_regs_struct,
+        breakpoint: &Breakpoint,
+    ) -> Result<()> {
+        let time_ns = self.sink.now_ns();
+        let entry_rsp = regs.rsp;
+        let thread = self.threads.get_mut(&tid).expect("known thread");
+        thread.shadow.drop_abandoned(entry_rsp);
+        let nested = matches!(breakpoint.kind, ProbeKind::Alloc(_))
+            && thread.shadow.inside_allocator(entry_rsp);
+        let process = self.processes.get_mut(&pid).expect("known process");
+        process.counters.entry_hits += 1;
+        if nested {
+            process.counters.nested_calls += 1;
+        }
+        let mut hijack = None;
+        match breakpoint.kind {
+            ProbeKind::Alloc(AllocFunction::Free) if !nested => self.sink.send(Record::Free {
+                time_ns,
+                pid: pid as u32,
+                tid: tid as u32,
+                address: regs.rdi,
+                caller: 0,
+            }),
+            ProbeKind::Alloc(function) if !nested && needs_return(function) => {
+                hijack = Some(breakpoint.kind)
+            }
+            ProbeKind::Map(_) => hijack = Some(breakpoint.kind),
+            _ => {}
+        }
+        let trampoline = process.scratch.as_ref().map(|s| s.trampoline());
+        let mut hijack_slot = None;
+        if let (Some(kind), Some(trampoline)) = (hijack, trampoline) {
+            let original_return = process.memory.read_u64(entry_rsp)?;
+            // A tail call from another probed function already returns to the trampoline.
+            if original_return != trampoline {
+                let thread = self.threads.get_mut(&tid).expect("known thread");
+                thread.shadow.push(PendingReturn {
+                    slot: entry_rsp,
+                    original_return,
+                    kind,
+                    args: arguments(&regs),
+                    time_ns,
+                });
+                hijack_slot = Some(trampoline);
+            }
+        }
+        regs.rip = breakpoint.address;
+        self.step_over(tid, pid, regs, breakpoint, entry_rsp, hijack_slot)?;
+        if breakpoint.kind == ProbeKind::Rendezvous {
+            self.scan_modules(pid)?;
+        }
+        Ok(())
+    }
+
+    /// Continues past the probed instruction, writing the hijacked return address (and a
+    /// pushed value) in one stack write.
+    fn step_over(
+        &mut self,
+        tid: i32,
+        pid: i32,
+        mut regs: user_regs_struct,
+        breakpoint: &Breakpoint,
+        entry_rsp: u64,
+        trampoline: Option<u64>,
+    ) -> Result<()> {
+        let process = self.processes.get_mut(&pid).expect("known process");
+        match &breakpoint.step_over {
+            StepOver::Emulate(emulation) => {
+                process.counters.emulated += 1;
+                let pushed = emulation.apply(&mut regs, &process.memory)?;
+                match (pushed, trampoline) {
+                    (Some(value), Some(trampoline)) if regs.rsp == entry_rsp - 8 => {
+                        let mut bytes = [0u8; 16];
+                        bytes[..8].copy_from_slice(&value.to_le_bytes());
+                        bytes[8..].copy_from_slice(&trampoline.to_le_bytes());
+                        process.memory.write_data(regs.rsp, &bytes)?;
+                    }
+                    (pushed, trampoline) => {
+                        if let Some(trampoline) = trampoline {
+                            process
+                                .memory
+                                .write_data(entry_rsp, &trampoline.to_le_bytes())?;
+                        }
+                        if let Some(value) = pushed {
+                            process.memory.write_data(regs.rsp, &value.to_le_bytes())?;
+                        }
+                    }
+                }
+            }
+            StepOver::Return => {
+                process.counters.emulated += 1;
+                regs.rip = process.memory.read_u64(regs.rsp)?;
+                regs.rsp += 8;
+            }
+            StepOver::OutOfLine { slot } => {
+                process.counters.out_of_line += 1;
+                regs.rip = *slot;
+                if let Some(trampoline) = trampoline {
+                    process
+                        .memory
+                        .write_data(entry_rsp, &trampoline.to_le_bytes())?;
+                }
+            }
+            StepOver::StopTheWorld => {
+                if let Some(trampoline) = trampoline {
+                    process
+                        .memory
+                        .write_data(entry_rsp, &trampoline.to_le_bytes())?;
+                }
+                regs::set_registers(tid, &regs)?;
+                self.step_stopping_the_world(tid, pid, breakpoint)?;
+                return self.resume(tid);
+            }
+        }
+        regs::set_registers(tid, &regs)?;
+        self.resume(tid)
+    }
+
+    fn on_return(&mut self, tid: i32, pid: i32, mut regs: user_regs_struct) -> Result<()> {
+        let thread = self.threads.get_mut(&tid).expect("known thread");
+        let Some(entry) = thread.shadow.pop_returning(regs.rsp) else {
+            return Err(Error::Internal(format!(
+                "thread {tid} returned to memsup's trampoline with no pending call (rsp {:#x})",
+                regs.rsp
+            )));
+        };
+        let process = self.processes.get_mut(&pid).expect("known process");
+        process.counters.return_hits += 1;
+        let record = return_record(pid as u32, tid as u32, &entry, regs.rax, &process.memory)?;
+        self.sink.send(record);
+        regs.rip = entry.original_return;
+        regs::set_registers(tid, &regs)?;
+        self.resume(tid)
+    }
+
+    pub(crate) fn on_seccomp(&mut self, tid: i32) -> Result<()> {
+        let regs = regs::get_registers(tid)?;
+        let thread = self.threads.get_mut(&tid).expect("known thread");
+        let pid = thread.pid;
+        if let Some(call) = map_call_of_syscall(regs.orig_rax) {
+            thread.pending_syscall = Some(PendingSyscall {
+                call,
+                args: [regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9],
+                time_ns: self.sink.now_ns(),
+            });
+        }
+        if let Some(process) = self.processes.get_mut(&pid) {
+            process.counters.syscall_stops += 1;
+        }
+        regs::resume_to_syscall(tid, 0)
+    }
+
+    pub(crate) fn on_syscall_exit(&mut self, tid: i32) -> Result<()> {
+        let thread = self.threads.get_mut(&tid).expect("known thread");
+        let pid = thread.pid;
+        if let Some(pending) = thread.pending_syscall.take() {
+            let result = regs::get_registers(tid)?.rax as i64;
+            self.sink.send(Record::Mapping {
+                time_ns: pending.time_ns,
+                pid: pid as u32,
+                tid: tid as u32,
+                call: pending.call,
+                args: pending.args,
+                result,
+                caller: 0,
+            });
+            if let Some(process) = self.processes.get_mut(&pid) {
+                process.counters.syscall_stops += 1;
+            }
+        }
+        self.resume(tid)
+    }
+
+    /// Last resort: stop every other thread of the process, lift the int3, single-step the
+    /// original instruction, put the int3 back, let everyone go.
+    fn step_stopping_the_world(
+        &mut self,
+        tid: i32,
+        pid: i32,
+        breakpoint: &Breakpoint,
+    ) -> Result<()> {
+        let others: Vec<i32> = self
+            .threads
+            .iter()
+            .filter(|(t, th)| th.pid == pid && **t != tid)
+            .map(|(t, _)| *t)
+            .collect();
+        let stopped = self.stop_threads(&others);
+        let process = self.processes.get_mut(&pid).expect("known process");
+        process.counters.stop_the_world += 1;
+        process.counters.single_steps += 1;
+        process
+            .memory
+            .write_code(breakpoint.address, &[breakpoint.original_byte])?;
+        let step = regs::single_step(tid).and_then(|_| self.wait_for_trap(tid));
+        let process = self.processes.get_mut(&pid).expect("known process");
+        process.memory.write_code(breakpoint.address, &[INT3])?;
+        for other in stopped {
+            let _ = self.resume(other);
+        }
+        step
+    }
+}
+
+/// The record for a probed call that just returned `result`.
+fn return_record(
+    pid: u32,
+    tid: u32,
+    entry: &PendingReturn,
+    result: u64,
+    memory: &dyn RemoteMemory,
+) -> Result<Record> {
+    let args = entry.args;
+    let caller = entry.original_return;
+    let time_ns = entry.time_ns;
+    let alloc = |function, address, size| Record::Alloc {
+        time_ns,
+        pid,
+        tid,
+        function,
+        address,
+        size,
+        caller,
+    };
+    Ok(match entry.kind {
+        ProbeKind::Alloc(
+            function @ (AllocFunction::Malloc | AllocFunction::Valloc | AllocFunction::Pvalloc),
+        ) => alloc(function, result, args[0]),
+        ProbeKind::Alloc(AllocFunction::Calloc) => alloc(
+            AllocFunction::Calloc,
+            result,
+            args[0].saturating_mul(args[1]),
+        ),
+        ProbeKind::Alloc(function @ (AllocFunction::AlignedAlloc | AllocFunction::Memalign)) => {
+            alloc(function, result, args[1])
+        }
+        ProbeKind::Alloc(AllocFunction::PosixMemalign) => {
+            let address = if result == 0 {
+                memory.read_u64(args[0])?
+            } else {
+                0
+            };
+            alloc(AllocFunction::PosixMemalign, address, args[2])
+        }
+        ProbeKind::Alloc(function @ (AllocFunction::Realloc | AllocFunction::Reallocarray)) => {
+            Record::Realloc {
+                time_ns,
+                pid,
+                tid,
+                function,
+                old_address: args[0],
+                new_address: result,
+                size: if function == AllocFunction::Realloc {
+                    args[1]
+                } else {
+                    args[1].saturating_mul(args[2])
+                },
+                caller,
+            }
+        }
+        ProbeKind::Map(call) => Record::Mapping {
+            time_ns,
+            pid,
+            tid,
+            call,
+            args,
+            result: wrapper_result(call, &args, result),
+            caller,
+        },
+        ProbeKind::Alloc(AllocFunction::Free) | ProbeKind::Rendezvous => {
+            return Err(Error::Internal("no return record for this probe".into()));
+        }
+    })
+}
+
+/// libc's wrappers return -1 and set errno; the records hold the system call's result.
+fn wrapper_result(call: MapCall, args: &[u64; 6], result: u64) -> i64 {
+    let failed = result as i64 == -1;
+    match call {
+        MapCall::Brk if result == 0 => args[0] as i64,
+        _ if failed => -(libc::ENOMEM as i64),
+        _ => result as i64,
+    }
+}

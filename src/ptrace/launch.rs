@@ -1,0 +1,201 @@
+//! `memsup run`: fork, let the child stop itself, seize it, then let it install the seccomp
+//! filter and exec. Exec failures come back over a close-on-exec pipe.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::sys::wait::{waitpid, WaitPidFlag};
+use nix::unistd::Pid;
+
+use crate::error::{Error, Result};
+use crate::ptrace::regs;
+use crate::ptrace::seccomp;
+use crate::ptrace::stop::{Event, Stop};
+
+/// Finds `command` the way execvp would: as a path if it contains '/', else along $PATH.
+pub fn resolve_command(command: &OsStr) -> Result<PathBuf> {
+    let display = command.to_string_lossy().into_owned();
+    if command.as_bytes().contains(&b'/') {
+        let path = PathBuf::from(command);
+        return check_runnable(&path, &display).map(|_| path);
+    }
+    let search =
+        std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/usr/local/bin:/usr/bin:/bin"));
+    let mut not_executable = None;
+    for directory in std::env::split_paths(&search) {
+        let candidate = directory.join(command);
+        match check_runnable(&candidate, &display) {
+            Ok(()) => return Ok(candidate),
+            Err(error @ Error::NotExecutable { .. }) => {
+                not_executable = not_executable.or(Some(error))
+            }
+            Err(_) => {}
+        }
+    }
+    Err(not_executable.unwrap_or(Error::CommandNotFound(display)))
+}
+
+fn check_runnable(path: &Path, display: &str) -> Result<()> {
+    let metadata =
+        std::fs::metadata(path).map_err(|_| Error::CommandNotFound(display.to_string()))?;
+    if metadata.is_dir() {
+        return Err(Error::NotExecutable {
+            path: display.to_string(),
+            source: Errno::EISDIR,
+        });
+    }
+    if metadata.permissions().mode() & 0o111 == 0 {
+        return Err(Error::NotExecutable {
+            path: display.to_string(),
+            source: Errno::EACCES,
+        });
+    }
+    Ok(())
+}
+
+/// What the child needs, prepared before fork (the child may only make raw system calls).
+struct ChildPlan {
+    path: CString,
+    argv: Vec<CString>,
+    envp: Vec<CString>,
+    filter: Option<Vec<libc::sock_filter>>,
+}
+
+fn to_cstring(bytes: Vec<u8>) -> Result<CString> {
+    CString::new(bytes).map_err(|_| Error::Internal("argument contains a NUL byte".into()))
+}
+
+impl ChildPlan {
+    fn new(path: &Path, args: &[OsString], use_seccomp: bool) -> Result<ChildPlan> {
+        let argv = args
+            .iter()
+            .map(|a| to_cstring(a.clone().into_vec()))
+            .collect::<Result<Vec<_>>>()?;
+        let envp = std::env::vars_os()
+            .map(|(k, v)| {
+                let mut entry = k.into_vec();
+                entry.push(b'=');
+                entry.extend(v.into_vec());
+                to_cstring(entry)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(ChildPlan {
+            path: to_cstring(path.as_os_str().as_bytes().to_vec())?,
+            argv,
+            envp,
+            filter: use_seccomp.then(seccomp::filter_program),
+        })
+    }
+}
+
+/// Runs in the forked child: restore default signal state, stop until seized, install the
+/// filter, exec. Never returns.
+unsafe fn child_main(
+    plan: &ChildPlan,
+    argv: &[*const libc::c_char],
+    envp: &[*const libc::c_char],
+    error_pipe: i32,
+) -> ! {
+    let mut empty: libc::sigset_t = std::mem::zeroed();
+    libc::sigemptyset(&mut empty);
+    libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+    for signal in crate::ptrace::signals::HANDLED_BY_MEMSUP {
+        libc::signal(signal, libc::SIG_DFL);
+    }
+    libc::raise(libc::SIGSTOP);
+    if let Some(filter) = &plan.filter {
+        if seccomp::install(filter) != 0 {
+            let errno = *libc::__errno_location();
+            libc::write(error_pipe, (&errno as *const i32).cast(), 4);
+            libc::_exit(127);
+        }
+    }
+    libc::execve(plan.path.as_ptr(), argv.as_ptr(), envp.as_ptr());
+    let errno = *libc::__errno_location();
+    libc::write(error_pipe, (&errno as *const i32).cast(), 4);
+    libc::_exit(127);
+}
+
+fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
+    strings
+        .iter()
+        .map(|s| s.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect()
+}
+
+/// Launches `args[0]` (already resolved to `path`) under ptrace and returns its PID, stopped
+/// at its exec event.
+pub fn launch(path: &Path, args: &[OsString], use_seccomp: bool) -> Result<i32> {
+    let plan = ChildPlan::new(path, args, use_seccomp)?;
+    let argv = null_terminated(&plan.argv);
+    let envp = null_terminated(&plan.envp);
+    let mut pipe_fds = [0i32; 2];
+    // SAFETY: plain pipe2 into a local array.
+    if unsafe { libc::pipe2(pipe_fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(Error::io("pipe2", std::io::Error::last_os_error()));
+    }
+    // SAFETY: the child only makes raw system calls on data prepared above.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        unsafe {
+            libc::close(pipe_fds[0]);
+            child_main(&plan, &argv, &envp, pipe_fds[1]);
+        }
+    }
+    unsafe { libc::close(pipe_fds[1]) };
+    if pid < 0 {
+        unsafe { libc::close(pipe_fds[0]) };
+        return Err(Error::io("fork", std::io::Error::last_os_error()));
+    }
+    let result = seize_and_run_to_exec(pid, use_seccomp, pipe_fds[0], path);
+    unsafe { libc::close(pipe_fds[0]) };
+    result.map(|_| pid)
+}
+
+fn seize_and_run_to_exec(pid: i32, run_mode: bool, error_pipe: i32, path: &Path) -> Result<()> {
+    regs::seize(pid, regs::trace_options(run_mode))?;
+    loop {
+        let status = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::__WALL))
+            .map_err(|e| Error::ptrace("waitpid", pid, e))?;
+        match Stop::from_wait_status(status) {
+            Some(Stop::Event {
+                event: Event::Exec, ..
+            }) => return Ok(()),
+            Some(Stop::Signal { signal, .. }) if signal == libc::SIGSTOP => regs::resume(pid, 0)?,
+            Some(Stop::Event {
+                event: Event::Stop, ..
+            }) => {
+                // Seized after the child had already stopped itself: wake it from the group-stop.
+                unsafe { libc::kill(pid, libc::SIGCONT) };
+                regs::resume(pid, 0)?;
+            }
+            Some(Stop::Signal { signal, .. }) if signal == libc::SIGCONT => regs::resume(pid, 0)?,
+            Some(Stop::Exited { .. }) | Some(Stop::Killed { .. }) => {
+                return Err(exec_failure(error_pipe, path));
+            }
+            Some(other) => regs::resume(other.tid(), 0)?,
+            None => {}
+        }
+    }
+}
+
+fn exec_failure(error_pipe: i32, path: &Path) -> Error {
+    let mut errno = 0i32;
+    // SAFETY: reads at most 4 bytes into a local.
+    let read = unsafe { libc::read(error_pipe, (&mut errno as *mut i32).cast(), 4) };
+    let display = path.display().to_string();
+    if read != 4 {
+        return Error::Internal(format!("{display}: the program ended before it started"));
+    }
+    match Errno::from_raw(errno) {
+        Errno::ENOENT => Error::CommandNotFound(display),
+        errno => Error::NotExecutable {
+            path: display,
+            source: errno,
+        },
+    }
+}

@@ -1,0 +1,190 @@
+//! Finding the tracee's modules in /proc/PID/maps and planting probes in them: at exec, at
+//! attach, and at every dynamic-linker rendezvous (dlopen, dlclose).
+
+use std::collections::BTreeMap;
+
+use crate::breakpoints::probes::{
+    is_dynamic_linker, ALLOCATOR_SYMBOLS, MAPPING_SYMBOLS, RENDEZVOUS_SYMBOL,
+};
+use crate::breakpoints::table::ProbeKind;
+use crate::error::{Error, Result};
+use crate::proc::auxv::{read_auxv_value, AT_BASE};
+use crate::proc::maps::{read_maps, MapEntry};
+use crate::ptrace::inject::ScratchPage;
+use crate::ptrace::tracer::Tracer;
+use crate::symbols::elf::ElfFile;
+use crate::trace::format::Record;
+
+/// A file mapped with at least one executable segment.
+struct LoadedModule {
+    path: String,
+    start: u64,
+    end: u64,
+    /// The mapping with the lowest file offset, for the load bias.
+    first_start: u64,
+    first_offset: u64,
+}
+
+fn loaded_modules(maps: &[MapEntry]) -> Vec<LoadedModule> {
+    let mut by_path: BTreeMap<&str, Vec<&MapEntry>> = BTreeMap::new();
+    for entry in maps {
+        if let Some(path) = entry.path.as_deref().filter(|p| p.starts_with('/')) {
+            by_path.entry(path).or_default().push(entry);
+        }
+    }
+    by_path
+        .into_iter()
+        .filter(|(_, entries)| entries.iter().any(|e| e.executable))
+        .map(|(path, entries)| {
+            let first = entries.iter().min_by_key(|e| e.offset).expect("non-empty");
+            LoadedModule {
+                path: path.to_string(),
+                start: entries.iter().map(|e| e.start).min().unwrap_or(0),
+                end: entries.iter().map(|e| e.end).max().unwrap_or(0),
+                first_start: first.start,
+                first_offset: first.offset,
+            }
+        })
+        .collect()
+}
+
+impl Tracer<'_> {
+    /// At an exec stop (one thread, nothing run yet): scratch page, then probes in what is
+    /// mapped (the executable and the dynamic linker; libc arrives at the first rendezvous).
+    pub(crate) fn setup_image(&mut self, pid: i32) -> Result<()> {
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if let Err(error @ Error::UnsupportedExecutable { .. }) = ElfFile::open(&exe) {
+            self.warn(pid, format!("{error}; not probed"));
+            return Ok(());
+        }
+        let maps = read_maps(pid).map_err(|e| Error::io(format!("/proc/{pid}/maps"), e))?;
+        let interpreter_base = read_auxv_value(pid, AT_BASE).ok().flatten().unwrap_or(0);
+        let anchor = if interpreter_base != 0 {
+            interpreter_base
+        } else {
+            maps.iter()
+                .find(|m| m.path.as_deref() == Some(exe.as_str()))
+                .map_or(0, |m| m.start)
+        };
+        self.create_scratch(pid, pid, anchor)?;
+        self.scan_modules(pid)?;
+        let process = &self.processes[&pid];
+        let has_allocator = process
+            .breakpoints
+            .iter()
+            .any(|b| matches!(b.kind, ProbeKind::Alloc(_)));
+        if interpreter_base == 0 && !has_allocator {
+            self.warn(
+                pid,
+                format!("{exe}: no allocator symbols found (stripped static binary?); recording mapping system calls only"),
+            );
+        }
+        Ok(())
+    }
+
+    pub(crate) fn create_scratch(&mut self, pid: i32, tid: i32, anchor: u64) -> Result<()> {
+        let process = self
+            .processes
+            .get_mut(&pid)
+            .ok_or(Error::ProcessGone(pid))?;
+        let (scratch, signals) = ScratchPage::create(&mut process.memory, tid, anchor)?;
+        process.scratch = Some(scratch);
+        if let Some(thread) = self.threads.get_mut(&tid) {
+            thread.pending_signals.extend(signals);
+        }
+        Ok(())
+    }
+
+    /// Probes every module not seen before, and forgets probes of modules that went away.
+    pub(crate) fn scan_modules(&mut self, pid: i32) -> Result<()> {
+        let maps = read_maps(pid).map_err(|e| Error::io(format!("/proc/{pid}/maps"), e))?;
+        let modules = loaded_modules(&maps);
+        let process = self
+            .processes
+            .get_mut(&pid)
+            .ok_or(Error::ProcessGone(pid))?;
+        process.breakpoints.forget_modules_not_in(&|path, address| {
+            modules
+                .iter()
+                .any(|m| m.path == path && (m.start..m.end).contains(&address))
+        });
+        process
+            .known_modules
+            .retain(|path| modules.iter().any(|m| &m.path == path));
+        for module in modules {
+            if self.processes[&pid].known_modules.contains(&module.path) {
+                continue;
+            }
+            self.processes
+                .get_mut(&pid)
+                .expect("checked")
+                .known_modules
+                .insert(module.path.clone());
+            if let Err(error) = self.probe_module(pid, &module) {
+                self.warn(pid, format!("{}: not probed: {error}", module.path));
+            }
+        }
+        Ok(())
+    }
+
+    fn probe_module(&mut self, pid: i32, module: &LoadedModule) -> Result<()> {
+        let elf = self.symbols.get(&module.path)?;
+        let bias = elf
+            .load_bias(module.first_start, module.first_offset)
+            .unwrap_or(0);
+        self.sink.send(Record::Module {
+            time_ns: self.sink.now_ns(),
+            pid: pid as u32,
+            path: module.path.clone(),
+            start: module.start,
+            end: module.end,
+            bias,
+        });
+        let mut targets: Vec<(u64, ProbeKind)> = Vec::new();
+        if is_dynamic_linker(&module.path) {
+            for symbol in elf.find_functions(&[RENDEZVOUS_SYMBOL]) {
+                targets.push((symbol.address.wrapping_add(bias), ProbeKind::Rendezvous));
+            }
+        } else {
+            for (function, names) in ALLOCATOR_SYMBOLS {
+                for symbol in elf
+                    .find_functions(names)
+                    .into_iter()
+                    .filter(|s| !s.is_ifunc)
+                {
+                    targets.push((
+                        symbol.address.wrapping_add(bias),
+                        ProbeKind::Alloc(*function),
+                    ));
+                }
+            }
+            if self.processes[&pid].probe_mapping_wrappers {
+                for (call, names) in MAPPING_SYMBOLS {
+                    for symbol in elf
+                        .find_functions(names)
+                        .into_iter()
+                        .filter(|s| !s.is_ifunc)
+                    {
+                        targets.push((symbol.address.wrapping_add(bias), ProbeKind::Map(*call)));
+                    }
+                }
+            }
+        }
+        let process = self
+            .processes
+            .get_mut(&pid)
+            .ok_or(Error::ProcessGone(pid))?;
+        for (address, kind) in targets {
+            process.breakpoints.insert(
+                &mut process.memory,
+                process.scratch.as_mut(),
+                address,
+                kind,
+                &module.path,
+            )?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,77 @@
+//! What the tracer knows about each supervised process and thread.
+
+use std::collections::HashSet;
+
+use crate::breakpoints::returns::ShadowStack;
+use crate::breakpoints::table::BreakpointTable;
+use crate::ptrace::inject::ScratchPage;
+use crate::ptrace::memory::ProcessMemory;
+use crate::trace::format::{MapCall, ProbeCounters};
+
+/// A mapping system call seen at its seccomp stop, waiting for its result.
+#[derive(Debug, Clone, Copy)]
+pub struct PendingSyscall {
+    pub call: MapCall,
+    pub args: [u64; 6],
+    pub time_ns: u64,
+}
+
+pub struct Thread {
+    pub pid: i32,
+    pub shadow: ShadowStack,
+    pub pending_syscall: Option<PendingSyscall>,
+    /// Signals that arrived while memsup ran code in the thread, delivered at the next resume.
+    pub pending_signals: Vec<i32>,
+}
+
+impl Thread {
+    pub fn new(pid: i32) -> Thread {
+        Thread {
+            pid,
+            shadow: ShadowStack::default(),
+            pending_syscall: None,
+            pending_signals: Vec::new(),
+        }
+    }
+}
+
+pub struct Process {
+    pub pid: i32,
+    pub memory: ProcessMemory,
+    pub breakpoints: BreakpointTable,
+    pub scratch: Option<ScratchPage>,
+    pub counters: ProbeCounters,
+    /// Module paths already scanned for probes.
+    pub known_modules: HashSet<String>,
+    /// Probe libc's mapping wrappers (attach mode, where seccomp is not available).
+    pub probe_mapping_wrappers: bool,
+}
+
+impl Process {
+    pub fn new(pid: i32, probe_mapping_wrappers: bool) -> Process {
+        Process {
+            pid,
+            memory: ProcessMemory::new(nix::unistd::Pid::from_raw(pid)),
+            breakpoints: BreakpointTable::default(),
+            scratch: None,
+            counters: ProbeCounters::default(),
+            known_modules: HashSet::new(),
+            probe_mapping_wrappers,
+        }
+    }
+
+    /// A fork child: a copy of the parent's address space, so of its probes and scratch page.
+    pub fn forked_from(parent: &Process, pid: i32) -> Process {
+        Process {
+            breakpoints: parent.breakpoints.clone(),
+            scratch: parent.scratch.clone(),
+            known_modules: parent.known_modules.clone(),
+            ..Process::new(pid, parent.probe_mapping_wrappers)
+        }
+    }
+
+    /// After exec: the old image and everything planted in it are gone.
+    pub fn reset_for_exec(&mut self) {
+        *self = Process::new(self.pid, self.probe_mapping_wrappers);
+    }
+}

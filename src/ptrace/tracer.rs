@@ -1,0 +1,180 @@
+//! The event loop: one blocking waitpid(__WALL) for every supervised thread, each stop decoded
+//! once and dispatched. Only this thread issues ptrace requests (`Tracer` is `!Send`).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::marker::PhantomData;
+
+use nix::errno::Errno;
+use nix::sys::wait::{waitpid, WaitPidFlag};
+
+use crate::error::{Error, Result};
+use crate::ptrace::regs;
+use crate::ptrace::signals;
+use crate::ptrace::sink::RecordSink;
+use crate::ptrace::state::{Process, Thread};
+use crate::ptrace::stop::{Event, Stop, GROUP_STOP_SIGNALS};
+use crate::symbols::SymbolCache;
+use crate::trace::format::{ExitKind, Record};
+
+/// What memsup does when the user interrupts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// memsup launched the program: the program gets its own signals; memsup records on.
+    Run,
+    /// memsup joined running processes: Ctrl-C or --duration detaches, leaving them running.
+    Attach,
+}
+
+pub struct Tracer<'a> {
+    pub(crate) mode: Mode,
+    pub(crate) processes: HashMap<i32, Process>,
+    pub(crate) threads: HashMap<i32, Thread>,
+    /// Threads whose first stop arrived before the event that created them.
+    pub(crate) early_threads: HashSet<i32>,
+    /// Stops collected while stopping the world, handled before waiting again.
+    pub(crate) deferred: VecDeque<Stop>,
+    pub(crate) sink: &'a RecordSink,
+    pub(crate) symbols: SymbolCache,
+    pub(crate) root_pid: i32,
+    pub(crate) root_exit: Option<ExitKind>,
+    /// Messages for the user, printed by the caller (one line each).
+    pub(crate) warnings: Vec<String>,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl<'a> Tracer<'a> {
+    pub fn new(mode: Mode, root_pid: i32, sink: &'a RecordSink) -> Tracer<'a> {
+        Tracer {
+            mode,
+            processes: HashMap::new(),
+            threads: HashMap::new(),
+            early_threads: HashSet::new(),
+            deferred: VecDeque::new(),
+            sink,
+            symbols: SymbolCache::default(),
+            root_pid,
+            root_exit: None,
+            warnings: Vec::new(),
+            _not_send: PhantomData,
+        }
+    }
+
+    /// How the first process ended (None if memsup detached from it).
+    pub fn root_exit(&self) -> Option<ExitKind> {
+        self.root_exit
+    }
+
+    pub fn take_warnings(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.warnings)
+    }
+
+    pub(crate) fn warn(&mut self, pid: i32, message: String) {
+        self.sink.send(Record::Warning {
+            time_ns: self.sink.now_ns(),
+            pid: pid as u32,
+            message: message.clone(),
+        });
+        self.warnings.push(message);
+    }
+
+    /// Runs until every supervised process is gone or memsup detached.
+    pub fn run(&mut self) -> Result<()> {
+        while !self.processes.is_empty() {
+            if let Some(signal) = signals::take_pending() {
+                if self.on_memsup_signal(signal)? {
+                    return Ok(());
+                }
+                continue;
+            }
+            let stop = match self.deferred.pop_front() {
+                Some(stop) => stop,
+                None => match waitpid(None, Some(WaitPidFlag::__WALL)) {
+                    Ok(status) => match Stop::from_wait_status(status) {
+                        Some(stop) => stop,
+                        None => continue,
+                    },
+                    Err(Errno::EINTR) => continue,
+                    Err(Errno::ECHILD) => break,
+                    Err(errno) => return Err(Error::ptrace("waitpid", -1, errno)),
+                },
+            };
+            self.handle_or_recover(stop);
+        }
+        Ok(())
+    }
+
+    /// Returns true when memsup detached and recording is over.
+    fn on_memsup_signal(&mut self, signal: i32) -> Result<bool> {
+        match (self.mode, signal) {
+            (Mode::Attach, libc::SIGINT | libc::SIGTERM | libc::SIGHUP | libc::SIGALRM) => {
+                self.detach_all()?;
+                Ok(true)
+            }
+            // Run mode: the terminal already sent SIGINT/SIGQUIT to the program too; a
+            // SIGTERM or SIGHUP aimed at memsup is passed on to the program.
+            (Mode::Run, libc::SIGTERM | libc::SIGHUP) => {
+                // SAFETY: kill has no memory effects.
+                unsafe { libc::kill(self.root_pid, signal) };
+                Ok(false)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Handles a stop; on failure the thread is resumed anyway so it is never left hanging.
+    fn handle_or_recover(&mut self, stop: Stop) {
+        let tid = stop.tid();
+        match self.handle(stop) {
+            Ok(()) | Err(Error::ProcessGone(_)) => {}
+            Err(error) => {
+                let pid = self.threads.get(&tid).map_or(tid, |t| t.pid);
+                self.warn(pid, format!("thread {tid}: {error}"));
+                if !matches!(stop, Stop::Exited { .. } | Stop::Killed { .. }) {
+                    let _ = regs::resume(tid, 0);
+                }
+            }
+        }
+    }
+
+    fn handle(&mut self, stop: Stop) -> Result<()> {
+        let tid = stop.tid();
+        let Some(pid) = self.threads.get(&tid).map(|t| t.pid) else {
+            if !matches!(stop, Stop::Exited { .. } | Stop::Killed { .. }) {
+                // Its creator's clone/fork event has not been seen yet: hold it stopped.
+                self.early_threads.insert(tid);
+            }
+            return Ok(());
+        };
+        if let Some(process) = self.processes.get_mut(&pid) {
+            process.counters.stops += 1;
+        }
+        match stop {
+            Stop::Exited { code, .. } => self.on_thread_gone(tid, ExitKind::Code(code)),
+            Stop::Killed { signal, .. } => self.on_thread_gone(tid, ExitKind::Signal(signal)),
+            Stop::Event { event, signal, .. } => self.on_event(tid, event, signal),
+            Stop::Syscall { .. } => self.on_syscall_exit(tid),
+            Stop::Signal { signal, .. } if signal == libc::SIGTRAP => self.on_trap(tid),
+            Stop::Signal { signal, .. } => regs::resume(tid, signal),
+        }
+    }
+
+    fn on_event(&mut self, tid: i32, event: Event, signal: i32) -> Result<()> {
+        match event {
+            Event::Clone | Event::Fork | Event::Vfork => self.on_new_child(tid, event),
+            Event::Exec => self.on_exec(tid),
+            Event::Seccomp => self.on_seccomp(tid),
+            Event::Stop if GROUP_STOP_SIGNALS.contains(&signal) => regs::listen(tid),
+            Event::Stop | Event::VforkDone | Event::Exit | Event::Other(_) => self.resume(tid),
+        }
+    }
+
+    /// Resumes a thread, delivering one signal held back while memsup ran code in it.
+    pub(crate) fn resume(&mut self, tid: i32) -> Result<()> {
+        let signal = self
+            .threads
+            .get_mut(&tid)
+            .and_then(|t| (!t.pending_signals.is_empty()).then(|| t.pending_signals.remove(0)))
+            .unwrap_or(0);
+        regs::resume(tid, signal)
+    }
+}

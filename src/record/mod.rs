@@ -1,0 +1,249 @@
+//! `memsup run` and `memsup attach`: the tracer on this thread, the collector and the writer
+//! on their own threads, fed over bounded channels.
+
+pub mod collector;
+pub mod progress;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use crate::error::{Error, Result, TraceError};
+use crate::ptrace::launch::{launch, resolve_command};
+use crate::ptrace::sink::RecordSink;
+use crate::ptrace::state::{Process, Thread};
+use crate::ptrace::tracer::{Mode, Tracer};
+use crate::ptrace::{attach, signals};
+use crate::symbols::elf::check_executable;
+use crate::trace::format::{ExitKind, Header, Record, RecordMode, StartCause};
+use crate::trace::writer::{self, ProfileWriter};
+use collector::LiveStats;
+use progress::Progress;
+
+/// Capacity of each channel, in records.
+const CHANNEL_CAPACITY: usize = 1 << 16;
+
+pub struct RunOptions {
+    pub output: PathBuf,
+    pub command: Vec<OsString>,
+    pub quiet: bool,
+}
+
+pub struct AttachOptions {
+    pub output: PathBuf,
+    pub pids: Vec<i32>,
+    pub duration_seconds: Option<u32>,
+    pub quiet: bool,
+}
+
+/// The threads behind the tracer, and how to wind them down.
+struct Pipeline {
+    sink: RecordSink,
+    collector: JoinHandle<()>,
+    writer: JoinHandle<std::result::Result<u64, TraceError>>,
+    progress: Progress,
+    output: PathBuf,
+    quiet: bool,
+}
+
+impl Pipeline {
+    /// Creates the profile (failing before anything is launched) and starts the threads.
+    fn start(output: &Path, header: Header, quiet: bool) -> Result<Pipeline> {
+        let writer = ProfileWriter::create(output, &header).map_err(|error| match error {
+            TraceError::Io { source, .. } => Error::OutputNotWritable {
+                path: output.to_path_buf(),
+                source,
+            },
+            other => Error::Trace(other),
+        })?;
+        let stats = Arc::new(LiveStats::default());
+        // Worker threads inherit a mask that keeps memsup's signals for the tracer thread.
+        signals::install();
+        signals::block_in_this_thread();
+        let (tracer_sender, collector_receiver) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
+        let (collector_sender, writer_receiver) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
+        let collector = collector::spawn(collector_receiver, collector_sender, stats.clone());
+        let writer = writer::spawn(writer, writer_receiver);
+        let progress = Progress::start(stats, quiet);
+        signals::unblock_in_this_thread();
+        Ok(Pipeline {
+            sink: RecordSink::new(tracer_sender, Instant::now()),
+            collector,
+            writer,
+            progress,
+            output: output.to_path_buf(),
+            quiet,
+        })
+    }
+
+    fn finish(self) -> Result<()> {
+        self.sink.send(Record::End {
+            time_ns: self.sink.now_ns(),
+        });
+        let Pipeline {
+            sink,
+            collector,
+            writer,
+            progress,
+            output,
+            quiet,
+        } = self;
+        drop(sink);
+        let _ = collector.join();
+        let written = writer
+            .join()
+            .map_err(|_| Error::Internal("the writer thread panicked".into()))?;
+        progress.stop();
+        written?;
+        if !quiet {
+            eprintln!("memsup: profile written to {}", output.display());
+        }
+        Ok(())
+    }
+}
+
+fn header(mode: RecordMode, target: Vec<String>, options: Vec<String>) -> Header {
+    let start_unix_ns = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    Header {
+        memsup_version: env!("CARGO_PKG_VERSION").to_string(),
+        host: nix::unistd::gethostname()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        mode,
+        target,
+        start_unix_ns,
+        options,
+    }
+}
+
+fn print_warnings(tracer: &mut Tracer) {
+    for warning in tracer.take_warnings() {
+        eprintln!("memsup: warning: {warning}");
+    }
+}
+
+/// The exit status memsup passes on: the program's own, 128+N for signal N.
+fn exit_status(exit: Option<ExitKind>) -> i32 {
+    match exit {
+        Some(ExitKind::Code(code)) => code,
+        Some(ExitKind::Signal(signal)) => 128 + signal,
+        _ => 0,
+    }
+}
+
+/// Launches the command under supervision; returns the program's exit status.
+pub fn run(options: RunOptions) -> Result<i32> {
+    let program = options
+        .command
+        .first()
+        .ok_or_else(|| Error::Internal("no command given".into()))?;
+    let path = resolve_command(program)?;
+    if !is_script(&path) {
+        check_executable(&path.to_string_lossy())?;
+    }
+    let target = options
+        .command
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let pipeline = Pipeline::start(
+        &options.output,
+        header(RecordMode::Run, target, vec!["seccomp=on".into()]),
+        options.quiet,
+    )?;
+    let launched = launch(&path, &options.command, true);
+    let pid = match launched {
+        Ok(pid) => pid,
+        Err(error) => {
+            let _ = pipeline.finish_quietly();
+            let _ = std::fs::remove_file(&options.output);
+            return Err(error);
+        }
+    };
+    let mut tracer = Tracer::new(Mode::Run, pid, &pipeline.sink);
+    tracer.adopt_launched(pid)?;
+    print_warnings(&mut tracer);
+    let outcome = tracer.run();
+    print_warnings(&mut tracer);
+    let status = exit_status(tracer.root_exit());
+    drop(tracer);
+    pipeline.finish()?;
+    outcome?;
+    Ok(status)
+}
+
+/// Joins running processes until Ctrl-C, `--duration` or their exit; then detaches.
+pub fn attach(options: AttachOptions) -> Result<i32> {
+    let mut pids = Vec::new();
+    for &pid in &options.pids {
+        pids.push(attach::check_attachable(pid)?);
+    }
+    let target = options.pids.iter().map(|p| p.to_string()).collect();
+    let duration = options
+        .duration_seconds
+        .map(|s| format!("duration={s}s"))
+        .into_iter()
+        .collect();
+    let pipeline = Pipeline::start(
+        &options.output,
+        header(RecordMode::Attach, target, duration),
+        options.quiet,
+    )?;
+    let mut tracer = Tracer::new(Mode::Attach, pids[0], &pipeline.sink);
+    for &pid in &pids {
+        if let Err(error) = tracer.attach(pid) {
+            let _ = tracer.detach_all();
+            drop(tracer);
+            let _ = pipeline.finish_quietly();
+            let _ = std::fs::remove_file(&options.output);
+            return Err(error);
+        }
+    }
+    if let Some(seconds) = options.duration_seconds {
+        signals::alarm_after(seconds.max(1));
+    }
+    print_warnings(&mut tracer);
+    let outcome = tracer.run();
+    print_warnings(&mut tracer);
+    drop(tracer);
+    pipeline.finish()?;
+    outcome?;
+    Ok(0)
+}
+
+impl Pipeline {
+    fn finish_quietly(mut self) -> Result<()> {
+        self.quiet = true;
+        self.finish()
+    }
+}
+
+fn is_script(path: &Path) -> bool {
+    let mut start = [0u8; 2];
+    std::fs::File::open(path)
+        .and_then(|mut file| std::io::Read::read_exact(&mut file, &mut start))
+        .map(|_| &start == b"#!")
+        .unwrap_or(false)
+}
+
+impl Tracer<'_> {
+    /// Takes over a process `launch` left stopped at its exec event.
+    pub fn adopt_launched(&mut self, pid: i32) -> Result<()> {
+        self.processes.insert(pid, Process::new(pid, false));
+        self.threads.insert(pid, Thread::new(pid));
+        self.sink.send(Record::ProcessStart {
+            time_ns: self.sink.now_ns(),
+            pid: pid as u32,
+            parent_pid: None,
+            cause: StartCause::Launch,
+        });
+        self.record_exec(pid);
+        self.setup_image(pid)?;
+        self.resume(pid)
+    }
+}
