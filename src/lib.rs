@@ -6,6 +6,7 @@
 
 pub mod analysis;
 pub mod breakpoints;
+pub mod cli;
 pub mod error;
 pub mod proc;
 pub mod ptrace;

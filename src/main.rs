@@ -1,3 +1,69 @@
-fn main() {
-    println!("memsup");
+//! memsup's entry point: parse, run, and turn errors into one line and an exit code.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+use memsup::cli::{default_output, Cli, Command, Format};
+use memsup::error::{Error, Result};
+use memsup::record::{self, AttachOptions, RunOptions};
+use memsup::trace::reader::read_profile;
+use memsup::{analysis, report};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match execute(cli.command) {
+        Ok(status) => ExitCode::from(status.clamp(0, 255) as u8),
+        Err(error) => {
+            eprintln!("memsup: error: {}", with_advice(&error));
+            ExitCode::from(error.exit_code() as u8)
+        }
+    }
+}
+
+fn execute(command: Command) -> Result<i32> {
+    match command {
+        Command::Run { output, quiet, command } => {
+            let name = command.first().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default();
+            let output = output.unwrap_or_else(|| default_output(&name));
+            record::run(RunOptions { output, command, quiet })
+        }
+        Command::Attach { output, duration, quiet, pids } => {
+            let output = output.unwrap_or_else(|| default_output("attach"));
+            record::attach(AttachOptions {
+                output,
+                pids,
+                duration_seconds: duration,
+                quiet,
+            })
+        }
+        Command::Report { format, profile } => {
+            if !profile.exists() {
+                return Err(Error::InputNotReadable {
+                    path: profile,
+                    source: std::io::Error::from(std::io::ErrorKind::NotFound),
+                });
+            }
+            let loaded = read_profile(&profile)?;
+            let analysis = analysis::analyze(&loaded, &profile);
+            let mut out = std::io::stdout().lock();
+            let rendered = match format {
+                Format::Text => report::text::render(&analysis, &mut out),
+                Format::Json => report::json::render(&analysis, &mut out),
+            };
+            rendered.and_then(|_| out.flush()).map_err(|e| Error::io("writing the report", e))?;
+            Ok(0)
+        }
+    }
+}
+
+/// The error, with what to do about a refused ptrace.
+fn with_advice(error: &Error) -> String {
+    match error.exit_code() {
+        memsup::error::exit_code::PERMISSION_DENIED => format!(
+            "{error}: ptrace was refused; check /proc/sys/kernel/yama/ptrace_scope (0 allows tracing any \
+             process of your user), or run as root / with CAP_SYS_PTRACE (containers: --cap-add SYS_PTRACE)"
+        ),
+        _ => error.to_string(),
+    }
 }

@@ -7,7 +7,8 @@ use crate::trace::reader::Profile;
 pub struct Analysis {}
 
 /// Replays the records of `profile`.
-pub fn analyze(profile: &Profile) -> Analysis {
+pub fn analyze(profile: &Profile, path: &std::path::Path) -> Analysis {
+    let _ = path;
     let _ = profile;
     todo!()
 }

@@ -20,9 +20,8 @@ struct LoadedModule {
     path: String,
     start: u64,
     end: u64,
-    /// The mapping with the lowest file offset, for the load bias.
-    first_start: u64,
-    first_offset: u64,
+    /// (start, file offset) of each mapping, for the load bias.
+    mappings: Vec<(u64, u64)>,
 }
 
 fn loaded_modules(maps: &[MapEntry]) -> Vec<LoadedModule> {
@@ -36,13 +35,11 @@ fn loaded_modules(maps: &[MapEntry]) -> Vec<LoadedModule> {
         .into_iter()
         .filter(|(_, entries)| entries.iter().any(|e| e.executable))
         .map(|(path, entries)| {
-            let first = entries.iter().min_by_key(|e| e.offset).expect("non-empty");
             LoadedModule {
                 path: path.to_string(),
                 start: entries.iter().map(|e| e.start).min().unwrap_or(0),
                 end: entries.iter().map(|e| e.end).max().unwrap_or(0),
-                first_start: first.start,
-                first_offset: first.offset,
+                mappings: entries.iter().map(|e| (e.start, e.offset)).collect(),
             }
         })
         .collect()
@@ -131,9 +128,7 @@ impl Tracer<'_> {
 
     fn probe_module(&mut self, pid: i32, module: &LoadedModule) -> Result<()> {
         let elf = self.symbols.get(&module.path)?;
-        let bias = elf
-            .load_bias(module.first_start, module.first_offset)
-            .unwrap_or(0);
+        let bias = elf.module_load_bias(&module.mappings).unwrap_or(0);
         self.sink.send(Record::Module {
             time_ns: self.sink.now_ns(),
             pid: pid as u32,

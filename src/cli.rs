@@ -1,0 +1,89 @@
+//! The command line: verbs and their options, turned into the core option types.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Parser, Debug)]
+#[command(name = "memsup", version, about = "Supervise the memory of Linux programs from outside, with ptrace")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Launch a program and record its heap and mapping activity.
+    Run {
+        /// Profile to write (default: memsup.NAME.PID.msup in the current directory).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Print nothing of memsup's own but errors and warnings.
+        #[arg(short, long)]
+        quiet: bool,
+        /// The program and its arguments.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+        command: Vec<OsString>,
+    },
+    /// Join running processes; Ctrl-C or --duration detaches and leaves them running.
+    Attach {
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Detach after this many seconds.
+        #[arg(short, long, value_name = "SECS")]
+        duration: Option<u32>,
+        #[arg(short, long)]
+        quiet: bool,
+        #[arg(required = true, value_name = "PID")]
+        pids: Vec<i32>,
+    },
+    /// Analyse a profile.
+    Report {
+        #[arg(short, long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+        #[arg(value_name = "PROFILE")]
+        profile: PathBuf,
+    },
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+/// memsup.NAME.PID.msup, NAME being the program's file name (or "attach").
+pub fn default_output(name: &str) -> PathBuf {
+    let base = name.rsplit('/').next().unwrap_or(name);
+    PathBuf::from(format!("memsup.{base}.{}.msup", std::process::id()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn arguments_after_the_command_belong_to_the_program() {
+        let cli = Cli::parse_from(["memsup", "run", "-o", "p.msup", "--", "./app", "--flag", "-x"]);
+        match cli.command {
+            Command::Run { output, command, .. } => {
+                assert_eq!(output, Some(PathBuf::from("p.msup")));
+                assert_eq!(command, ["./app", "--flag", "-x"].map(OsString::from));
+            }
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_default_profile_name_uses_the_program_name() {
+        let path = default_output("/usr/bin/app");
+        assert!(path.to_string_lossy().starts_with("memsup.app."));
+    }
+}
