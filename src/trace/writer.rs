@@ -1,39 +1,150 @@
 //! Writes profiles: header first, then framed deflate blocks, flushed at least every 100 ms.
 
-use std::path::Path;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::Receiver;
+use bincode::Options;
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+use flate2::write::DeflateEncoder;
+use flate2::{Compression, Crc};
 
 use crate::error::TraceError;
-use crate::trace::format::{Header, Record};
+use crate::trace::format::{Header, Record, FORMAT_VERSION, MAGIC};
+
+/// Uncompressed bytes buffered before a block is written regardless of age.
+pub const BLOCK_BYTES: usize = 256 * 1024;
+/// Longest time a record waits in the buffer, so a killed memsup loses at most this much.
+pub const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The bincode configuration of headers and records (varint integers). Reader and writer must
+/// agree on it.
+pub(crate) fn encoding() -> bincode::DefaultOptions {
+    bincode::DefaultOptions::new()
+}
 
 /// Appends records to a profile file in framed, compressed blocks.
-pub struct ProfileWriter {}
+pub struct ProfileWriter {
+    path: PathBuf,
+    file: File,
+    /// Bincode-encoded records not yet written, back to back.
+    buffer: Vec<u8>,
+    buffered_records: u64,
+    /// When the oldest buffered record arrived; None when the buffer is empty.
+    oldest_buffered: Option<Instant>,
+    records_written: u64,
+}
 
 impl ProfileWriter {
     /// Creates (or truncates) the file and writes magic, version and header at once, so an
     /// unwritable path fails before anything is launched.
     pub fn create(path: &Path, header: &Header) -> Result<ProfileWriter, TraceError> {
-        let _ = (path, header);
-        todo!()
+        let io_error = |source| TraceError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let encoded_header = encoding()
+            .serialize(header)
+            .map_err(|error| TraceError::Encode(error.to_string()))?;
+        let header_length = u32::try_from(encoded_header.len())
+            .map_err(|_| TraceError::Encode("header larger than 4 GiB".to_string()))?;
+        let mut start = Vec::with_capacity(16 + encoded_header.len());
+        start.extend_from_slice(&MAGIC);
+        start.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        start.extend_from_slice(&header_length.to_le_bytes());
+        start.extend_from_slice(&encoded_header);
+        let mut file = File::create(path).map_err(io_error)?;
+        file.write_all(&start).map_err(io_error)?;
+        file.flush().map_err(io_error)?;
+        Ok(ProfileWriter {
+            path: path.to_path_buf(),
+            file,
+            buffer: Vec::new(),
+            buffered_records: 0,
+            oldest_buffered: None,
+            records_written: 0,
+        })
     }
 
-    /// Buffers one record; writes a block when the buffer is large or 100 ms old.
+    /// Buffers one record; writes a block when the buffer is large or 100 ms old. A process
+    /// exit or the end record is written at once, so it survives memsup being killed right after.
     pub fn push(&mut self, record: &Record) -> Result<(), TraceError> {
-        let _ = record;
-        todo!()
+        encoding()
+            .serialize_into(&mut self.buffer, record)
+            .map_err(|error| TraceError::Encode(error.to_string()))?;
+        self.buffered_records += 1;
+        let now = Instant::now();
+        let oldest = *self.oldest_buffered.get_or_insert(now);
+        let closes_something = matches!(record, Record::ProcessExit { .. } | Record::End { .. });
+        if closes_something
+            || self.buffer.len() >= BLOCK_BYTES
+            || now.duration_since(oldest) >= FLUSH_INTERVAL
+        {
+            self.flush_block()?;
+        }
+        Ok(())
     }
 
     /// Writes the buffered records as one whole block and flushes it to the file.
     pub fn flush_block(&mut self) -> Result<(), TraceError> {
-        todo!()
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        let block = frame_block(&self.buffer).map_err(|source| self.io_error(source))?;
+        // One write_all per block: a reader never sees a block half written unless memsup
+        // itself is killed in the middle of this call.
+        self.file
+            .write_all(&block)
+            .and_then(|()| self.file.flush())
+            .map_err(|source| self.io_error(source))?;
+        self.records_written += self.buffered_records;
+        self.buffered_records = 0;
+        self.buffer.clear();
+        self.oldest_buffered = None;
+        Ok(())
     }
 
     /// Flushes what is buffered and closes the file.
-    pub fn finish(self) -> Result<(), TraceError> {
-        todo!()
+    pub fn finish(mut self) -> Result<(), TraceError> {
+        self.flush_block()?;
+        self.file.sync_all().map_err(|source| self.io_error(source))
     }
+
+    /// Records written to the file in whole blocks so far.
+    pub fn records_written(&self) -> u64 {
+        self.records_written
+    }
+
+    /// When the buffered records must be written at the latest; None when nothing is buffered.
+    pub fn flush_deadline(&self) -> Option<Instant> {
+        self.oldest_buffered.map(|oldest| oldest + FLUSH_INTERVAL)
+    }
+
+    fn io_error(&self, source: std::io::Error) -> TraceError {
+        TraceError::Io {
+            path: self.path.clone(),
+            source,
+        }
+    }
+}
+
+/// `[payload length u32 LE][crc32 of payload u32 LE][payload]` with payload = deflate(records).
+fn frame_block(records: &[u8]) -> std::io::Result<Vec<u8>> {
+    let mut encoder = DeflateEncoder::new(Vec::new(), Compression::fast());
+    encoder.write_all(records)?;
+    let payload = encoder.finish()?;
+    let payload_length = u32::try_from(payload.len()).map_err(|_| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "block larger than 4 GiB")
+    })?;
+    let mut crc = Crc::new();
+    crc.update(&payload);
+    let mut block = Vec::with_capacity(8 + payload.len());
+    block.extend_from_slice(&payload_length.to_le_bytes());
+    block.extend_from_slice(&crc.sum().to_le_bytes());
+    block.extend_from_slice(&payload);
+    Ok(block)
 }
 
 /// Runs the writer on its own thread: drains `records` until every sender is gone, flushing a
@@ -42,6 +153,140 @@ pub fn spawn(
     writer: ProfileWriter,
     records: Receiver<Record>,
 ) -> JoinHandle<Result<u64, TraceError>> {
-    let _ = (writer, records);
-    todo!()
+    std::thread::Builder::new()
+        .name("memsup-writer".to_string())
+        .spawn(move || drain(writer, &records))
+        .expect("spawning the profile writer thread")
+}
+
+fn drain(mut writer: ProfileWriter, records: &Receiver<Record>) -> Result<u64, TraceError> {
+    loop {
+        // With nothing buffered there is no deadline, so wait for the next record as long as it takes.
+        let received = match writer.flush_deadline() {
+            Some(deadline) => {
+                records.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            }
+            None => records.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        match received {
+            Ok(record) => writer.push(&record)?,
+            Err(RecvTimeoutError::Timeout) => writer.flush_block()?,
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    writer.flush_block()?;
+    let written = writer.records_written();
+    writer.finish()?;
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::format::RecordMode;
+    use crate::trace::reader::read_profile;
+
+    fn sample_header() -> Header {
+        Header {
+            memsup_version: "0.1.0".to_string(),
+            host: "testhost".to_string(),
+            mode: RecordMode::Run,
+            target: vec!["./app".to_string(), "arg".to_string()],
+            start_unix_ns: 1_700_000_000_000_000_000,
+            options: vec!["stacks=off".to_string()],
+        }
+    }
+
+    fn free_record(address: u64) -> Record {
+        Record::Free {
+            time_ns: address,
+            pid: 7,
+            tid: 7,
+            address,
+            caller: 0x1000,
+        }
+    }
+
+    #[test]
+    fn create_writes_the_header_at_once() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("p.msup");
+        let _writer = ProfileWriter::create(&path, &sample_header()).unwrap();
+        let profile = read_profile(&path).unwrap();
+        assert_eq!(profile.header, sample_header());
+        assert!(profile.records.is_empty());
+        assert!(profile.truncated, "no End record yet");
+    }
+
+    #[test]
+    fn create_fails_on_an_unwritable_path() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("missing").join("p.msup");
+        let error = ProfileWriter::create(&path, &sample_header())
+            .err()
+            .expect("creating inside a missing directory must fail");
+        assert!(matches!(error, TraceError::Io { .. }), "{error:?}");
+    }
+
+    #[test]
+    fn writer_thread_flushes_within_100_ms_while_the_channel_stays_open() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("p.msup");
+        let writer = ProfileWriter::create(&path, &sample_header()).unwrap();
+        let (sender, receiver) = crossbeam_channel::unbounded();
+        let handle = spawn(writer, receiver);
+        let sent: Vec<Record> = (1..=3).map(free_record).collect();
+        for record in &sent {
+            sender.send(record.clone()).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        let profile = read_profile(&path).unwrap();
+        assert_eq!(profile.records, sent);
+        assert!(profile.truncated);
+
+        sender.send(Record::End { time_ns: 9 }).unwrap();
+        drop(sender);
+        assert_eq!(handle.join().unwrap().unwrap(), 4);
+        let profile = read_profile(&path).unwrap();
+        assert_eq!(profile.records.len(), 4);
+        assert!(!profile.truncated);
+    }
+
+    #[test]
+    fn large_buffers_are_written_without_waiting() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("p.msup");
+        let mut writer = ProfileWriter::create(&path, &sample_header()).unwrap();
+        let started = Instant::now();
+        let mut pushed = 0;
+        while writer.records_written() == 0 {
+            writer.push(&free_record(u64::MAX - pushed)).unwrap();
+            pushed += 1;
+        }
+        assert_eq!(writer.records_written(), pushed);
+        assert!(writer.flush_deadline().is_none());
+        // Only meaningful when the age limit did not strike first on a busy machine.
+        if started.elapsed() < FLUSH_INTERVAL {
+            assert!(pushed > 1000, "a block holds about 256 KiB of records");
+        }
+    }
+
+    #[test]
+    fn a_process_exit_is_written_at_once() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("p.msup");
+        let mut writer = ProfileWriter::create(&path, &sample_header()).unwrap();
+        writer.push(&free_record(1)).unwrap();
+        assert_eq!(writer.records_written(), 0);
+        writer
+            .push(&Record::ProcessExit {
+                time_ns: 2,
+                pid: 7,
+                status: crate::trace::format::ExitKind::Code(0),
+                counters: Default::default(),
+            })
+            .unwrap();
+        assert_eq!(writer.records_written(), 2);
+        assert_eq!(read_profile(&path).unwrap().records.len(), 2);
+    }
 }
