@@ -176,6 +176,45 @@ impl ProcessAnalysis {
     }
 }
 
+impl ImageExit {
+    /// The JSON `exit.kind`.
+    pub fn kind(self) -> &'static str {
+        match self {
+            ImageExit::Code(_) => "code",
+            ImageExit::Signal(_) => "signal",
+            ImageExit::Exec => "exec",
+            ImageExit::Detached => "detached",
+            ImageExit::Unknown => "unknown",
+        }
+    }
+
+    /// The exit code or signal number; None for the other kinds.
+    pub fn value(self) -> Option<i32> {
+        match self {
+            ImageExit::Code(value) | ImageExit::Signal(value) => Some(value),
+            ImageExit::Exec | ImageExit::Detached | ImageExit::Unknown => None,
+        }
+    }
+}
+
+/// "launch", "fork", "vfork" or "attach", as reports spell it.
+pub fn cause_name(cause: StartCause) -> &'static str {
+    match cause {
+        StartCause::Launch => "launch",
+        StartCause::Fork => "fork",
+        StartCause::Vfork => "vfork",
+        StartCause::Attach => "attach",
+    }
+}
+
+/// "run" or "attach", as reports spell it.
+pub fn mode_name(mode: RecordMode) -> &'static str {
+    match mode {
+        RecordMode::Run => "run",
+        RecordMode::Attach => "attach",
+    }
+}
+
 impl Default for MappingStats {
     fn default() -> Self {
         MappingStats {

@@ -257,7 +257,7 @@ fn a_symbol_after_the_exit_still_names_the_site() {
 }
 
 /// PIDs 10 (sh, then execs app2), 11 (fork of sh, allocates, then execs app), 12 (vfork, execs true).
-fn images_profile() -> Profile {
+pub(crate) fn images_profile() -> Profile {
     let records = vec![
         start(0, 10, None, StartCause::Launch),
         exec(10, 10, "/usr/bin/sh", &["sh", "-c", "./app"]),
