@@ -1,14 +1,245 @@
 //! Replays a profile's records into per-process statistics. Renderers only see `Analysis`.
 
+mod heap;
+mod replay;
+#[cfg(test)]
+pub(crate) mod tests;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::trace::format::{AllocFunction, MapCall, ProbeCounters, RecordMode, StartCause};
 use crate::trace::reader::Profile;
 
-/// Everything the reports show.
-#[derive(Debug, Clone, Default)]
-pub struct Analysis {}
+/// How many call sites the reports list per process image.
+pub const TOP_SITES: usize = 10;
 
-/// Replays the records of `profile`.
-pub fn analyze(profile: &Profile, path: &std::path::Path) -> Analysis {
-    let _ = path;
-    let _ = profile;
-    todo!()
+/// Every mapping call, in report order (`format.rs` has no list of them).
+pub const MAP_CALLS: [MapCall; 6] = [
+    MapCall::Mmap,
+    MapCall::Munmap,
+    MapCall::Mremap,
+    MapCall::Brk,
+    MapCall::Shmat,
+    MapCall::Shmdt,
+];
+
+/// Everything the reports show.
+#[derive(Debug, Clone)]
+pub struct Analysis {
+    pub profile: ProfileInfo,
+    /// One entry per process image, in the order they started (an exec starts a new one).
+    pub processes: Vec<ProcessAnalysis>,
+}
+
+/// What the profile says about the recording as a whole.
+#[derive(Debug, Clone)]
+pub struct ProfileInfo {
+    /// The profile file, as the user named it.
+    pub path: String,
+    /// The file ended inside a block or without its end record.
+    pub truncated: bool,
+    pub mode: RecordMode,
+    /// The command memsup ran, or the PIDs it attached to.
+    pub target: Vec<String>,
+    pub memsup_version: String,
+    pub host: String,
+    /// Wall clock of time 0 (ns since the Unix epoch).
+    pub start_unix_ns: u64,
+    pub options: Vec<String>,
+}
+
+/// How a process image's recording ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageExit {
+    /// exit(code)
+    Code(i32),
+    /// Killed by this signal.
+    Signal(i32),
+    /// Replaced by an exec; the next image of the same PID carries on.
+    Exec,
+    /// memsup detached and the process ran on.
+    Detached,
+    /// The recording ended without seeing the end.
+    Unknown,
+}
+
+/// Statistics of one process image: a PID between its start (or exec) and its exit (or next exec).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessAnalysis {
+    pub pid: u32,
+    pub parent_pid: Option<u32>,
+    pub cause: StartCause,
+    pub exe: String,
+    pub argv: Vec<String>,
+    pub exit: ImageExit,
+    /// Relative to the start of the recording.
+    pub start_ns: u64,
+    pub duration_ns: u64,
+    /// Every probed function, zero included.
+    pub calls: BTreeMap<AllocFunction, u64>,
+    /// Blocks created (malloc, calloc, realloc's new block, memalign ...).
+    pub allocations: u64,
+    /// Sum of their requested sizes.
+    pub bytes_allocated: u64,
+    /// Blocks released (free of a known block, realloc's old block).
+    pub frees: u64,
+    pub null_frees: u64,
+    /// Frees of pointers never seen allocated (allocated before attach, or inherited).
+    pub unknown_frees: u64,
+    /// The allocator returned NULL for a non-zero request.
+    pub failed_allocations: u64,
+    /// Highest sum of live requested bytes.
+    pub peak_live_bytes: u64,
+    pub peak_live_blocks: u64,
+    /// When the peak was first reached, relative to `start_ns`.
+    pub peak_time_ns: u64,
+    pub live_bytes_at_exit: u64,
+    pub live_blocks_at_exit: u64,
+    pub largest_allocation: u64,
+    pub mappings: MappingStats,
+    /// What watching this image cost.
+    pub probes: ProbeCounters,
+    /// Call sites by live bytes at the peak, at most `TOP_SITES`.
+    pub top_sites: Vec<CallSite>,
+    pub warnings: Vec<String>,
+}
+
+/// Mapping system calls of one process image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MappingStats {
+    /// Every recorded call, zero included.
+    pub calls: BTreeMap<MapCall, u64>,
+    /// Sum of lengths of successful mmap calls.
+    pub mmap_bytes: u64,
+    pub munmap_bytes: u64,
+    /// Sum of upward break movements.
+    pub brk_growth_bytes: u64,
+}
+
+/// One caller of the allocator, with what it held at the peak.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallSite {
+    /// Runtime return address into the caller.
+    pub address: u64,
+    /// "" when unknown.
+    pub function: String,
+    /// address - function start.
+    pub offset: u64,
+    /// Path of the module; "" when unknown.
+    pub module: String,
+    pub peak_bytes: u64,
+    pub peak_blocks: u64,
+    /// Allocations from this site over the whole life of the image.
+    pub allocations: u64,
+    pub bytes_allocated: u64,
+}
+
+impl ProcessAnalysis {
+    /// An image with nothing counted yet.
+    pub fn new(pid: u32, parent_pid: Option<u32>, cause: StartCause, start_ns: u64) -> Self {
+        ProcessAnalysis {
+            pid,
+            parent_pid,
+            cause,
+            exe: String::new(),
+            argv: Vec::new(),
+            exit: ImageExit::Unknown,
+            start_ns,
+            duration_ns: 0,
+            calls: AllocFunction::ALL
+                .iter()
+                .map(|&function| (function, 0))
+                .collect(),
+            allocations: 0,
+            bytes_allocated: 0,
+            frees: 0,
+            null_frees: 0,
+            unknown_frees: 0,
+            failed_allocations: 0,
+            peak_live_bytes: 0,
+            peak_live_blocks: 0,
+            peak_time_ns: 0,
+            live_bytes_at_exit: 0,
+            live_blocks_at_exit: 0,
+            largest_allocation: 0,
+            mappings: MappingStats::default(),
+            probes: ProbeCounters::default(),
+            top_sites: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// How many times `function` was called.
+    pub fn call_count(&self, function: AllocFunction) -> u64 {
+        self.calls.get(&function).copied().unwrap_or(0)
+    }
+}
+
+impl ImageExit {
+    /// The JSON `exit.kind`.
+    pub fn kind(self) -> &'static str {
+        match self {
+            ImageExit::Code(_) => "code",
+            ImageExit::Signal(_) => "signal",
+            ImageExit::Exec => "exec",
+            ImageExit::Detached => "detached",
+            ImageExit::Unknown => "unknown",
+        }
+    }
+
+    /// The exit code or signal number; None for the other kinds.
+    pub fn value(self) -> Option<i32> {
+        match self {
+            ImageExit::Code(value) | ImageExit::Signal(value) => Some(value),
+            ImageExit::Exec | ImageExit::Detached | ImageExit::Unknown => None,
+        }
+    }
+}
+
+/// "launch", "fork", "vfork" or "attach", as reports spell it.
+pub fn cause_name(cause: StartCause) -> &'static str {
+    match cause {
+        StartCause::Launch => "launch",
+        StartCause::Fork => "fork",
+        StartCause::Vfork => "vfork",
+        StartCause::Attach => "attach",
+    }
+}
+
+/// "run" or "attach", as reports spell it.
+pub fn mode_name(mode: RecordMode) -> &'static str {
+    match mode {
+        RecordMode::Run => "run",
+        RecordMode::Attach => "attach",
+    }
+}
+
+impl Default for MappingStats {
+    fn default() -> Self {
+        MappingStats {
+            calls: MAP_CALLS.iter().map(|&call| (call, 0)).collect(),
+            mmap_bytes: 0,
+            munmap_bytes: 0,
+            brk_growth_bytes: 0,
+        }
+    }
+}
+
+/// Replays the records of `profile`, read from `path`.
+pub fn analyze(profile: &Profile, path: &Path) -> Analysis {
+    let header = &profile.header;
+    Analysis {
+        profile: ProfileInfo {
+            path: path.display().to_string(),
+            truncated: profile.truncated,
+            mode: header.mode,
+            target: header.target.clone(),
+            memsup_version: header.memsup_version.clone(),
+            host: header.host.clone(),
+            start_unix_ns: header.start_unix_ns,
+            options: header.options.clone(),
+        },
+        processes: replay::replay(&profile.records, header.mode),
+    }
 }

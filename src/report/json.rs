@@ -1,10 +1,358 @@
-//! The JSON report (schema `memsup-report`, version 1).
+//! The JSON report (schema `memsup-report`, version 1), as specified in docs/report-json.md.
+//!
+//! The output is built from borrowed view structs whose field order is the documented key
+//! order; the analysis types stay free of serialisation concerns.
 
 use std::io::Write;
 
-use crate::analysis::Analysis;
+use serde::ser::{Serialize, SerializeMap, Serializer};
+
+use crate::analysis::{
+    cause_name, mode_name, Analysis, CallSite, MappingStats, ProcessAnalysis, ProfileInfo,
+    MAP_CALLS,
+};
+use crate::trace::format::{AllocFunction, ProbeCounters};
+
+pub const SCHEMA: &str = "memsup-report";
+pub const SCHEMA_VERSION: u32 = 1;
 
 pub fn render(analysis: &Analysis, out: &mut dyn Write) -> std::io::Result<()> {
-    let _ = (analysis, out);
-    todo!()
+    let report = ReportJson {
+        schema: SCHEMA,
+        schema_version: SCHEMA_VERSION,
+        profile: ProfileJson::new(&analysis.profile),
+        processes: analysis.processes.iter().map(ProcessJson::new).collect(),
+    };
+    serde_json::to_writer_pretty(&mut *out, &report)?;
+    writeln!(out)
+}
+
+#[derive(serde::Serialize)]
+struct ReportJson<'a> {
+    schema: &'static str,
+    schema_version: u32,
+    profile: ProfileJson<'a>,
+    processes: Vec<ProcessJson<'a>>,
+}
+
+#[derive(serde::Serialize)]
+struct ProfileJson<'a> {
+    path: &'a str,
+    truncated: bool,
+    mode: &'static str,
+    target: &'a [String],
+    memsup_version: &'a str,
+    host: &'a str,
+}
+
+impl<'a> ProfileJson<'a> {
+    fn new(profile: &'a ProfileInfo) -> Self {
+        ProfileJson {
+            path: &profile.path,
+            truncated: profile.truncated,
+            mode: mode_name(profile.mode),
+            target: &profile.target,
+            memsup_version: &profile.memsup_version,
+            host: &profile.host,
+        }
+    }
+}
+
+#[derive(serde::Serialize)]
+struct ProcessJson<'a> {
+    pid: u32,
+    parent_pid: Option<u32>,
+    cause: &'static str,
+    exe: &'a str,
+    argv: &'a [String],
+    exit: ExitJson,
+    start_ns: u64,
+    duration_ns: u64,
+    calls: NamedCounts,
+    allocations: u64,
+    bytes_allocated: u64,
+    frees: u64,
+    null_frees: u64,
+    unknown_frees: u64,
+    failed_allocations: u64,
+    peak_live_bytes: u64,
+    peak_live_blocks: u64,
+    peak_time_ns: u64,
+    live_bytes_at_exit: u64,
+    live_blocks_at_exit: u64,
+    largest_allocation: u64,
+    mappings: MappingsJson,
+    /// Field order of `ProbeCounters` is the documented key order.
+    probes: &'a ProbeCounters,
+    top_sites: Vec<SiteJson<'a>>,
+    warnings: &'a [String],
+}
+
+impl<'a> ProcessJson<'a> {
+    fn new(image: &'a ProcessAnalysis) -> Self {
+        ProcessJson {
+            pid: image.pid,
+            parent_pid: image.parent_pid,
+            cause: cause_name(image.cause),
+            exe: &image.exe,
+            argv: &image.argv,
+            exit: ExitJson {
+                kind: image.exit.kind(),
+                value: image.exit.value(),
+            },
+            start_ns: image.start_ns,
+            duration_ns: image.duration_ns,
+            calls: NamedCounts(
+                AllocFunction::ALL
+                    .iter()
+                    .map(|&function| (function.name(), image.call_count(function)))
+                    .collect(),
+            ),
+            allocations: image.allocations,
+            bytes_allocated: image.bytes_allocated,
+            frees: image.frees,
+            null_frees: image.null_frees,
+            unknown_frees: image.unknown_frees,
+            failed_allocations: image.failed_allocations,
+            peak_live_bytes: image.peak_live_bytes,
+            peak_live_blocks: image.peak_live_blocks,
+            peak_time_ns: image.peak_time_ns,
+            live_bytes_at_exit: image.live_bytes_at_exit,
+            live_blocks_at_exit: image.live_blocks_at_exit,
+            largest_allocation: image.largest_allocation,
+            mappings: MappingsJson::new(&image.mappings),
+            probes: &image.probes,
+            top_sites: image.top_sites.iter().map(SiteJson::new).collect(),
+            warnings: &image.warnings,
+        }
+    }
+}
+
+#[derive(serde::Serialize)]
+struct ExitJson {
+    kind: &'static str,
+    /// Only for "code" and "signal".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    value: Option<i32>,
+}
+
+/// A JSON object of counters whose keys keep the given order.
+struct NamedCounts(Vec<(&'static str, u64)>);
+
+impl Serialize for NamedCounts {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (name, count) in &self.0 {
+            map.serialize_entry(name, count)?;
+        }
+        map.end()
+    }
+}
+
+#[derive(serde::Serialize)]
+struct MappingsJson {
+    calls: NamedCounts,
+    mmap_bytes: u64,
+    munmap_bytes: u64,
+    brk_growth_bytes: u64,
+}
+
+impl MappingsJson {
+    fn new(mappings: &MappingStats) -> Self {
+        let count = |call| mappings.calls.get(&call).copied().unwrap_or(0);
+        MappingsJson {
+            calls: NamedCounts(
+                MAP_CALLS
+                    .iter()
+                    .map(|&call| (call.name(), count(call)))
+                    .collect(),
+            ),
+            mmap_bytes: mappings.mmap_bytes,
+            munmap_bytes: mappings.munmap_bytes,
+            brk_growth_bytes: mappings.brk_growth_bytes,
+        }
+    }
+}
+
+#[derive(serde::Serialize)]
+struct SiteJson<'a> {
+    address: u64,
+    function: &'a str,
+    offset: u64,
+    module: &'a str,
+    peak_bytes: u64,
+    peak_blocks: u64,
+    allocations: u64,
+    bytes_allocated: u64,
+}
+
+impl<'a> SiteJson<'a> {
+    fn new(site: &'a CallSite) -> Self {
+        SiteJson {
+            address: site.address,
+            function: &site.function,
+            offset: site.offset,
+            module: &site.module,
+            peak_bytes: site.peak_bytes,
+            peak_blocks: site.peak_blocks,
+            allocations: site.allocations,
+            bytes_allocated: site.bytes_allocated,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::analyze;
+    use crate::analysis::tests::{heap_profile, CALLER_A};
+    use serde_json::Value;
+    use std::path::Path;
+
+    fn rendered() -> String {
+        let analysis = analyze(&heap_profile(), Path::new("run.msup"));
+        let mut out = Vec::new();
+        render(&analysis, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    /// The keys of a JSON object in the order they appear in `text`.
+    fn key_order(text: &str, keys: &[&str]) -> Vec<usize> {
+        keys.iter()
+            .map(|key| text.find(&format!("\"{key}\":")).expect(key))
+            .collect()
+    }
+
+    fn assert_ascending(positions: &[usize]) {
+        assert!(
+            positions.windows(2).all(|pair| pair[0] < pair[1]),
+            "{positions:?}"
+        );
+    }
+
+    #[test]
+    fn profile_and_process_fields_parse_back() {
+        let text = rendered();
+        let json: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(json["schema"], "memsup-report");
+        assert_eq!(json["schema_version"], 1);
+        let profile = &json["profile"];
+        assert_eq!(profile["path"], "run.msup");
+        assert_eq!(profile["truncated"], false);
+        assert_eq!(profile["mode"], "run");
+        assert_eq!(profile["target"], serde_json::json!(["./app", "x"]));
+        assert_eq!(profile["memsup_version"], "0.1.0");
+        assert_eq!(profile["host"], "node17");
+        let process = &json["processes"][0];
+        assert_eq!(process["pid"], 100);
+        assert_eq!(process["parent_pid"], Value::Null);
+        assert_eq!(process["cause"], "launch");
+        assert_eq!(process["exe"], "/bin/app");
+        assert_eq!(
+            process["exit"],
+            serde_json::json!({"kind": "code", "value": 3})
+        );
+        assert_eq!(process["start_ns"], 1000);
+        assert_eq!(process["duration_ns"], 4000);
+        assert_eq!(process["calls"]["malloc"], 4);
+        assert_eq!(process["calls"]["pvalloc"], 0);
+        assert_eq!(process["bytes_allocated"], 1200);
+        assert_eq!(process["peak_live_bytes"], 550);
+        assert_eq!(process["peak_time_ns"], 1300);
+        assert_eq!(process["live_blocks_at_exit"], 2);
+        assert_eq!(process["mappings"]["calls"]["brk"], 0);
+        assert_eq!(process["probes"]["stop_the_world"], 1);
+        assert_eq!(process["warnings"].as_array().unwrap().len(), 1);
+        let site = &process["top_sites"][0];
+        assert_eq!(site["address"], CALLER_A);
+        assert_eq!(site["function"], "main");
+        assert_eq!(site["offset"], 0x25);
+        assert_eq!(site["peak_bytes"], 300);
+        assert_eq!(site["bytes_allocated"], 400);
+    }
+
+    #[test]
+    fn keys_come_in_the_documented_order() {
+        let text = rendered();
+        assert_ascending(&key_order(
+            &text,
+            &[
+                "schema",
+                "schema_version",
+                "profile",
+                "path",
+                "truncated",
+                "mode",
+            ],
+        ));
+        let process = &text[text.find("\"processes\"").unwrap()..];
+        let process_keys = [
+            "pid",
+            "parent_pid",
+            "cause",
+            "exe",
+            "argv",
+            "exit",
+            "start_ns",
+            "duration_ns",
+            "calls",
+            "allocations",
+            "bytes_allocated",
+            "frees",
+            "null_frees",
+            "unknown_frees",
+            "failed_allocations",
+            "peak_live_bytes",
+            "peak_live_blocks",
+            "peak_time_ns",
+            "live_bytes_at_exit",
+            "live_blocks_at_exit",
+            "largest_allocation",
+            "mappings",
+            "probes",
+            "top_sites",
+            "warnings",
+        ];
+        assert_ascending(&key_order(process, &process_keys));
+        let calls: Vec<&str> = AllocFunction::ALL.iter().map(|f| f.name()).collect();
+        assert_ascending(&key_order(process, &calls));
+        let mappings = &process[process.find("\"mappings\"").unwrap()..];
+        assert_ascending(&key_order(
+            mappings,
+            &[
+                "mmap",
+                "munmap",
+                "mremap",
+                "brk",
+                "shmat",
+                "shmdt",
+                "mmap_bytes",
+            ],
+        ));
+        let site = &process[process.find("\"top_sites\"").unwrap()..];
+        assert_ascending(&key_order(
+            site,
+            &[
+                "address",
+                "function",
+                "offset",
+                "module",
+                "peak_bytes",
+                "peak_blocks",
+            ],
+        ));
+    }
+
+    #[test]
+    fn exit_value_only_for_code_and_signal() {
+        let mut analysis = analyze(&heap_profile(), Path::new("run.msup"));
+        analysis.processes[0].exit = crate::analysis::ImageExit::Exec;
+        let mut out = Vec::new();
+        render(&analysis, &mut out).unwrap();
+        let json: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            json["processes"][0]["exit"],
+            serde_json::json!({"kind": "exec"})
+        );
+    }
 }

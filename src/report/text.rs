@@ -1,10 +1,306 @@
-//! The human-readable summary.
+//! The human-readable summary: a header about the recording, then one block per process image.
 
 use std::io::Write;
 
-use crate::analysis::Analysis;
+use crate::analysis::{
+    cause_name, mode_name, Analysis, CallSite, ImageExit, ProcessAnalysis, ProfileInfo, MAP_CALLS,
+};
+use crate::trace::format::{AllocFunction, ProbeCounters};
+
+/// Width of the label column of a process block.
+const LABEL_WIDTH: usize = 20;
 
 pub fn render(analysis: &Analysis, out: &mut dyn Write) -> std::io::Result<()> {
-    let _ = (analysis, out);
-    todo!()
+    render_header(&analysis.profile, out)?;
+    if analysis.processes.is_empty() {
+        writeln!(out, "\nNo process was recorded.")?;
+    }
+    for image in &analysis.processes {
+        writeln!(out)?;
+        render_process(image, out)?;
+    }
+    Ok(())
 }
+
+fn render_header(profile: &ProfileInfo, out: &mut dyn Write) -> std::io::Result<()> {
+    writeln!(out, "memsup profile {}", profile.path)?;
+    let target_label = match profile.mode {
+        crate::trace::format::RecordMode::Run => "command",
+        crate::trace::format::RecordMode::Attach => "attached to",
+    };
+    let rows = [
+        ("mode", mode_name(profile.mode).to_string()),
+        (target_label, profile.target.join(" ")),
+        ("host", profile.host.clone()),
+        ("recorded by", format!("memsup {}", profile.memsup_version)),
+    ];
+    for (label, value) in rows {
+        writeln!(out, "  {label:<12} {value}")?;
+    }
+    if profile.truncated {
+        writeln!(
+            out,
+            "WARNING: the profile is truncated (memsup was stopped before it finished); \
+             showing what was recorded up to the last whole block."
+        )?;
+    }
+    Ok(())
+}
+
+fn render_process(image: &ProcessAnalysis, out: &mut dyn Write) -> std::io::Result<()> {
+    let parent = match image.parent_pid {
+        Some(parent) => format!(", parent {parent}"),
+        None => String::new(),
+    };
+    writeln!(
+        out,
+        "== process {}{parent} ({}) ==",
+        image.pid,
+        cause_name(image.cause)
+    )?;
+    let mut rows = identity_rows(image);
+    rows.extend(heap_rows(image));
+    rows.extend(mapping_rows(image));
+    rows.extend(probe_rows(&image.probes));
+    for (label, value) in rows {
+        writeln!(out, "  {label:<LABEL_WIDTH$} {value}")?;
+    }
+    for (position, warning) in image.warnings.iter().enumerate() {
+        let label = if position == 0 { "warnings" } else { "" };
+        writeln!(out, "  {label:<LABEL_WIDTH$} {warning}")?;
+    }
+    render_sites(&image.top_sites, out)
+}
+
+type Rows = Vec<(&'static str, String)>;
+
+fn identity_rows(image: &ProcessAnalysis) -> Rows {
+    let command = if image.argv.is_empty() {
+        "(unknown)".to_string()
+    } else {
+        image.argv.join(" ")
+    };
+    vec![
+        ("command", command),
+        ("executable", or_unknown(&image.exe)),
+        ("exit", exit_description(image.exit)),
+        (
+            "duration",
+            format!(
+                "{} (started {} into the recording)",
+                human_duration(image.duration_ns),
+                human_duration(image.start_ns)
+            ),
+        ),
+    ]
+}
+
+fn heap_rows(image: &ProcessAnalysis) -> Rows {
+    let calls = calls_summary(image);
+    // An image that never called the allocator (a shell before its exec) needs no zero rows.
+    if calls.is_empty() {
+        return vec![("calls", "none".to_string())];
+    }
+    vec![
+        ("calls", calls),
+        (
+            "allocations",
+            format!(
+                "{}, {}",
+                plural(image.allocations, "block"),
+                human_bytes(image.bytes_allocated)
+            ),
+        ),
+        (
+            "frees",
+            format!("{} (+ {} free(NULL))", image.frees, image.null_frees),
+        ),
+        ("unknown frees", image.unknown_frees.to_string()),
+        ("failed allocations", image.failed_allocations.to_string()),
+        ("largest allocation", human_bytes(image.largest_allocation)),
+        (
+            "peak live requested",
+            format!(
+                "{} in {}, {} after start",
+                human_bytes(image.peak_live_bytes),
+                plural(image.peak_live_blocks, "block"),
+                human_duration(image.peak_time_ns)
+            ),
+        ),
+        (
+            "leaked at exit",
+            format!(
+                "{} in {}",
+                human_bytes(image.live_bytes_at_exit),
+                plural(image.live_blocks_at_exit, "block")
+            ),
+        ),
+    ]
+}
+
+fn mapping_rows(image: &ProcessAnalysis) -> Rows {
+    let mappings = &image.mappings;
+    let calls: Vec<String> = MAP_CALLS
+        .iter()
+        .filter_map(|&call| {
+            let count = mappings.calls.get(&call).copied().unwrap_or(0);
+            (count > 0).then(|| format!("{} {count}", call.name()))
+        })
+        .collect();
+    if calls.is_empty() {
+        return vec![("mapping calls", "none".to_string())];
+    }
+    vec![
+        ("mapping calls", calls.join(", ")),
+        ("mmap'd", human_bytes(mappings.mmap_bytes)),
+        ("munmap'd", human_bytes(mappings.munmap_bytes)),
+        ("brk growth", human_bytes(mappings.brk_growth_bytes)),
+    ]
+}
+
+fn calls_summary(image: &ProcessAnalysis) -> String {
+    let calls: Vec<String> = AllocFunction::ALL
+        .iter()
+        .filter_map(|&function| {
+            let count = image.call_count(function);
+            (count > 0).then(|| format!("{} {count}", function.name()))
+        })
+        .collect();
+    calls.join(", ")
+}
+
+/// The costs users ask about first, then the rest.
+fn probe_rows(probes: &ProbeCounters) -> Rows {
+    let main = format!(
+        "{}, {}, {}",
+        plural(probes.stops, "stop"),
+        plural(probes.single_steps, "single-step"),
+        plural(probes.stop_the_world, "stop-the-world fallback")
+    );
+    let rest = format!(
+        "entry hits {}, return hits {}, emulated {}, out of line {}, syscall stops {}, \
+         nested calls {}, foreign patches {}",
+        probes.entry_hits,
+        probes.return_hits,
+        probes.emulated,
+        probes.out_of_line,
+        probes.syscall_stops,
+        probes.nested_calls,
+        probes.foreign_patches
+    );
+    vec![("probes", main), ("", rest)]
+}
+
+fn render_sites(sites: &[CallSite], out: &mut dyn Write) -> std::io::Result<()> {
+    if sites.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "  top call sites at the peak")?;
+    let bytes: Vec<String> = sites
+        .iter()
+        .map(|site| human_bytes(site.peak_bytes))
+        .collect();
+    let bytes_width = bytes
+        .iter()
+        .map(|text| text.len())
+        .max()
+        .unwrap_or(0)
+        .max(10);
+    writeln!(
+        out,
+        "    {:>bytes_width$}  {:>6}  {:>11}  site",
+        "peak bytes", "blocks", "allocations"
+    )?;
+    for (site, bytes) in sites.iter().zip(&bytes) {
+        writeln!(
+            out,
+            "    {bytes:>bytes_width$}  {:>6}  {:>11}  {}",
+            site.peak_blocks,
+            site.allocations,
+            site_name(site)
+        )?;
+    }
+    Ok(())
+}
+
+/// `function+0xOFFSET (module basename)`, or the hex address when the function is unknown.
+pub fn site_name(site: &CallSite) -> String {
+    if site.function.is_empty() {
+        return format!("{:#x}", site.address);
+    }
+    let module = site.module.rsplit('/').next().unwrap_or_default();
+    if module.is_empty() {
+        format!("{}+{:#x}", site.function, site.offset)
+    } else {
+        format!("{}+{:#x} ({module})", site.function, site.offset)
+    }
+}
+
+pub fn exit_description(exit: ImageExit) -> String {
+    match exit {
+        ImageExit::Code(code) => format!("exited with status {code}"),
+        ImageExit::Signal(signal) => match signal_name(signal) {
+            Some(name) => format!("killed by signal {signal} ({name})"),
+            None => format!("killed by signal {signal}"),
+        },
+        ImageExit::Exec => "replaced by exec".to_string(),
+        ImageExit::Detached => "detached".to_string(),
+        ImageExit::Unknown => "unknown (the recording ended first)".to_string(),
+    }
+}
+
+fn signal_name(signal: i32) -> Option<&'static str> {
+    nix::sys::signal::Signal::try_from(signal)
+        .ok()
+        .map(|signal| signal.as_str())
+}
+
+/// "100 bytes", or "1.50 MiB (1572864 bytes)" from 1 KiB up.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if bytes < 1024 {
+        return plural(bytes, "byte");
+    }
+    let mut scaled = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while scaled >= 1024.0 && unit + 1 < UNITS.len() {
+        scaled /= 1024.0;
+        unit += 1;
+    }
+    format!("{scaled:.2} {} ({bytes} bytes)", UNITS[unit])
+}
+
+/// "850 ns", "1.30 µs", "12.50 ms", "3.20 s", "2 min 5.00 s".
+pub fn human_duration(nanoseconds: u64) -> String {
+    let seconds = nanoseconds as f64 / 1e9;
+    match nanoseconds {
+        0..=999 => format!("{nanoseconds} ns"),
+        1_000..=999_999 => format!("{:.2} µs", nanoseconds as f64 / 1e3),
+        1_000_000..=999_999_999 => format!("{:.2} ms", nanoseconds as f64 / 1e6),
+        1_000_000_000..=59_999_999_999 => format!("{seconds:.2} s"),
+        _ => format!(
+            "{} min {:.2} s",
+            nanoseconds / 60_000_000_000,
+            seconds % 60.0
+        ),
+    }
+}
+
+fn plural(count: u64, noun: &str) -> String {
+    if count == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{count} {noun}s")
+    }
+}
+
+fn or_unknown(text: &str) -> String {
+    if text.is_empty() {
+        "(unknown)".to_string()
+    } else {
+        text.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests;

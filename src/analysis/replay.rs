@@ -1,0 +1,351 @@
+//! Walks the records in order, splitting them into process images and feeding each image's
+//! heap and mapping events to its counters.
+
+use std::collections::HashMap;
+
+use super::heap::{HeapEvent, HeapState};
+use super::{ImageExit, ProcessAnalysis};
+use crate::trace::format::{ExitKind, MapCall, ProbeCounters, Record, RecordMode, StartCause};
+
+/// Replays `records` into one `ProcessAnalysis` per process image, in order of start.
+pub(super) fn replay(records: &[Record], mode: RecordMode) -> Vec<ProcessAnalysis> {
+    let mut replay = Replay::new(mode);
+    for (index, record) in records.iter().enumerate() {
+        replay.apply(index as u64, record);
+    }
+    replay.finish()
+}
+
+/// A function name for a code address.
+#[derive(Debug, Clone)]
+struct SymbolName {
+    function: String,
+    offset: u64,
+    module: String,
+}
+
+/// Replay state of an image that has not ended yet.
+#[derive(Debug)]
+struct OpenImage {
+    /// Position in `Replay::processes`.
+    index: usize,
+    heap: HeapState,
+    symbols: HashMap<u64, SymbolName>,
+    had_exec: bool,
+    /// Allocator or mapping events seen; after them an exec starts a new image.
+    had_events: bool,
+    /// Program break after the last brk; None before the first.
+    previous_break: Option<u64>,
+}
+
+struct Replay {
+    mode: RecordMode,
+    processes: Vec<ProcessAnalysis>,
+    open: HashMap<u32, OpenImage>,
+    /// Newest image of each PID, open or closed.
+    latest_image: HashMap<u32, usize>,
+    /// Latest time of any record: where images the recording never saw end are cut.
+    last_time_ns: u64,
+}
+
+impl Replay {
+    fn new(mode: RecordMode) -> Self {
+        Replay {
+            mode,
+            processes: Vec::new(),
+            open: HashMap::new(),
+            latest_image: HashMap::new(),
+            last_time_ns: 0,
+        }
+    }
+
+    fn apply(&mut self, sequence: u64, record: &Record) {
+        if let Some(time_ns) = record_time(record) {
+            self.last_time_ns = self.last_time_ns.max(time_ns);
+        }
+        match record {
+            Record::ProcessStart {
+                time_ns,
+                pid,
+                parent_pid,
+                cause,
+            } => self.start_image(*time_ns, *pid, *parent_pid, *cause),
+            Record::Exec {
+                time_ns,
+                pid,
+                exe,
+                argv,
+            } => self.exec(*time_ns, *pid, exe, argv),
+            Record::Alloc { .. } | Record::Free { .. } | Record::Realloc { .. } => {
+                self.heap_record(sequence, record)
+            }
+            Record::Mapping {
+                time_ns,
+                pid,
+                call,
+                args,
+                result,
+                ..
+            } => self.mapping(*time_ns, *pid, *call, args[1], *result),
+            Record::Symbol {
+                pid,
+                address,
+                function,
+                offset,
+                module,
+            } => self.symbol(*pid, *address, symbol_name(function, *offset, module)),
+            Record::Warning {
+                time_ns,
+                pid,
+                message,
+            } => self.warning(*time_ns, *pid, message),
+            Record::ProcessExit {
+                time_ns,
+                pid,
+                status,
+                counters,
+            } => self.process_exit(*time_ns, *pid, *status, counters),
+            Record::ThreadStart { .. }
+            | Record::ThreadExit { .. }
+            | Record::Module { .. }
+            | Record::End { .. } => {}
+        }
+    }
+
+    /// Closes what the recording never saw end, at the last time it saw anything.
+    fn finish(mut self) -> Vec<ProcessAnalysis> {
+        let mut still_open: Vec<u32> = self.open.keys().copied().collect();
+        still_open.sort_unstable();
+        for pid in still_open {
+            self.close_image(pid, ImageExit::Unknown, self.last_time_ns, None);
+        }
+        self.processes
+    }
+
+    fn start_image(&mut self, time_ns: u64, pid: u32, parent_pid: Option<u32>, cause: StartCause) {
+        // A start for a PID still open means its end was lost; the PID was reused.
+        if self.open.contains_key(&pid) {
+            self.close_image(pid, ImageExit::Unknown, time_ns, None);
+        }
+        let mut image = ProcessAnalysis::new(pid, parent_pid, cause, time_ns);
+        let forked = matches!(cause, StartCause::Fork | StartCause::Vfork);
+        let parent_image = parent_pid.and_then(|parent| self.latest_image.get(&parent));
+        if let (true, Some(&parent_index)) = (forked, parent_image) {
+            image.exe = self.processes[parent_index].exe.clone();
+            image.argv = self.processes[parent_index].argv.clone();
+        }
+        self.open_image(image);
+    }
+
+    fn open_image(&mut self, image: ProcessAnalysis) {
+        let pid = image.pid;
+        let index = self.processes.len();
+        self.processes.push(image);
+        self.latest_image.insert(pid, index);
+        let state = OpenImage {
+            index,
+            heap: HeapState::default(),
+            symbols: HashMap::new(),
+            had_exec: false,
+            had_events: false,
+            previous_break: None,
+        };
+        self.open.insert(pid, state);
+    }
+
+    /// Makes sure `pid` has an open image, for records that arrive without a process start.
+    fn ensure_open(&mut self, time_ns: u64, pid: u32) {
+        if !self.open.contains_key(&pid) {
+            let cause = match self.mode {
+                RecordMode::Run => StartCause::Launch,
+                RecordMode::Attach => StartCause::Attach,
+            };
+            self.start_image(time_ns, pid, None, cause);
+        }
+    }
+
+    /// The first exec of a fresh image names it; any later one, or one after heap or mapping
+    /// events, ends the image and starts a new one for the same PID.
+    fn exec(&mut self, time_ns: u64, pid: u32, exe: &str, argv: &[String]) {
+        self.ensure_open(time_ns, pid);
+        let state = &self.open[&pid];
+        let index = state.index;
+        if state.had_exec || state.had_events {
+            let old = &self.processes[index];
+            let successor = ProcessAnalysis::new(pid, old.parent_pid, old.cause, time_ns);
+            self.close_image(pid, ImageExit::Exec, time_ns, None);
+            self.open_image(successor);
+        }
+        let state = self.open.get_mut(&pid).expect("opened above");
+        state.had_exec = true;
+        let image = &mut self.processes[state.index];
+        image.exe = exe.to_string();
+        image.argv = argv.to_vec();
+    }
+
+    fn heap_record(&mut self, sequence: u64, record: &Record) {
+        let (time_ns, pid) = match record {
+            Record::Alloc { time_ns, pid, .. }
+            | Record::Free { time_ns, pid, .. }
+            | Record::Realloc { time_ns, pid, .. } => (*time_ns, *pid),
+            _ => return,
+        };
+        self.ensure_open(time_ns, pid);
+        let state = self.open.get_mut(&pid).expect("opened above");
+        state.had_events = true;
+        let image = &mut self.processes[state.index];
+        let relative_time_ns = time_ns.saturating_sub(image.start_ns);
+        let event = |caller| HeapEvent {
+            sequence,
+            time_ns: relative_time_ns,
+            caller,
+        };
+        match *record {
+            Record::Alloc {
+                function,
+                address,
+                size,
+                caller,
+                ..
+            } => {
+                let event = event(caller);
+                state.heap.alloc(image, function, address, size, event)
+            }
+            Record::Free { address, .. } => state.heap.free(image, address),
+            Record::Realloc {
+                function,
+                old_address,
+                new_address,
+                size,
+                caller,
+                ..
+            } => {
+                let event = event(caller);
+                let addresses = (old_address, new_address);
+                state.heap.realloc(image, function, addresses, size, event)
+            }
+            _ => {}
+        }
+    }
+
+    fn mapping(&mut self, time_ns: u64, pid: u32, call: MapCall, length: u64, result: i64) {
+        self.ensure_open(time_ns, pid);
+        let state = self.open.get_mut(&pid).expect("opened above");
+        state.had_events = true;
+        let mappings = &mut self.processes[state.index].mappings;
+        *mappings.calls.entry(call).or_default() += 1;
+        match call {
+            MapCall::Mmap if !is_errno(result) => mappings.mmap_bytes += length,
+            MapCall::Munmap if result == 0 => mappings.munmap_bytes += length,
+            MapCall::Brk => {
+                // brk returns the new break (the old one on failure), never -errno.
+                let new_break = result as u64;
+                if let Some(previous) = state.previous_break {
+                    mappings.brk_growth_bytes += new_break.saturating_sub(previous);
+                }
+                state.previous_break = Some(new_break);
+            }
+            _ => {}
+        }
+    }
+
+    /// Symbols are written before the record that closes their image; a late one still names
+    /// the call sites of the PID's newest image.
+    fn symbol(&mut self, pid: u32, address: u64, name: SymbolName) {
+        if let Some(state) = self.open.get_mut(&pid) {
+            state.symbols.insert(address, name);
+        } else if let Some(&index) = self.latest_image.get(&pid) {
+            for site in &mut self.processes[index].top_sites {
+                if site.address == address {
+                    name_site(site, &name);
+                }
+            }
+        }
+    }
+
+    fn warning(&mut self, time_ns: u64, pid: u32, message: &str) {
+        let index = match (self.open.get(&pid), self.latest_image.get(&pid)) {
+            (Some(state), _) => state.index,
+            (None, Some(&index)) => index,
+            (None, None) => {
+                self.ensure_open(time_ns, pid);
+                self.open[&pid].index
+            }
+        };
+        self.processes[index].warnings.push(message.to_string());
+    }
+
+    fn process_exit(&mut self, time_ns: u64, pid: u32, status: ExitKind, counters: &ProbeCounters) {
+        if !self.open.contains_key(&pid) {
+            return;
+        }
+        let exit = match status {
+            ExitKind::Code(code) => ImageExit::Code(code),
+            ExitKind::Signal(signal) => ImageExit::Signal(signal),
+            ExitKind::Detached => ImageExit::Detached,
+            ExitKind::Unknown => ImageExit::Unknown,
+        };
+        self.close_image(pid, exit, time_ns, Some(*counters));
+    }
+
+    fn close_image(
+        &mut self,
+        pid: u32,
+        exit: ImageExit,
+        time_ns: u64,
+        counters: Option<ProbeCounters>,
+    ) {
+        let Some(state) = self.open.remove(&pid) else {
+            return;
+        };
+        let image = &mut self.processes[state.index];
+        image.exit = exit;
+        image.duration_ns = time_ns.saturating_sub(image.start_ns);
+        if let Some(counters) = counters {
+            image.probes = counters;
+        }
+        state.heap.close(image);
+        for site in &mut image.top_sites {
+            if let Some(name) = state.symbols.get(&site.address) {
+                name_site(site, name);
+            }
+        }
+    }
+}
+
+fn name_site(site: &mut super::CallSite, name: &SymbolName) {
+    site.function = name.function.clone();
+    site.offset = name.offset;
+    site.module = name.module.clone();
+}
+
+fn symbol_name(function: &str, offset: u64, module: &str) -> SymbolName {
+    SymbolName {
+        function: function.to_string(),
+        offset,
+        module: module.to_string(),
+    }
+}
+
+/// Mapping calls return -errno (-4095..=-1) on failure.
+fn is_errno(result: i64) -> bool {
+    (-4095..=-1).contains(&result)
+}
+
+fn record_time(record: &Record) -> Option<u64> {
+    match record {
+        Record::ProcessStart { time_ns, .. }
+        | Record::Exec { time_ns, .. }
+        | Record::ThreadStart { time_ns, .. }
+        | Record::ThreadExit { time_ns, .. }
+        | Record::Module { time_ns, .. }
+        | Record::Alloc { time_ns, .. }
+        | Record::Free { time_ns, .. }
+        | Record::Realloc { time_ns, .. }
+        | Record::Mapping { time_ns, .. }
+        | Record::Warning { time_ns, .. }
+        | Record::ProcessExit { time_ns, .. }
+        | Record::End { time_ns } => Some(*time_ns),
+        Record::Symbol { .. } => None,
+    }
+}
