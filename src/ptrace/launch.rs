@@ -91,21 +91,21 @@ impl ChildPlan {
     }
 }
 
-/// Runs in the forked child: restore default signal state, stop until seized, install the
-/// filter, exec. Never returns.
-unsafe fn child_main(
-    plan: &ChildPlan,
-    argv: &[*const libc::c_char],
-    envp: &[*const libc::c_char],
-    error_pipe: i32,
-) -> ! {
+/// Runs in the forked child: restore default signal state, wait until the parent has seized
+/// us, install the filter, exec. Never returns.
+unsafe fn child_main(plan: &ChildPlan, argv: &[*const libc::c_char], envp: &[*const libc::c_char], go_pipe: i32, error_pipe: i32) -> ! {
     let mut empty: libc::sigset_t = std::mem::zeroed();
     libc::sigemptyset(&mut empty);
     libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
     for signal in crate::ptrace::signals::HANDLED_BY_MEMSUP {
         libc::signal(signal, libc::SIG_DFL);
     }
-    libc::raise(libc::SIGSTOP);
+    // The parent writes one byte once it traces us; end of file means it could not.
+    let mut go = 0u8;
+    if libc::read(go_pipe, (&mut go as *mut u8).cast(), 1) != 1 {
+        libc::_exit(127);
+    }
+    libc::close(go_pipe);
     if let Some(filter) = &plan.filter {
         if seccomp::install(filter) != 0 {
             let errno = *libc::__errno_location();
@@ -127,56 +127,67 @@ fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
         .collect()
 }
 
+fn close_on_exec_pipe() -> Result<[i32; 2]> {
+    let mut fds = [0i32; 2];
+    // SAFETY: plain pipe2 into a local array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(Error::io("pipe2", std::io::Error::last_os_error()));
+    }
+    Ok(fds)
+}
+
+fn close(fd: i32) {
+    // SAFETY: closes a descriptor this module opened.
+    unsafe { libc::close(fd) };
+}
+
 /// Launches `args[0]` (already resolved to `path`) under ptrace and returns its PID, stopped
-/// at its exec event.
+/// at its exec event. Nothing runs unless the seize succeeded.
 pub fn launch(path: &Path, args: &[OsString], use_seccomp: bool) -> Result<i32> {
     let plan = ChildPlan::new(path, args, use_seccomp)?;
     let argv = null_terminated(&plan.argv);
     let envp = null_terminated(&plan.envp);
-    let mut pipe_fds = [0i32; 2];
-    // SAFETY: plain pipe2 into a local array.
-    if unsafe { libc::pipe2(pipe_fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(Error::io("pipe2", std::io::Error::last_os_error()));
-    }
+    let error_pipe = close_on_exec_pipe()?;
+    let go_pipe = close_on_exec_pipe()?;
     // SAFETY: the child only makes raw system calls on data prepared above.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
         unsafe {
-            libc::close(pipe_fds[0]);
-            child_main(&plan, &argv, &envp, pipe_fds[1]);
+            libc::close(error_pipe[0]);
+            libc::close(go_pipe[1]);
+            child_main(&plan, &argv, &envp, go_pipe[0], error_pipe[1]);
         }
     }
-    unsafe { libc::close(pipe_fds[1]) };
+    close(error_pipe[1]);
+    close(go_pipe[0]);
     if pid < 0 {
-        unsafe { libc::close(pipe_fds[0]) };
+        close(error_pipe[0]);
+        close(go_pipe[1]);
         return Err(Error::io("fork", std::io::Error::last_os_error()));
     }
-    let result = seize_and_run_to_exec(pid, use_seccomp, pipe_fds[0], path);
-    unsafe { libc::close(pipe_fds[0]) };
+    let result = regs::seize(pid, regs::trace_options(use_seccomp)).and_then(|_| {
+        // SAFETY: writes one byte from a local.
+        unsafe { libc::write(go_pipe[1], [1u8].as_ptr().cast(), 1) };
+        close(go_pipe[1]);
+        run_to_exec(pid, error_pipe[0], path)
+    });
+    if result.is_err() {
+        close(go_pipe[1]);
+        // The child sees end of file and exits without running anything; reap it.
+        let _ = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::__WALL));
+    }
+    close(error_pipe[0]);
     result.map(|_| pid)
 }
 
-fn seize_and_run_to_exec(pid: i32, run_mode: bool, error_pipe: i32, path: &Path) -> Result<()> {
-    regs::seize(pid, regs::trace_options(run_mode))?;
+fn run_to_exec(pid: i32, error_pipe: i32, path: &Path) -> Result<()> {
     loop {
-        let status = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::__WALL))
-            .map_err(|e| Error::ptrace("waitpid", pid, e))?;
+        let status = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::__WALL)).map_err(|e| Error::ptrace("waitpid", pid, e))?;
         match Stop::from_wait_status(status) {
-            Some(Stop::Event {
-                event: Event::Exec, ..
-            }) => return Ok(()),
-            Some(Stop::Signal { signal, .. }) if signal == libc::SIGSTOP => regs::resume(pid, 0)?,
-            Some(Stop::Event {
-                event: Event::Stop, ..
-            }) => {
-                // Seized after the child had already stopped itself: wake it from the group-stop.
-                unsafe { libc::kill(pid, libc::SIGCONT) };
-                regs::resume(pid, 0)?;
-            }
-            Some(Stop::Signal { signal, .. }) if signal == libc::SIGCONT => regs::resume(pid, 0)?,
-            Some(Stop::Exited { .. }) | Some(Stop::Killed { .. }) => {
-                return Err(exec_failure(error_pipe, path));
-            }
+            Some(Stop::Event { event: Event::Exec, .. }) => return Ok(()),
+            Some(Stop::Exited { .. }) | Some(Stop::Killed { .. }) => return Err(exec_failure(error_pipe, path)),
+            // A signal before exec (e.g. Ctrl-C) is the program's: deliver it.
+            Some(Stop::Signal { signal, .. }) => regs::resume(pid, signal)?,
             Some(other) => regs::resume(other.tid(), 0)?,
             None => {}
         }
