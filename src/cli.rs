@@ -6,7 +6,11 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Parser, Debug)]
-#[command(name = "memsup", version, about = "Supervise the memory of Linux programs from outside, with ptrace")]
+#[command(
+    name = "memsup",
+    version,
+    about = "Supervise the memory of Linux programs from outside, with ptrace"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -23,7 +27,12 @@ pub enum Command {
         #[arg(short, long)]
         quiet: bool,
         /// The program and its arguments.
-        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "CMD"
+        )]
         command: Vec<OsString>,
     },
     /// Join running processes; Ctrl-C or --duration detaches and leaves them running.
@@ -71,9 +80,13 @@ mod tests {
 
     #[test]
     fn arguments_after_the_command_belong_to_the_program() {
-        let cli = Cli::parse_from(["memsup", "run", "-o", "p.msup", "--", "./app", "--flag", "-x"]);
+        let cli = Cli::parse_from([
+            "memsup", "run", "-o", "p.msup", "--", "./app", "--flag", "-x",
+        ]);
         match cli.command {
-            Command::Run { output, command, .. } => {
+            Command::Run {
+                output, command, ..
+            } => {
                 assert_eq!(output, Some(PathBuf::from("p.msup")));
                 assert_eq!(command, ["./app", "--flag", "-x"].map(OsString::from));
             }

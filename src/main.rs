@@ -23,12 +23,28 @@ fn main() -> ExitCode {
 
 fn execute(command: Command) -> Result<i32> {
     match command {
-        Command::Run { output, quiet, command } => {
-            let name = command.first().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default();
+        Command::Run {
+            output,
+            quiet,
+            command,
+        } => {
+            let name = command
+                .first()
+                .map(|c| c.to_string_lossy().into_owned())
+                .unwrap_or_default();
             let output = output.unwrap_or_else(|| default_output(&name));
-            record::run(RunOptions { output, command, quiet })
+            record::run(RunOptions {
+                output,
+                command,
+                quiet,
+            })
         }
-        Command::Attach { output, duration, quiet, pids } => {
+        Command::Attach {
+            output,
+            duration,
+            quiet,
+            pids,
+        } => {
             let output = output.unwrap_or_else(|| default_output("attach"));
             record::attach(AttachOptions {
                 output,
@@ -51,7 +67,9 @@ fn execute(command: Command) -> Result<i32> {
                 Format::Text => report::text::render(&analysis, &mut out),
                 Format::Json => report::json::render(&analysis, &mut out),
             };
-            rendered.and_then(|_| out.flush()).map_err(|e| Error::io("writing the report", e))?;
+            rendered
+                .and_then(|_| out.flush())
+                .map_err(|e| Error::io("writing the report", e))?;
             Ok(0)
         }
     }

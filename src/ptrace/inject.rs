@@ -80,8 +80,12 @@ fn run_until_trap(tid: i32) -> Result<Vec<i32>> {
                 return Ok(deferred_signals)
             }
             // A fault in our own stub would repeat forever: give up (the caller restores).
-            Some(Stop::Signal { signal, .. }) if [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL].contains(&signal) => {
-                return Err(Error::Internal(format!("signal {signal} while running a system call in thread {tid}")));
+            Some(Stop::Signal { signal, .. })
+                if [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL].contains(&signal) =>
+            {
+                return Err(Error::Internal(format!(
+                    "signal {signal} while running a system call in thread {tid}"
+                )));
             }
             Some(Stop::Signal { signal, .. }) => {
                 deferred_signals.push(signal);

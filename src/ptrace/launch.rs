@@ -93,7 +93,13 @@ impl ChildPlan {
 
 /// Runs in the forked child: restore default signal state, wait until the parent has seized
 /// us, install the filter, exec. Never returns.
-unsafe fn child_main(plan: &ChildPlan, argv: &[*const libc::c_char], envp: &[*const libc::c_char], go_pipe: i32, error_pipe: i32) -> ! {
+unsafe fn child_main(
+    plan: &ChildPlan,
+    argv: &[*const libc::c_char],
+    envp: &[*const libc::c_char],
+    go_pipe: i32,
+    error_pipe: i32,
+) -> ! {
     let mut empty: libc::sigset_t = std::mem::zeroed();
     libc::sigemptyset(&mut empty);
     libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
@@ -182,10 +188,15 @@ pub fn launch(path: &Path, args: &[OsString], use_seccomp: bool) -> Result<i32> 
 
 fn run_to_exec(pid: i32, error_pipe: i32, path: &Path) -> Result<()> {
     loop {
-        let status = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::__WALL)).map_err(|e| Error::ptrace("waitpid", pid, e))?;
+        let status = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::__WALL))
+            .map_err(|e| Error::ptrace("waitpid", pid, e))?;
         match Stop::from_wait_status(status) {
-            Some(Stop::Event { event: Event::Exec, .. }) => return Ok(()),
-            Some(Stop::Exited { .. }) | Some(Stop::Killed { .. }) => return Err(exec_failure(error_pipe, path)),
+            Some(Stop::Event {
+                event: Event::Exec, ..
+            }) => return Ok(()),
+            Some(Stop::Exited { .. }) | Some(Stop::Killed { .. }) => {
+                return Err(exec_failure(error_pipe, path))
+            }
             // A signal before exec (e.g. Ctrl-C) is the program's: deliver it.
             Some(Stop::Signal { signal, .. }) => regs::resume(pid, signal)?,
             Some(other) => regs::resume(other.tid(), 0)?,

@@ -34,13 +34,11 @@ fn loaded_modules(maps: &[MapEntry]) -> Vec<LoadedModule> {
     by_path
         .into_iter()
         .filter(|(_, entries)| entries.iter().any(|e| e.executable))
-        .map(|(path, entries)| {
-            LoadedModule {
-                path: path.to_string(),
-                start: entries.iter().map(|e| e.start).min().unwrap_or(0),
-                end: entries.iter().map(|e| e.end).max().unwrap_or(0),
-                mappings: entries.iter().map(|e| (e.start, e.offset)).collect(),
-            }
+        .map(|(path, entries)| LoadedModule {
+            path: path.to_string(),
+            start: entries.iter().map(|e| e.start).min().unwrap_or(0),
+            end: entries.iter().map(|e| e.end).max().unwrap_or(0),
+            mappings: entries.iter().map(|e| (e.start, e.offset)).collect(),
         })
         .collect()
 }
