@@ -1,0 +1,48 @@
+//! fixtures/alloc_script.c: a fixed malloc/free script with a known peak, leaks and call sites.
+
+use crate::common::*;
+
+fn expected_heap() -> HeapExpectation {
+    HeapExpectation {
+        calls: calls(&[("malloc", 9), ("free", 7)]),
+        returned_calls: 9,
+        allocations: 9,
+        bytes_allocated: 9000 + 3 * 1000 + 5000 + 2500 + 2 * 64,
+        frees: 6,
+        null_frees: 1,
+        peak_live_bytes: 10500,
+        peak_live_blocks: 5,
+        live_bytes_at_exit: 1128,
+        live_blocks_at_exit: 3,
+        largest_allocation: 9000,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn alloc_script_numbers_peak_and_call_sites() {
+    for_each_variant("alloc_script", |variant, fixture| {
+        let recording = record(fixture, &[], None);
+        assert_eq!(
+            String::from_utf8_lossy(&recording.native.stdout),
+            "alloc_script checksum=3107620982\nalloc_script leaked 1128 bytes in 3 blocks\n"
+        );
+        let image = launched_image(&recording.report, fixture, &[]);
+        assert_exit(image, "code", Some(0));
+        let mut sites = vec![
+            site(Some("make_record"), 5000, 1).with_totals(1, 5000),
+            site(Some("make_buffer"), 3000, 3).with_totals(3, 3000),
+            site(Some("main"), 2500, 1).with_totals(1, 2500),
+        ];
+        let expected = match variant {
+            Variant::Dynamic | Variant::Musl => expected_heap(),
+            Variant::Static => {
+                sites.push(site(Some("_dl_new_object"), 1225, 1).with_totals(1, 1225));
+                expected_heap().plus_static_startup(GlibcStaticStartup::of(fixture))
+            }
+        };
+        assert_heap(image, &expected);
+        assert_top_sites(image, &sites);
+        assert_probe_costs(image, &expected, 0, 0);
+    });
+}

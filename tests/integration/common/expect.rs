@@ -1,0 +1,322 @@
+//! Exact expected numbers for a process image, and the assertions that compare them with the
+//! report. Every mismatch of an image is listed at once.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::report::number;
+
+/// The probed functions, in the report's (and AllocFunction::ALL's) order.
+pub const FUNCTIONS: [&str; 10] = [
+    "malloc",
+    "calloc",
+    "realloc",
+    "reallocarray",
+    "free",
+    "posix_memalign",
+    "aligned_alloc",
+    "memalign",
+    "valloc",
+    "pvalloc",
+];
+
+/// Calls per function, from the non-zero ones.
+pub fn calls(nonzero: &[(&str, u64)]) -> [u64; 10] {
+    let mut counts = [0; 10];
+    for (name, count) in nonzero {
+        let index = FUNCTIONS
+            .iter()
+            .position(|function| function == name)
+            .unwrap_or_else(|| panic!("{name} is not a probed function"));
+        counts[index] = *count;
+    }
+    counts
+}
+
+/// The heap numbers of one process image.
+#[derive(Clone, Debug, Default)]
+pub struct HeapExpectation {
+    pub calls: [u64; 10],
+    pub nested_calls: u64,
+    /// Outer calls other than free that returned (each costs a return-trampoline hit).
+    pub returned_calls: u64,
+    pub allocations: u64,
+    pub bytes_allocated: u64,
+    pub frees: u64,
+    pub null_frees: u64,
+    pub unknown_frees: u64,
+    pub failed_allocations: u64,
+    pub peak_live_bytes: u64,
+    pub peak_live_blocks: u64,
+    pub live_bytes_at_exit: u64,
+    pub live_blocks_at_exit: u64,
+    pub largest_allocation: u64,
+}
+
+/// What statically linked glibc 2.36 allocates before main, and never frees, when
+/// LD_LIBRARY_PATH is unset: _dl_get_origin malloc(D + 2) (D: length of the directory of
+/// /proc/self/exe), _dl_new_object calloc(1225, 1), _dl_init_paths malloc(40) and malloc(320),
+/// _dl_find_object_init malloc(160).
+#[derive(Clone, Copy, Debug)]
+pub struct GlibcStaticStartup {
+    pub bytes: u64,
+}
+
+pub const STARTUP_MALLOCS: u64 = 4;
+pub const STARTUP_CALLOCS: u64 = 1;
+pub const STARTUP_BLOCKS: u64 = 5;
+pub const STARTUP_LARGEST: u64 = 1225;
+
+impl GlibcStaticStartup {
+    pub fn of(fixture: &Path) -> GlibcStaticStartup {
+        let resolved = fixture
+            .canonicalize()
+            .unwrap_or_else(|error| panic!("resolving {}: {error}", fixture.display()));
+        let directory = resolved.parent().expect("a fixture lives in a directory");
+        let origin = directory.as_os_str().len() as u64 + 2;
+        GlibcStaticStartup {
+            bytes: 1225 + 40 + 320 + 160 + origin,
+        }
+    }
+}
+
+impl HeapExpectation {
+    /// The same program linked statically with glibc: its start-up blocks are live from
+    /// before main to the end, so they add to the peak as well as to the totals.
+    pub fn plus_static_startup(mut self, startup: GlibcStaticStartup) -> HeapExpectation {
+        self.calls[0] += STARTUP_MALLOCS;
+        self.calls[1] += STARTUP_CALLOCS;
+        self.returned_calls += STARTUP_BLOCKS;
+        self.allocations += STARTUP_BLOCKS;
+        self.bytes_allocated += startup.bytes;
+        self.peak_live_bytes += startup.bytes;
+        self.peak_live_blocks += STARTUP_BLOCKS;
+        self.live_bytes_at_exit += startup.bytes;
+        self.live_blocks_at_exit += STARTUP_BLOCKS;
+        self.largest_allocation = self.largest_allocation.max(STARTUP_LARGEST);
+        self
+    }
+}
+
+fn compare(mismatches: &mut Vec<String>, image: &Value, pointer: &str, expected: u64) {
+    match image.pointer(pointer).and_then(Value::as_u64) {
+        Some(actual) if actual == expected => {}
+        Some(actual) => mismatches.push(format!("{pointer}: expected {expected}, got {actual}")),
+        None => mismatches.push(format!("{pointer}: expected {expected}, missing")),
+    }
+}
+
+fn fail_if_any(mismatches: Vec<String>, what: &str, image: &Value) {
+    if !mismatches.is_empty() {
+        panic!(
+            "{what} of {} (pid {}):\n  {}\nimage: {image:#}",
+            image["exe"],
+            image["pid"],
+            mismatches.join("\n  ")
+        );
+    }
+}
+
+/// Every heap number of `image` equals `expected`.
+pub fn assert_heap(image: &Value, expected: &HeapExpectation) {
+    let mut mismatches = Vec::new();
+    let calls = image["calls"].as_object();
+    let names: Vec<&str> = calls
+        .map(|calls| calls.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    let mut sorted_expected = FUNCTIONS.to_vec();
+    sorted_expected.sort_unstable();
+    let mut sorted_names = names.clone();
+    sorted_names.sort_unstable();
+    if sorted_names != sorted_expected {
+        mismatches.push(format!(
+            "calls must list every probed function, got {names:?}"
+        ));
+    }
+    for (function, count) in FUNCTIONS.iter().zip(expected.calls) {
+        compare(&mut mismatches, image, &format!("/calls/{function}"), count);
+    }
+    let fields = [
+        ("/allocations", expected.allocations),
+        ("/bytes_allocated", expected.bytes_allocated),
+        ("/frees", expected.frees),
+        ("/null_frees", expected.null_frees),
+        ("/unknown_frees", expected.unknown_frees),
+        ("/failed_allocations", expected.failed_allocations),
+        ("/peak_live_bytes", expected.peak_live_bytes),
+        ("/peak_live_blocks", expected.peak_live_blocks),
+        ("/live_bytes_at_exit", expected.live_bytes_at_exit),
+        ("/live_blocks_at_exit", expected.live_blocks_at_exit),
+        ("/largest_allocation", expected.largest_allocation),
+        ("/probes/nested_calls", expected.nested_calls),
+    ];
+    for (pointer, value) in fields {
+        compare(&mut mismatches, image, pointer, value);
+    }
+    fail_if_any(mismatches, "heap numbers", image);
+}
+
+/// One expected entry of `top_sites`.
+#[derive(Clone, Debug)]
+pub struct SiteExpectation {
+    /// The calling function's name, when it is certain (None: any name).
+    pub function: Option<&'static str>,
+    pub peak_bytes: u64,
+    pub peak_blocks: u64,
+    /// (allocations, bytes_allocated) over the whole run, when asserted.
+    pub totals: Option<(u64, u64)>,
+}
+
+pub fn site(function: Option<&'static str>, peak_bytes: u64, peak_blocks: u64) -> SiteExpectation {
+    SiteExpectation {
+        function,
+        peak_bytes,
+        peak_blocks,
+        totals: None,
+    }
+}
+
+impl SiteExpectation {
+    pub fn with_totals(mut self, allocations: u64, bytes_allocated: u64) -> SiteExpectation {
+        self.totals = Some((allocations, bytes_allocated));
+        self
+    }
+}
+
+/// The first entries of `top_sites` are `expected`, and the whole list is ordered by peak bytes.
+pub fn assert_top_sites(image: &Value, expected: &[SiteExpectation]) {
+    let sites = image["top_sites"].as_array().cloned().unwrap_or_default();
+    let mut mismatches = Vec::new();
+    if sites.len() < expected.len() || sites.len() > 10 {
+        mismatches.push(format!(
+            "top_sites has {} entries, expected {} to 10",
+            sites.len(),
+            expected.len()
+        ));
+    }
+    for pair in sites.windows(2) {
+        if number(&pair[0], "/peak_bytes") < number(&pair[1], "/peak_bytes") {
+            mismatches.push("top_sites is not ordered by peak_bytes".to_string());
+        }
+    }
+    for (index, (want, got)) in expected.iter().zip(&sites).enumerate() {
+        if let Some(function) = want.function {
+            if got["function"] != function {
+                mismatches.push(format!(
+                    "top_sites[{index}].function: expected {function}, got {}",
+                    got["function"]
+                ));
+            }
+        }
+        let prefix = format!("/top_sites/{index}");
+        compare(
+            &mut mismatches,
+            image,
+            &format!("{prefix}/peak_bytes"),
+            want.peak_bytes,
+        );
+        compare(
+            &mut mismatches,
+            image,
+            &format!("{prefix}/peak_blocks"),
+            want.peak_blocks,
+        );
+        if let Some((allocations, bytes)) = want.totals {
+            compare(
+                &mut mismatches,
+                image,
+                &format!("{prefix}/allocations"),
+                allocations,
+            );
+            compare(
+                &mut mismatches,
+                image,
+                &format!("{prefix}/bytes_allocated"),
+                bytes,
+            );
+        }
+    }
+    fail_if_any(mismatches, "top_sites", image);
+}
+
+/// Stops memsup may spend on process and thread life-cycle events (exec, exit, clone, fork,
+/// group stops) beyond probes and system calls: per process image, per thread, per signal.
+pub const LIFECYCLE_STOPS_PER_IMAGE: u64 = 8;
+pub const LIFECYCLE_STOPS_PER_THREAD: u64 = 4;
+pub const LIFECYCLE_STOPS_PER_SIGNAL: u64 = 2;
+
+/// What watching the image cost, by the rule of DESIGN.md §5: every allocator call hits its
+/// entry probe once, nested ones included (emulated or run out of line, never single-stepped
+/// and never stopping the other threads); every outer call that returns, except free (which
+/// needs no result), hits the return trampoline once; each mapping system call costs one or
+/// two syscall stops (seccomp stop, and the syscall-exit stop for its result); the rest is
+/// life-cycle, bounded by `threads` (created by the program) and `signals` (delivered to it).
+pub fn assert_probe_costs(image: &Value, expected: &HeapExpectation, threads: u64, signals: u64) {
+    let probes = &image["probes"];
+    let mut mismatches = Vec::new();
+    let total_calls: u64 = expected.calls.iter().sum();
+    let entry_hits = total_calls + expected.nested_calls;
+    compare(&mut mismatches, image, "/probes/single_steps", 0);
+    compare(&mut mismatches, image, "/probes/stop_the_world", 0);
+    compare(&mut mismatches, image, "/probes/foreign_patches", 0);
+    compare(&mut mismatches, image, "/probes/entry_hits", entry_hits);
+    compare(
+        &mut mismatches,
+        image,
+        "/probes/return_hits",
+        expected.returned_calls,
+    );
+    let emulated = number(probes, "/emulated") + number(probes, "/out_of_line");
+    if emulated != entry_hits {
+        mismatches.push(format!(
+            "emulated + out_of_line = {emulated}, expected every entry hit ({entry_hits})"
+        ));
+    }
+    let mapping_calls: u64 = ["mmap", "munmap", "mremap", "brk", "shmat", "shmdt"]
+        .iter()
+        .map(|call| number(image, &format!("/mappings/calls/{call}")))
+        .sum();
+    let syscall_stops = number(probes, "/syscall_stops");
+    if syscall_stops < mapping_calls || syscall_stops > 2 * mapping_calls {
+        mismatches.push(format!(
+            "syscall_stops {syscall_stops} outside [{mapping_calls}, {}] for {mapping_calls} \
+             mapping calls",
+            2 * mapping_calls
+        ));
+    }
+    let probe_stops = entry_hits + expected.returned_calls + syscall_stops;
+    let allowance = LIFECYCLE_STOPS_PER_IMAGE
+        + LIFECYCLE_STOPS_PER_THREAD * threads
+        + LIFECYCLE_STOPS_PER_SIGNAL * signals;
+    let stops = number(probes, "/stops");
+    if stops < probe_stops || stops > probe_stops + allowance {
+        mismatches.push(format!(
+            "stops {stops} outside [{probe_stops}, {}] (entry hits {entry_hits} + returns {} + \
+             syscall stops {syscall_stops}, plus at most {allowance} life-cycle stops)",
+            probe_stops + allowance,
+            expected.returned_calls
+        ));
+    }
+    fail_if_any(mismatches, "probe costs", image);
+}
+
+/// Some entry of `top_sites` matches `expected` (for a site whose rank depends on the length
+/// of the build directory, which sets the size of static glibc's _dl_get_origin block).
+pub fn assert_site_listed(image: &Value, expected: &SiteExpectation) {
+    let sites = image["top_sites"].as_array().cloned().unwrap_or_default();
+    let found = sites.iter().any(|got| {
+        expected
+            .function
+            .map_or(true, |function| got["function"] == function)
+            && got["peak_bytes"] == expected.peak_bytes
+            && got["peak_blocks"] == expected.peak_blocks
+            && expected.totals.map_or(true, |(allocations, bytes)| {
+                got["allocations"] == allocations && got["bytes_allocated"] == bytes
+            })
+    });
+    assert!(
+        found,
+        "top_sites has no entry like {expected:?}: {sites:#?}"
+    );
+}

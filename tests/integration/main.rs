@@ -1,0 +1,18 @@
+//! Integration tests: fixtures from `fixtures/` are compiled at test time (dynamic, static,
+//! musl), run natively and under memsup, and the JSON reports are checked against exact
+//! numbers worked out independently (see the comment at the top of each fixture).
+
+mod common;
+
+mod aligned;
+mod alloc_script;
+mod attach;
+mod bad_input;
+mod cxx_exceptions;
+mod exit_and_signal;
+mod fork_exec;
+mod longjmp_signal;
+mod mappings;
+mod realloc_chain;
+mod stdin_lines;
+mod threads;
