@@ -5,7 +5,9 @@ use std::collections::HashMap;
 
 use super::heap::{HeapEvent, HeapState};
 use super::{ImageExit, ProcessAnalysis};
-use crate::trace::format::{ExitKind, MapCall, ProbeCounters, Record, RecordMode, StartCause};
+use crate::trace::format::{
+    AllocFunction, ExitKind, MapCall, ProbeCounters, Record, RecordMode, StartCause,
+};
 
 /// Replays `records` into one `ProcessAnalysis` per process image, in order of start.
 pub(super) fn replay(records: &[Record], mode: RecordMode) -> Vec<ProcessAnalysis> {
@@ -105,10 +107,33 @@ impl Replay {
                 status,
                 counters,
             } => self.process_exit(*time_ns, *pid, *status, counters),
+            Record::AbandonedCall {
+                time_ns,
+                pid,
+                function,
+                ..
+            } => self.abandoned_call(*time_ns, *pid, *function),
+            Record::ImageCounters { pid, counters } => self.image_counters(*pid, counters),
             Record::ThreadStart { .. }
             | Record::ThreadExit { .. }
             | Record::Module { .. }
             | Record::End { .. } => {}
+        }
+    }
+
+    /// A call that never returned still counts as a call, with no block.
+    fn abandoned_call(&mut self, time_ns: u64, pid: u32, function: AllocFunction) {
+        self.ensure_open(time_ns, pid);
+        let state = self.open.get_mut(&pid).expect("opened above");
+        *self.processes[state.index]
+            .calls
+            .entry(function)
+            .or_insert(0) += 1;
+    }
+
+    fn image_counters(&mut self, pid: u32, counters: &ProbeCounters) {
+        if let Some(state) = self.open.get(&pid) {
+            self.processes[state.index].probes = *counters;
         }
     }
 
@@ -345,7 +370,8 @@ fn record_time(record: &Record) -> Option<u64> {
         | Record::Mapping { time_ns, .. }
         | Record::Warning { time_ns, .. }
         | Record::ProcessExit { time_ns, .. }
-        | Record::End { time_ns } => Some(*time_ns),
-        Record::Symbol { .. } => None,
+        | Record::End { time_ns }
+        | Record::AbandonedCall { time_ns, .. } => Some(*time_ns),
+        Record::Symbol { .. } | Record::ImageCounters { .. } => None,
     }
 }

@@ -28,16 +28,27 @@ pub struct ShadowStack {
 }
 
 impl ShadowStack {
-    /// Drops entries whose frames were abandoned: their slot lies below the current stack
-    /// pointer on the same stack.
-    pub fn drop_abandoned(&mut self, rsp: u64) {
+    /// Drops and returns entries whose frames were abandoned (longjmp): their slot lies below
+    /// the stack pointer of a new call on the same stack, or is the new call's own slot and no
+    /// longer holds the trampoline (`slot_is_trampoline`, asked only in that case: a tail call
+    /// from a probed function keeps the trampoline there and is still pending).
+    pub fn drop_abandoned(
+        &mut self,
+        rsp: u64,
+        slot_is_trampoline: impl FnOnce() -> bool,
+    ) -> Vec<PendingReturn> {
+        let mut dropped = Vec::new();
         while let Some(top) = self.entries.last() {
             if top.slot < rsp && rsp - top.slot < SAME_STACK_SPAN {
-                self.entries.pop();
+                dropped.extend(self.entries.pop());
             } else {
                 break;
             }
         }
+        if self.entries.last().is_some_and(|top| top.slot == rsp) && !slot_is_trampoline() {
+            dropped.extend(self.entries.pop());
+        }
+        dropped
     }
 
     /// Whether an allocator call is in progress on this thread (its frame is above rsp).
@@ -54,14 +65,22 @@ impl ShadowStack {
         self.entries.push(entry);
     }
 
-    /// The call returning now: rsp after `ret` is slot + 8. Entries pushed after it are gone
-    /// too (a return from an outer frame ends every inner one).
-    pub fn pop_returning(&mut self, rsp_after_return: u64) -> Option<PendingReturn> {
+    /// The call returning now (rsp after `ret` is slot + 8), and the entries pushed after it,
+    /// which were abandoned (a return from an outer frame ends every inner one).
+    pub fn pop_returning(
+        &mut self,
+        rsp_after_return: u64,
+    ) -> Option<(PendingReturn, Vec<PendingReturn>)> {
         let slot = rsp_after_return.wrapping_sub(8);
         let index = self.entries.iter().rposition(|entry| entry.slot == slot)?;
-        let entry = self.entries[index];
-        self.entries.truncate(index);
-        Some(entry)
+        let abandoned = self.entries.split_off(index + 1);
+        let entry = self.entries.pop().expect("index is in range");
+        Some((entry, abandoned))
+    }
+
+    /// Empties the stack, returning what was still pending (the thread is gone).
+    pub fn take_all(&mut self) -> Vec<PendingReturn> {
+        std::mem::take(&mut self.entries)
     }
 
     pub fn entries(&self) -> &[PendingReturn] {
@@ -101,10 +120,12 @@ mod tests {
         let mut stack = ShadowStack::default();
         stack.push(entry(0x7000_2000));
         stack.push(entry(0x7000_1000)); // abandoned by a longjmp back above it
-        stack.drop_abandoned(0x7000_1800);
+        let dropped = stack.drop_abandoned(0x7000_1800, || unreachable!());
+        assert_eq!(dropped, vec![entry(0x7000_1000)]);
         assert_eq!(stack.entries().len(), 1);
-        let returned = stack.pop_returning(0x7000_2008).unwrap();
+        let (returned, abandoned) = stack.pop_returning(0x7000_2008).unwrap();
         assert_eq!(returned.slot, 0x7000_2000);
+        assert!(abandoned.is_empty());
         assert!(stack.entries().is_empty());
     }
 
@@ -113,7 +134,9 @@ mod tests {
         let mut stack = ShadowStack::default();
         stack.push(entry(0x7000_2000));
         stack.push(entry(0x7000_1000));
-        assert_eq!(stack.pop_returning(0x7000_2008).unwrap().slot, 0x7000_2000);
+        let (returned, abandoned) = stack.pop_returning(0x7000_2008).unwrap();
+        assert_eq!(returned.slot, 0x7000_2000);
+        assert_eq!(abandoned, vec![entry(0x7000_1000)]);
         assert!(stack.entries().is_empty());
         assert_eq!(stack.pop_returning(0x7000_1008), None);
     }
@@ -122,7 +145,21 @@ mod tests {
     fn far_entries_on_another_stack_are_kept() {
         let mut stack = ShadowStack::default();
         stack.push(entry(0x7000_0000));
-        stack.drop_abandoned(0x7f00_0000);
+        assert!(stack
+            .drop_abandoned(0x7f00_0000, || unreachable!())
+            .is_empty());
         assert_eq!(stack.entries().len(), 1);
+    }
+
+    #[test]
+    fn a_new_call_in_an_abandoned_calls_slot_ends_it_but_a_tail_call_does_not() {
+        let mut stack = ShadowStack::default();
+        stack.push(entry(0x7000_1000));
+        assert!(stack.drop_abandoned(0x7000_1000, || true).is_empty());
+        assert_eq!(
+            stack.drop_abandoned(0x7000_1000, || false),
+            vec![entry(0x7000_1000)]
+        );
+        assert!(stack.entries().is_empty());
     }
 }

@@ -71,11 +71,44 @@ impl Tracer<'_> {
         while let Some(stop) = self.deferred.pop_front() {
             self.settle_for_detach(stop)?;
         }
+        let tids: Vec<i32> = self.threads.keys().copied().collect();
+        for tid in tids {
+            self.consume_pending_trap(tid)?;
+        }
         let pids: Vec<i32> = self.processes.keys().copied().collect();
         for pid in pids {
             self.detach_process(pid);
         }
         Ok(())
+    }
+
+    /// A thread can report our interrupt right after executing one of our int3s, with that
+    /// SIGTRAP still pending: once detached, it would kill the program. Let the thread take
+    /// it now, under our control.
+    fn consume_pending_trap(&mut self, tid: i32) -> Result<()> {
+        let Some(pid) = self.threads.get(&tid).map(|t| t.pid) else {
+            return Ok(());
+        };
+        if !trap_pending(pid, tid) {
+            return Ok(());
+        }
+        regs::resume(tid, 0)?;
+        loop {
+            let status = match waitpid(Pid::from_raw(tid), Some(WaitPidFlag::__WALL)) {
+                Ok(status) => status,
+                Err(_) => return Ok(()),
+            };
+            let Some(stop) = Stop::from_wait_status(status) else {
+                continue;
+            };
+            let is_trap = matches!(stop, Stop::Signal { signal, .. } if signal == libc::SIGTRAP);
+            self.settle_for_detach(stop)?;
+            if is_trap || !self.threads.contains_key(&tid) || !matches!(stop, Stop::Signal { .. }) {
+                return Ok(());
+            }
+            // Another signal came first; it is kept for the detach. Go on to the trap.
+            regs::resume(tid, 0)?;
+        }
     }
 
     /// Brings a thread that reported something other than our interrupt to a clean stop.
@@ -110,7 +143,7 @@ impl Tracer<'_> {
             .is_some_and(|s| s.trampoline() == address)
         {
             let thread = self.threads.get_mut(&tid).expect("known");
-            if let Some(entry) = thread.shadow.pop_returning(regs.rsp) {
+            if let Some((entry, _)) = thread.shadow.pop_returning(regs.rsp) {
                 regs.rip = entry.original_return;
                 regs::set_registers(tid, &regs)?;
             }
@@ -176,4 +209,16 @@ impl Tracer<'_> {
             counters: process.counters,
         });
     }
+}
+
+/// Whether SIGTRAP is pending for thread `tid` (its private set, where int3 traps go).
+fn trap_pending(pid: i32, tid: i32) -> bool {
+    let path = format!("/proc/{pid}/task/{tid}/status");
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return false;
+    };
+    text.lines()
+        .find_map(|line| line.strip_prefix("SigPnd:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (libc::SIGTRAP - 1)) != 0)
 }

@@ -62,12 +62,25 @@ impl Tracer<'_> {
     ) -> Result<()> {
         let time_ns = self.sink.now_ns();
         let entry_rsp = regs.rsp;
+        let trampoline = self.processes[&pid]
+            .scratch
+            .as_ref()
+            .map(|s| s.trampoline());
+        let memory = &self.processes[&pid].memory;
         let thread = self.threads.get_mut(&tid).expect("known thread");
-        thread.shadow.drop_abandoned(entry_rsp);
+        let abandoned = thread
+            .shadow
+            .drop_abandoned(entry_rsp, || memory.read_u64(entry_rsp).ok() == trampoline);
+        self.report_abandoned(pid, tid, &abandoned);
+        let thread = &self.threads[&tid];
         let nested = matches!(breakpoint.kind, ProbeKind::Alloc(_))
             && thread.shadow.inside_allocator(entry_rsp);
         let process = self.processes.get_mut(&pid).expect("known process");
-        process.counters.entry_hits += 1;
+        // The rendezvous is bookkeeping, not a probe of the program: only its stop is counted.
+        let is_probe = breakpoint.kind != ProbeKind::Rendezvous;
+        if is_probe {
+            process.counters.entry_hits += 1;
+        }
         if nested {
             process.counters.nested_calls += 1;
         }
@@ -104,7 +117,7 @@ impl Tracer<'_> {
             }
         }
         regs.rip = breakpoint.address;
-        self.step_over(tid, pid, regs, breakpoint, entry_rsp, hijack_slot)?;
+        self.step_over(tid, pid, regs, breakpoint, entry_rsp, hijack_slot, is_probe)?;
         if breakpoint.kind == ProbeKind::Rendezvous {
             self.scan_modules(pid)?;
         }
@@ -113,6 +126,7 @@ impl Tracer<'_> {
 
     /// Continues past the probed instruction, writing the hijacked return address (and a
     /// pushed value) in one stack write.
+    #[allow(clippy::too_many_arguments)]
     fn step_over(
         &mut self,
         tid: i32,
@@ -121,11 +135,13 @@ impl Tracer<'_> {
         breakpoint: &Breakpoint,
         entry_rsp: u64,
         trampoline: Option<u64>,
+        is_probe: bool,
     ) -> Result<()> {
         let process = self.processes.get_mut(&pid).expect("known process");
+        let counted = u64::from(is_probe);
         match &breakpoint.step_over {
             StepOver::Emulate(emulation) => {
-                process.counters.emulated += 1;
+                process.counters.emulated += counted;
                 let pushed = emulation.apply(&mut regs, &process.memory)?;
                 match (pushed, trampoline) {
                     (Some(value), Some(trampoline)) if regs.rsp == entry_rsp - 8 => {
@@ -147,12 +163,12 @@ impl Tracer<'_> {
                 }
             }
             StepOver::Return => {
-                process.counters.emulated += 1;
+                process.counters.emulated += counted;
                 regs.rip = process.memory.read_u64(regs.rsp)?;
                 regs.rsp += 8;
             }
             StepOver::OutOfLine { slot } => {
-                process.counters.out_of_line += 1;
+                process.counters.out_of_line += counted;
                 regs.rip = *slot;
                 if let Some(trampoline) = trampoline {
                     process
@@ -177,12 +193,13 @@ impl Tracer<'_> {
 
     fn on_return(&mut self, tid: i32, pid: i32, mut regs: user_regs_struct) -> Result<()> {
         let thread = self.threads.get_mut(&tid).expect("known thread");
-        let Some(entry) = thread.shadow.pop_returning(regs.rsp) else {
+        let Some((entry, abandoned)) = thread.shadow.pop_returning(regs.rsp) else {
             return Err(Error::Internal(format!(
                 "thread {tid} returned to memsup's trampoline with no pending call (rsp {:#x})",
                 regs.rsp
             )));
         };
+        self.report_abandoned(pid, tid, &abandoned);
         let process = self.processes.get_mut(&pid).expect("known process");
         process.counters.return_hits += 1;
         let record = return_record(pid as u32, tid as u32, &entry, regs.rax, &process.memory)?;
@@ -190,6 +207,20 @@ impl Tracer<'_> {
         regs.rip = entry.original_return;
         regs::set_registers(tid, &regs)?;
         self.resume(tid)
+    }
+
+    /// Allocator calls that will never return still count as calls.
+    pub(crate) fn report_abandoned(&mut self, pid: i32, tid: i32, abandoned: &[PendingReturn]) {
+        for entry in abandoned {
+            if let ProbeKind::Alloc(function) = entry.kind {
+                self.sink.send(Record::AbandonedCall {
+                    time_ns: self.sink.now_ns(),
+                    pid: pid as u32,
+                    tid: tid as u32,
+                    function,
+                });
+            }
+        }
     }
 
     pub(crate) fn on_seccomp(&mut self, tid: i32) -> Result<()> {

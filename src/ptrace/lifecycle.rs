@@ -53,6 +53,12 @@ impl Tracer<'_> {
     }
 
     pub(crate) fn on_exec(&mut self, pid: i32) -> Result<()> {
+        if let Some(process) = self.processes.get(&pid) {
+            self.sink.send(Record::ImageCounters {
+                pid: pid as u32,
+                counters: process.counters,
+            });
+        }
         // Every other thread is gone; the execing thread now has the leader's id.
         self.threads
             .retain(|tid, thread| thread.pid != pid || *tid == pid);
@@ -91,9 +97,11 @@ impl Tracer<'_> {
     }
 
     pub(crate) fn on_thread_gone(&mut self, tid: i32, how: ExitKind) -> Result<()> {
-        let Some(thread) = self.threads.remove(&tid) else {
+        let Some(mut thread) = self.threads.remove(&tid) else {
             return Ok(());
         };
+        let pending = thread.shadow.take_all();
+        self.report_abandoned(thread.pid, tid, &pending);
         let time_ns = self.sink.now_ns();
         if tid != thread.pid {
             self.sink.send(Record::ThreadExit {

@@ -4,13 +4,14 @@
 use std::collections::BTreeMap;
 
 use crate::breakpoints::probes::{
-    is_dynamic_linker, ALLOCATOR_SYMBOLS, MAPPING_SYMBOLS, RENDEZVOUS_SYMBOL,
+    direct_jump_target, is_dynamic_linker, ALLOCATOR_SYMBOLS, MAPPING_SYMBOLS, RENDEZVOUS_SYMBOL,
 };
 use crate::breakpoints::table::ProbeKind;
 use crate::error::{Error, Result};
 use crate::proc::auxv::{read_auxv_value, AT_BASE};
 use crate::proc::maps::{read_maps, MapEntry};
 use crate::ptrace::inject::ScratchPage;
+use crate::ptrace::memory::RemoteMemory;
 use crate::ptrace::tracer::Tracer;
 use crate::symbols::elf::ElfFile;
 use crate::trace::format::Record;
@@ -169,6 +170,16 @@ impl Tracer<'_> {
             .processes
             .get_mut(&pid)
             .ok_or(Error::ProcessGone(pid))?;
+        // A forwarder to a probed function of the same kind (musl's malloc, free, realloc)
+        // needs no probe; one to another kind (musl's memalign) keeps its name with one.
+        let probed = targets.clone();
+        targets.retain(|(address, kind)| {
+            let mut code = [0u8; 16];
+            let forwards = process.memory.read(*address, &mut code).is_ok()
+                && direct_jump_target(&code, *address)
+                    .is_some_and(|target| probed.contains(&(target, *kind)));
+            !forwards
+        });
         for (address, kind) in targets {
             process.breakpoints.insert(
                 &mut process.memory,

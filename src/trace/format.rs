@@ -269,6 +269,18 @@ pub enum Record {
     End {
         time_ns: u64,
     },
+    /// A probed call that never returned: the thread left it by longjmp, or died in it.
+    AbandonedCall {
+        time_ns: u64,
+        pid: u32,
+        tid: u32,
+        function: AllocFunction,
+    },
+    /// What watching the current image cost, written just before an Exec replaces it.
+    ImageCounters {
+        pid: u32,
+        counters: ProbeCounters,
+    },
 }
 
 impl Record {
@@ -286,7 +298,9 @@ impl Record {
             | Record::Mapping { pid, .. }
             | Record::Symbol { pid, .. }
             | Record::Warning { pid, .. }
-            | Record::ProcessExit { pid, .. } => Some(*pid),
+            | Record::ProcessExit { pid, .. }
+            | Record::AbandonedCall { pid, .. }
+            | Record::ImageCounters { pid, .. } => Some(*pid),
             Record::End { .. } => None,
         }
     }
