@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::breakpoints::table::StepOverPolicy;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "memsup",
@@ -26,6 +28,8 @@ pub enum Command {
         /// Print nothing of memsup's own but errors and warnings.
         #[arg(short, long)]
         quiet: bool,
+        #[command(flatten)]
+        probes: ProbeArgs,
         /// The program and its arguments.
         #[arg(
             required = true,
@@ -44,6 +48,8 @@ pub enum Command {
         duration: Option<u32>,
         #[arg(short, long)]
         quiet: bool,
+        #[command(flatten)]
+        probes: ProbeArgs,
         #[arg(required = true, value_name = "PID")]
         pids: Vec<i32>,
     },
@@ -54,6 +60,33 @@ pub enum Command {
         #[arg(value_name = "PROFILE")]
         profile: PathBuf,
     },
+}
+
+/// How probes are planted.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct ProbeArgs {
+    /// How a probe hit gets past the instruction its int3 replaced: `auto` emulates it in
+    /// memsup when it can (no extra stop), else runs a relocated copy out of line; the other
+    /// values force a fallback, to test or measure it.
+    #[arg(long, value_enum, default_value_t = StepOverArg::Auto)]
+    pub step_over: StepOverArg,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepOverArg {
+    Auto,
+    OutOfLine,
+    StopTheWorld,
+}
+
+impl StepOverArg {
+    pub fn policy(self) -> StepOverPolicy {
+        match self {
+            StepOverArg::Auto => StepOverPolicy::Auto,
+            StepOverArg::OutOfLine => StepOverPolicy::OutOfLine,
+            StepOverArg::StopTheWorld => StepOverPolicy::StopTheWorld,
+        }
+    }
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]

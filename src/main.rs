@@ -26,6 +26,7 @@ fn execute(command: Command) -> Result<i32> {
         Command::Run {
             output,
             quiet,
+            probes,
             command,
         } => {
             let name = command
@@ -37,12 +38,14 @@ fn execute(command: Command) -> Result<i32> {
                 output,
                 command,
                 quiet,
+                step_over: probes.step_over.policy(),
             })
         }
         Command::Attach {
             output,
             duration,
             quiet,
+            probes,
             pids,
         } => {
             let output = output.unwrap_or_else(|| default_output("attach"));
@@ -51,6 +54,7 @@ fn execute(command: Command) -> Result<i32> {
                 pids,
                 duration_seconds: duration,
                 quiet,
+                step_over: probes.step_over.policy(),
             })
         }
         Command::Report { format, profile } => {

@@ -47,6 +47,16 @@ impl StepOver {
     }
 }
 
+/// Which step-over memsup prefers. `Auto` takes the cheapest that works; the others force a
+/// fallback for every probe that can take it (to test and measure them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum StepOverPolicy {
+    #[default]
+    Auto,
+    OutOfLine,
+    StopTheWorld,
+}
+
 #[derive(Debug, Clone)]
 pub struct Breakpoint {
     pub address: u64,
@@ -60,6 +70,7 @@ pub struct Breakpoint {
 #[derive(Debug, Clone, Default)]
 pub struct BreakpointTable {
     by_address: HashMap<u64, Breakpoint>,
+    pub policy: StepOverPolicy,
 }
 
 /// Decides how to step over the instruction at `address` (`code` = its original bytes).
@@ -68,12 +79,18 @@ fn plan_step_over(
     scratch: Option<&mut ScratchPage>,
     code: &[u8],
     address: u64,
+    policy: StepOverPolicy,
 ) -> StepOver {
-    if let Some(emulation) = Emulation::decode(code, address) {
-        return StepOver::Emulate(emulation);
-    }
     if code[0] == RET {
         return StepOver::Return;
+    }
+    if policy == StepOverPolicy::StopTheWorld {
+        return StepOver::StopTheWorld;
+    }
+    if policy == StepOverPolicy::Auto {
+        if let Some(emulation) = Emulation::decode(code, address) {
+            return StepOver::Emulate(emulation);
+        }
     }
     if let Some(scratch) = scratch {
         if let Some(slot) = scratch.next_slot() {
@@ -89,6 +106,13 @@ fn plan_step_over(
 }
 
 impl BreakpointTable {
+    pub fn with_policy(policy: StepOverPolicy) -> BreakpointTable {
+        BreakpointTable {
+            by_address: HashMap::new(),
+            policy,
+        }
+    }
+
     pub fn get(&self, address: u64) -> Option<&Breakpoint> {
         self.by_address.get(&address)
     }
@@ -119,7 +143,11 @@ impl BreakpointTable {
         }
         let mut code = [0u8; 16];
         memory.read(address, &mut code)?;
-        let step_over = plan_step_over(memory, scratch, &code, address);
+        let policy = match kind {
+            ProbeKind::Rendezvous => StepOverPolicy::Auto,
+            _ => self.policy,
+        };
+        let step_over = plan_step_over(memory, scratch, &code, address, policy);
         memory.write_code(address, &[INT3])?;
         self.by_address.insert(
             address,

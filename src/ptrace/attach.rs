@@ -96,7 +96,8 @@ impl Tracer<'_> {
     /// Joins process `pid` (a thread-group id), probes it and lets it run on.
     pub fn attach(&mut self, pid: i32) -> Result<()> {
         let threads = seize_all_threads(pid)?;
-        self.processes.insert(pid, Process::new(pid, true));
+        self.processes
+            .insert(pid, Process::new(pid, true, self.step_over_policy));
         for (tid, signals) in &threads {
             let mut thread = Thread::new(pid);
             thread.pending_signals = signals.clone();

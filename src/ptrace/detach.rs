@@ -19,7 +19,13 @@ impl Tracer<'_> {
     /// are kept for the event loop. Returns the threads stopped by the interrupt.
     pub(crate) fn stop_threads(&mut self, tids: &[i32]) -> Vec<i32> {
         let mut stopped = Vec::new();
+        // Threads whose stop is already collected and not yet handled are stopped: an
+        // interrupt would produce no new stop to wait for.
+        let already_stopped: Vec<i32> = self.deferred.iter().map(|stop| stop.tid()).collect();
         for &tid in tids {
+            if already_stopped.contains(&tid) || self.early_threads.contains(&tid) {
+                continue;
+            }
             if regs::interrupt(tid).is_err() {
                 continue;
             }

@@ -201,7 +201,13 @@ fn map_page(memory: &mut ProcessMemory, tid: i32, hint: Option<u64>) -> Result<(
     const MAP_FIXED_NOREPLACE: u64 = 0x10_0000;
     let protection = (libc::PROT_READ | libc::PROT_EXEC) as u64;
     let private_anonymous = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u64;
-    let mut signals = Vec::new();
+    // The first call run from a stop at PTRACE_EVENT_EXEC sees argument registers other than
+    // the ones set (mmap with MAP_ANONYMOUS failed with EBADF); a harmless call first.
+    let getpid = RemoteSyscall {
+        number: libc::SYS_getpid as u64,
+        args: [0; 6],
+    };
+    let (_, mut signals) = remote_syscall(memory, tid, None, &getpid)?;
     if let Some(address) = hint {
         let call = RemoteSyscall {
             number: libc::SYS_mmap as u64,

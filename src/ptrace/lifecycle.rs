@@ -74,7 +74,8 @@ impl Tracer<'_> {
             Some(process) => process.reset_for_exec(),
             None => {
                 let wrappers = self.mode == crate::ptrace::tracer::Mode::Attach;
-                self.processes.insert(pid, Process::new(pid, wrappers));
+                self.processes
+                    .insert(pid, Process::new(pid, wrappers, self.step_over_policy));
             }
         }
         self.record_exec(pid);

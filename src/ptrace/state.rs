@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 
 use crate::breakpoints::returns::ShadowStack;
-use crate::breakpoints::table::BreakpointTable;
+use crate::breakpoints::table::{BreakpointTable, StepOverPolicy};
 use crate::ptrace::inject::ScratchPage;
 use crate::ptrace::memory::ProcessMemory;
 use crate::trace::format::{MapCall, ProbeCounters};
@@ -48,11 +48,11 @@ pub struct Process {
 }
 
 impl Process {
-    pub fn new(pid: i32, probe_mapping_wrappers: bool) -> Process {
+    pub fn new(pid: i32, probe_mapping_wrappers: bool, policy: StepOverPolicy) -> Process {
         Process {
             pid,
             memory: ProcessMemory::new(nix::unistd::Pid::from_raw(pid)),
-            breakpoints: BreakpointTable::default(),
+            breakpoints: BreakpointTable::with_policy(policy),
             scratch: None,
             counters: ProbeCounters::default(),
             known_modules: HashSet::new(),
@@ -66,12 +66,20 @@ impl Process {
             breakpoints: parent.breakpoints.clone(),
             scratch: parent.scratch.clone(),
             known_modules: parent.known_modules.clone(),
-            ..Process::new(pid, parent.probe_mapping_wrappers)
+            ..Process::new(
+                pid,
+                parent.probe_mapping_wrappers,
+                parent.breakpoints.policy,
+            )
         }
     }
 
     /// After exec: the old image and everything planted in it are gone.
     pub fn reset_for_exec(&mut self) {
-        *self = Process::new(self.pid, self.probe_mapping_wrappers);
+        *self = Process::new(
+            self.pid,
+            self.probe_mapping_wrappers,
+            self.breakpoints.policy,
+        );
     }
 }

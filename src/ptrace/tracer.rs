@@ -7,6 +7,7 @@ use std::marker::PhantomData;
 use nix::errno::Errno;
 use nix::sys::wait::{waitpid, WaitPidFlag};
 
+use crate::breakpoints::table::StepOverPolicy;
 use crate::error::{Error, Result};
 use crate::ptrace::regs;
 use crate::ptrace::signals;
@@ -37,6 +38,7 @@ pub struct Tracer<'a> {
     pub(crate) symbols: SymbolCache,
     pub(crate) root_pid: i32,
     pub(crate) root_exit: Option<ExitKind>,
+    pub(crate) step_over_policy: StepOverPolicy,
     /// Messages for the user, printed by the caller (one line each).
     pub(crate) warnings: Vec<String>,
     _not_send: PhantomData<*const ()>,
@@ -54,9 +56,15 @@ impl<'a> Tracer<'a> {
             symbols: SymbolCache::default(),
             root_pid,
             root_exit: None,
+            step_over_policy: StepOverPolicy::Auto,
             warnings: Vec::new(),
             _not_send: PhantomData,
         }
+    }
+
+    /// Forces a step-over mechanism for every probe planted from now on.
+    pub fn set_step_over_policy(&mut self, policy: StepOverPolicy) {
+        self.step_over_policy = policy;
     }
 
     /// How the first process ended (None if memsup detached from it).

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use crate::breakpoints::table::StepOverPolicy;
 use crate::error::{Error, Result, TraceError};
 use crate::ptrace::launch::{launch, resolve_command};
 use crate::ptrace::sink::RecordSink;
@@ -29,6 +30,7 @@ pub struct RunOptions {
     pub output: PathBuf,
     pub command: Vec<OsString>,
     pub quiet: bool,
+    pub step_over: StepOverPolicy,
 }
 
 pub struct AttachOptions {
@@ -36,6 +38,7 @@ pub struct AttachOptions {
     pub pids: Vec<i32>,
     pub duration_seconds: Option<u32>,
     pub quiet: bool,
+    pub step_over: StepOverPolicy,
 }
 
 /// The threads behind the tracer, and how to wind them down.
@@ -166,6 +169,7 @@ pub fn run(options: RunOptions) -> Result<i32> {
         }
     };
     let mut tracer = Tracer::new(Mode::Run, pid, &pipeline.sink);
+    tracer.set_step_over_policy(options.step_over);
     tracer.adopt_launched(pid)?;
     print_warnings(&mut tracer);
     let outcome = tracer.run();
@@ -195,6 +199,7 @@ pub fn attach(options: AttachOptions) -> Result<i32> {
         options.quiet,
     )?;
     let mut tracer = Tracer::new(Mode::Attach, pids[0], &pipeline.sink);
+    tracer.set_step_over_policy(options.step_over);
     for &pid in &pids {
         if let Err(error) = tracer.attach(pid) {
             let _ = tracer.detach_all();
@@ -234,7 +239,8 @@ fn is_script(path: &Path) -> bool {
 impl Tracer<'_> {
     /// Takes over a process `launch` left stopped at its exec event.
     pub fn adopt_launched(&mut self, pid: i32) -> Result<()> {
-        self.processes.insert(pid, Process::new(pid, false));
+        self.processes
+            .insert(pid, Process::new(pid, false, self.step_over_policy));
         self.threads.insert(pid, Thread::new(pid));
         self.sink.send(Record::ProcessStart {
             time_ns: self.sink.now_ns(),
