@@ -6,10 +6,11 @@ use nix::errno::Errno;
 use nix::sys::wait::{waitpid, WaitPidFlag};
 use nix::unistd::Pid;
 
-use crate::breakpoints::table::StepOver;
 use crate::error::{Error, Result};
+use crate::ptrace::inject::{remote_syscall, RemoteSyscall, PAGE_SIZE};
 use crate::ptrace::memory::RemoteMemory;
 use crate::ptrace::regs;
+use crate::ptrace::state::Process;
 use crate::ptrace::stop::{Event, Stop};
 use crate::ptrace::tracer::Tracer;
 use crate::trace::format::{ExitKind, Record};
@@ -162,6 +163,32 @@ impl Tracer<'_> {
         Ok(())
     }
 
+    /// Removes the scratch page, run from a thread that is not inside a system call (one
+    /// that is would need its restart state preserved). With none, the page stays: unused
+    /// and harmless once nothing points into it.
+    fn unmap_scratch(&mut self, process: &mut Process, tids: &[i32]) {
+        let Some(scratch) = process.scratch.take() else {
+            return;
+        };
+        let idle = tids.iter().copied().find(|tid| {
+            regs::get_registers(*tid)
+                .map(|r| r.orig_rax == u64::MAX)
+                .unwrap_or(false)
+        });
+        let Some(tid) = idle else {
+            return;
+        };
+        let munmap = RemoteSyscall {
+            number: libc::SYS_munmap as u64,
+            args: [scratch.base, PAGE_SIZE, 0, 0, 0, 0],
+        };
+        if let Ok((_, signals)) = remote_syscall(&mut process.memory, tid, None, &munmap) {
+            if let Some(thread) = self.threads.get_mut(&tid) {
+                thread.pending_signals.extend(signals);
+            }
+        }
+    }
+
     fn detach_process(&mut self, pid: i32) {
         let tids: Vec<i32> = self
             .threads
@@ -192,13 +219,8 @@ impl Tracer<'_> {
                 }
             }
         }
-        let out_of_line = process
-            .breakpoints
-            .iter()
-            .filter(|b| matches!(b.step_over, StepOver::OutOfLine { .. }))
-            .count();
-        let _ = out_of_line;
         process.counters.foreign_patches += process.breakpoints.restore_all(&mut process.memory);
+        self.unmap_scratch(&mut process, &tids);
         for &tid in &tids {
             let signal = self
                 .threads

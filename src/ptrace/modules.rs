@@ -143,11 +143,17 @@ impl Tracer<'_> {
             }
         } else {
             for (function, names) in ALLOCATOR_SYMBOLS {
-                for symbol in elf
+                let (indirect, direct): (Vec<_>, Vec<_>) = elf
                     .find_functions(names)
                     .into_iter()
-                    .filter(|s| !s.is_ifunc)
-                {
+                    .partition(|s| s.is_ifunc);
+                for symbol in indirect {
+                    self.warnings.push(format!(
+                        "{}: {} is an IFUNC; calls through it are not probed",
+                        module.path, symbol.name
+                    ));
+                }
+                for symbol in direct {
                     targets.push((
                         symbol.address.wrapping_add(bias),
                         ProbeKind::Alloc(*function),
