@@ -21,6 +21,15 @@ pub enum ProbeKind {
     Map(MapCall),
     /// The dynamic linker's rendezvous function: libraries were loaded or unloaded.
     Rendezvous,
+    /// The resolver of an allocator IFUNC: its return value is the function to probe.
+    IfuncResolver(AllocFunction),
+}
+
+impl ProbeKind {
+    /// Probes of the program's own calls, as opposed to memsup's bookkeeping probes.
+    pub fn is_program_probe(self) -> bool {
+        matches!(self, ProbeKind::Alloc(_) | ProbeKind::Map(_))
+    }
 }
 
 /// How a hit continues past the instruction the int3 replaced.
@@ -143,9 +152,10 @@ impl BreakpointTable {
         }
         let mut code = [0u8; 16];
         memory.read(address, &mut code)?;
-        let policy = match kind {
-            ProbeKind::Rendezvous => StepOverPolicy::Auto,
-            _ => self.policy,
+        let policy = if kind.is_program_probe() {
+            self.policy
+        } else {
+            StepOverPolicy::Auto
         };
         let step_over = plan_step_over(memory, scratch, &code, address, policy);
         memory.write_code(address, &[INT3])?;

@@ -76,8 +76,8 @@ impl Tracer<'_> {
         let nested = matches!(breakpoint.kind, ProbeKind::Alloc(_))
             && thread.shadow.inside_allocator(entry_rsp);
         let process = self.processes.get_mut(&pid).expect("known process");
-        // The rendezvous is bookkeeping, not a probe of the program: only its stop is counted.
-        let is_probe = breakpoint.kind != ProbeKind::Rendezvous;
+        // Bookkeeping probes (rendezvous, IFUNC resolvers) only count as stops.
+        let is_probe = breakpoint.kind.is_program_probe();
         if is_probe {
             process.counters.entry_hits += 1;
         }
@@ -96,7 +96,7 @@ impl Tracer<'_> {
             ProbeKind::Alloc(function) if !nested && needs_return(function) => {
                 hijack = Some(breakpoint.kind)
             }
-            ProbeKind::Map(_) => hijack = Some(breakpoint.kind),
+            ProbeKind::Map(_) | ProbeKind::IfuncResolver(_) => hijack = Some(breakpoint.kind),
             _ => {}
         }
         let trampoline = process.scratch.as_ref().map(|s| s.trampoline());
@@ -201,9 +201,13 @@ impl Tracer<'_> {
         };
         self.report_abandoned(pid, tid, &abandoned);
         let process = self.processes.get_mut(&pid).expect("known process");
-        process.counters.return_hits += 1;
-        let record = return_record(pid as u32, tid as u32, &entry, regs.rax, &process.memory)?;
-        self.sink.send(record);
+        if let ProbeKind::IfuncResolver(function) = entry.kind {
+            self.probe_ifunc_target(pid, function, regs.rax);
+        } else {
+            process.counters.return_hits += 1;
+            let record = return_record(pid as u32, tid as u32, &entry, regs.rax, &process.memory)?;
+            self.sink.send(record);
+        }
         regs.rip = entry.original_return;
         regs::set_registers(tid, &regs)?;
         self.resume(tid)
@@ -357,7 +361,9 @@ fn return_record(
             result: wrapper_result(call, &args, result),
             caller,
         },
-        ProbeKind::Alloc(AllocFunction::Free) | ProbeKind::Rendezvous => {
+        ProbeKind::Alloc(AllocFunction::Free)
+        | ProbeKind::Rendezvous
+        | ProbeKind::IfuncResolver(_) => {
             return Err(Error::Internal("no return record for this probe".into()));
         }
     })

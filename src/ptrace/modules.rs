@@ -9,12 +9,12 @@ use crate::breakpoints::probes::{
 use crate::breakpoints::table::ProbeKind;
 use crate::error::{Error, Result};
 use crate::proc::auxv::{read_auxv_value, AT_BASE};
-use crate::proc::maps::{read_maps, MapEntry};
+use crate::proc::maps::{mapping_containing, read_maps, MapEntry};
 use crate::ptrace::inject::ScratchPage;
 use crate::ptrace::memory::RemoteMemory;
 use crate::ptrace::tracer::Tracer;
 use crate::symbols::elf::ElfFile;
-use crate::trace::format::Record;
+use crate::trace::format::{AllocFunction, Record};
 
 /// A file mapped with at least one executable segment.
 struct LoadedModule {
@@ -125,6 +125,31 @@ impl Tracer<'_> {
         Ok(())
     }
 
+    /// An allocator IFUNC's resolver returned `target`: probe the function it chose.
+    pub(crate) fn probe_ifunc_target(&mut self, pid: i32, function: AllocFunction, target: u64) {
+        let module = read_maps(pid)
+            .ok()
+            .and_then(|maps| mapping_containing(&maps, target).and_then(|m| m.path.clone()))
+            .unwrap_or_default();
+        let Some(process) = self.processes.get_mut(&pid) else {
+            return;
+        };
+        let kind = ProbeKind::Alloc(function);
+        let planted = process.breakpoints.insert(
+            &mut process.memory,
+            process.scratch.as_mut(),
+            target,
+            kind,
+            &module,
+        );
+        if let Err(error) = planted {
+            self.warn(
+                pid,
+                format!("{module}: IFUNC target {target:#x} not probed: {error}"),
+            );
+        }
+    }
+
     fn probe_module(&mut self, pid: i32, module: &LoadedModule) -> Result<()> {
         let elf = self.symbols.get(&module.path)?;
         let bias = elf.module_load_bias(&module.mappings).unwrap_or(0);
@@ -147,10 +172,11 @@ impl Tracer<'_> {
                     .find_functions(names)
                     .into_iter()
                     .partition(|s| s.is_ifunc);
+                // The function an IFUNC stands for is known once its resolver returns.
                 for symbol in indirect {
-                    self.warnings.push(format!(
-                        "{}: {} is an IFUNC; calls through it are not probed",
-                        module.path, symbol.name
+                    targets.push((
+                        symbol.address.wrapping_add(bias),
+                        ProbeKind::IfuncResolver(*function),
                     ));
                 }
                 for symbol in direct {

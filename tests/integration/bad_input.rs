@@ -8,6 +8,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::common::run::memsup_binary;
 use crate::common::strace::{strace_mapping_totals, MappingTotals};
 use crate::common::*;
 
@@ -349,4 +350,36 @@ fn report_of_a_truncated_profile_says_truncated() {
         report["profile"]["truncated"], true,
         "a profile cut short is reported truncated"
     );
+}
+
+/// ptrace refused: an unprivileged user attaching to root's process (the test runs as root,
+/// as CI does, and drops to `nobody` for memsup alone).
+#[test]
+fn refused_ptrace_exits_77_with_advice() {
+    // SAFETY: geteuid has no side effects.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("note: skipping: dropping privileges for this test needs root");
+        return;
+    }
+    if !require_tool("setpriv") {
+        return;
+    }
+    let mut sleeper = Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .expect("starting sleep");
+    let pid = sleeper.id().to_string();
+    // The profile must be creatable by `nobody`: /tmp, not the test's private directory.
+    let profile = format!("/tmp/memsup-refused-{}.msup", std::process::id());
+    let output = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(memsup_binary())
+        .args(["attach", "-o", &profile, "--duration", "1", &pid])
+        .stdin(Stdio::null())
+        .output()
+        .expect("running memsup as nobody");
+    sleeper.kill().ok();
+    sleeper.wait().ok();
+    assert_one_error_line(&output, 77, &[&pid, "ptrace_scope", "CAP_SYS_PTRACE"]);
+    assert!(!Path::new(&profile).exists(), "no profile is left behind");
 }

@@ -11,6 +11,7 @@ mod bad_input;
 mod cxx_exceptions;
 mod exit_and_signal;
 mod fork_exec;
+mod ifunc;
 mod longjmp_signal;
 mod mappings;
 mod realloc_chain;
