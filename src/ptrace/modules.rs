@@ -12,7 +12,7 @@ use crate::proc::auxv::{read_auxv_value, AT_BASE};
 use crate::proc::maps::{mapping_containing, read_maps, MapEntry};
 use crate::ptrace::inject::ScratchPage;
 use crate::ptrace::memory::RemoteMemory;
-use crate::ptrace::tracer::Tracer;
+use crate::ptrace::tracer::{Mode, Tracer};
 use crate::symbols::elf::ElfFile;
 use crate::trace::format::{AllocFunction, Record};
 
@@ -172,8 +172,15 @@ impl Tracer<'_> {
                     .find_functions(names)
                     .into_iter()
                     .partition(|s| s.is_ifunc);
-                // The function an IFUNC stands for is known once its resolver returns.
+                // The function an IFUNC stands for is known once its resolver returns; one
+                // resolved before an attach is not resolved again.
                 for symbol in indirect {
+                    if self.mode == Mode::Attach && !self.attached {
+                        self.warnings.push(format!(
+                            "{}: {} is an IFUNC resolved before the attach; its calls are not probed",
+                            module.path, symbol.name
+                        ));
+                    }
                     targets.push((
                         symbol.address.wrapping_add(bias),
                         ProbeKind::IfuncResolver(*function),

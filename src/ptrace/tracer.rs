@@ -39,6 +39,8 @@ pub struct Tracer<'a> {
     pub(crate) root_pid: i32,
     pub(crate) root_exit: Option<ExitKind>,
     pub(crate) step_over_policy: StepOverPolicy,
+    /// Attach mode: every requested process has been joined (later scans see new modules).
+    pub(crate) attached: bool,
     /// Messages for the user, printed by the caller (one line each).
     pub(crate) warnings: Vec<String>,
     _not_send: PhantomData<*const ()>,
@@ -57,6 +59,7 @@ impl<'a> Tracer<'a> {
             root_pid,
             root_exit: None,
             step_over_policy: StepOverPolicy::Auto,
+            attached: false,
             warnings: Vec::new(),
             _not_send: PhantomData,
         }

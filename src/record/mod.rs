@@ -209,6 +209,7 @@ pub fn attach(options: AttachOptions) -> Result<i32> {
             return Err(error);
         }
     }
+    tracer.attached = true;
     if let Some(seconds) = options.duration_seconds {
         signals::alarm_after(seconds.max(1));
     }
