@@ -5,3 +5,5 @@ pub mod outofline;
 pub mod probes;
 pub mod returns;
 pub mod table;
+#[cfg(test)]
+pub(crate) mod test_pages;

@@ -234,23 +234,6 @@ fn encode(instruction: Instruction) -> Vec<u8> {
     encoder.take_buffer()
 }
 
-const ALL_GPRS: [Register; 16] = [
-    Register::RAX,
-    Register::RCX,
-    Register::RDX,
-    Register::RBX,
-    Register::RSP,
-    Register::RBP,
-    Register::RSI,
-    Register::RDI,
-    Register::R8,
-    Register::R9,
-    Register::R10,
-    Register::R11,
-    Register::R12,
-    Register::R13,
-    Register::R14,
-    Register::R15,
-];
+use crate::breakpoints::test_pages::GENERAL_PURPOSE_REGISTERS as ALL_GPRS;
 
 mod cases;

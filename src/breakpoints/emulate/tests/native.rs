@@ -11,6 +11,7 @@ use iced_x86::{
     BlockEncoder, BlockEncoderOptions, Code, Instruction, InstructionBlock, MemoryOperand, Register,
 };
 
+use crate::breakpoints::test_pages::{ExecutablePages, GENERAL_PURPOSE_REGISTERS};
 use crate::ptrace::memory::SliceMemory;
 
 /// Where the instruction under test starts.
@@ -25,24 +26,6 @@ pub(super) const DATA_OFFSET: u64 = 0x1000;
 const STACK_TOP_OFFSET: u64 = 0x1800;
 const MAPPING_BYTES: usize = 0x2000;
 
-const GPRS: [Register; 16] = [
-    Register::RAX,
-    Register::RCX,
-    Register::RDX,
-    Register::RBX,
-    Register::RSP,
-    Register::RBP,
-    Register::RSI,
-    Register::RDI,
-    Register::R8,
-    Register::R9,
-    Register::R10,
-    Register::R11,
-    Register::R12,
-    Register::R13,
-    Register::R14,
-    Register::R15,
-];
 const CALLEE_SAVED: [Register; 6] = [
     Register::RBX,
     Register::RBP,
@@ -61,30 +44,20 @@ pub struct CpuState {
 
 /// An RWX mapping with the harness around one instruction.
 pub struct Machine {
-    base: *mut u8,
+    pages: ExecutablePages,
 }
 
 impl Machine {
     pub fn new() -> Machine {
-        // SAFETY: a fresh anonymous mapping, owned by this value and unmapped in drop.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                MAPPING_BYTES,
-                libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
+        let machine = Machine {
+            pages: ExecutablePages::new(MAPPING_BYTES),
         };
-        assert_ne!(base, libc::MAP_FAILED, "mmap of the RWX test page failed");
-        let machine = Machine { base: base.cast() };
         machine.write(0, &machine.prologue());
         machine
     }
 
     pub fn base(&self) -> u64 {
-        self.base as u64
+        self.pages.base() as u64
     }
 
     pub fn instruction_address(&self) -> u64 {
@@ -115,8 +88,7 @@ impl Machine {
 
     /// A copy of the mapping, as the emulator's memory.
     pub fn snapshot(&self) -> SliceMemory {
-        // SAFETY: the mapping is MAPPING_BYTES long and readable.
-        let bytes = unsafe { std::slice::from_raw_parts(self.base, MAPPING_BYTES) };
+        let bytes = self.pages.bytes();
         SliceMemory {
             base: self.base(),
             bytes: bytes.to_vec(),
@@ -128,7 +100,8 @@ impl Machine {
         assert!(offset as usize + 8 <= MAPPING_BYTES);
         // SAFETY: in bounds, checked above.
         unsafe {
-            self.base
+            self.pages
+                .base()
                 .add(offset as usize)
                 .cast::<u64>()
                 .read_unaligned()
@@ -144,7 +117,7 @@ impl Machine {
         // SAFETY: the harness follows the C ABI: it preserves the callee-saved registers and
         // rsp, leaves DF clear (tests never set it) and returns with ret.
         unsafe {
-            let entry: extern "C" fn() = std::mem::transmute(self.base);
+            let entry: extern "C" fn() = std::mem::transmute(self.pages.base());
             entry();
         }
         let mut output = CpuState {
@@ -163,7 +136,7 @@ impl Machine {
         unsafe {
             std::ptr::copy_nonoverlapping(
                 bytes.as_ptr(),
-                self.base.add(offset as usize),
+                self.pages.base().add(offset as usize),
                 bytes.len(),
             )
         };
@@ -189,7 +162,7 @@ impl Machine {
         ));
         code.push(Ok(Instruction::with(Code::Popfq)));
         // rsp last: from then on the host stack is out of reach.
-        for (index, register) in GPRS
+        for (index, register) in GENERAL_PURPOSE_REGISTERS
             .iter()
             .enumerate()
             .filter(|(_, r)| **r != Register::RSP)
@@ -214,7 +187,7 @@ impl Machine {
 
     fn epilogue(&self, offset: u64) -> Vec<u8> {
         let mut code = Vec::new();
-        for (index, register) in GPRS.iter().enumerate() {
+        for (index, register) in GENERAL_PURPOSE_REGISTERS.iter().enumerate() {
             code.push(Instruction::with2(
                 Code::Mov_rm64_r64,
                 self.slot(OUTPUT_OFFSET + 8 * index as u64),
@@ -251,12 +224,5 @@ impl Machine {
         BlockEncoder::encode(64, block, BlockEncoderOptions::NONE)
             .expect("harness encodes")
             .code_buffer
-    }
-}
-
-impl Drop for Machine {
-    fn drop(&mut self) {
-        // SAFETY: unmapping the mapping created in new, no longer referenced.
-        unsafe { libc::munmap(self.base.cast(), MAPPING_BYTES) };
     }
 }

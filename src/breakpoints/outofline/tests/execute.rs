@@ -3,6 +3,7 @@
 
 use super::hex;
 use crate::breakpoints::outofline::relocate;
+use crate::breakpoints::test_pages::ExecutablePages;
 
 const PAGE: usize = 4096;
 const MAPPING_BYTES: usize = 2 * PAGE;
@@ -10,37 +11,19 @@ const MAPPING_BYTES: usize = 2 * PAGE;
 const FUNCTION_OFFSET: usize = 0x40;
 const SLOT_OFFSET: usize = PAGE + 0x80;
 
-struct ExecutableMapping {
-    base: *mut u8,
-}
+struct ExecutableMapping(ExecutablePages);
 
 impl ExecutableMapping {
     fn new() -> ExecutableMapping {
-        // SAFETY: a fresh anonymous mapping, owned by this value and unmapped in drop.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                MAPPING_BYTES,
-                libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(base, libc::MAP_FAILED, "mmap of the RWX test pages failed");
-        ExecutableMapping { base: base.cast() }
+        ExecutableMapping(ExecutablePages::new(MAPPING_BYTES))
     }
 
     fn address(&self, offset: usize) -> u64 {
-        self.base as u64 + offset as u64
+        self.0.address(offset)
     }
 
     fn write(&mut self, offset: usize, bytes: &[u8]) {
-        assert!(offset + bytes.len() <= MAPPING_BYTES);
-        // SAFETY: in bounds, checked above; the mapping is writable.
-        unsafe {
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base.add(offset), bytes.len())
-        };
+        self.0.write(offset, bytes);
     }
 
     /// Writes `function` and its relocated entry; returns (original, relocated) entry points.
@@ -51,13 +34,6 @@ impl ExecutableMapping {
         let relocated = relocate(function, original, slot).expect("relocatable");
         self.write(SLOT_OFFSET, &relocated.bytes);
         (original, slot)
-    }
-}
-
-impl Drop for ExecutableMapping {
-    fn drop(&mut self) {
-        // SAFETY: unmapping the mapping created in new, no longer referenced.
-        unsafe { libc::munmap(self.base.cast(), MAPPING_BYTES) };
     }
 }
 
