@@ -73,7 +73,7 @@ pub struct Breakpoint {
     pub kind: ProbeKind,
     pub step_over: StepOver,
     /// Path of the module the probe is in (dropped when it is unloaded).
-    pub module: String,
+    pub module: std::sync::Arc<str>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -166,7 +166,7 @@ impl BreakpointTable {
                 original_byte: code[0],
                 kind,
                 step_over,
-                module: module.to_string(),
+                module: std::sync::Arc::from(module),
             },
         );
         Ok(true)
