@@ -15,4 +15,5 @@ mod longjmp_signal;
 mod mappings;
 mod realloc_chain;
 mod stdin_lines;
+mod step_over;
 mod threads;

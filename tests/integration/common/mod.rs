@@ -17,7 +17,7 @@ pub use expect::{
     GlibcStaticStartup, HeapExpectation,
 };
 pub use report::{assert_exit, assert_image_count, assert_profile, number, process_image};
-pub use run::{record, run_memsup, run_native, split_stderr, Recording};
+pub use run::{record, record_with_options, run_memsup, run_native, split_stderr, Recording};
 pub use tools::require_tool;
 
 /// The file name of a fixture binary ("alloc_script-dynamic").
