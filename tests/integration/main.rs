@@ -9,6 +9,7 @@ mod alloc_script;
 mod attach;
 mod bad_input;
 mod cxx_exceptions;
+mod dlopen;
 mod exit_and_signal;
 mod fork_exec;
 mod longjmp_signal;
