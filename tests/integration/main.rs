@@ -15,6 +15,7 @@ mod fork_exec;
 mod longjmp_signal;
 mod mappings;
 mod realloc_chain;
+mod signals;
 mod stdin_lines;
 mod step_over;
 mod threads;
