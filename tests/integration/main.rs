@@ -14,6 +14,7 @@ mod exit_and_signal;
 mod fork_exec;
 mod longjmp_signal;
 mod mappings;
+mod progress;
 mod realloc_chain;
 mod signals;
 mod stdin_lines;

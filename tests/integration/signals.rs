@@ -158,8 +158,9 @@ fn wait_for_state(pid: i32, accept: impl Fn(Option<char>) -> bool) -> Option<cha
     }
 }
 
-/// signal_wait's numbers: ended by SIGINT (the block freed) or by SIGTERM (still live).
-fn signal_wait_numbers(variant: Variant, fixture: &Path, freed: bool) -> HeapExpectation {
+/// signal_wait's numbers (shared with the progress tests): ended by SIGINT (the block freed)
+/// or by SIGTERM (still live).
+pub fn signal_wait_numbers(variant: Variant, fixture: &Path, freed: bool) -> HeapExpectation {
     let dynamic = HeapExpectation {
         calls: calls(&[("malloc", 1), ("free", u64::from(freed))]),
         returned_calls: 1,
@@ -180,7 +181,7 @@ fn signal_wait_numbers(variant: Variant, fixture: &Path, freed: bool) -> HeapExp
 }
 
 /// The report of a signal_wait run: one complete image with exactly these numbers.
-fn check_signal_wait_profile(
+pub fn check_signal_wait_profile(
     profile: &Path,
     fixture: &Path,
     expected: &HeapExpectation,
@@ -194,16 +195,22 @@ fn check_signal_wait_profile(
     image
 }
 
+/// signal_wait run natively as a job and ended by SIGINT to its group: its output (pid shown
+/// as "N") and status.
+pub fn native_signal_wait_interrupted(fixture: &Path) -> Output {
+    let native = start(clean_command(fixture), "signal_wait");
+    send_to_group(native.leader(), libc::SIGINT);
+    let native = native.finish();
+    assert_eq!(native.status.code(), Some(0));
+    let expected_stdout = format!("signal_wait: pid N\nsignal_wait: ready\n{INTERRUPTED}");
+    assert_eq!(String::from_utf8_lossy(&native.stdout), expected_stdout);
+    native
+}
+
 #[test]
 fn ctrl_c_to_the_process_group_reaches_the_program_and_recording_completes() {
     for_each_variant("signal_wait", |variant, fixture| {
-        let native = start(clean_command(fixture), "signal_wait");
-        send_to_group(native.leader(), libc::SIGINT);
-        let native = native.finish();
-        assert_eq!(native.status.code(), Some(0));
-        let expected_stdout = format!("signal_wait: pid N\nsignal_wait: ready\n{INTERRUPTED}");
-        assert_eq!(String::from_utf8_lossy(&native.stdout), expected_stdout);
-
+        let native = native_signal_wait_interrupted(fixture);
         let (supervised, profile, _directory) = start_under_memsup(fixture, "signal_wait");
         // What a terminal does on Ctrl-C: SIGINT to every process of the foreground job.
         send_to_group(supervised.leader(), libc::SIGINT);

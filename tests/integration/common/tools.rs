@@ -12,6 +12,7 @@ fn debian_package(tool: &str) -> &'static str {
         "strace" => "strace",
         "gdb" => "gdb",
         "strip" => "binutils",
+        "script" => "bsdutils",
         _ => "the package that provides it",
     }
 }
