@@ -1,6 +1,13 @@
 //! fixtures/alloc_script.c: a fixed malloc/free script with a known peak, leaks and call sites.
 
+use std::path::Path;
+
+use crate::common::expect::SiteExpectation;
 use crate::common::*;
+
+/// The fixture's stdout, natively and under memsup.
+pub const ALLOC_SCRIPT_STDOUT: &str =
+    "alloc_script checksum=3107620982\nalloc_script leaked 1128 bytes in 3 blocks\n";
 
 fn expected_heap() -> HeapExpectation {
     HeapExpectation {
@@ -19,28 +26,37 @@ fn expected_heap() -> HeapExpectation {
     }
 }
 
+/// The heap numbers and leading top sites of `variant` (shared with the step-over tests).
+pub fn alloc_script_expectation(
+    variant: Variant,
+    fixture: &Path,
+) -> (HeapExpectation, Vec<SiteExpectation>) {
+    let mut sites = vec![
+        site(Some("make_record"), 5000, 1).with_totals(1, 5000),
+        site(Some("make_buffer"), 3000, 3).with_totals(3, 3000),
+        site(Some("main"), 2500, 1).with_totals(1, 2500),
+    ];
+    let expected = match variant {
+        Variant::Dynamic | Variant::Musl => expected_heap(),
+        Variant::Static => {
+            sites.push(site(Some("_dl_new_object"), 1225, 1).with_totals(1, 1225));
+            expected_heap().plus_static_startup(GlibcStaticStartup::of(fixture))
+        }
+    };
+    (expected, sites)
+}
+
 #[test]
 fn alloc_script_numbers_peak_and_call_sites() {
     for_each_variant("alloc_script", |variant, fixture| {
         let recording = record(fixture, &[], None);
         assert_eq!(
             String::from_utf8_lossy(&recording.native.stdout),
-            "alloc_script checksum=3107620982\nalloc_script leaked 1128 bytes in 3 blocks\n"
+            ALLOC_SCRIPT_STDOUT
         );
         let image = launched_image(&recording.report, fixture, &[]);
         assert_exit(image, "code", Some(0));
-        let mut sites = vec![
-            site(Some("make_record"), 5000, 1).with_totals(1, 5000),
-            site(Some("make_buffer"), 3000, 3).with_totals(3, 3000),
-            site(Some("main"), 2500, 1).with_totals(1, 2500),
-        ];
-        let expected = match variant {
-            Variant::Dynamic | Variant::Musl => expected_heap(),
-            Variant::Static => {
-                sites.push(site(Some("_dl_new_object"), 1225, 1).with_totals(1, 1225));
-                expected_heap().plus_static_startup(GlibcStaticStartup::of(fixture))
-            }
-        };
+        let (expected, sites) = alloc_script_expectation(variant, fixture);
         assert_heap(image, &expected);
         assert_top_sites(image, &sites);
         assert_probe_costs(image, &expected, 0, 0);

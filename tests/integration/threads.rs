@@ -1,6 +1,9 @@
 //! fixtures/threads.c: 8 threads of malloc/free pairs, a barrier-made deterministic peak, and
 //! glibc's tcache shutdown frees at thread exit.
 
+use std::path::Path;
+
+use crate::common::expect::SiteExpectation;
 use crate::common::*;
 
 /// The program's own calls: 8 x 500 pairs in the loops, 8 results freed by main.
@@ -43,32 +46,46 @@ fn glibc_numbers(null_frees_per_thread: u64) -> HeapExpectation {
     }
 }
 
+/// The fixture's stdout, natively and under memsup.
+pub const THREADS_STDOUT: &str = "threads: 8 threads x 500 pairs, checksum 1005376\n";
+
+/// Threads the fixture creates (for the life-cycle stop allowance).
+pub const THREADS_CREATED: u64 = 8;
+
+/// The heap numbers and leading top sites of `variant` (shared with the step-over tests).
+pub fn threads_expectation(
+    variant: Variant,
+    fixture: &Path,
+) -> (HeapExpectation, Vec<SiteExpectation>) {
+    let worker = site(Some("worker"), 8 * 4096, 8).with_totals(8, 8 * 4096);
+    match variant {
+        // The DTV's call site is in ld.so; its name depends on ld.so's symbols.
+        Variant::Dynamic => (glibc_numbers(2), vec![worker, site(None, 8 * 272, 8)]),
+        Variant::Static => (
+            glibc_numbers(0).plus_static_startup(GlibcStaticStartup::of(fixture)),
+            vec![
+                worker,
+                site(Some("_dl_allocate_tls"), 8 * 272, 8).with_totals(8, 8 * 272),
+                site(Some("_dl_new_object"), 1225, 1),
+            ],
+        ),
+        Variant::Musl => (own_numbers(), vec![worker]),
+    }
+}
+
 #[test]
 fn threads_totals_peak_and_thread_exit_frees() {
     for_each_variant("threads", |variant, fixture| {
         let recording = record(fixture, &[], None);
         assert_eq!(
             String::from_utf8_lossy(&recording.native.stdout),
-            "threads: 8 threads x 500 pairs, checksum 1005376\n"
+            THREADS_STDOUT
         );
         let image = launched_image(&recording.report, fixture, &[]);
         assert_exit(image, "code", Some(0));
-        let worker = site(Some("worker"), 8 * 4096, 8).with_totals(8, 8 * 4096);
-        let (expected, sites) = match variant {
-            // The DTV's call site is in ld.so; its name depends on ld.so's symbols.
-            Variant::Dynamic => (glibc_numbers(2), vec![worker, site(None, 8 * 272, 8)]),
-            Variant::Static => (
-                glibc_numbers(0).plus_static_startup(GlibcStaticStartup::of(fixture)),
-                vec![
-                    worker,
-                    site(Some("_dl_allocate_tls"), 8 * 272, 8).with_totals(8, 8 * 272),
-                    site(Some("_dl_new_object"), 1225, 1),
-                ],
-            ),
-            Variant::Musl => (own_numbers(), vec![worker]),
-        };
+        let (expected, sites) = threads_expectation(variant, fixture);
         assert_heap(image, &expected);
         assert_top_sites(image, &sites);
-        assert_probe_costs(image, &expected, 8, 0);
+        assert_probe_costs(image, &expected, THREADS_CREATED, 0);
     });
 }

@@ -1,5 +1,6 @@
 //! Fixtures are C and C++ sources in `fixtures/`, compiled at test time into
-//! `$CARGO_TARGET_TMPDIR/fixtures/NAME-{dynamic,static,musl}`.
+//! `$CARGO_TARGET_TMPDIR/fixtures/NAME-{dynamic,static,musl}` (or `NAME.so` for a shared
+//! object a fixture dlopens).
 //!
 //! Each variant is built at most once per test run, even when tests run in parallel: a
 //! per-output lock serialises threads, and the compiler writes to a unique temporary file that
@@ -97,7 +98,19 @@ fn is_fresh(output: &Path, inputs: &[PathBuf]) -> bool {
         .all(|input| modified(input).is_some_and(|changed| changed <= built))
 }
 
-fn compile(name: &str, variant: Variant, output: &Path) {
+/// What to build from a source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Artifact {
+    Executable(Variant),
+    /// A glibc shared object (`-shared -fPIC`), for a program to dlopen.
+    SharedObject,
+}
+
+fn compile(name: &str, kind: Artifact, output: &Path) {
+    let variant = match kind {
+        Artifact::Executable(variant) => variant,
+        Artifact::SharedObject => Variant::Dynamic,
+    };
     let source = source_of(name);
     let compiler = match (variant, is_cxx(name)) {
         (Variant::Musl, false) => "musl-gcc",
@@ -117,6 +130,9 @@ fn compile(name: &str, variant: Variant, output: &Path) {
     if variant != Variant::Dynamic {
         command.arg("-static");
     }
+    if kind == Artifact::SharedObject {
+        command.args(["-shared", "-fPIC"]);
+    }
     command.arg(&source).arg("-o").arg(&temporary);
     let result = command
         .output()
@@ -134,11 +150,25 @@ fn compile(name: &str, variant: Variant, output: &Path) {
 
 /// The path of fixture `name` built as `variant`, building it first if needed.
 pub fn fixture(name: &str, variant: Variant) -> PathBuf {
+    build(name, Artifact::Executable(variant))
+}
+
+/// The path of fixture `name` built as a shared object `NAME.so` (glibc), building it first if
+/// needed.
+pub fn shared_object(name: &str) -> PathBuf {
+    build(name, Artifact::SharedObject)
+}
+
+fn build(name: &str, kind: Artifact) -> PathBuf {
     type Locks = Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>;
     static LOCKS: OnceLock<Locks> = OnceLock::new();
     let directory = fixtures_output_dir();
     fs::create_dir_all(&directory).expect("creating the fixtures output directory");
-    let output = directory.join(format!("{name}-{}", variant.suffix()));
+    let file_name = match kind {
+        Artifact::Executable(variant) => format!("{name}-{}", variant.suffix()),
+        Artifact::SharedObject => format!("{name}.so"),
+    };
+    let output = directory.join(file_name);
     let lock = {
         let mut locks = LOCKS.get_or_init(Default::default).lock().unwrap();
         locks.entry(output.clone()).or_default().clone()
@@ -149,7 +179,7 @@ pub fn fixture(name: &str, variant: Variant) -> PathBuf {
         fixtures_source_dir().join("fixture_output.h"),
     ];
     if !is_fresh(&output, &inputs) {
-        compile(name, variant, &output);
+        compile(name, kind, &output);
     }
     output
 }

@@ -320,3 +320,46 @@ pub fn assert_site_listed(image: &Value, expected: &SiteExpectation) {
         "top_sites has no entry like {expected:?}: {sites:#?}"
     );
 }
+
+/// A step-over mechanism forced with `--step-over`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ForcedStepOver {
+    OutOfLine,
+    StopTheWorld,
+}
+
+impl ForcedStepOver {
+    /// The value of memsup's `--step-over` option.
+    pub fn option(self) -> &'static str {
+        match self {
+            ForcedStepOver::OutOfLine => "out-of-line",
+            ForcedStepOver::StopTheWorld => "stop-the-world",
+        }
+    }
+}
+
+/// Every entry hit went through the forced mechanism and no other: out of line, each hit runs
+/// the relocated instruction in the scratch page (no emulation, no step); stop the world, each
+/// hit stops the other threads and single-steps once. Returns are counted as usual.
+pub fn assert_forced_step_over(image: &Value, expected: &HeapExpectation, mode: ForcedStepOver) {
+    let mut mismatches = Vec::new();
+    let total_calls: u64 = expected.calls.iter().sum();
+    let entry_hits = total_calls + expected.nested_calls;
+    compare(&mut mismatches, image, "/probes/entry_hits", entry_hits);
+    compare(
+        &mut mismatches,
+        image,
+        "/probes/return_hits",
+        expected.returned_calls,
+    );
+    compare(&mut mismatches, image, "/probes/foreign_patches", 0);
+    compare(&mut mismatches, image, "/probes/emulated", 0);
+    let (out_of_line, stepped) = match mode {
+        ForcedStepOver::OutOfLine => (entry_hits, 0),
+        ForcedStepOver::StopTheWorld => (0, entry_hits),
+    };
+    compare(&mut mismatches, image, "/probes/out_of_line", out_of_line);
+    compare(&mut mismatches, image, "/probes/single_steps", stepped);
+    compare(&mut mismatches, image, "/probes/stop_the_world", stepped);
+    fail_if_any(mismatches, "probe mechanism", image);
+}

@@ -11,13 +11,13 @@ pub mod tools;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 
-pub use build::{fixture, variants, Variant};
+pub use build::{fixture, shared_object, variants, Variant};
 pub use expect::{
     assert_heap, assert_probe_costs, assert_site_listed, assert_top_sites, calls, site,
     GlibcStaticStartup, HeapExpectation,
 };
 pub use report::{assert_exit, assert_image_count, assert_profile, number, process_image};
-pub use run::{record, run_memsup, run_native, split_stderr, Recording};
+pub use run::{record, record_with_options, run_memsup, run_native, split_stderr, Recording};
 pub use tools::require_tool;
 
 /// The file name of a fixture binary ("alloc_script-dynamic").

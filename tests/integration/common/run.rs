@@ -171,16 +171,22 @@ pub struct Recording {
 /// Runs `fixture args` natively and under `memsup run -o PROFILE --`, checks that both behave
 /// the same, and returns the JSON report of the profile.
 pub fn record(fixture: &Path, args: &[&str], stdin: Option<&[u8]>) -> Recording {
+    record_with_options(&[], fixture, args, stdin)
+}
+
+/// `record` with extra memsup options before `--` (`["--step-over", "out-of-line"]`).
+pub fn record_with_options(
+    options: &[&str],
+    fixture: &Path,
+    args: &[&str],
+    stdin: Option<&[u8]>,
+) -> Recording {
     let native = run_native(fixture, args, stdin);
     let directory = tempfile::tempdir().expect("creating a temporary directory");
     let profile = directory.path().join("run.msup");
-    let mut memsup_args: Vec<&OsStr> = vec![
-        "run".as_ref(),
-        "-o".as_ref(),
-        profile.as_os_str(),
-        "--".as_ref(),
-        fixture.as_os_str(),
-    ];
+    let mut memsup_args: Vec<&OsStr> = vec!["run".as_ref(), "-o".as_ref(), profile.as_os_str()];
+    memsup_args.extend(options.iter().map(OsStr::new));
+    memsup_args.extend(["--".as_ref(), fixture.as_os_str()]);
     memsup_args.extend(args.iter().map(OsStr::new));
     let supervised = run_memsup(memsup_args, stdin);
     assert_same_behaviour(&supervised, &native);

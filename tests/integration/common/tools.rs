@@ -13,6 +13,7 @@ fn debian_package(tool: &str) -> &'static str {
         "gdb" => "gdb",
         "strip" => "binutils",
         "setpriv" => "util-linux",
+        "script" => "bsdutils",
         _ => "the package that provides it",
     }
 }
