@@ -21,3 +21,4 @@ mod signals;
 mod stdin_lines;
 mod step_over;
 mod threads;
+mod vfork_exec;
