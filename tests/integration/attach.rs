@@ -1,42 +1,25 @@
 //! fixtures/attach_loop.c: attach to a running process for a second, detach, attach again,
 //! and check the program's code is untouched and it ends exactly as a native run does.
 
-use std::fs::{self, File};
 use std::io::{BufRead, BufReader, Read};
-use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::process::{Child, ChildStdout, Stdio};
+use std::process::ChildStdout;
 use std::thread;
 
 use serde_json::Value;
 
+use crate::common::live_process::{
+    assert_code_unchanged, executable_mappings, start_fixture, KillOnDrop,
+};
 use crate::common::report::report_json;
-use crate::common::run::{clean_command, wait_with_timeout};
+use crate::common::run::wait_with_timeout;
 use crate::common::*;
-
-/// Kills the process when the test fails half-way, so no fixture outlives the test.
-struct KillOnDrop(Option<Child>);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if let Some(child) = self.0.as_mut() {
-            child.kill().ok();
-            child.wait().ok();
-        }
-    }
-}
 
 /// Starts the fixture natively and waits for its "ready" line.
 fn start_loop(fixture: &Path) -> (KillOnDrop, BufReader<ChildStdout>, u32, String) {
-    let mut child = clean_command(fixture)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting attach_loop");
-    let pid = child.id();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let guard = KillOnDrop(Some(child));
+    let (guard, stdout) = start_fixture(fixture);
+    let pid = guard.0.as_ref().unwrap().id();
+    let mut stdout = BufReader::new(stdout);
     let mut header = String::new();
     for _ in 0..2 {
         stdout
@@ -48,56 +31,6 @@ fn start_loop(fixture: &Path) -> (KillOnDrop, BufReader<ChildStdout>, u32, Strin
         format!("attach_loop: pid {pid}\nattach_loop: ready\n")
     );
     (guard, stdout, pid, header)
-}
-
-/// (start, end, path) and bytes of every executable file mapping of `pid` (not [vdso] and
-/// the like, which are the kernel's).
-type CodeSnapshot = Vec<((u64, u64, String), Vec<u8>)>;
-
-fn executable_mappings(pid: u32) -> CodeSnapshot {
-    let maps = fs::read_to_string(format!("/proc/{pid}/maps")).expect("reading maps");
-    let memory = File::open(format!("/proc/{pid}/mem")).expect("opening the process's memory");
-    let mut snapshot = Vec::new();
-    for line in maps.lines() {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let (range, permissions) = (fields[0], fields[1]);
-        let path = fields.get(5).copied().unwrap_or_default();
-        if !permissions.contains('x') || path.starts_with('[') {
-            continue;
-        }
-        let (start, end) = range.split_once('-').unwrap();
-        let start = u64::from_str_radix(start, 16).unwrap();
-        let end = u64::from_str_radix(end, 16).unwrap();
-        let mut bytes = vec![0; (end - start) as usize];
-        memory
-            .read_exact_at(&mut bytes, start)
-            .unwrap_or_else(|error| panic!("reading {line}: {error}"));
-        snapshot.push(((start, end, path.to_string()), bytes));
-    }
-    assert!(
-        !snapshot.is_empty(),
-        "no executable mapping in /proc/{pid}/maps"
-    );
-    snapshot
-}
-
-fn assert_code_unchanged(pid: u32, before: &CodeSnapshot) {
-    let after = executable_mappings(pid);
-    for (mapping, bytes) in before {
-        let now = after
-            .iter()
-            .find(|(other, _)| other == mapping)
-            .unwrap_or_else(|| panic!("executable mapping {mapping:?} is gone after detach"));
-        if let Some(offset) = bytes.iter().zip(&now.1).position(|(old, new)| old != new) {
-            panic!(
-                "code of {} changed after detach at {:#x}: {:#04x} -> {:#04x}",
-                mapping.2,
-                mapping.0 + offset as u64,
-                bytes[offset],
-                now.1[offset]
-            );
-        }
-    }
 }
 
 /// What one attach window must show (see fixtures/attach_loop.c).

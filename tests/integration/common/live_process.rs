@@ -1,0 +1,107 @@
+//! A fixture started natively (for memsup to attach to), and snapshots of its code read from
+//! /proc/PID/mem, to check what a detach left behind.
+
+use std::fs::{self, File};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::process::{Child, ChildStdout, Stdio};
+
+use super::run::clean_command;
+
+/// Kills the process when the test fails half-way, so no fixture outlives the test.
+pub struct KillOnDrop(pub Option<Child>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(child) = self.0.as_mut() {
+            child.kill().ok();
+            child.wait().ok();
+        }
+    }
+}
+
+/// Starts `fixture` natively with piped stdout and stderr; the caller reads its lines.
+pub fn start_fixture(fixture: &Path) -> (KillOnDrop, ChildStdout) {
+    let mut child = clean_command(fixture)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|error| panic!("starting {}: {error}", fixture.display()));
+    let stdout = child.stdout.take().unwrap();
+    (KillOnDrop(Some(child)), stdout)
+}
+
+/// (start, end, path) and bytes of every executable file mapping of `pid` (not [vdso] and
+/// the like, which are the kernel's).
+pub type CodeSnapshot = Vec<((u64, u64, String), Vec<u8>)>;
+
+pub fn executable_mappings(pid: u32) -> CodeSnapshot {
+    let maps = fs::read_to_string(format!("/proc/{pid}/maps")).expect("reading maps");
+    let memory = File::open(format!("/proc/{pid}/mem")).expect("opening the process's memory");
+    let mut snapshot = Vec::new();
+    for line in maps.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (range, permissions) = (fields[0], fields[1]);
+        let path = fields.get(5).copied().unwrap_or_default();
+        if !permissions.contains('x') || path.starts_with('[') {
+            continue;
+        }
+        let (start, end) = range.split_once('-').unwrap();
+        let start = u64::from_str_radix(start, 16).unwrap();
+        let end = u64::from_str_radix(end, 16).unwrap();
+        let mut bytes = vec![0; (end - start) as usize];
+        memory
+            .read_exact_at(&mut bytes, start)
+            .unwrap_or_else(|error| panic!("reading {line}: {error}"));
+        snapshot.push(((start, end, path.to_string()), bytes));
+    }
+    assert!(
+        !snapshot.is_empty(),
+        "no executable mapping in /proc/{pid}/maps"
+    );
+    snapshot
+}
+
+/// Every executable mapping of the snapshot is still mapped, executable, and holds the same
+/// bytes.
+pub fn assert_code_unchanged(pid: u32, before: &CodeSnapshot) {
+    assert_code_unchanged_except(pid, before, &[]);
+}
+
+/// As `assert_code_unchanged`, except at `changed` (addresses whose bytes the caller checks
+/// itself). The mappings are compared by address range: a program that mprotects a page of
+/// its code splits the mapping in /proc/PID/maps without changing what is mapped.
+pub fn assert_code_unchanged_except(pid: u32, before: &CodeSnapshot, changed: &[u64]) {
+    let after = executable_mappings(pid);
+    let mut now = Vec::new();
+    for ((start, end, path), bytes) in before {
+        now.clear();
+        for address in (*start..*end).step_by(4096) {
+            let ((piece_start, piece_end, _), piece) = after
+                .iter()
+                .find(|((piece_start, piece_end, piece_path), _)| {
+                    (*piece_start..*piece_end).contains(&address) && piece_path == path
+                })
+                .unwrap_or_else(|| {
+                    panic!("{path} at {address:#x} is no longer mapped executable after detach")
+                });
+            let page_end = (address + 4096).min(*piece_end).min(*end);
+            let from = (address - piece_start) as usize;
+            now.extend_from_slice(&piece[from..from + (page_end - address) as usize]);
+        }
+        let mut differences = bytes
+            .iter()
+            .zip(&now)
+            .enumerate()
+            .filter(|(offset, (old, new))| {
+                old != new && !changed.contains(&(start + *offset as u64))
+            });
+        if let Some((offset, (old, new))) = differences.next() {
+            panic!(
+                "code of {path} changed after detach at {:#x}: {old:#04x} -> {new:#04x}",
+                start + offset as u64
+            );
+        }
+    }
+}
