@@ -8,6 +8,7 @@ mod aligned;
 mod alloc_script;
 mod attach;
 mod bad_input;
+mod code_patch;
 mod cxx_exceptions;
 mod dlopen;
 mod exit_and_signal;

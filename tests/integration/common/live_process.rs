@@ -5,6 +5,8 @@ use std::fs::{self, File};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::process::{Child, ChildStdout, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
 
 use super::run::clean_command;
 
@@ -30,6 +32,40 @@ pub fn start_fixture(fixture: &Path) -> (KillOnDrop, ChildStdout) {
         .unwrap_or_else(|error| panic!("starting {}: {error}", fixture.display()));
     let stdout = child.stdout.take().unwrap();
     (KillOnDrop(Some(child)), stdout)
+}
+
+/// Polls `condition` every millisecond until it holds; fails the test naming `what` after
+/// `timeout`.
+pub fn wait_until(what: &str, timeout: Duration, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !condition() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting until {what}"
+        );
+        thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// The PID tracing `pid` (0 when none), from /proc/PID/status.
+pub fn tracer_pid(pid: u32) -> u32 {
+    let status = fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|error| panic!("reading /proc/{pid}/status: {error}"));
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("TracerPid:"))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no TracerPid in /proc/{pid}/status"))
+}
+
+/// The byte at `address` in the memory of `pid`.
+pub fn read_byte(pid: u32, address: u64) -> u8 {
+    let memory = File::open(format!("/proc/{pid}/mem")).expect("opening the process's memory");
+    let mut byte = [0];
+    memory
+        .read_exact_at(&mut byte, address)
+        .unwrap_or_else(|error| panic!("reading /proc/{pid}/mem at {address:#x}: {error}"));
+    byte[0]
 }
 
 /// (start, end, path) and bytes of every executable file mapping of `pid` (not [vdso] and

@@ -1,0 +1,186 @@
+//! fixtures/code_patcher.c: a program overwrites the first byte of libc's shmdt while memsup
+//! is attached (as runtime code patchers such as UCX do to the mapping functions memsup probes
+//! in attach mode). At detach memsup must leave that byte alone, count a foreign patch, and
+//! restore every other byte of code.
+
+use std::ffi::OsStr;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{ChildStdout, Output, Stdio};
+use std::thread;
+use std::time::Duration;
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use crate::common::live_process::{
+    assert_code_unchanged_except, executable_mappings, read_byte, start_fixture, tracer_pid,
+    wait_until, KillOnDrop,
+};
+use crate::common::report::report_json;
+use crate::common::run::{clean_command, memsup_binary, wait_with_timeout};
+use crate::common::*;
+
+const INT3: u8 = 0xcc;
+const RET: u8 = 0xc3;
+/// Generous: the machine may be shared and busy.
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The fixture running natively, its stdout, and what its first three lines said.
+struct Patcher {
+    guard: KillOnDrop,
+    stdout: BufReader<ChildStdout>,
+    pid: u32,
+    shmdt_address: u64,
+}
+
+fn start_patcher(fixture: &Path) -> Patcher {
+    let (guard, stdout) = start_fixture(fixture);
+    let pid = guard.0.as_ref().unwrap().id();
+    let mut stdout = BufReader::new(stdout);
+    let pid_line = read_line(&mut stdout);
+    assert_eq!(pid_line, format!("code_patcher: pid {pid}\n"));
+    let address_line = read_line(&mut stdout);
+    let shmdt_address = address_line
+        .strip_prefix("code_patcher: shmdt at 0x")
+        .and_then(|hex| u64::from_str_radix(hex.trim_end(), 16).ok())
+        .unwrap_or_else(|| panic!("unexpected line {address_line:?}"));
+    assert_eq!(read_line(&mut stdout), "code_patcher: ready\n");
+    Patcher {
+        guard,
+        stdout,
+        pid,
+        shmdt_address,
+    }
+}
+
+fn read_line(stdout: &mut BufReader<ChildStdout>) -> String {
+    let mut line = String::new();
+    stdout
+        .read_line(&mut line)
+        .expect("reading code_patcher's output");
+    line
+}
+
+fn send_usr1(pid: u32) {
+    kill(Pid::from_raw(pid as i32), Signal::SIGUSR1).expect("sending SIGUSR1");
+}
+
+fn patched_line(byte: u8) -> String {
+    format!("code_patcher: patched, entry byte was {byte:#04x}\n")
+}
+
+/// Sends the second SIGUSR1 and checks the last line, the exit status and an empty stderr.
+fn finish(mut patcher: Patcher) {
+    send_usr1(patcher.pid);
+    let mut rest = String::new();
+    patcher
+        .stdout
+        .read_to_string(&mut rest)
+        .expect("reading code_patcher's output");
+    assert_eq!(rest, format!("code_patcher: entry byte now {RET:#04x}\n"));
+    let child = patcher.guard.0.take().unwrap();
+    let finished = wait_with_timeout(child, "code_patcher");
+    assert_eq!(
+        finished.status.code(),
+        Some(0),
+        "code_patcher's exit status"
+    );
+    assert_eq!(String::from_utf8_lossy(&finished.stderr), "");
+}
+
+/// Without memsup: the patcher finds the original byte and leaves 0xc3. Returns the original.
+fn native_entry_byte(fixture: &Path) -> u8 {
+    let mut patcher = start_patcher(fixture);
+    let original = read_byte(patcher.pid, patcher.shmdt_address);
+    assert_ne!(original, INT3, "shmdt natively starts with an int3");
+    send_usr1(patcher.pid);
+    assert_eq!(read_line(&mut patcher.stdout), patched_line(original));
+    assert_eq!(read_byte(patcher.pid, patcher.shmdt_address), RET);
+    finish(patcher);
+    original
+}
+
+/// `memsup attach -o PROFILE --duration 2 PID` in the background.
+fn start_attach(profile: &Path, pid: u32) -> thread::JoinHandle<Output> {
+    let pid_argument = pid.to_string();
+    let child = clean_command(memsup_binary())
+        .args([
+            OsStr::new("attach"),
+            OsStr::new("-o"),
+            profile.as_os_str(),
+            OsStr::new("--duration"),
+            OsStr::new("2"),
+            OsStr::new(&pid_argument),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting memsup attach");
+    thread::spawn(move || wait_with_timeout(child, "memsup attach"))
+}
+
+#[test]
+fn a_foreign_patch_over_a_probe_is_left_alone_at_detach() {
+    for_each_variant("code_patcher", |_, fixture| {
+        let original = native_entry_byte(fixture);
+
+        let mut patcher = start_patcher(fixture);
+        let (pid, address) = (patcher.pid, patcher.shmdt_address);
+        let code_before = executable_mappings(pid);
+        let snapshot_byte = code_before
+            .iter()
+            .find(|((start, end, _), _)| (*start..*end).contains(&address))
+            .map(|((start, _, _), bytes)| bytes[(address - start) as usize])
+            .unwrap_or_else(|| panic!("shmdt at {address:#x} is in no executable mapping"));
+        assert_eq!(snapshot_byte, original, "shmdt's first byte before attach");
+
+        let directory = tempfile::tempdir().unwrap();
+        let profile = directory.path().join("attach.msup");
+        let memsup = start_attach(&profile, pid);
+        wait_until("memsup traces the fixture", TIMEOUT, || {
+            tracer_pid(pid) != 0
+        });
+        wait_until("memsup's int3 is on shmdt", TIMEOUT, || {
+            read_byte(pid, address) == INT3
+        });
+        send_usr1(pid);
+        // The patcher saw memsup's int3, as a real patcher would.
+        assert_eq!(read_line(&mut patcher.stdout), patched_line(INT3));
+
+        let output = memsup.join().unwrap();
+        let (_, memsup_lines) = split_stderr(&output.stderr);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "memsup attach failed: {memsup_lines:?}"
+        );
+        assert_eq!(tracer_pid(pid), 0, "memsup detached");
+        assert_eq!(
+            read_byte(pid, address),
+            RET,
+            "memsup restored its byte over the foreign patch"
+        );
+        assert_code_unchanged_except(pid, &code_before, &[address]);
+
+        let report = report_json(&profile);
+        assert_profile(&report, "attach", &[pid.to_string()]);
+        assert_image_count(&report, 1);
+        let image = process_image(&report, &file_name(fixture), "attach");
+        assert_eq!(image["pid"], pid);
+        assert_exit(image, "detached", None);
+        assert_eq!(number(image, "/probes/foreign_patches"), 1);
+        assert_eq!(
+            number(image, "/mappings/calls/shmdt"),
+            0,
+            "shmdt is never called"
+        );
+        assert!(
+            number(image, "/calls/malloc") > 0,
+            "the loop allocates while attached"
+        );
+
+        finish(patcher);
+    });
+}
