@@ -36,7 +36,11 @@ fn check_run(variant: Variant, fixture: &std::path::Path, flag: Option<&str>) ->
     let mut args: Vec<&str> = flag.into_iter().collect();
     args.push(child_path.as_str());
     let recording = record(fixture, &args, None);
-    let how = if flag.is_some() { "posix_spawn" } else { "vfork" };
+    let how = if flag.is_some() {
+        "posix_spawn"
+    } else {
+        "vfork"
+    };
     assert_eq!(
         String::from_utf8_lossy(&recording.native.stdout),
         format!(
