@@ -132,8 +132,11 @@ impl Replay {
     }
 
     fn image_counters(&mut self, pid: u32, counters: &ProbeCounters) {
+        // Added, not set: an exec that renames the image (no events before it) keeps it
+        // open, and the image's exit adds the new program's costs.
         if let Some(state) = self.open.get(&pid) {
-            self.processes[state.index].probes = *counters;
+            let image = &mut self.processes[state.index];
+            image.probes = image.probes.plus(*counters);
         }
     }
 
@@ -327,7 +330,7 @@ impl Replay {
         image.exit = exit;
         image.duration_ns = time_ns.saturating_sub(image.start_ns);
         if let Some(counters) = counters {
-            image.probes = counters;
+            image.probes = image.probes.plus(counters);
         }
         state.heap.close(image);
         for site in &mut image.top_sites {

@@ -165,6 +165,24 @@ pub struct ProbeCounters {
     pub foreign_patches: u64,
 }
 
+impl ProbeCounters {
+    /// Field-wise sum (the costs of two images reported as one).
+    pub fn plus(self, other: ProbeCounters) -> ProbeCounters {
+        ProbeCounters {
+            stops: self.stops + other.stops,
+            entry_hits: self.entry_hits + other.entry_hits,
+            return_hits: self.return_hits + other.return_hits,
+            emulated: self.emulated + other.emulated,
+            out_of_line: self.out_of_line + other.out_of_line,
+            single_steps: self.single_steps + other.single_steps,
+            stop_the_world: self.stop_the_world + other.stop_the_world,
+            syscall_stops: self.syscall_stops + other.syscall_stops,
+            nested_calls: self.nested_calls + other.nested_calls,
+            foreign_patches: self.foreign_patches + other.foreign_patches,
+        }
+    }
+}
+
 /// One thing that happened. Every record carries the process (thread-group) id it belongs to.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub enum Record {
