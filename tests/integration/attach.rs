@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::common::live_process::{
     assert_code_unchanged, executable_mappings, start_fixture, KillOnDrop,
 };
-use crate::common::report::report_json;
+use crate::common::report::{processes, report_json};
 use crate::common::run::wait_with_timeout;
 use crate::common::*;
 
@@ -33,12 +33,22 @@ fn start_loop(fixture: &Path) -> (KillOnDrop, BufReader<ChildStdout>, u32, Strin
     (guard, stdout, pid, header)
 }
 
-/// What one attach window must show (see fixtures/attach_loop.c).
-fn check_window(report: &Value, pid: u32, fixture: &Path) {
-    assert_profile(report, "attach", &[pid.to_string()]);
-    assert_image_count(report, 1);
-    let image = process_image(report, &file_name(fixture), "attach");
-    assert_eq!(image["pid"], pid);
+/// What one attach window must show (see fixtures/attach_loop.c), for every process in it.
+fn check_window(report: &Value, pids: &[u32]) {
+    let targets: Vec<String> = pids.iter().map(u32::to_string).collect();
+    assert_profile(report, "attach", &targets);
+    assert_image_count(report, pids.len());
+    for &pid in pids {
+        let image = processes(report)
+            .iter()
+            .find(|image| image["pid"] == pid)
+            .unwrap_or_else(|| panic!("no image of process {pid}"));
+        assert_eq!(image["cause"], "attach");
+        check_detached_image(image);
+    }
+}
+
+fn check_detached_image(image: &Value) {
     assert_exit(image, "detached", None);
     let malloc = number(image, "/calls/malloc");
     let free = number(image, "/calls/free");
@@ -101,28 +111,21 @@ fn check_window(report: &Value, pid: u32, fixture: &Path) {
     assert_eq!(image["top_sites"][0]["function"], "main");
 }
 
-fn attach_for_a_second(pid: u32, fixture: &Path) {
+fn attach_for_a_second(pids: &[u32]) {
     let directory = tempfile::tempdir().unwrap();
     let profile = directory.path().join("attach.msup");
-    let pid_argument = pid.to_string();
-    let output = run_memsup(
-        [
-            "attach".as_ref(),
-            "-o".as_ref(),
-            profile.as_os_str(),
-            "--duration".as_ref(),
-            "1".as_ref(),
-            pid_argument.as_ref(),
-        ] as [&std::ffi::OsStr; 6],
-        None,
-    );
+    let mut arguments: Vec<std::ffi::OsString> = ["attach", "-o"].map(Into::into).to_vec();
+    arguments.push(profile.clone().into());
+    arguments.extend(["--duration", "1"].map(Into::into));
+    arguments.extend(pids.iter().map(|pid| pid.to_string().into()));
+    let output = run_memsup(arguments, None);
     let (_, memsup_lines) = split_stderr(&output.stderr);
     assert_eq!(
         output.status.code(),
         Some(0),
         "memsup attach failed: {memsup_lines:?}"
     );
-    check_window(&report_json(&profile), pid, fixture);
+    check_window(&report_json(&profile), pids);
 }
 
 #[test]
@@ -133,9 +136,9 @@ fn attach_detach_twice_leaves_the_program_unchanged() {
 
         let (mut guard, mut stdout, pid, header) = start_loop(fixture);
         let code_before = executable_mappings(pid);
-        attach_for_a_second(pid, fixture);
+        attach_for_a_second(&[pid]);
         assert_code_unchanged(pid, &code_before);
-        attach_for_a_second(pid, fixture);
+        attach_for_a_second(&[pid]);
         assert_code_unchanged(pid, &code_before);
 
         let mut rest = String::new();
@@ -156,5 +159,35 @@ fn attach_detach_twice_leaves_the_program_unchanged() {
             rest,
             "attach_loop: 4000000 iterations, checksum 8037224905761941632\n"
         );
+    });
+}
+
+/// Reads the rest of a loop's output and checks it ended as a native run does.
+fn finish_loop(mut guard: KillOnDrop, mut stdout: BufReader<ChildStdout>) {
+    let mut rest = String::new();
+    stdout
+        .read_to_string(&mut rest)
+        .expect("reading attach_loop's output");
+    let finished = wait_with_timeout(guard.0.take().unwrap(), "attach_loop after the attach");
+    assert_eq!(finished.status.code(), Some(0), "attach_loop's exit status");
+    assert_eq!(String::from_utf8_lossy(&finished.stderr), "");
+    assert_eq!(
+        rest,
+        "attach_loop: 4000000 iterations, checksum 8037224905761941632\n"
+    );
+}
+
+#[test]
+fn one_attach_joins_two_processes() {
+    for_each_variant("attach_loop", |_, fixture| {
+        let (first_guard, first_stdout, first_pid, _) = start_loop(fixture);
+        let (second_guard, second_stdout, second_pid, _) = start_loop(fixture);
+        let first_code = executable_mappings(first_pid);
+        let second_code = executable_mappings(second_pid);
+        attach_for_a_second(&[first_pid, second_pid]);
+        assert_code_unchanged(first_pid, &first_code);
+        assert_code_unchanged(second_pid, &second_code);
+        finish_loop(first_guard, first_stdout);
+        finish_loop(second_guard, second_stdout);
     });
 }
