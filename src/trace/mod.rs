@@ -1,4 +1,5 @@
 //! The profile file: format, writer (its own thread) and reader.
 pub mod format;
 pub mod reader;
+pub mod stacks;
 pub mod writer;
