@@ -41,22 +41,27 @@ pub enum Command {
     },
     /// Join running processes; Ctrl-C or --duration detaches and leaves them running.
     Attach {
+        /// Profile to write (default: memsup.attach.PID.msup in the current directory).
         #[arg(short, long)]
         output: Option<PathBuf>,
         /// Detach after this many seconds.
         #[arg(short, long, value_name = "SECS")]
         duration: Option<u32>,
+        /// Print nothing of memsup's own but errors and warnings.
         #[arg(short, long)]
         quiet: bool,
         #[command(flatten)]
         probes: ProbeArgs,
+        /// The processes to join (every thread of each).
         #[arg(required = true, value_name = "PID")]
         pids: Vec<i32>,
     },
     /// Analyse a profile.
     Report {
+        /// `text` for people, `json` for programs (schema memsup-report, version 1).
         #[arg(short, long, value_enum, default_value_t = Format::Text)]
         format: Format,
+        /// A profile written by `memsup run` or `memsup attach`.
         #[arg(value_name = "PROFILE")]
         profile: PathBuf,
     },
