@@ -22,7 +22,7 @@ pub struct Cli {
 pub enum Command {
     /// Launch a program and record its heap and mapping activity.
     Run {
-        /// Profile to write (default: memsup.NAME.PID.msup in the current directory).
+        /// Profile to write (default: memsup.NAME.N.msup in the current directory, N being memsup's process id).
         #[arg(short, long)]
         output: Option<PathBuf>,
         /// Print nothing of memsup's own but errors and warnings.
@@ -41,7 +41,7 @@ pub enum Command {
     },
     /// Join running processes; Ctrl-C or --duration detaches and leaves them running.
     Attach {
-        /// Profile to write (default: memsup.attach.PID.msup in the current directory).
+        /// Profile to write (default: memsup.attach.N.msup in the current directory, N being memsup's process id).
         #[arg(short, long)]
         output: Option<PathBuf>,
         /// Detach after this many seconds.
