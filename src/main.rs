@@ -71,10 +71,12 @@ fn execute(command: Command) -> Result<i32> {
                 Format::Text => report::text::render(&analysis, &mut out),
                 Format::Json => report::json::render(&analysis, &mut out),
             };
-            rendered
-                .and_then(|_| out.flush())
-                .map_err(|e| Error::io("writing the report", e))?;
-            Ok(0)
+            match rendered.and_then(|_| out.flush()) {
+                // A reader that stopped early (`| head`) is not an error.
+                Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
+                Err(error) => Err(Error::io("writing the report", error)),
+                Ok(()) => Ok(0),
+            }
         }
     }
 }
