@@ -1,4 +1,5 @@
 //! ELF files of the tracee's modules: symbols, load bias, function+offset lookup.
+pub mod debug_files;
 pub mod demangle;
 pub mod elf;
 pub mod functions;
