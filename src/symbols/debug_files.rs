@@ -117,8 +117,9 @@ pub fn debuglink_crc(data: &[u8]) -> u32 {
     crc.sum()
 }
 
-/// Whether `file` has DWARF of its own (a `.debug_info` with contents; a file stripped with
-/// `--only-keep-debug`'s counterpart has none, and its debug file's other sections are empty).
+/// Whether `file` has DWARF of its own: a `.debug_info` with contents in the file. A file
+/// stripped with `strip --strip-debug` has none; in its `--only-keep-debug` file the debug
+/// sections have contents and the others are NOBITS.
 pub fn has_dwarf(file: &object::File) -> bool {
     file.section_by_name(".debug_info")
         .is_some_and(|section| section.size() > 0 && section.file_range().is_some())

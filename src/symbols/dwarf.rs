@@ -1,11 +1,11 @@
 //! DWARF of one file (its own, or a separate debug file's) through addr2line: the function
 //! at an address, the functions inlined into it there, and their file:line.
 
-use std::borrow::Cow;
+use std::io::Read;
 use std::sync::Arc;
 
 use addr2line::gimli;
-use object::{Object, ObjectSection};
+use object::{CompressionFormat, Object, ObjectSection};
 
 use super::debug_files::has_dwarf;
 use super::demangle::demangle;
@@ -37,14 +37,11 @@ impl DwarfModule {
         };
         let load_section = |id: gimli::SectionId| -> std::result::Result<SectionReader, String> {
             let data = match file.section_by_name(id.name()) {
-                // Compressed sections need object's `compression` feature, which memsup
-                // does not enable: they fail here and the symbol tables are used instead.
-                Some(section) => section
-                    .uncompressed_data()
-                    .map_err(|error| format!("section {}: {error}", id.name()))?,
-                None => Cow::Borrowed(&[][..]),
+                Some(section) => section_bytes(&section)
+                    .map_err(|message| format!("section {}: {message}", id.name()))?,
+                None => Arc::from(&[][..]),
             };
-            Ok(gimli::EndianArcSlice::new(Arc::from(&*data), endian))
+            Ok(gimli::EndianArcSlice::new(data, endian))
         };
         let dwarf = gimli::Dwarf::load(load_section).map_err(dwarf_error)?;
         let context = addr2line::Context::from_dwarf(dwarf)
@@ -80,4 +77,39 @@ impl DwarfModule {
         }
         Ok(frames)
     }
+}
+
+/// A section's contents, inflated when compressed. Debian's debug files (`-dbgsym`,
+/// `libc6-dbg`) have zlib-compressed sections (SHF_COMPRESSED), which object decompresses
+/// only with its `compression` feature (that would add a zstd decoder): flate2 does it here.
+fn section_bytes(section: &object::Section) -> std::result::Result<Arc<[u8]>, String> {
+    let compressed = section
+        .compressed_data()
+        .map_err(|error| error.to_string())?;
+    match compressed.format {
+        CompressionFormat::None => Ok(Arc::from(compressed.data)),
+        CompressionFormat::Zlib => inflate(compressed.data, compressed.uncompressed_size),
+        other => Err(format!("unsupported compression {other:?}")),
+    }
+}
+
+/// Inflates zlib `data` that the section header says is `size` bytes once inflated.
+fn inflate(data: &[u8], size: u64) -> std::result::Result<Arc<[u8]>, String> {
+    let size = usize::try_from(size).map_err(|_| "uncompressed size too large".to_string())?;
+    let mut inflated = Vec::new();
+    // A corrupt header must not abort the process on allocation.
+    inflated
+        .try_reserve_exact(size)
+        .map_err(|error| error.to_string())?;
+    flate2::read::ZlibDecoder::new(data)
+        .take(size as u64)
+        .read_to_end(&mut inflated)
+        .map_err(|error| format!("inflating: {error}"))?;
+    if inflated.len() != size {
+        return Err(format!(
+            "inflated {} bytes, expected {size}",
+            inflated.len()
+        ));
+    }
+    Ok(Arc::from(inflated))
 }

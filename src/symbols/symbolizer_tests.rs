@@ -220,6 +220,70 @@ fn build_id_under_the_root_restores_the_frames() {
 }
 
 #[test]
+fn compressed_debug_sections_are_inflated() {
+    let fixture = InlinedMalloc::build();
+    fixture.split_debug_file(false);
+    // As Debian's debug packages ship them (SHF_COMPRESSED, zlib).
+    let arguments = ["--compress-debug-sections=zlib", "prog.debug"];
+    run(fixture.directory(), "objcopy", &arguments);
+    run(
+        fixture.directory(),
+        "objcopy",
+        &["--add-gnu-debuglink=prog.debug", "prog"],
+    );
+    let root = empty_debug_root();
+    let mut symbolizer = Symbolizer::new(root.path());
+    let frames = symbolizer.symbolize(fixture.path(), fixture.return_address, true);
+    assert_eq!(frames, fixture.expected_frames());
+}
+
+/// The installed C library, through its `libc6-dbg` file under `/usr/lib/debug` when that
+/// package is installed (the test passes without checking anything otherwise).
+#[test]
+fn installed_libc_debug_file_names_malloc_with_its_source() {
+    let libc_path = "/lib/x86_64-linux-gnu/libc.so.6";
+    let libc = ElfFile::open(libc_path).unwrap();
+    let build_id = libc.build_id().unwrap();
+    let locator = DebugFileLocator::default();
+    if !locator.build_id_path(&build_id).unwrap().exists() {
+        eprintln!("libc6-dbg is not installed: nothing checked");
+        return;
+    }
+    let malloc = &libc.find_functions(&["malloc"])[0];
+    let mut symbolizer = Symbolizer::default();
+    let frames = symbolizer.symbolize(libc_path, malloc.address, false);
+    // binutils' addr2line follows the build-id too: `__GI___libc_malloc` (glibc's internal
+    // alias is the DW_AT_linkage_name), `./malloc/./malloc/malloc.c:3281` on Debian 12.
+    let address = format!("{:#x}", malloc.address);
+    let oracle = run(
+        Path::new("/"),
+        "addr2line",
+        &["-f", "-e", libc_path, &address],
+    );
+    let (function, position) = oracle.split_once('\n').unwrap();
+    let line: u32 = position
+        .trim_end()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(frames.len(), 1, "{frames:?}");
+    assert_eq!(frames[0].function, function);
+    assert_eq!(frames[0].line, Some(line));
+    assert!(frames[0]
+        .file
+        .as_deref()
+        .unwrap()
+        .ends_with("malloc/malloc.c"));
+    assert_eq!(
+        symbolizer.debug_file(libc_path),
+        Some(locator.build_id_path(&build_id).unwrap().as_path())
+    );
+    assert!(symbolizer.module_errors().is_empty());
+}
+
+#[test]
 fn without_debug_files_the_symbol_table_names_the_function() {
     let fixture = InlinedMalloc::build();
     fixture.split_debug_file(true);
