@@ -1,0 +1,115 @@
+//! DWARF of one file (its own, or a separate debug file's) through addr2line: the function
+//! at an address, the functions inlined into it there, and their file:line.
+
+use std::io::Read;
+use std::sync::Arc;
+
+use addr2line::gimli;
+use object::{CompressionFormat, Object, ObjectSection};
+
+use super::debug_files::has_dwarf;
+use super::demangle::demangle;
+use super::symbolizer::SymbolFrame;
+use crate::error::{Error, Result};
+
+/// Section data owned through `Arc`s, so that a parsed module does not borrow the file's bytes.
+type SectionReader = gimli::EndianArcSlice<gimli::RunTimeEndian>;
+
+/// Parsed DWARF of one file. Units are parsed lazily by addr2line, on first lookup.
+pub struct DwarfModule {
+    context: addr2line::Context<SectionReader>,
+}
+
+impl DwarfModule {
+    /// The DWARF of `file` (read from `path`), or `None` when it has no `.debug_info`.
+    pub fn load(path: &str, file: &object::File) -> Result<Option<DwarfModule>> {
+        if !has_dwarf(file) {
+            return Ok(None);
+        }
+        let dwarf_error = |message: String| Error::Elf {
+            path: path.to_string(),
+            message: format!("DWARF: {message}"),
+        };
+        let endian = if file.is_little_endian() {
+            gimli::RunTimeEndian::Little
+        } else {
+            gimli::RunTimeEndian::Big
+        };
+        let load_section = |id: gimli::SectionId| -> std::result::Result<SectionReader, String> {
+            let data = match file.section_by_name(id.name()) {
+                Some(section) => section_bytes(&section)
+                    .map_err(|message| format!("section {}: {message}", id.name()))?,
+                None => Arc::from(&[][..]),
+            };
+            Ok(gimli::EndianArcSlice::new(data, endian))
+        };
+        let dwarf = gimli::Dwarf::load(load_section).map_err(dwarf_error)?;
+        let context = addr2line::Context::from_dwarf(dwarf)
+            .map_err(|error| dwarf_error(error.to_string()))?;
+        Ok(Some(DwarfModule { context }))
+    }
+
+    /// The frames at ELF virtual address `address`, innermost inlined function first and
+    /// the real function last. Empty when no unit covers the address. A frame whose
+    /// function DWARF does not name has an empty `function`.
+    pub fn frames(&self, address: u64) -> std::result::Result<Vec<SymbolFrame>, gimli::Error> {
+        // Split DWARF (.dwo) is not looked for: those units just yield no frames.
+        let mut iterator = self.context.find_frames(address).skip_all_loads()?;
+        let mut frames = Vec::new();
+        while let Some(frame) = iterator.next()? {
+            let raw_name = match &frame.function {
+                Some(function) => function.raw_name()?.into_owned(),
+                None => String::new(),
+            };
+            let location = frame.location.as_ref();
+            frames.push(SymbolFrame {
+                function: demangle(&raw_name),
+                raw_name,
+                file: location.and_then(|location| location.file.map(str::to_string)),
+                line: location.and_then(|location| location.line),
+                column: location.and_then(|location| location.column),
+                // Corrected below, once the last frame is known.
+                inlined: true,
+            });
+        }
+        if let Some(outermost) = frames.last_mut() {
+            outermost.inlined = false;
+        }
+        Ok(frames)
+    }
+}
+
+/// A section's contents, inflated when compressed. Debian's debug files (`-dbgsym`,
+/// `libc6-dbg`) have zlib-compressed sections (SHF_COMPRESSED), which object decompresses
+/// only with its `compression` feature (that would add a zstd decoder): flate2 does it here.
+fn section_bytes(section: &object::Section) -> std::result::Result<Arc<[u8]>, String> {
+    let compressed = section
+        .compressed_data()
+        .map_err(|error| error.to_string())?;
+    match compressed.format {
+        CompressionFormat::None => Ok(Arc::from(compressed.data)),
+        CompressionFormat::Zlib => inflate(compressed.data, compressed.uncompressed_size),
+        other => Err(format!("unsupported compression {other:?}")),
+    }
+}
+
+/// Inflates zlib `data` that the section header says is `size` bytes once inflated.
+fn inflate(data: &[u8], size: u64) -> std::result::Result<Arc<[u8]>, String> {
+    let size = usize::try_from(size).map_err(|_| "uncompressed size too large".to_string())?;
+    let mut inflated = Vec::new();
+    // A corrupt header must not abort the process on allocation.
+    inflated
+        .try_reserve_exact(size)
+        .map_err(|error| error.to_string())?;
+    flate2::read::ZlibDecoder::new(data)
+        .take(size as u64)
+        .read_to_end(&mut inflated)
+        .map_err(|error| format!("inflating: {error}"))?;
+    if inflated.len() != size {
+        return Err(format!(
+            "inflated {} bytes, expected {size}",
+            inflated.len()
+        ));
+    }
+    Ok(Arc::from(inflated))
+}
