@@ -10,6 +10,8 @@ pub mod snapshot;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_fixture;
 
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
