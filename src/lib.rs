@@ -15,3 +15,4 @@ pub mod report;
 pub mod sampler;
 pub mod symbols;
 pub mod trace;
+pub mod unwind;

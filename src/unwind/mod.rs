@@ -1,0 +1,215 @@
+//! Stack unwinding from a snapshot: the tracer copies registers and stack bytes at a stop,
+//! resumes the thread, and a worker walks the copy later with the module files on disk.
+//!
+//! DWARF CFI (`.eh_frame` with `.eh_frame_hdr`, else `.debug_frame`) through framehop, with
+//! framehop's frame-pointer rule for code without CFI. Every walk ends in a `Stack`; what
+//! cannot be walked marks it truncated instead of failing.
+
+pub mod modules;
+pub mod snapshot;
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_fixture;
+
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+
+use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
+use framehop::{FrameAddress, Unwinder as _};
+
+use crate::error::Result;
+use modules::{ModuleCache, SectionBytes};
+pub use snapshot::StackSnapshot;
+
+/// Frames beyond this many (the ip included) are cut off and the stack marked truncated.
+pub const MAX_DEPTH: usize = 256;
+
+/// The result of one unwind.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stack {
+    /// `frames[0]` is the ip; the others are return addresses (symbolise them at `a - 1`).
+    pub frames: Vec<u64>,
+    /// The walk stopped before the outermost frame: the copy ended, a return address pointed
+    /// outside every known module's code, or `MAX_DEPTH` was reached.
+    pub truncated: bool,
+}
+
+/// A module mapped in the process, in runtime addresses.
+#[derive(Debug, Clone)]
+struct MappedModule {
+    path: String,
+    range: Range<u64>,
+    bias: u64,
+    executable: Vec<Range<u64>>,
+}
+
+/// The modules of one process image and the unwind rule cache of their walks.
+pub struct Unwinder {
+    files: Arc<ModuleCache>,
+    framehop: UnwinderX86_64<SectionBytes>,
+    /// Sorted by start address.
+    modules: Vec<MappedModule>,
+    cache: Mutex<CacheX86_64>,
+}
+
+impl Default for Unwinder {
+    fn default() -> Unwinder {
+        Unwinder::new()
+    }
+}
+
+impl Clone for Unwinder {
+    /// A copy with the same modules (their parsed sections are shared) and an empty rule
+    /// cache: for keeping the module list of an older event while dlopen adds to it.
+    fn clone(&self) -> Unwinder {
+        Unwinder {
+            files: Arc::clone(&self.files),
+            framehop: self.framehop.clone(),
+            modules: self.modules.clone(),
+            cache: Mutex::new(CacheX86_64::new()),
+        }
+    }
+}
+
+impl Unwinder {
+    /// An unwinder with its own module file cache.
+    pub fn new() -> Unwinder {
+        Unwinder::with_module_cache(Arc::new(ModuleCache::new()))
+    }
+
+    /// An unwinder that shares parsed module files with others (one per process image).
+    pub fn with_module_cache(files: Arc<ModuleCache>) -> Unwinder {
+        Unwinder {
+            files,
+            framehop: UnwinderX86_64::new(),
+            modules: Vec::new(),
+            cache: Mutex::new(CacheX86_64::new()),
+        }
+    }
+
+    /// Adds the module file at `path`, mapped at `[start, end)` with load bias `bias`
+    /// (runtime address minus ELF virtual address). A module already at `start` is replaced.
+    pub fn add_module(&mut self, path: &str, start: u64, end: u64, bias: u64) -> Result<()> {
+        let file = self.files.get(path)?;
+        self.remove_module(start);
+        let module = framehop::Module::new(path.to_string(), start..end, bias, file.section_info());
+        self.framehop.add_module(module);
+        let executable = file
+            .executable
+            .iter()
+            .map(|range| range.start.wrapping_add(bias)..range.end.wrapping_add(bias))
+            .collect();
+        let index = self
+            .modules
+            .partition_point(|module| module.range.start < start);
+        self.modules.insert(
+            index,
+            MappedModule {
+                path: path.to_string(),
+                range: start..end,
+                bias,
+                executable,
+            },
+        );
+        Ok(())
+    }
+
+    /// Forgets the module mapped at `start` (dlclose). Unknown starts are ignored.
+    pub fn remove_module(&mut self, start: u64) {
+        if let Ok(index) = self
+            .modules
+            .binary_search_by_key(&start, |module| module.range.start)
+        {
+            self.modules.remove(index);
+            self.framehop.remove_module(start);
+        }
+    }
+
+    /// The path and load bias of the module whose mapped range holds `address`, for
+    /// symbolising the frames of a walk.
+    pub fn module_at(&self, address: u64) -> Option<(&str, u64)> {
+        let index = self
+            .modules
+            .partition_point(|module| module.range.start <= address);
+        let module = self.modules.get(index.checked_sub(1)?)?;
+        module
+            .range
+            .contains(&address)
+            .then_some((module.path.as_str(), module.bias))
+    }
+
+    /// Whether `address` is inside an executable segment of a known module: the test every
+    /// return address must pass, so that a misread word does not start a garbage chain.
+    pub fn is_code(&self, address: u64) -> bool {
+        let index = self
+            .modules
+            .partition_point(|module| module.range.start <= address);
+        index.checked_sub(1).is_some_and(|index| {
+            self.modules[index]
+                .executable
+                .iter()
+                .any(|range| range.contains(&address))
+        })
+    }
+
+    /// Walks `snapshot`. `substitute(a)` returning `Some(real)` means `a` is memsup's return
+    /// trampoline standing in for `real` (its shadow stack): the walk goes on from `real`.
+    pub fn unwind(
+        &self,
+        snapshot: &StackSnapshot,
+        substitute: &dyn Fn(u64) -> Option<u64>,
+    ) -> Stack {
+        // One cache per unwinder; a worker that finds it busy walks with a fresh one rather
+        // than waiting.
+        match self.cache.try_lock() {
+            Ok(mut cache) => self.walk(snapshot, substitute, &mut cache),
+            Err(_) => self.walk(snapshot, substitute, &mut CacheX86_64::new()),
+        }
+    }
+
+    fn walk(
+        &self,
+        snapshot: &StackSnapshot,
+        substitute: &dyn Fn(u64) -> Option<u64>,
+        cache: &mut CacheX86_64,
+    ) -> Stack {
+        let mut read_stack = |address: u64| snapshot.read_word(address).ok_or(());
+        let mut registers = UnwindRegsX86_64::new(snapshot.ip, snapshot.sp, snapshot.bp);
+        let mut address = FrameAddress::from_instruction_pointer(snapshot.ip);
+        let mut stack = Stack {
+            frames: vec![snapshot.ip],
+            truncated: false,
+        };
+        loop {
+            if stack.frames.len() >= MAX_DEPTH {
+                stack.truncated = true;
+                return stack;
+            }
+            let next = self
+                .framehop
+                .unwind_frame(address, &mut registers, cache, &mut read_stack);
+            let return_address = match next {
+                // The CFI says this is the outermost frame, or a frame-pointer chain ended.
+                Ok(None) | Ok(Some(0)) => return stack,
+                Ok(Some(found)) => substitute(found).unwrap_or(found),
+                // A read outside the copy, or a walk that would not advance.
+                Err(_) => {
+                    stack.truncated = true;
+                    return stack;
+                }
+            };
+            if !self.is_code(return_address) {
+                stack.truncated = true;
+                return stack;
+            }
+            stack.frames.push(return_address);
+            // Not zero: zero is never code.
+            let Some(next_address) = FrameAddress::from_return_address(return_address) else {
+                return stack;
+            };
+            address = next_address;
+        }
+    }
+}
