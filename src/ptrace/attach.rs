@@ -4,15 +4,13 @@
 use std::collections::HashSet;
 
 use nix::errno::Errno;
-use nix::sys::wait::{waitpid, WaitPidFlag};
-use nix::unistd::Pid;
 
 use crate::error::{Error, Result};
 use crate::proc::maps::read_maps;
 use crate::proc::status::{read_status, read_tasks};
 use crate::ptrace::regs;
 use crate::ptrace::state::{Process, Thread};
-use crate::ptrace::stop::Stop;
+use crate::ptrace::stop::{wait_for_thread, Stop};
 use crate::ptrace::tracer::Tracer;
 use crate::trace::format::{Record, StartCause};
 
@@ -74,7 +72,7 @@ fn seize_all_threads(pid: i32) -> Result<Vec<(i32, Vec<i32>)>> {
 fn wait_for_interrupt(tid: i32) -> Result<Option<Vec<i32>>> {
     let mut signals = Vec::new();
     loop {
-        let status = match waitpid(Pid::from_raw(tid), Some(WaitPidFlag::__WALL)) {
+        let status = match wait_for_thread(tid) {
             Ok(status) => status,
             Err(Errno::ECHILD) => return Ok(None),
             Err(errno) => return Err(Error::ptrace("waitpid", tid, errno)),

@@ -3,15 +3,13 @@
 //! original bytes restored (only where our int3 still is), then PTRACE_DETACH.
 
 use nix::errno::Errno;
-use nix::sys::wait::{waitpid, WaitPidFlag};
-use nix::unistd::Pid;
 
 use crate::error::{Error, Result};
 use crate::ptrace::inject::{remote_syscall, RemoteSyscall, PAGE_SIZE};
 use crate::ptrace::memory::RemoteMemory;
 use crate::ptrace::regs;
 use crate::ptrace::state::Process;
-use crate::ptrace::stop::{Event, Stop};
+use crate::ptrace::stop::{wait_for_thread, Event, Stop};
 use crate::ptrace::tracer::Tracer;
 use crate::trace::format::{ExitKind, Record};
 
@@ -30,7 +28,7 @@ impl Tracer<'_> {
             if regs::interrupt(tid).is_err() {
                 continue;
             }
-            match waitpid(Pid::from_raw(tid), Some(WaitPidFlag::__WALL)) {
+            match wait_for_thread(tid) {
                 Ok(status) => match Stop::from_wait_status(status) {
                     Some(Stop::Event {
                         event: Event::Stop,
@@ -50,8 +48,7 @@ impl Tracer<'_> {
     /// Waits for the single-step trap of `tid`; other signals are kept for later delivery.
     pub(crate) fn wait_for_trap(&mut self, tid: i32) -> Result<()> {
         loop {
-            let status = waitpid(Pid::from_raw(tid), Some(WaitPidFlag::__WALL))
-                .map_err(|e| Error::ptrace("waitpid", tid, e))?;
+            let status = wait_for_thread(tid).map_err(|e| Error::ptrace("waitpid", tid, e))?;
             match Stop::from_wait_status(status) {
                 Some(Stop::Signal { signal, .. }) if signal == libc::SIGTRAP => return Ok(()),
                 Some(Stop::Signal { signal, .. }) => {
@@ -101,7 +98,7 @@ impl Tracer<'_> {
         }
         regs::resume(tid, 0)?;
         loop {
-            let status = match waitpid(Pid::from_raw(tid), Some(WaitPidFlag::__WALL)) {
+            let status = match wait_for_thread(tid) {
                 Ok(status) => status,
                 Err(_) => return Ok(()),
             };

@@ -5,14 +5,12 @@
 //! The rest is int3 so a stray jump traps instead of running garbage.
 
 use libc::user_regs_struct;
-use nix::sys::wait::{waitpid, WaitPidFlag};
-use nix::unistd::Pid;
 
 use crate::error::{Error, Result};
 use crate::proc::maps::{find_gap, read_maps};
 use crate::ptrace::memory::{ProcessMemory, RemoteMemory};
 use crate::ptrace::regs;
-use crate::ptrace::stop::{Event, Stop};
+use crate::ptrace::stop::{wait_for_thread, Event, Stop};
 
 pub const PAGE_SIZE: u64 = 4096;
 const SYSCALL_INT3: [u8; 3] = [0x0f, 0x05, 0xcc];
@@ -73,8 +71,7 @@ fn run_until_trap(tid: i32) -> Result<Vec<i32>> {
     let mut deferred_signals = Vec::new();
     regs::resume(tid, 0)?;
     loop {
-        let status = waitpid(Pid::from_raw(tid), Some(WaitPidFlag::__WALL))
-            .map_err(|e| Error::ptrace("waitpid", tid, e))?;
+        let status = wait_for_thread(tid).map_err(|e| Error::ptrace("waitpid", tid, e))?;
         match Stop::from_wait_status(status) {
             Some(Stop::Signal { signal, .. }) if signal == libc::SIGTRAP => {
                 return Ok(deferred_signals)

@@ -7,13 +7,11 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
-use nix::sys::wait::{waitpid, WaitPidFlag};
-use nix::unistd::Pid;
 
 use crate::error::{Error, Result};
 use crate::ptrace::regs;
 use crate::ptrace::seccomp;
-use crate::ptrace::stop::{Event, Stop};
+use crate::ptrace::stop::{wait_for_thread, Event, Stop};
 
 /// Finds `command` the way execvp would: as a path if it contains '/', else along $PATH.
 pub fn resolve_command(command: &OsStr) -> Result<PathBuf> {
@@ -103,9 +101,7 @@ unsafe fn child_main(
     let mut empty: libc::sigset_t = std::mem::zeroed();
     libc::sigemptyset(&mut empty);
     libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-    for signal in crate::ptrace::signals::HANDLED_BY_MEMSUP {
-        libc::signal(signal, libc::SIG_DFL);
-    }
+    crate::ptrace::signals::restore_inherited_dispositions();
     // The parent writes one byte once it traces us; end of file means it could not.
     let mut go = 0u8;
     if libc::read(go_pipe, (&mut go as *mut u8).cast(), 1) != 1 {
@@ -180,7 +176,7 @@ pub fn launch(path: &Path, args: &[OsString], use_seccomp: bool) -> Result<i32> 
     if result.is_err() {
         close(go_pipe[1]);
         // The child sees end of file and exits without running anything; reap it.
-        let _ = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::__WALL));
+        let _ = wait_for_thread(pid);
     }
     close(error_pipe[0]);
     result.map(|_| pid)
@@ -188,8 +184,7 @@ pub fn launch(path: &Path, args: &[OsString], use_seccomp: bool) -> Result<i32> 
 
 fn run_to_exec(pid: i32, error_pipe: i32, path: &Path) -> Result<()> {
     loop {
-        let status = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::__WALL))
-            .map_err(|e| Error::ptrace("waitpid", pid, e))?;
+        let status = wait_for_thread(pid).map_err(|e| Error::ptrace("waitpid", pid, e))?;
         match Stop::from_wait_status(status) {
             Some(Stop::Event {
                 event: Event::Exec, ..

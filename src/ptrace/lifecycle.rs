@@ -45,11 +45,11 @@ impl Tracer<'_> {
                 cause,
             });
         }
-        self.resume(tid)?;
+        // The child first: a parent killed meanwhile must not leave it stopped.
         if self.early_threads.remove(&child) {
-            self.resume(child)?;
+            let _ = self.resume(child);
         }
-        Ok(())
+        self.resume(tid)
     }
 
     pub(crate) fn on_exec(&mut self, pid: i32) -> Result<()> {

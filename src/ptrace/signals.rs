@@ -1,7 +1,7 @@
 //! memsup's own signal handling. Signals that must reach the tracer thread interrupt its
 //! blocking waitpid (handlers are installed without SA_RESTART) and set a flag.
 
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 /// Signals memsup handles itself; the launched program gets them back at their defaults.
 pub const HANDLED_BY_MEMSUP: [i32; 5] = [
@@ -19,9 +19,24 @@ extern "C" fn note_signal(signal: i32) {
     PENDING.store(signal, Ordering::SeqCst);
 }
 
+/// Signals (bit N-1 for signal N) that were ignored when memsup started handling them: a
+/// launched program inherits them ignored, as it would without memsup (nohup, `&` in scripts).
+static ORIGINALLY_IGNORED: AtomicU64 = AtomicU64::new(0);
+
 /// Installs the handlers. Call on the tracer thread before other threads are spawned, then
 /// call `block_in_this_thread` in every other thread so only the tracer is interrupted.
 pub fn install() {
+    for signal in HANDLED_BY_MEMSUP {
+        // SAFETY: queries the current disposition into a local.
+        let ignored = unsafe {
+            let mut current: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(signal, std::ptr::null(), &mut current);
+            current.sa_sigaction == libc::SIG_IGN
+        };
+        if ignored {
+            ORIGINALLY_IGNORED.fetch_or(1 << (signal - 1), Ordering::SeqCst);
+        }
+    }
     for signal in HANDLED_BY_MEMSUP {
         // SAFETY: installs an async-signal-safe handler that only stores an atomic.
         unsafe {
@@ -72,4 +87,23 @@ pub fn unblock_in_this_thread() {
         }
         libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
     }
+}
+
+/// In a forked child before exec: gives back the dispositions memsup changed. memsup's own
+/// signals return to what memsup inherited; SIGPIPE, ignored by the Rust runtime before
+/// `main`, returns to its default as `std::process::Command` does. Only raw system calls.
+///
+/// # Safety
+/// Call only in the child between fork and exec.
+pub unsafe fn restore_inherited_dispositions() {
+    let ignored = ORIGINALLY_IGNORED.load(Ordering::SeqCst);
+    for signal in HANDLED_BY_MEMSUP {
+        let disposition = if ignored & (1 << (signal - 1)) != 0 {
+            libc::SIG_IGN
+        } else {
+            libc::SIG_DFL
+        };
+        libc::signal(signal, disposition);
+    }
+    libc::signal(libc::SIGPIPE, libc::SIG_DFL);
 }

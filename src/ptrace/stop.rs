@@ -89,3 +89,16 @@ impl Stop {
 /// Stop signals whose group-stop must be kept with PTRACE_LISTEN so job control works.
 pub const GROUP_STOP_SIGNALS: [i32; 4] =
     [libc::SIGSTOP, libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU];
+
+/// Waits for the next stop of thread `tid`, retrying when one of memsup's own signals
+/// interrupts the wait (their handlers do not restart system calls, on purpose: the main
+/// loop's waitpid must notice them; these inner waits must not give up).
+pub fn wait_for_thread(tid: i32) -> nix::Result<nix::sys::wait::WaitStatus> {
+    use nix::sys::wait::{waitpid, WaitPidFlag};
+    loop {
+        match waitpid(nix::unistd::Pid::from_raw(tid), Some(WaitPidFlag::__WALL)) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            other => return other,
+        }
+    }
+}

@@ -124,8 +124,17 @@ impl<'a> Tracer<'a> {
             // Run mode: the terminal already sent SIGINT/SIGQUIT to the program too; a
             // SIGTERM or SIGHUP aimed at memsup is passed on to the program.
             (Mode::Run, libc::SIGTERM | libc::SIGHUP) => {
-                // SAFETY: kill has no memory effects.
-                unsafe { libc::kill(self.root_pid, signal) };
+                // To the launched process while it lives, else to those still supervised;
+                // never to a PID that was reaped and may belong to someone else now.
+                let targets: Vec<i32> = if self.root_exit.is_none() {
+                    vec![self.root_pid]
+                } else {
+                    self.processes.keys().copied().collect()
+                };
+                for pid in targets {
+                    // SAFETY: kill has no memory effects.
+                    unsafe { libc::kill(pid, signal) };
+                }
                 Ok(false)
             }
             _ => Ok(false),

@@ -10,6 +10,7 @@ mod attach;
 mod bad_input;
 mod code_patch;
 mod cxx_exceptions;
+mod dispositions;
 mod dlopen;
 mod exit_and_signal;
 mod fork_exec;
