@@ -41,6 +41,11 @@ fn seize_all_threads(pid: i32) -> Result<Vec<(i32, Vec<i32>)>> {
             break;
         }
         for tid in new {
+            // An exited thread (a main thread ended by pthread_exit) cannot be seized.
+            if crate::ptrace::detach::thread_is_zombie(pid, tid) {
+                seized.insert(tid);
+                continue;
+            }
             match regs::seize(tid, options) {
                 Ok(()) => {}
                 Err(Error::ProcessGone(_)) => continue,
@@ -60,7 +65,10 @@ fn seize_all_threads(pid: i32) -> Result<Vec<(i32, Vec<i32>)>> {
         }
     }
     let mut threads = Vec::new();
-    for tid in seized {
+    for tid in seized
+        .into_iter()
+        .filter(|&tid| !crate::ptrace::detach::thread_is_zombie(pid, tid))
+    {
         if let Some(signals) = wait_for_interrupt(tid)? {
             threads.push((tid, signals));
         }
@@ -123,6 +131,9 @@ impl Tracer<'_> {
             .find(|m| m.executable && m.path.as_deref().is_some_and(|p| p.contains("libc.so")))
             .or_else(|| maps.iter().find(|m| m.executable))
             .map_or(0, |m| m.start);
+        if let Some(process) = self.processes.get_mut(&pid) {
+            process.memory.use_thread(injector);
+        }
         self.create_scratch(pid, injector, anchor)?;
         self.scan_modules(pid)?;
         for (tid, _) in threads {

@@ -22,7 +22,12 @@ impl Tracer<'_> {
         // interrupt would produce no new stop to wait for.
         let already_stopped: Vec<i32> = self.deferred.iter().map(|stop| stop.tid()).collect();
         for &tid in tids {
-            if already_stopped.contains(&tid) || self.early_threads.contains(&tid) {
+            let pid = self.threads.get(&tid).map_or(tid, |t| t.pid);
+            // A zombie thread (a main thread ended by pthread_exit) never stops again.
+            if already_stopped.contains(&tid)
+                || self.early_threads.contains(&tid)
+                || thread_is_zombie(pid, tid)
+            {
                 continue;
             }
             if regs::interrupt(tid).is_err() {
@@ -196,6 +201,9 @@ impl Tracer<'_> {
         let Some(mut process) = self.processes.remove(&pid) else {
             return;
         };
+        if let Some(&live) = tids.iter().find(|&&tid| !thread_is_zombie(pid, tid)) {
+            process.memory.use_thread(live);
+        }
         let trampoline = process.scratch.as_ref().map(|s| s.trampoline());
         for &tid in &tids {
             let thread = &self.threads[&tid];
@@ -246,4 +254,15 @@ fn trap_pending(pid: i32, tid: i32) -> bool {
         .find_map(|line| line.strip_prefix("SigPnd:"))
         .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
         .is_some_and(|mask| mask & (1 << (libc::SIGTRAP - 1)) != 0)
+}
+
+/// Whether thread `tid` has exited and waits to be reaped with its process.
+pub(crate) fn thread_is_zombie(pid: i32, tid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")) else {
+        return false;
+    };
+    // The state follows the command name, which is in parentheses and may contain anything.
+    stat.rfind(')')
+        .and_then(|end| stat[end + 1..].split_whitespace().next())
+        == Some("Z")
 }

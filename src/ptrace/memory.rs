@@ -54,19 +54,28 @@ impl RemoteMemory for SliceMemory {
     }
 }
 
-/// The live memory of a traced process.
+/// The live memory of a traced process, reached through one of its threads: once the main
+/// thread has exited (pthread_exit) its ID no longer leads to the memory, a live thread's does.
 pub struct ProcessMemory {
     pid: Pid,
-    /// `/proc/PID/mem`, opened lazily for writes to protected pages.
-    mem_file: Option<File>,
+    /// The thread whose ID memory accesses go through.
+    thread: Pid,
+    /// `/proc/TID/mem` of that thread, opened lazily for writes to protected pages.
+    mem_file: Option<(Pid, File)>,
 }
 
 impl ProcessMemory {
     pub fn new(pid: Pid) -> ProcessMemory {
         ProcessMemory {
             pid,
+            thread: pid,
             mem_file: None,
         }
+    }
+
+    /// Goes through thread `tid` (a stopped thread of this process) from now on.
+    pub fn use_thread(&mut self, tid: i32) {
+        self.thread = Pid::from_raw(tid);
     }
 
     pub fn pid(&self) -> Pid {
@@ -92,7 +101,7 @@ impl ProcessMemory {
             len: bytes.len(),
         }];
         let local = [std::io::IoSlice::new(bytes)];
-        match process_vm_writev(self.pid, &local, &remote) {
+        match process_vm_writev(self.thread, &local, &remote) {
             Ok(n) if n == bytes.len() => Ok(()),
             Ok(_) => Err(self.memory_error(address, Errno::EFAULT)),
             Err(errno) => Err(self.memory_error(address, errno)),
@@ -101,16 +110,16 @@ impl ProcessMemory {
 
     /// Writes code or any other page regardless of its protection, through `/proc/PID/mem`.
     pub fn write_code(&mut self, address: u64, bytes: &[u8]) -> Result<()> {
-        if self.mem_file.is_none() {
-            let path = format!("/proc/{}/mem", self.pid);
+        if self.mem_file.as_ref().map(|(thread, _)| *thread) != Some(self.thread) {
+            let path = format!("/proc/{}/mem", self.thread);
             let file = std::fs::OpenOptions::new()
                 .read(true)
                 .write(true)
                 .open(&path)
                 .map_err(|e| Error::io(path, e))?;
-            self.mem_file = Some(file);
+            self.mem_file = Some((self.thread, file));
         }
-        let file = self.mem_file.as_ref().expect("opened above");
+        let (_, file) = self.mem_file.as_ref().expect("opened above");
         file.write_all_at(bytes, address).map_err(|e| {
             let errno = Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO));
             self.memory_error(address, errno)
@@ -126,7 +135,7 @@ impl RemoteMemory for ProcessMemory {
             len,
         }];
         let mut local = [IoSliceMut::new(buffer)];
-        match process_vm_readv(self.pid, &mut local, &remote) {
+        match process_vm_readv(self.thread, &mut local, &remote) {
             Ok(n) if n == len => Ok(()),
             Ok(_) => Err(self.memory_error(address, Errno::EFAULT)),
             Err(errno) => Err(self.memory_error(address, errno)),

@@ -145,7 +145,13 @@ impl<'a> Tracer<'a> {
     fn handle_or_recover(&mut self, stop: Stop) {
         let tid = stop.tid();
         match self.handle(stop) {
-            Ok(()) | Err(Error::ProcessGone(_)) => {}
+            Ok(()) => {}
+            // Maybe another thread or process is gone, maybe this one: try to resume it.
+            Err(Error::ProcessGone(_)) => {
+                if !matches!(stop, Stop::Exited { .. } | Stop::Killed { .. }) {
+                    let _ = regs::resume(tid, 0);
+                }
+            }
             Err(error) => {
                 let pid = self.threads.get(&tid).map_or(tid, |t| t.pid);
                 self.warn(pid, format!("thread {tid}: {error}"));
@@ -167,6 +173,7 @@ impl<'a> Tracer<'a> {
         };
         if let Some(process) = self.processes.get_mut(&pid) {
             process.counters.stops += 1;
+            process.memory.use_thread(tid);
         }
         match stop {
             Stop::Exited { code, .. } => self.on_thread_gone(tid, ExitKind::Code(code)),

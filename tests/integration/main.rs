@@ -15,6 +15,7 @@ mod dlopen;
 mod exit_and_signal;
 mod fork_exec;
 mod ifunc;
+mod leader_exit;
 mod longjmp_signal;
 mod mappings;
 mod progress;
