@@ -10,7 +10,7 @@ use crate::proc::maps::read_maps;
 use crate::proc::status::{read_status, read_tasks};
 use crate::ptrace::regs;
 use crate::ptrace::state::{Process, Thread};
-use crate::ptrace::stop::{wait_for_thread, Stop};
+use crate::ptrace::stop::{wait_for_thread, Event, Stop, GROUP_STOP_SIGNALS};
 use crate::ptrace::tracer::Tracer;
 use crate::trace::format::{Record, StartCause};
 
@@ -30,9 +30,21 @@ pub fn check_attachable(pid: i32) -> Result<i32> {
     Ok(status.tgid)
 }
 
-/// Seizes and interrupts every thread; returns them with any signal that arrived first.
-fn seize_all_threads(pid: i32) -> Result<Vec<(i32, Vec<i32>)>> {
+/// A thread joined by attach, stopped.
+pub(crate) struct JoinedThread {
+    pub tid: i32,
+    /// Signals that arrived before the interrupt stop, to deliver when it resumes.
+    pub signals: Vec<i32>,
+    /// The process was stopped by job control: it must stay stopped (PTRACE_LISTEN).
+    pub group_stopped: bool,
+}
+
+/// Seizes and interrupts every thread of `pid` and waits until each is stopped. Threads
+/// and processes created meanwhile (auto-attached through the trace options) are joined or,
+/// for new processes, let go: no probe is planted yet, so there is nothing to undo in them.
+fn seize_all_threads(pid: i32) -> Result<Vec<JoinedThread>> {
     let options = regs::trace_options(false);
+    let our_pid = std::process::id() as i32;
     let mut seized = HashSet::new();
     loop {
         let tasks = read_tasks(pid).map_err(|_| Error::NoSuchProcess(pid))?;
@@ -43,12 +55,19 @@ fn seize_all_threads(pid: i32) -> Result<Vec<(i32, Vec<i32>)>> {
         for tid in new {
             // An exited thread (a main thread ended by pthread_exit) cannot be seized.
             if crate::ptrace::detach::thread_is_zombie(pid, tid) {
-                seized.insert(tid);
                 continue;
             }
             match regs::seize(tid, options) {
-                Ok(()) => {}
+                Ok(()) => {
+                    let _ = regs::interrupt(tid);
+                }
                 Err(Error::ProcessGone(_)) => continue,
+                // Born during this loop and already ours through PTRACE_O_TRACECLONE: it
+                // reports its own first stop.
+                Err(Error::Ptrace {
+                    source: Errno::EPERM,
+                    ..
+                }) if tracer_of(pid, tid) == our_pid => {}
                 Err(Error::Ptrace {
                     source: Errno::EPERM,
                     ..
@@ -60,24 +79,37 @@ fn seize_all_threads(pid: i32) -> Result<Vec<(i32, Vec<i32>)>> {
                 }
                 Err(error) => return Err(error),
             }
-            let _ = regs::interrupt(tid);
             seized.insert(tid);
         }
     }
-    let mut threads = Vec::new();
-    for tid in seized
-        .into_iter()
-        .filter(|&tid| !crate::ptrace::detach::thread_is_zombie(pid, tid))
-    {
-        if let Some(signals) = wait_for_interrupt(tid)? {
-            threads.push((tid, signals));
+    let mut joined = Vec::new();
+    let mut waiting: Vec<i32> = seized.iter().copied().collect();
+    while let Some(tid) = waiting.pop() {
+        let mut children = Vec::new();
+        if let Some(thread) = wait_for_interrupt(tid, &mut children)? {
+            joined.push(thread);
+        }
+        for child in children.into_iter().filter(|child| seized.insert(*child)) {
+            if read_status(child).map(|s| s.tgid == pid).unwrap_or(false) {
+                waiting.push(child);
+            } else {
+                let _ = wait_for_interrupt(child, &mut Vec::new());
+                let _ = regs::detach(child, 0);
+            }
         }
     }
-    Ok(threads)
+    Ok(joined)
 }
 
-/// Waits for a freshly seized thread's interrupt stop. None if it exited meanwhile.
-fn wait_for_interrupt(tid: i32) -> Result<Option<Vec<i32>>> {
+fn tracer_of(pid: i32, tid: i32) -> i32 {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status"))
+        .map(|text| crate::proc::status::parse_status(&text).tracer_pid)
+        .unwrap_or(0)
+}
+
+/// Waits for a freshly seized thread's interrupt stop (or a new thread's first stop). None
+/// if it exited meanwhile. Threads and processes it creates first are added to `children`.
+fn wait_for_interrupt(tid: i32, children: &mut Vec<i32>) -> Result<Option<JoinedThread>> {
     let mut signals = Vec::new();
     loop {
         let status = match wait_for_thread(tid) {
@@ -86,12 +118,29 @@ fn wait_for_interrupt(tid: i32) -> Result<Option<Vec<i32>>> {
             Err(errno) => return Err(Error::ptrace("waitpid", tid, errno)),
         };
         match Stop::from_wait_status(status) {
-            Some(Stop::Event { .. }) => return Ok(Some(signals)),
+            Some(Stop::Event {
+                event: Event::Stop,
+                signal,
+                ..
+            }) => {
+                return Ok(Some(JoinedThread {
+                    tid,
+                    signals,
+                    group_stopped: GROUP_STOP_SIGNALS.contains(&signal),
+                }));
+            }
+            Some(Stop::Event {
+                event: Event::Clone | Event::Fork | Event::Vfork,
+                ..
+            }) => {
+                children.push(regs::event_message(tid)? as i32);
+                regs::resume(tid, 0)?;
+            }
+            Some(Stop::Event { .. }) | Some(Stop::Syscall { .. }) => regs::resume(tid, 0)?,
             Some(Stop::Signal { signal, .. }) => {
                 signals.push(signal);
                 regs::resume(tid, 0)?;
             }
-            Some(Stop::Syscall { .. }) => regs::resume(tid, 0)?,
             Some(Stop::Exited { .. }) | Some(Stop::Killed { .. }) => return Ok(None),
             None => {}
         }
@@ -104,10 +153,10 @@ impl Tracer<'_> {
         let threads = seize_all_threads(pid)?;
         self.processes
             .insert(pid, Process::new(pid, true, self.step_over_policy));
-        for (tid, signals) in &threads {
+        for joined in &threads {
             let mut thread = Thread::new(pid);
-            thread.pending_signals = signals.clone();
-            self.threads.insert(*tid, thread);
+            thread.pending_signals = joined.signals.clone();
+            self.threads.insert(joined.tid, thread);
         }
         self.sink.send(Record::ProcessStart {
             time_ns: self.sink.now_ns(),
@@ -118,7 +167,7 @@ impl Tracer<'_> {
         self.record_exec(pid);
         let injector = threads
             .iter()
-            .map(|(tid, _)| *tid)
+            .map(|joined| joined.tid)
             .find(|tid| {
                 regs::get_registers(*tid)
                     .map(|r| r.orig_rax == u64::MAX)
@@ -136,8 +185,14 @@ impl Tracer<'_> {
         }
         self.create_scratch(pid, injector, anchor)?;
         self.scan_modules(pid)?;
-        for (tid, _) in threads {
-            let _ = self.resume(tid);
+        for joined in threads {
+            if !joined.group_stopped {
+                let _ = self.resume(joined.tid);
+            } else if regs::listen(joined.tid).is_err() {
+                // Not in its group-stop any more (it ran the scratch page's mmap): stop it
+                // again the way job control did.
+                let _ = regs::resume(joined.tid, libc::SIGSTOP);
+            }
         }
         Ok(())
     }

@@ -5,6 +5,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::ChildStdout;
 use std::thread;
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -189,5 +190,61 @@ fn one_attach_joins_two_processes() {
         assert_code_unchanged(second_pid, &second_code);
         finish_loop(first_guard, first_stdout);
         finish_loop(second_guard, second_stdout);
+    });
+}
+
+fn process_state(pid: u32) -> String {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("reading stat");
+    let after_name = &stat[stat.rfind(')').expect("command name") + 1..];
+    after_name
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn a_process_stopped_by_job_control_stays_stopped_while_attached() {
+    for_each_variant("attach_loop", |_, fixture| {
+        let (guard, stdout, pid, _) = start_loop(fixture);
+        // SAFETY: kill has no memory effects.
+        unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+        crate::common::live_process::wait_until("the loop stops", Duration::from_secs(10), || {
+            process_state(pid) == "T"
+        });
+        let directory = tempfile::tempdir().unwrap();
+        let profile = directory.path().join("stopped.msup");
+        let profile_argument = profile.to_str().unwrap();
+        let pid_argument = pid.to_string();
+        let output = run_memsup(
+            [
+                "attach",
+                "-q",
+                "-o",
+                profile_argument,
+                "--duration",
+                "1",
+                &pid_argument,
+            ],
+            None,
+        );
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert_eq!(process_state(pid), "T", "still stopped after the detach");
+        let report = report_json(&profile);
+        let image = &processes(&report)[0];
+        assert_exit(image, "detached", None);
+        assert_eq!(
+            number(image, "/calls/malloc"),
+            0,
+            "a stopped process allocates nothing"
+        );
+        // SAFETY: kill has no memory effects.
+        unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+        finish_loop(guard, stdout);
     });
 }
