@@ -133,7 +133,54 @@ impl Tracer<'_> {
                 }
                 Ok(())
             }
+            // A child born as we stopped everyone carries our int3s: it is detached with them.
+            Stop::Event {
+                event: event @ (Event::Clone | Event::Fork | Event::Vfork),
+                ..
+            } => {
+                let child = self.register_child(tid, event)?;
+                self.stop_new_child(child)
+            }
+            // The image that had our probes is gone with the exec.
+            Stop::Event {
+                event: Event::Exec, ..
+            } => {
+                self.threads
+                    .retain(|other, thread| thread.pid != tid || *other == tid);
+                if let Some(process) = self.processes.get_mut(&tid) {
+                    process.reset_for_exec();
+                }
+                Ok(())
+            }
             _ => Ok(()),
+        }
+    }
+
+    /// Waits for the first stop of a child announced during detach.
+    fn stop_new_child(&mut self, child: i32) -> Result<()> {
+        if self.early_threads.remove(&child) {
+            return Ok(());
+        }
+        loop {
+            let Ok(status) = wait_for_thread(child) else {
+                return Ok(());
+            };
+            match Stop::from_wait_status(status) {
+                Some(Stop::Event {
+                    event: Event::Stop, ..
+                }) => return Ok(()),
+                Some(stop @ (Stop::Exited { .. } | Stop::Killed { .. })) => {
+                    return self.settle_for_detach(stop);
+                }
+                Some(Stop::Signal { signal, .. }) => {
+                    if let Some(thread) = self.threads.get_mut(&child) {
+                        thread.pending_signals.push(signal);
+                    }
+                    regs::resume(child, 0)?;
+                }
+                Some(_) => regs::resume(child, 0)?,
+                None => {}
+            }
         }
     }
 
@@ -224,8 +271,14 @@ impl Tracer<'_> {
                 }
             }
         }
-        process.counters.foreign_patches += process.breakpoints.restore_all(&mut process.memory);
-        self.unmap_scratch(&mut process, &tids);
+        if process.shares_parent_memory {
+            // The parent's detach restores the one memory they share.
+            process.breakpoints.clear();
+        } else {
+            process.counters.foreign_patches +=
+                process.breakpoints.restore_all(&mut process.memory);
+            self.unmap_scratch(&mut process, &tids);
+        }
         for &tid in &tids {
             let signal = self
                 .threads

@@ -10,6 +10,16 @@ use crate::trace::format::{ExitKind, Record, StartCause};
 
 impl Tracer<'_> {
     pub(crate) fn on_new_child(&mut self, tid: i32, event: Event) -> Result<()> {
+        let child = self.register_child(tid, event)?;
+        // The child first: a parent killed meanwhile must not leave it stopped.
+        if self.early_threads.remove(&child) {
+            let _ = self.resume(child);
+        }
+        self.resume(tid)
+    }
+
+    /// Records the thread or process that `tid`'s clone, fork or vfork event announces.
+    pub(crate) fn register_child(&mut self, tid: i32, event: Event) -> Result<i32> {
         let child = regs::event_message(tid)? as i32;
         let parent_pid = self.threads[&tid].pid;
         let time_ns = self.sink.now_ns();
@@ -27,8 +37,9 @@ impl Tracer<'_> {
             });
         } else {
             let parent = &self.processes[&parent_pid];
-            self.processes
-                .insert(child, Process::forked_from(parent, child));
+            let mut process = Process::forked_from(parent, child);
+            process.shares_parent_memory = event == Event::Vfork;
+            self.processes.insert(child, process);
             let mut thread = Thread::new(child);
             // The child's stack is a copy of the forking thread's, hijacked slots included.
             thread.shadow = self.threads[&tid].shadow.clone();
@@ -45,11 +56,7 @@ impl Tracer<'_> {
                 cause,
             });
         }
-        // The child first: a parent killed meanwhile must not leave it stopped.
-        if self.early_threads.remove(&child) {
-            let _ = self.resume(child);
-        }
-        self.resume(tid)
+        Ok(child)
     }
 
     pub(crate) fn on_exec(&mut self, pid: i32) -> Result<()> {

@@ -45,6 +45,8 @@ pub struct Process {
     pub known_modules: HashSet<String>,
     /// Probe libc's mapping wrappers (attach mode, where seccomp is not available).
     pub probe_mapping_wrappers: bool,
+    /// A vfork child until its exec: its memory is its parent's, restored by the parent.
+    pub shares_parent_memory: bool,
 }
 
 impl Process {
@@ -57,6 +59,7 @@ impl Process {
             counters: ProbeCounters::default(),
             known_modules: HashSet::new(),
             probe_mapping_wrappers,
+            shares_parent_memory: false,
         }
     }
 
