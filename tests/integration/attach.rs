@@ -18,6 +18,14 @@ use crate::common::*;
 
 /// Starts the fixture natively and waits for its "ready" line.
 fn start_loop(fixture: &Path) -> (KillOnDrop, BufReader<ChildStdout>, u32, String) {
+    start_announced(fixture, "attach_loop")
+}
+
+/// Starts a fixture that first prints "NAME: pid N" and "NAME: ready", and reads those.
+fn start_announced(
+    fixture: &Path,
+    name: &str,
+) -> (KillOnDrop, BufReader<ChildStdout>, u32, String) {
     let (guard, stdout) = start_fixture(fixture);
     let pid = guard.0.as_ref().unwrap().id();
     let mut stdout = BufReader::new(stdout);
@@ -25,12 +33,9 @@ fn start_loop(fixture: &Path) -> (KillOnDrop, BufReader<ChildStdout>, u32, Strin
     for _ in 0..2 {
         stdout
             .read_line(&mut header)
-            .expect("reading attach_loop's first lines");
+            .unwrap_or_else(|error| panic!("reading {name}'s first lines: {error}"));
     }
-    assert_eq!(
-        header,
-        format!("attach_loop: pid {pid}\nattach_loop: ready\n")
-    );
+    assert_eq!(header, format!("{name}: pid {pid}\n{name}: ready\n"));
     (guard, stdout, pid, header)
 }
 
@@ -255,16 +260,7 @@ fn a_process_stopped_by_job_control_stays_stopped_while_attached() {
 #[test]
 fn children_forked_during_a_detach_carry_no_probes() {
     for_each_variant("fork_loop", |_, fixture| {
-        let (guard, stdout) = start_fixture(fixture);
-        let pid = guard.0.as_ref().unwrap().id();
-        let mut stdout = BufReader::new(stdout);
-        let mut header = String::new();
-        for _ in 0..2 {
-            stdout
-                .read_line(&mut header)
-                .expect("reading fork_loop's first lines");
-        }
-        assert_eq!(header, format!("fork_loop: pid {pid}\nfork_loop: ready\n"));
+        let (guard, mut stdout, pid, _) = start_announced(fixture, "fork_loop");
         for _ in 0..5 {
             let directory = tempfile::tempdir().unwrap();
             let profile = directory.path().join("forks.msup");
