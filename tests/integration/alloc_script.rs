@@ -46,10 +46,14 @@ pub fn alloc_script_expectation(
     (expected, sites)
 }
 
-#[test]
-fn alloc_script_numbers_peak_and_call_sites() {
+/// Runs alloc_script (every variant) with `options`, checks its output and numbers, and hands
+/// each image to `check_costs` with the heap expectation.
+pub fn check_alloc_script(
+    options: &[&str],
+    check_costs: impl Fn(&serde_json::Value, &HeapExpectation),
+) {
     for_each_variant("alloc_script", |variant, fixture| {
-        let recording = record(fixture, &[], None);
+        let recording = record_with_options(options, fixture, &[], None);
         assert_eq!(
             String::from_utf8_lossy(&recording.native.stdout),
             ALLOC_SCRIPT_STDOUT
@@ -59,6 +63,13 @@ fn alloc_script_numbers_peak_and_call_sites() {
         let (expected, sites) = alloc_script_expectation(variant, fixture);
         assert_heap(image, &expected);
         assert_top_sites(image, &sites);
-        assert_probe_costs(image, &expected, 0, 0);
+        check_costs(image, &expected);
+    });
+}
+
+#[test]
+fn alloc_script_numbers_peak_and_call_sites() {
+    check_alloc_script(&[], |image, expected| {
+        assert_probe_costs(image, expected, 0, 0)
     });
 }

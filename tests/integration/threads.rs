@@ -73,10 +73,11 @@ pub fn threads_expectation(
     }
 }
 
-#[test]
-fn threads_totals_peak_and_thread_exit_frees() {
+/// Runs threads (every variant) with `options`, checks its output and numbers, and hands
+/// each image to `check_costs` with the heap expectation.
+pub fn check_threads(options: &[&str], check_costs: impl Fn(&serde_json::Value, &HeapExpectation)) {
     for_each_variant("threads", |variant, fixture| {
-        let recording = record(fixture, &[], None);
+        let recording = record_with_options(options, fixture, &[], None);
         assert_eq!(
             String::from_utf8_lossy(&recording.native.stdout),
             THREADS_STDOUT
@@ -86,6 +87,13 @@ fn threads_totals_peak_and_thread_exit_frees() {
         let (expected, sites) = threads_expectation(variant, fixture);
         assert_heap(image, &expected);
         assert_top_sites(image, &sites);
-        assert_probe_costs(image, &expected, THREADS_CREATED, 0);
+        check_costs(image, &expected);
+    });
+}
+
+#[test]
+fn threads_totals_peak_and_thread_exit_frees() {
+    check_threads(&[], |image, expected| {
+        assert_probe_costs(image, expected, THREADS_CREATED, 0)
     });
 }
