@@ -5,6 +5,7 @@
 use nix::errno::Errno;
 
 use crate::error::{Error, Result};
+use crate::ptrace::hits::return_record;
 use crate::ptrace::inject::{remote_syscall, RemoteSyscall, PAGE_SIZE};
 use crate::ptrace::memory::RemoteMemory;
 use crate::ptrace::regs;
@@ -200,6 +201,12 @@ impl Tracer<'_> {
         {
             let thread = self.threads.get_mut(&tid).expect("known");
             if let Some((entry, _)) = thread.shadow.pop_returning(regs.rsp) {
+                // The call returned just as everyone was stopped: it still counts.
+                let memory = &self.processes[&pid].memory;
+                if let Ok(record) = return_record(pid as u32, tid as u32, &entry, regs.rax, memory)
+                {
+                    self.sink.send(record);
+                }
                 regs.rip = entry.original_return;
                 regs::set_registers(tid, &regs)?;
             }
@@ -280,13 +287,18 @@ impl Tracer<'_> {
             self.unmap_scratch(&mut process, &tids);
         }
         for &tid in &tids {
-            let signal = self
+            // The first held-back signal goes with the detach, the others are sent again.
+            let mut signals = self
                 .threads
-                .get_mut(&tid)
-                .and_then(|t| t.pending_signals.pop())
-                .unwrap_or(0);
-            let _ = regs::detach(tid, signal);
-            self.threads.remove(&tid);
+                .remove(&tid)
+                .map(|t| t.pending_signals)
+                .unwrap_or_default()
+                .into_iter();
+            let _ = regs::detach(tid, signals.next().unwrap_or(0));
+            for signal in signals {
+                // SAFETY: tgkill has no memory effects.
+                unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, signal) };
+            }
         }
         self.sink.send(Record::ProcessExit {
             time_ns: self.sink.now_ns(),

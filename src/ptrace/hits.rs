@@ -297,7 +297,7 @@ impl Tracer<'_> {
 }
 
 /// The record for a probed call that just returned `result`.
-fn return_record(
+pub(crate) fn return_record(
     pid: u32,
     tid: u32,
     entry: &PendingReturn,
