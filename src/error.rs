@@ -42,6 +42,12 @@ pub enum TraceError {
         found: u32,
         supported: u32,
     },
+    #[error("{path}: profile format version {found} was written by an older memsup; this one reads version {supported}: record the program again")]
+    OlderVersion {
+        path: PathBuf,
+        found: u32,
+        supported: u32,
+    },
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,

@@ -8,6 +8,7 @@ use super::{ImageExit, ProcessAnalysis};
 use crate::trace::format::{
     AllocFunction, ExitKind, MapCall, ProbeCounters, Record, RecordMode, StartCause,
 };
+use crate::trace::stacks::{StackId, StackNode, StackTable};
 
 /// Replays `records` into one `ProcessAnalysis` per process image, in order of start.
 pub(super) fn replay(records: &[Record], mode: RecordMode) -> Vec<ProcessAnalysis> {
@@ -33,6 +34,7 @@ struct OpenImage {
     index: usize,
     heap: HeapState,
     symbols: HashMap<u64, SymbolName>,
+    stacks: StackTable,
     had_exec: bool,
     /// Allocator or mapping events seen; after them an exec starts a new image.
     had_events: bool,
@@ -95,7 +97,14 @@ impl Replay {
                 function,
                 offset,
                 module,
+                ..
             } => self.symbol(*pid, *address, symbol_name(function, *offset, module)),
+            Record::StackNode {
+                pid,
+                id,
+                parent,
+                address,
+            } => self.stack_node(*pid, *id, *parent, *address),
             Record::Warning {
                 time_ns,
                 pid,
@@ -174,6 +183,7 @@ impl Replay {
             index,
             heap: HeapState::default(),
             symbols: HashMap::new(),
+            stacks: StackTable::default(),
             had_exec: false,
             had_events: false,
             previous_break: None,
@@ -223,20 +233,21 @@ impl Replay {
         state.had_events = true;
         let image = &mut self.processes[state.index];
         let relative_time_ns = time_ns.saturating_sub(image.start_ns);
-        let event = |caller| HeapEvent {
+        let stacks = &state.stacks;
+        let event = |stack| HeapEvent {
             sequence,
             time_ns: relative_time_ns,
-            caller,
+            caller: stacks.node(stack).map_or(0, |(address, _)| address),
         };
         match *record {
             Record::Alloc {
                 function,
                 address,
                 size,
-                caller,
+                stack,
                 ..
             } => {
-                let event = event(caller);
+                let event = event(stack);
                 state.heap.alloc(image, function, address, size, event)
             }
             Record::Free { address, .. } => state.heap.free(image, address),
@@ -245,10 +256,10 @@ impl Replay {
                 old_address,
                 new_address,
                 size,
-                caller,
+                stack,
                 ..
             } => {
-                let event = event(caller);
+                let event = event(stack);
                 let addresses = (old_address, new_address);
                 state.heap.realloc(image, function, addresses, size, event)
             }
@@ -275,6 +286,16 @@ impl Replay {
             }
             _ => {}
         }
+    }
+
+    fn stack_node(&mut self, pid: u32, id: StackId, parent: StackId, address: u64) {
+        self.ensure_open(self.last_time_ns, pid);
+        let state = self.open.get_mut(&pid).expect("opened above");
+        state.stacks.add(StackNode {
+            id,
+            parent,
+            address,
+        });
     }
 
     /// Symbols are written before the record that closes their image; a late one still names
@@ -375,6 +396,6 @@ fn record_time(record: &Record) -> Option<u64> {
         | Record::ProcessExit { time_ns, .. }
         | Record::End { time_ns }
         | Record::AbandonedCall { time_ns, .. } => Some(*time_ns),
-        Record::Symbol { .. } | Record::ImageCounters { .. } => None,
+        Record::Symbol { .. } | Record::ImageCounters { .. } | Record::StackNode { .. } => None,
     }
 }

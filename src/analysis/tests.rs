@@ -4,6 +4,7 @@ use std::path::Path;
 
 use super::*;
 use crate::trace::format::{ExitKind, Header, Record};
+use crate::trace::stacks::{StackId, EMPTY_STACK};
 
 pub(crate) const CALLER_A: u64 = 0x40_1000;
 pub(crate) const CALLER_B: u64 = 0x40_2000;
@@ -17,8 +18,30 @@ fn alloc(time_ns: u64, function: AllocFunction, address: u64, size: u64, caller:
         function,
         address,
         size,
-        caller,
+        stack: stack_of(caller),
     }
+}
+
+/// The one-frame stack of each test caller; `profile` writes its nodes into every image.
+fn stack_of(caller: u64) -> StackId {
+    match caller {
+        CALLER_A => 1,
+        CALLER_B => 2,
+        CALLER_C => 3,
+        _ => EMPTY_STACK,
+    }
+}
+
+fn caller_nodes(pid: u32) -> Vec<Record> {
+    [CALLER_A, CALLER_B, CALLER_C]
+        .into_iter()
+        .map(|address| Record::StackNode {
+            pid,
+            id: stack_of(address),
+            parent: EMPTY_STACK,
+            address,
+        })
+        .collect()
 }
 
 fn free(time_ns: u64, address: u64) -> Record {
@@ -27,7 +50,6 @@ fn free(time_ns: u64, address: u64) -> Record {
         pid: 100,
         tid: 101,
         address,
-        caller: CALLER_A,
     }
 }
 
@@ -40,7 +62,7 @@ fn realloc(time_ns: u64, old_address: u64, new_address: u64, size: u64, caller: 
         old_address,
         new_address,
         size,
-        caller,
+        stack: stack_of(caller),
     }
 }
 
@@ -51,6 +73,7 @@ fn symbol(pid: u32, address: u64, function: &str, offset: u64, module: &str) -> 
         function: function.to_string(),
         offset,
         module: module.to_string(),
+        frames: Vec::new(),
     }
 }
 
@@ -100,7 +123,7 @@ fn mapping(time_ns: u64, call: MapCall, length: u64, result: i64) -> Record {
         call,
         args: [0, length, 3, 0x22, u64::MAX, 0],
         result,
-        caller: 0,
+        stack: EMPTY_STACK,
     }
 }
 
@@ -114,9 +137,25 @@ fn profile(records: Vec<Record>, truncated: bool) -> Profile {
             start_unix_ns: 0,
             options: Vec::new(),
         },
-        records,
+        records: with_caller_nodes(records),
         truncated,
     }
+}
+
+/// The records with the test callers' stack nodes after each record that starts an image.
+fn with_caller_nodes(records: Vec<Record>) -> Vec<Record> {
+    let mut out = Vec::new();
+    for record in records {
+        let starts_image = match record {
+            Record::ProcessStart { pid, .. } | Record::Exec { pid, .. } => Some(pid),
+            _ => None,
+        };
+        out.push(record);
+        if let Some(pid) = starts_image {
+            out.extend(caller_nodes(pid));
+        }
+    }
+    out
 }
 
 /// One image of PID 100 exercising every heap rule; see the comments for running totals.
@@ -225,10 +264,25 @@ fn top_sites_break_ties_by_address_and_keep_ten() {
     use AllocFunction::Malloc;
     let mut records = vec![start(0, 100, None, StartCause::Attach)];
     // Twelve sites of 64 bytes, then a smaller one; sites allocated in descending address order.
+    let mut next_id = 3;
+    let mut alloc_at = |time_ns, address, size, caller| {
+        next_id += 1;
+        let node = Record::StackNode {
+            pid: 100,
+            id: next_id,
+            parent: EMPTY_STACK,
+            address: caller,
+        };
+        let mut record = alloc(time_ns, Malloc, address, size, 0);
+        if let Record::Alloc { stack, .. } = &mut record {
+            *stack = next_id;
+        }
+        [node, record]
+    };
     for site in 0..12u64 {
-        records.push(alloc(10 + site, Malloc, 0x1000 + site, 64, 0x9000 - site));
+        records.extend(alloc_at(10 + site, 0x1000 + site, 64, 0x9000 - site));
     }
-    records.push(alloc(30, Malloc, 0x2000, 32, 0x100));
+    records.extend(alloc_at(30, 0x2000, 32, 0x100));
     records.push(free(40, 0x1000));
     let analysis = analyze(&profile(records, true), Path::new("t.msup"));
     let image = &analysis.processes[0];
@@ -299,7 +353,7 @@ fn alloc_for(time_ns: u64, pid: u32, address: u64, size: u64) -> Record {
         function: AllocFunction::Malloc,
         address,
         size,
-        caller: CALLER_A,
+        stack: stack_of(CALLER_A),
     }
 }
 

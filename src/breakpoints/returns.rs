@@ -2,9 +2,10 @@
 //! return address is replaced by the trampoline, and the original is kept here.
 
 use crate::breakpoints::table::ProbeKind;
+use crate::ptrace::sink::StackSource;
 
 /// A probed call that has not returned yet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct PendingReturn {
     /// Where the return address lives on the stack (rsp at entry).
     pub slot: u64,
@@ -13,6 +14,8 @@ pub struct PendingReturn {
     /// rdi, rsi, rdx, r10, r8, r9 at entry.
     pub args: [u64; 6],
     pub time_ns: u64,
+    /// The stack captured at entry, sent with the call's record when it returns.
+    pub stack: Option<StackSource>,
 }
 
 /// Deepest nesting kept per thread; older entries are dropped (a runaway recursion of
@@ -22,7 +25,7 @@ const MAX_DEPTH: usize = 256;
 /// (longjmp). Further away it may be another stack (a handler on sigaltstack): kept.
 const SAME_STACK_SPAN: u64 = 8 << 20;
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct ShadowStack {
     entries: Vec<PendingReturn>,
 }
@@ -83,6 +86,24 @@ impl ShadowStack {
         std::mem::take(&mut self.entries)
     }
 
+    /// A forked child's copy: the same pending calls, each known by its caller only (the
+    /// stack copies stay with the parent's events).
+    pub fn fork_copy(&self) -> ShadowStack {
+        ShadowStack {
+            entries: self
+                .entries
+                .iter()
+                .map(|entry| PendingReturn {
+                    stack: entry
+                        .stack
+                        .as_ref()
+                        .map(|_| StackSource::Caller(entry.original_return)),
+                    ..*entry
+                })
+                .collect(),
+        }
+    }
+
     pub fn entries(&self) -> &[PendingReturn] {
         &self.entries
     }
@@ -104,7 +125,12 @@ mod tests {
             kind: ProbeKind::Alloc(AllocFunction::Malloc),
             args: [0; 6],
             time_ns: 0,
+            stack: None,
         }
+    }
+
+    fn slots(entries: &[PendingReturn]) -> Vec<u64> {
+        entries.iter().map(|entry| entry.slot).collect()
     }
 
     #[test]
@@ -121,7 +147,7 @@ mod tests {
         stack.push(entry(0x7000_2000));
         stack.push(entry(0x7000_1000)); // abandoned by a longjmp back above it
         let dropped = stack.drop_abandoned(0x7000_1800, || unreachable!());
-        assert_eq!(dropped, vec![entry(0x7000_1000)]);
+        assert_eq!(slots(&dropped), [0x7000_1000]);
         assert_eq!(stack.entries().len(), 1);
         let (returned, abandoned) = stack.pop_returning(0x7000_2008).unwrap();
         assert_eq!(returned.slot, 0x7000_2000);
@@ -136,9 +162,25 @@ mod tests {
         stack.push(entry(0x7000_1000));
         let (returned, abandoned) = stack.pop_returning(0x7000_2008).unwrap();
         assert_eq!(returned.slot, 0x7000_2000);
-        assert_eq!(abandoned, vec![entry(0x7000_1000)]);
+        assert_eq!(slots(&abandoned), [0x7000_1000]);
         assert!(stack.entries().is_empty());
-        assert_eq!(stack.pop_returning(0x7000_1008), None);
+        assert!(stack.pop_returning(0x7000_1008).is_none());
+    }
+
+    #[test]
+    fn a_forked_copy_keeps_the_calls_and_their_callers() {
+        let mut stack = ShadowStack::default();
+        let mut pending = entry(0x7000_1000);
+        pending.stack = Some(StackSource::Caller(0x1234));
+        stack.push(pending);
+        stack.push(entry(0x7000_0f00));
+        let copy = stack.fork_copy();
+        assert_eq!(slots(copy.entries()), [0x7000_1000, 0x7000_0f00]);
+        assert!(matches!(
+            copy.entries()[0].stack,
+            Some(StackSource::Caller(0x7000_1001))
+        ));
+        assert!(copy.entries()[1].stack.is_none());
     }
 
     #[test]
@@ -157,8 +199,8 @@ mod tests {
         stack.push(entry(0x7000_1000));
         assert!(stack.drop_abandoned(0x7000_1000, || true).is_empty());
         assert_eq!(
-            stack.drop_abandoned(0x7000_1000, || false),
-            vec![entry(0x7000_1000)]
+            slots(&stack.drop_abandoned(0x7000_1000, || false)),
+            [0x7000_1000]
         );
         assert!(stack.entries().is_empty());
     }

@@ -7,11 +7,14 @@ use crate::breakpoints::probes::needs_return;
 use crate::breakpoints::returns::PendingReturn;
 use crate::breakpoints::table::{Breakpoint, ProbeKind, StepOver, INT3};
 use crate::error::{Error, Result};
+use crate::ptrace::capture::CapturePoint;
 use crate::ptrace::memory::RemoteMemory;
 use crate::ptrace::regs;
+use crate::ptrace::sink::StackSource;
 use crate::ptrace::state::PendingSyscall;
 use crate::ptrace::tracer::Tracer;
 use crate::trace::format::{AllocFunction, MapCall, Record};
+use crate::trace::stacks::EMPTY_STACK;
 
 fn arguments(regs: &user_regs_struct) -> [u64; 6] {
     // The C calling convention (rcx is the 4th argument of a function, r10 of a syscall).
@@ -91,7 +94,6 @@ impl Tracer<'_> {
                 pid: pid as u32,
                 tid: tid as u32,
                 address: regs.rdi,
-                caller: 0,
             }),
             ProbeKind::Alloc(function) if !nested && needs_return(function) => {
                 hijack = Some(breakpoint.kind)
@@ -105,6 +107,16 @@ impl Tracer<'_> {
             let original_return = process.memory.read_u64(entry_rsp)?;
             // A tail call from another probed function already returns to the trampoline.
             if original_return != trampoline {
+                // IFUNC resolvers are bookkeeping: no record, no stack.
+                let stack = matches!(kind, ProbeKind::Alloc(_) | ProbeKind::Map(_)).then(|| {
+                    let point = CapturePoint {
+                        ip: original_return,
+                        sp: entry_rsp + 8,
+                        bp: regs.rbp,
+                        ip_is_return_address: true,
+                    };
+                    self.capture_stack(tid, pid, point, original_return)
+                });
                 let thread = self.threads.get_mut(&tid).expect("known thread");
                 thread.shadow.push(PendingReturn {
                     slot: entry_rsp,
@@ -112,6 +124,7 @@ impl Tracer<'_> {
                     kind,
                     args: arguments(&regs),
                     time_ns,
+                    stack,
                 });
                 hijack_slot = Some(trampoline);
             }
@@ -206,11 +219,19 @@ impl Tracer<'_> {
         } else {
             process.counters.return_hits += 1;
             let record = return_record(pid as u32, tid as u32, &entry, regs.rax, &process.memory)?;
-            self.sink.send(record);
+            self.send_event(record, entry.stack);
         }
         regs.rip = entry.original_return;
         regs::set_registers(tid, &regs)?;
         self.resume(tid)
+    }
+
+    /// Sends an allocator or mapping event with the stack captured for it.
+    pub(crate) fn send_event(&self, record: Record, stack: Option<StackSource>) {
+        match stack {
+            Some(stack) => self.sink.send_with_stack(record, stack),
+            None => self.sink.send(record),
+        }
     }
 
     /// Allocator calls that will never return still count as calls.
@@ -229,13 +250,21 @@ impl Tracer<'_> {
 
     pub(crate) fn on_seccomp(&mut self, tid: i32) -> Result<()> {
         let regs = regs::get_registers(tid)?;
-        let thread = self.threads.get_mut(&tid).expect("known thread");
-        let pid = thread.pid;
+        let pid = self.threads[&tid].pid;
         if let Some(call) = map_call_of_syscall(regs.orig_rax) {
+            let point = CapturePoint {
+                ip: regs.rip,
+                sp: regs.rsp,
+                bp: regs.rbp,
+                ip_is_return_address: false,
+            };
+            let stack = self.capture_stack(tid, pid, point, regs.rip);
+            let thread = self.threads.get_mut(&tid).expect("known thread");
             thread.pending_syscall = Some(PendingSyscall {
                 call,
                 args: [regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9],
                 time_ns: self.sink.now_ns(),
+                stack: Some(stack),
             });
         }
         if let Some(process) = self.processes.get_mut(&pid) {
@@ -249,15 +278,16 @@ impl Tracer<'_> {
         let pid = thread.pid;
         if let Some(pending) = thread.pending_syscall.take() {
             let result = regs::get_registers(tid)?.rax as i64;
-            self.sink.send(Record::Mapping {
+            let record = Record::Mapping {
                 time_ns: pending.time_ns,
                 pid: pid as u32,
                 tid: tid as u32,
                 call: pending.call,
                 args: pending.args,
                 result,
-                caller: 0,
-            });
+                stack: EMPTY_STACK,
+            };
+            self.send_event(record, pending.stack);
             if let Some(process) = self.processes.get_mut(&pid) {
                 process.counters.syscall_stops += 1;
             }
@@ -305,7 +335,8 @@ pub(crate) fn return_record(
     memory: &dyn RemoteMemory,
 ) -> Result<Record> {
     let args = entry.args;
-    let caller = entry.original_return;
+    // The collector fills in the stack.
+    let stack = EMPTY_STACK;
     let time_ns = entry.time_ns;
     let alloc = |function, address, size| Record::Alloc {
         time_ns,
@@ -314,7 +345,7 @@ pub(crate) fn return_record(
         function,
         address,
         size,
-        caller,
+        stack,
     };
     Ok(match entry.kind {
         ProbeKind::Alloc(
@@ -349,7 +380,7 @@ pub(crate) fn return_record(
                 } else {
                     args[1].saturating_mul(args[2])
                 },
-                caller,
+                stack,
             }
         }
         ProbeKind::Map(call) => Record::Mapping {
@@ -359,7 +390,7 @@ pub(crate) fn return_record(
             call,
             args,
             result: wrapper_result(call, &args, result),
-            caller,
+            stack,
         },
         ProbeKind::Alloc(AllocFunction::Free)
         | ProbeKind::Rendezvous

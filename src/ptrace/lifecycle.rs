@@ -42,7 +42,7 @@ impl Tracer<'_> {
             self.processes.insert(child, process);
             let mut thread = Thread::new(child);
             // The child's stack is a copy of the forking thread's, hijacked slots included.
-            thread.shadow = self.threads[&tid].shadow.clone();
+            thread.shadow = self.threads[&tid].shadow.fork_copy();
             self.threads.insert(child, thread);
             let cause = if event == Event::Vfork {
                 StartCause::Vfork

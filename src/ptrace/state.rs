@@ -4,16 +4,20 @@ use std::collections::HashSet;
 
 use crate::breakpoints::returns::ShadowStack;
 use crate::breakpoints::table::{BreakpointTable, StepOverPolicy};
+use crate::ptrace::capture::StackCopyState;
 use crate::ptrace::inject::ScratchPage;
 use crate::ptrace::memory::ProcessMemory;
+use crate::ptrace::sink::StackSource;
 use crate::trace::format::{MapCall, ProbeCounters};
 
 /// A mapping system call seen at its seccomp stop, waiting for its result.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 pub struct PendingSyscall {
     pub call: MapCall,
     pub args: [u64; 6],
     pub time_ns: u64,
+    /// The stack captured at the system call's entry.
+    pub stack: Option<StackSource>,
 }
 
 pub struct Thread {
@@ -22,6 +26,7 @@ pub struct Thread {
     pub pending_syscall: Option<PendingSyscall>,
     /// Signals that arrived while memsup ran code in the thread, delivered at the next resume.
     pub pending_signals: Vec<i32>,
+    pub stack_copy: StackCopyState,
 }
 
 impl Thread {
@@ -31,6 +36,7 @@ impl Thread {
             shadow: ShadowStack::default(),
             pending_syscall: None,
             pending_signals: Vec::new(),
+            stack_copy: StackCopyState::default(),
         }
     }
 }

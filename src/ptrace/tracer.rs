@@ -9,6 +9,7 @@ use nix::sys::wait::{waitpid, WaitPidFlag};
 
 use crate::breakpoints::table::StepOverPolicy;
 use crate::error::{Error, Result};
+use crate::ptrace::capture::StackMode;
 use crate::ptrace::regs;
 use crate::ptrace::signals;
 use crate::ptrace::sink::RecordSink;
@@ -39,6 +40,7 @@ pub struct Tracer<'a> {
     pub(crate) root_pid: i32,
     pub(crate) root_exit: Option<ExitKind>,
     pub(crate) step_over_policy: StepOverPolicy,
+    pub(crate) stack_mode: StackMode,
     /// Attach mode: every requested process has been joined (later scans see new modules).
     pub(crate) attached: bool,
     /// Messages for the user, printed by the caller (one line each).
@@ -59,6 +61,7 @@ impl<'a> Tracer<'a> {
             root_pid,
             root_exit: None,
             step_over_policy: StepOverPolicy::Auto,
+            stack_mode: StackMode::Full,
             attached: false,
             warnings: Vec::new(),
             _not_send: PhantomData,
@@ -68,6 +71,11 @@ impl<'a> Tracer<'a> {
     /// Forces a step-over mechanism for every probe planted from now on.
     pub fn set_step_over_policy(&mut self, policy: StepOverPolicy) {
         self.step_over_policy = policy;
+    }
+
+    /// Whole call stacks (the default) or the calling address only.
+    pub fn set_stack_mode(&mut self, mode: StackMode) {
+        self.stack_mode = mode;
     }
 
     /// How the first process ended (None if memsup detached from it).

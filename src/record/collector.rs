@@ -1,16 +1,23 @@
-//! Between the tracer and the writer: symbolises each process image's call sites once, when
-//! the image ends (exec, exit, end of recording), so profiles report without the binaries;
-//! and keeps the live counters the progress line shows.
+//! Between the tracer and the writer: unwinds each event's stack copy (the traced thread
+//! already runs on), interns the stacks of each process image in a prefix tree, symbolises
+//! every address of the tree once when the image ends (exec, exit, end of recording) so
+//! profiles report without the binaries, and keeps the live counters the progress line shows.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
+use indicatif::MultiProgress;
 
-use crate::symbols::SymbolCache;
-use crate::trace::format::Record;
+use super::symbolize::ImageSymbolizer;
+use crate::ptrace::capture::MAX_WINDOW;
+use crate::ptrace::sink::{Capture, Message, StackSource};
+use crate::trace::format::{Record, TRUNCATED_FRAME};
+use crate::trace::stacks::{StackInterner, StackNode};
+use crate::unwind::modules::ModuleCache;
+use crate::unwind::Unwinder;
 
 /// Counters shared with the progress line.
 #[derive(Default)]
@@ -18,67 +25,95 @@ pub struct LiveStats {
     pub events: AtomicU64,
     pub processes: AtomicU64,
     pub live_bytes: AtomicI64,
+    /// Stacks whose walk stopped early.
+    pub truncated_stacks: AtomicU64,
 }
 
-#[derive(Clone, Default)]
+/// A module of a process image: (path, start, end, bias).
+pub type ModuleRange = (String, u64, u64, u64);
+
+/// What the collector keeps per process image.
 struct Image {
-    /// (path, start, end, bias)
-    modules: Vec<(String, u64, u64, u64)>,
-    callers: HashSet<u64>,
+    modules: Vec<ModuleRange>,
+    unwinder: Unwinder,
+    stacks: StackInterner,
+    /// Every address in the image's stack tree, symbolised when the image ends.
+    addresses: BTreeSet<u64>,
+}
+
+impl Image {
+    fn new(files: &Arc<ModuleCache>) -> Image {
+        Image {
+            modules: Vec::new(),
+            unwinder: Unwinder::with_module_cache(Arc::clone(files)),
+            stacks: StackInterner::default(),
+            addresses: BTreeSet::new(),
+        }
+    }
+
+    /// A forked child's image: the parent's modules, a stack tree of its own.
+    fn inherit(&self) -> Image {
+        Image {
+            modules: self.modules.clone(),
+            unwinder: self.unwinder.clone(),
+            stacks: StackInterner::default(),
+            addresses: BTreeSet::new(),
+        }
+    }
 }
 
 struct Collector {
     output: Sender<Record>,
+    files: Arc<ModuleCache>,
     images: HashMap<u32, Image>,
     live_blocks: HashMap<(u32, u64), u64>,
-    symbols: SymbolCache,
+    symbolizer: ImageSymbolizer,
     stats: Arc<LiveStats>,
+    new_nodes: Vec<StackNode>,
 }
 
 pub fn spawn(
-    input: Receiver<Record>,
+    input: Receiver<Message>,
     output: Sender<Record>,
     stats: Arc<LiveStats>,
+    bars: MultiProgress,
 ) -> JoinHandle<()> {
     std::thread::Builder::new()
         .name("memsup-collector".into())
         .spawn(move || {
             let mut collector = Collector {
                 output,
+                files: Arc::new(ModuleCache::new()),
                 images: HashMap::new(),
                 live_blocks: HashMap::new(),
-                symbols: SymbolCache::default(),
+                symbolizer: ImageSymbolizer::new(bars),
                 stats,
+                new_nodes: Vec::new(),
             };
-            for record in input {
-                collector.take(record);
+            for message in input {
+                collector.take(message);
             }
-            let pids: Vec<u32> = collector.images.keys().copied().collect();
-            for pid in pids {
-                collector.symbolize(pid);
-            }
+            collector.symbolize_all();
         })
         .expect("spawning the collector thread")
 }
 
 impl Collector {
-    fn take(&mut self, record: Record) {
+    fn take(&mut self, message: Message) {
         self.stats.events.fetch_add(1, Ordering::Relaxed);
+        let Message { mut record, stack } = message;
+        if let Some(source) = stack {
+            self.attach_stack(&mut record, source);
+        }
         match &record {
             Record::ProcessStart {
                 pid, parent_pid, ..
             } => {
-                let inherited = parent_pid
-                    .and_then(|p| self.images.get(&p))
-                    .cloned()
-                    .unwrap_or_default();
-                self.images.insert(
-                    *pid,
-                    Image {
-                        callers: HashSet::new(),
-                        ..inherited
-                    },
-                );
+                let image = match parent_pid.and_then(|p| self.images.get(&p)) {
+                    Some(parent) => parent.inherit(),
+                    None => Image::new(&self.files),
+                };
+                self.images.insert(*pid, image);
                 self.stats.processes.fetch_add(1, Ordering::Relaxed);
             }
             Record::Module {
@@ -89,53 +124,67 @@ impl Collector {
                 bias,
                 ..
             } => {
-                self.images.entry(*pid).or_default().modules.push((
-                    path.clone(),
-                    *start,
-                    *end,
-                    *bias,
-                ));
+                let files = &self.files;
+                let image = self.images.entry(*pid).or_insert_with(|| Image::new(files));
+                // A file the unwinder cannot read is walked through by frame pointers only.
+                let _ = image.unwinder.add_module(path, *start, *end, *bias);
+                image.modules.push((path.clone(), *start, *end, *bias));
             }
             Record::Exec { pid, .. } => {
                 self.symbolize(*pid);
-                self.images.insert(*pid, Image::default());
+                self.images.insert(*pid, Image::new(&self.files));
             }
             Record::ProcessExit { pid, .. } => {
                 self.symbolize(*pid);
                 self.images.remove(pid);
                 self.stats.processes.fetch_sub(1, Ordering::Relaxed);
             }
-            Record::End { .. } => {
-                let pids: Vec<u32> = self.images.keys().copied().collect();
-                for pid in pids {
-                    self.symbolize(pid);
-                }
-            }
+            Record::End { .. } => self.symbolize_all(),
             _ => self.track_heap(&record),
         }
         let _ = self.output.send(record);
     }
 
-    fn track_heap(&mut self, record: &Record) {
-        let mut note_caller = |pid: u32, caller: u64| {
-            if caller != 0 {
-                self.images.entry(pid).or_default().callers.insert(caller);
+    /// Unwinds the event's stack, interns it, writes the new tree nodes and sets the id.
+    fn attach_stack(&mut self, record: &mut Record, source: StackSource) {
+        let (pid, slot) = match record {
+            Record::Alloc { pid, stack, .. }
+            | Record::Realloc { pid, stack, .. }
+            | Record::Mapping { pid, stack, .. } => (*pid, stack),
+            _ => return,
+        };
+        let files = &self.files;
+        let image = self.images.entry(pid).or_insert_with(|| Image::new(files));
+        let frames = match source {
+            StackSource::Caller(caller) => vec![caller],
+            StackSource::Snapshot(capture) => {
+                let (frames, truncated) = unwind(&image.unwinder, &capture);
+                if truncated {
+                    self.stats.truncated_stacks.fetch_add(1, Ordering::Relaxed);
+                }
+                frames
             }
         };
+        self.new_nodes.clear();
+        *slot = image.stacks.intern(&frames, &mut self.new_nodes);
+        for node in &self.new_nodes {
+            image.addresses.insert(node.address);
+            let _ = self.output.send(Record::StackNode {
+                pid,
+                id: node.id,
+                parent: node.parent,
+                address: node.address,
+            });
+        }
+    }
+
+    fn track_heap(&mut self, record: &Record) {
         match *record {
             Record::Alloc {
-                pid,
-                address,
-                size,
-                caller,
-                ..
+                pid, address, size, ..
             } => {
-                note_caller(pid, caller);
                 if address != 0 {
-                    self.live_blocks.insert((pid, address), size);
-                    self.stats
-                        .live_bytes
-                        .fetch_add(size as i64, Ordering::Relaxed);
+                    self.remember_block(pid, address, size);
                 }
             }
             Record::Realloc {
@@ -143,24 +192,25 @@ impl Collector {
                 old_address,
                 new_address,
                 size,
-                caller,
                 ..
             } => {
-                note_caller(pid, caller);
                 if new_address != 0 || size == 0 {
                     self.forget_block(pid, old_address);
                 }
                 if new_address != 0 {
-                    self.live_blocks.insert((pid, new_address), size);
-                    self.stats
-                        .live_bytes
-                        .fetch_add(size as i64, Ordering::Relaxed);
+                    self.remember_block(pid, new_address, size);
                 }
             }
             Record::Free { pid, address, .. } => self.forget_block(pid, address),
-            Record::Mapping { pid, caller, .. } => note_caller(pid, caller),
             _ => {}
         }
+    }
+
+    fn remember_block(&mut self, pid: u32, address: u64, size: u64) {
+        self.live_blocks.insert((pid, address), size);
+        self.stats
+            .live_bytes
+            .fetch_add(size as i64, Ordering::Relaxed);
     }
 
     fn forget_block(&mut self, pid: u32, address: u64) {
@@ -171,40 +221,48 @@ impl Collector {
         }
     }
 
-    /// Emits a Symbol record for every call site of the image, before the record that ends it.
+    fn symbolize_all(&mut self) {
+        let mut pids: Vec<u32> = self.images.keys().copied().collect();
+        pids.sort_unstable();
+        for pid in pids {
+            self.symbolize(pid);
+        }
+    }
+
+    /// Emits a Symbol record for every address of the image's stacks not yet symbolised,
+    /// before the record that ends the image.
     fn symbolize(&mut self, pid: u32) {
         let Some(image) = self.images.get_mut(&pid) else {
             return;
         };
-        let callers = std::mem::take(&mut image.callers);
-        let modules = image.modules.clone();
-        let mut callers: Vec<u64> = callers.into_iter().collect();
-        callers.sort_unstable();
-        for address in callers {
-            let Some((path, _, _, bias)) = modules
-                .iter()
-                .find(|(_, start, end, _)| (*start..*end).contains(&address))
-            else {
-                continue;
-            };
-            // A return address may sit just past the end of a call to a noreturn function.
-            let lookup = address.wrapping_sub(*bias).wrapping_sub(1);
-            let (function, offset) = match self
-                .symbols
-                .get(path)
-                .ok()
-                .and_then(|elf| elf.symbolize(lookup))
-            {
-                Some((name, offset)) => (name, offset + 1),
-                None => (String::new(), 0),
-            };
-            let _ = self.output.send(Record::Symbol {
-                pid,
-                address,
-                function,
-                offset,
-                module: path.clone(),
-            });
+        let addresses = std::mem::take(&mut image.addresses).into_iter().collect();
+        for record in self.symbolizer.symbolize(pid, &image.modules, addresses) {
+            let _ = self.output.send(record);
         }
     }
+}
+
+/// The frames of a captured stack, caller first: the return address into the code that
+/// called the allocator (or the system call wrapper's own address), then outwards. A walk
+/// that stopped early ends in `TRUNCATED_FRAME`; when the copy was too short for it, the
+/// thread's next copies are made larger.
+fn unwind(unwinder: &Unwinder, capture: &Capture) -> (Vec<u64>, bool) {
+    let mut hijacked = capture.hijacked.iter();
+    let mut substitute = |address: u64| {
+        if Some(address) == capture.trampoline {
+            hijacked.next().copied()
+        } else {
+            None
+        }
+    };
+    let stack = unwinder.unwind(&capture.snapshot, &mut substitute);
+    let mut frames = stack.frames;
+    if stack.truncated {
+        frames.push(TRUNCATED_FRAME);
+        if capture.window_limited {
+            let larger = (capture.snapshot.stack.len() as u64 * 2).min(u64::from(MAX_WINDOW));
+            capture.window.fetch_max(larger as u32, Ordering::Relaxed);
+        }
+    }
+    (frames, stack.truncated)
 }

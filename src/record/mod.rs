@@ -3,6 +3,7 @@
 
 pub mod collector;
 pub mod progress;
+mod symbolize;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -23,8 +24,11 @@ use crate::trace::writer::{self, ProfileWriter};
 use collector::LiveStats;
 use progress::Progress;
 
-/// Capacity of each channel, in records.
+/// Capacity of the collector-to-writer channel, in records.
 const CHANNEL_CAPACITY: usize = 1 << 16;
+/// Capacity of the tracer-to-collector channel: its messages carry stack copies (a few KiB,
+/// at most `capture::MAX_WINDOW`), and the collector unwinds far faster than the tracer stops.
+const TRACER_CHANNEL_CAPACITY: usize = 1 << 10;
 
 pub struct RunOptions {
     pub output: PathBuf,
@@ -65,11 +69,18 @@ impl Pipeline {
         // Worker threads inherit a mask that keeps memsup's signals for the tracer thread.
         signals::install();
         signals::block_in_this_thread();
-        let (tracer_sender, collector_receiver) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
+        let (tracer_sender, collector_receiver) =
+            crossbeam_channel::bounded(TRACER_CHANNEL_CAPACITY);
         let (collector_sender, writer_receiver) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
-        let collector = collector::spawn(collector_receiver, collector_sender, stats.clone());
+        let bars = progress::bars(quiet);
+        let collector = collector::spawn(
+            collector_receiver,
+            collector_sender,
+            stats.clone(),
+            bars.clone(),
+        );
         let writer = writer::spawn(writer, writer_receiver);
-        let progress = Progress::start(stats, quiet);
+        let progress = Progress::start(stats, &bars);
         signals::unblock_in_this_thread();
         Ok(Pipeline {
             sink: RecordSink::new(tracer_sender, Instant::now()),

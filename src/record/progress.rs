@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::record::collector::LiveStats;
 
@@ -31,16 +31,25 @@ pub fn human_bytes(bytes: i64) -> String {
     }
 }
 
+/// Where every bar of a recording is drawn: stderr on a terminal unless `quiet`, else nowhere.
+pub fn bars(quiet: bool) -> MultiProgress {
+    if quiet || !std::io::stderr().is_terminal() {
+        MultiProgress::with_draw_target(ProgressDrawTarget::hidden())
+    } else {
+        MultiProgress::with_draw_target(ProgressDrawTarget::stderr())
+    }
+}
+
 impl Progress {
-    /// Starts the status line if stderr is a terminal and `quiet` is off.
-    pub fn start(stats: Arc<LiveStats>, quiet: bool) -> Progress {
+    /// Starts the status line on `bars`, unless they are hidden.
+    pub fn start(stats: Arc<LiveStats>, bars: &MultiProgress) -> Progress {
         let done = Arc::new(AtomicBool::new(false));
-        if quiet || !std::io::stderr().is_terminal() {
+        if bars.is_hidden() {
             return Progress { done, thread: None };
         }
         let finished = done.clone();
+        let bar = bars.add(ProgressBar::new_spinner());
         let thread = std::thread::spawn(move || {
-            let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
             bar.set_style(
                 ProgressStyle::with_template("memsup: {spinner} {elapsed} {msg}")
                     .expect("valid template"),

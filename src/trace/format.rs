@@ -12,10 +12,17 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::symbols::SymbolFrame;
+use crate::trace::stacks::StackId;
+
 /// First bytes of every profile.
 pub const MAGIC: [u8; 8] = *b"MEMSUP\0\0";
 /// Version of the record encoding. Readers refuse newer versions with a clear message.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The outermost frame of a stack whose walk stopped early (copy too short, an address
+/// outside every module, too deep): reports show it as `[truncated]`.
+pub const TRUNCATED_FRAME: u64 = u64::MAX;
 
 /// How the recording was made.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
@@ -222,7 +229,8 @@ pub enum Record {
         /// runtime address - ELF virtual address.
         bias: u64,
     },
-    /// A block was allocated. `caller` is the return address into the code that called the allocator.
+    /// A block was allocated. `stack` is the call stack of the allocator call, its first
+    /// frame the return address into the code that called the allocator.
     Alloc {
         time_ns: u64,
         pid: u32,
@@ -230,7 +238,7 @@ pub enum Record {
         function: AllocFunction,
         address: u64,
         size: u64,
-        caller: u64,
+        stack: StackId,
     },
     /// free(address). free(NULL) is recorded with address 0.
     Free {
@@ -238,7 +246,6 @@ pub enum Record {
         pid: u32,
         tid: u32,
         address: u64,
-        caller: u64,
     },
     /// realloc / reallocarray. `new_address` 0 with size 0 frees the old block;
     /// `new_address` 0 with size > 0 is a failure that leaves the old block alive.
@@ -250,9 +257,10 @@ pub enum Record {
         old_address: u64,
         new_address: u64,
         size: u64,
-        caller: u64,
+        stack: StackId,
     },
-    /// A mapping system call and its result.
+    /// A mapping system call and its result. The stack of a call caught at the system call
+    /// starts in the libc wrapper; of a probed wrapper, at the return address into its caller.
     Mapping {
         time_ns: u64,
         pid: u32,
@@ -260,15 +268,18 @@ pub enum Record {
         call: MapCall,
         args: [u64; 6],
         result: i64,
-        caller: u64,
+        stack: StackId,
     },
-    /// Symbol of a code address of this process image, resolved at the end of recording.
+    /// What a code address of this process image is, resolved once at the end of the image.
     Symbol {
         pid: u32,
         address: u64,
+        /// The function symbol containing the address ("" when none) and `address` minus its start.
         function: String,
         offset: u64,
         module: String,
+        /// Innermost inlined function first, with file:line where DWARF has it.
+        frames: Vec<SymbolFrame>,
     },
     /// Something the user should know about this process (e.g. no allocator symbols found).
     Warning {
@@ -299,6 +310,14 @@ pub enum Record {
         pid: u32,
         counters: ProbeCounters,
     },
+    /// A node of the image's stack tree (see `trace::stacks`), written before the first
+    /// record that names it.
+    StackNode {
+        pid: u32,
+        id: StackId,
+        parent: StackId,
+        address: u64,
+    },
 }
 
 impl Record {
@@ -318,7 +337,8 @@ impl Record {
             | Record::Warning { pid, .. }
             | Record::ProcessExit { pid, .. }
             | Record::AbandonedCall { pid, .. }
-            | Record::ImageCounters { pid, .. } => Some(*pid),
+            | Record::ImageCounters { pid, .. }
+            | Record::StackNode { pid, .. } => Some(*pid),
             Record::End { .. } => None,
         }
     }

@@ -60,6 +60,14 @@ fn read_header(bytes: &[u8], path: &Path) -> Result<(Header, usize), TraceError>
     if version == 0 {
         return Err(not_a_profile());
     }
+    // Version 1 held one caller address per event instead of a stack.
+    if version < FORMAT_VERSION {
+        return Err(TraceError::OlderVersion {
+            path: path.to_path_buf(),
+            found: version,
+            supported: FORMAT_VERSION,
+        });
+    }
     let header_length = read_u32(bytes, MAGIC.len() + 4) as usize;
     let header_end = PREAMBLE_BYTES
         .checked_add(header_length)
@@ -157,7 +165,7 @@ mod tests {
             function: AllocFunction::Calloc,
             address,
             size,
-            caller: 0x5555_0000_1234,
+            stack: 7,
         }
     }
 

@@ -76,6 +76,22 @@ impl StackTable {
         true
     }
 
+    /// The innermost frame of stack `id` and the stack it sits on (None for the root or an
+    /// unknown id).
+    pub fn node(&self, id: StackId) -> Option<(u64, StackId)> {
+        let &(parent, address) = self.nodes.get((id as usize).checked_sub(1)?)?;
+        Some((address, parent))
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
     /// The frames of stack `id`, innermost first (empty for the root or an unknown id).
     pub fn frames(&self, id: StackId) -> Vec<u64> {
         let mut frames = Vec::new();

@@ -203,7 +203,6 @@ mod tests {
             pid: 7,
             tid: 7,
             address,
-            caller: 0x1000,
         }
     }
 

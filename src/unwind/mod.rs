@@ -26,6 +26,23 @@ pub use snapshot::StackSnapshot;
 /// Frames beyond this many (the ip included) are cut off and the stack marked truncated.
 pub const MAX_DEPTH: usize = 256;
 
+/// Offsets in the `struct ucontext` (x86-64) a signal handler returns over: `uc_mcontext`
+/// starts after uc_flags, uc_link and uc_stack (40 bytes); its gregs are r8..r15, rdi,
+/// rsi, rbp, rbx, rdx, rax, rcx, rsp, rip.
+const UCONTEXT_RBP: u64 = 40 + 10 * 8;
+const UCONTEXT_RSP: u64 = 40 + 15 * 8;
+const UCONTEXT_RIP: u64 = 40 + 16 * 8;
+
+/// The registers of the code a signal interrupted, from the ucontext at `context`.
+fn signal_context(snapshot: &StackSnapshot, context: u64) -> Option<UnwindRegsX86_64> {
+    let word = |offset: u64| snapshot.read_word(context.checked_add(offset)?);
+    Some(UnwindRegsX86_64::new(
+        word(UCONTEXT_RIP)?,
+        word(UCONTEXT_RSP)?,
+        word(UCONTEXT_RBP)?,
+    ))
+}
+
 /// The result of one unwind.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Stack {
@@ -43,6 +60,8 @@ struct MappedModule {
     range: Range<u64>,
     bias: u64,
     executable: Vec<Range<u64>>,
+    /// Runtime addresses of signal return trampolines.
+    sigreturn: Vec<u64>,
 }
 
 /// The modules of one process image and the unwind rule cache of their walks.
@@ -111,6 +130,11 @@ impl Unwinder {
                 range: start..end,
                 bias,
                 executable,
+                sigreturn: file
+                    .sigreturn
+                    .iter()
+                    .map(|a| a.wrapping_add(bias))
+                    .collect(),
             },
         );
         Ok(())
@@ -154,12 +178,21 @@ impl Unwinder {
         })
     }
 
+    fn is_sigreturn(&self, address: u64) -> bool {
+        let index = self
+            .modules
+            .partition_point(|module| module.range.start <= address);
+        index
+            .checked_sub(1)
+            .is_some_and(|index| self.modules[index].sigreturn.contains(&address))
+    }
+
     /// Walks `snapshot`. `substitute(a)` returning `Some(real)` means `a` is memsup's return
     /// trampoline standing in for `real` (its shadow stack): the walk goes on from `real`.
     pub fn unwind(
         &self,
         snapshot: &StackSnapshot,
-        substitute: &dyn Fn(u64) -> Option<u64>,
+        substitute: &mut dyn FnMut(u64) -> Option<u64>,
     ) -> Stack {
         // One cache per unwinder; a worker that finds it busy walks with a fresh one rather
         // than waiting.
@@ -172,12 +205,24 @@ impl Unwinder {
     fn walk(
         &self,
         snapshot: &StackSnapshot,
-        substitute: &dyn Fn(u64) -> Option<u64>,
+        substitute: &mut dyn FnMut(u64) -> Option<u64>,
         cache: &mut CacheX86_64,
     ) -> Stack {
         let mut read_stack = |address: u64| snapshot.read_word(address).ok_or(());
         let mut registers = UnwindRegsX86_64::new(snapshot.ip, snapshot.sp, snapshot.bp);
-        let mut address = FrameAddress::from_instruction_pointer(snapshot.ip);
+        let mut address = if snapshot.ip_is_return_address {
+            match FrameAddress::from_return_address(snapshot.ip) {
+                Some(address) => address,
+                None => {
+                    return Stack {
+                        frames: Vec::new(),
+                        truncated: true,
+                    }
+                }
+            }
+        } else {
+            FrameAddress::from_instruction_pointer(snapshot.ip)
+        };
         let mut stack = Stack {
             frames: vec![snapshot.ip],
             truncated: false,
@@ -205,6 +250,18 @@ impl Unwinder {
                 return stack;
             }
             stack.frames.push(return_address);
+            if self.is_sigreturn(return_address) {
+                // A signal handler's frame: the interrupted registers are in the ucontext
+                // at the stack pointer; the walk goes on at the interrupted instruction.
+                let Some(interrupted) = signal_context(snapshot, registers.sp()) else {
+                    stack.truncated = true;
+                    return stack;
+                };
+                registers = interrupted;
+                stack.frames.push(registers.ip());
+                address = FrameAddress::from_instruction_pointer(registers.ip());
+                continue;
+            }
             // Not zero: zero is never code.
             let Some(next_address) = FrameAddress::from_return_address(return_address) else {
                 return stack;

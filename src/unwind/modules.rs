@@ -27,6 +27,10 @@ pub struct ModuleFile {
     pub debug_frame: Option<SectionBytes>,
     /// Executable PT_LOAD segments: where return addresses may point.
     pub executable: Vec<Range<u64>>,
+    /// Signal return trampolines (`mov $15, %rax; syscall`, glibc's and musl's
+    /// `__restore_rt`): a signal handler "returns" to one, with the interrupted context
+    /// saved just above. Found by their code, since libc.so's symbol table omits them.
+    pub sigreturn: Vec<u64>,
 }
 
 impl ModuleFile {
@@ -57,6 +61,7 @@ impl ModuleFile {
             eh_frame_hdr: section_of(".eh_frame_hdr"),
             debug_frame: section_of(".debug_frame").map(|(_, bytes)| bytes),
             executable: executable_segments(&file),
+            sigreturn: sigreturn_trampolines(&file, &data),
         })
     }
 
@@ -107,6 +112,30 @@ fn executable_segments(file: &ElfFile64<Endianness>) -> Vec<Range<u64>> {
         .collect()
 }
 
+/// `mov $0xf, %rax; syscall`: rt_sigreturn, the whole body of a signal return trampoline.
+const SIGRETURN_CODE: [u8; 9] = [0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05];
+
+fn sigreturn_trampolines(file: &ElfFile64<Endianness>, data: &[u8]) -> Vec<u64> {
+    let endian = file.endian();
+    let mut found = Vec::new();
+    for header in file.elf_program_headers() {
+        if header.p_type(endian) != elf::PT_LOAD || header.p_flags(endian) & elf::PF_X == 0 {
+            continue;
+        }
+        let Ok(code) = header.data(endian, data) else {
+            continue;
+        };
+        let start = header.p_vaddr(endian);
+        found.extend(
+            code.windows(SIGRETURN_CODE.len())
+                .enumerate()
+                .filter(|(_, window)| *window == SIGRETURN_CODE)
+                .map(|(offset, _)| start + offset as u64),
+        );
+    }
+    found
+}
+
 /// Parsed module files by path. Shared by the unwinders of every process of a recording,
 /// since most of them map the same libc.
 #[derive(Default)]
@@ -152,6 +181,8 @@ mod tests {
         assert!(libc.eh_frame.is_some() && libc.eh_frame_hdr.is_some());
         assert!(libc.text.is_some());
         assert!(!libc.executable.is_empty());
+        // __restore_rt, found although libc.so.6's symbol table does not name it.
+        assert_eq!(libc.sigreturn.len(), 1, "{:x?}", libc.sigreturn);
         assert!(Arc::ptr_eq(&libc, &cache.get(path).unwrap()));
         assert!(cache.get("/nonexistent/library.so").is_err());
     }

@@ -113,7 +113,13 @@ fn capture() -> StackSnapshot {
     // SAFETY: [sp, sp + size) is inside the mapped stack, and above this frame's own
     // stack pointer, so nothing below writes to it while it is copied.
     unsafe { std::ptr::copy_nonoverlapping(sp as *const u8, stack.as_mut_ptr(), size) };
-    StackSnapshot { ip, sp, bp, stack }
+    StackSnapshot {
+        ip,
+        ip_is_return_address: false,
+        sp,
+        bp,
+        stack,
+    }
 }
 
 // Each level uses its argument after the call, so no call becomes a tail jump (which would
@@ -175,7 +181,7 @@ fn own_binary() -> (ElfFile, u64) {
 fn unwinds_own_chain_innermost_first() {
     let snapshot = level_01(0);
     let unwinder = unwinder_for_process(std::process::id() as i32);
-    let stack = unwinder.unwind(&snapshot, &|_| None);
+    let stack = unwinder.unwind(&snapshot, &mut |_| None);
     let (elf, bias) = own_binary();
     let names = frame_names(&stack.frames, &elf, bias);
     assert_chain(&names, &expected_chain());
@@ -192,7 +198,7 @@ fn measure_speed(unwinder: &Unwinder, snapshot: &StackSnapshot, depth: usize) {
     const WALKS: usize = 2000;
     let started = Instant::now();
     for _ in 0..WALKS {
-        black_box(unwinder.unwind(black_box(snapshot), &|_| None));
+        black_box(unwinder.unwind(black_box(snapshot), &mut |_| None));
     }
     let seconds = started.elapsed().as_secs_f64();
     eprintln!(
@@ -214,23 +220,23 @@ fn slot_of(snapshot: &StackSnapshot, value: u64) -> usize {
 fn a_short_copy_truncates_after_the_frames_it_holds() {
     let full = level_01(0);
     let unwinder = unwinder_for_process(std::process::id() as i32);
-    let complete = unwinder.unwind(&full, &|_| None);
+    let complete = unwinder.unwind(&full, &mut |_| None);
     // Cut just below the slot of the fifth frame's return address: four frames remain.
     let mut short = full.clone();
     short.stack.truncate(slot_of(&full, complete.frames[4]));
-    let cut = unwinder.unwind(&short, &|_| None);
+    let cut = unwinder.unwind(&short, &mut |_| None);
     assert!(cut.truncated);
     assert_eq!(cut.frames[..], complete.frames[..4]);
     // A few hundred bytes: whatever is found is the start of the full walk.
     short.stack.truncate(300);
-    let cut = unwinder.unwind(&short, &|_| None);
+    let cut = unwinder.unwind(&short, &mut |_| None);
     assert!(cut.truncated);
     assert_eq!(cut.frames[..], complete.frames[..cut.frames.len()]);
     let empty = StackSnapshot {
         stack: Vec::new(),
         ..full
     };
-    let nothing = unwinder.unwind(&empty, &|_| None);
+    let nothing = unwinder.unwind(&empty, &mut |_| None);
     assert!(nothing.truncated);
     assert_eq!(nothing.frames, vec![empty.ip]);
 }
@@ -239,7 +245,7 @@ fn a_short_copy_truncates_after_the_frames_it_holds() {
 fn a_substituted_trampoline_address_unwinds_as_the_original() {
     let snapshot = level_01(0);
     let unwinder = unwinder_for_process(std::process::id() as i32);
-    let original = unwinder.unwind(&snapshot, &|_| None);
+    let original = unwinder.unwind(&snapshot, &mut |_| None);
     // Overwrite the return address of the 6th frame in the copy, as memsup's return
     // trampoline would have.
     let real = original.frames[6];
@@ -247,11 +253,11 @@ fn a_substituted_trampoline_address_unwinds_as_the_original() {
     const TRAMPOLINE: u64 = 0x7000_dead_0000;
     let mut hijacked = snapshot.clone();
     hijacked.stack[slot..slot + 8].copy_from_slice(&TRAMPOLINE.to_le_bytes());
-    let without = unwinder.unwind(&hijacked, &|_| None);
+    let without = unwinder.unwind(&hijacked, &mut |_| None);
     assert!(without.truncated, "the trampoline is no module's code");
     assert_eq!(without.frames[..], original.frames[..6]);
-    let substitute = |address| (address == TRAMPOLINE).then_some(real);
-    assert_eq!(unwinder.unwind(&hijacked, &substitute), original);
+    let mut substitute = |address| (address == TRAMPOLINE).then_some(real);
+    assert_eq!(unwinder.unwind(&hijacked, &mut substitute), original);
 }
 
 #[test]
@@ -272,6 +278,6 @@ fn removed_modules_no_longer_validate_return_addresses() {
     );
     unwinder.remove_module(own.start);
     assert!(unwinder.module_at(snapshot.ip).is_none());
-    let stack = unwinder.unwind(&snapshot, &|_| None);
+    let stack = unwinder.unwind(&snapshot, &mut |_| None);
     assert!(stack.frames[1..].iter().all(|frame| !own.contains(frame)));
 }

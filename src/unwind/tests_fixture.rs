@@ -113,6 +113,7 @@ fn run_to_stop(program: &str) -> (Child, StackSnapshot) {
     stack.truncate(read);
     let snapshot = StackSnapshot {
         ip: registers.rip,
+        ip_is_return_address: false,
         sp: registers.rsp,
         bp: registers.rbp,
         stack,
@@ -125,7 +126,7 @@ fn check_fixture(flags: &[&str]) {
     let program = compile(directory.path(), flags);
     let (child, snapshot) = run_to_stop(&program);
     let unwinder = unwinder_for_process(child.0.as_raw());
-    let stack = unwinder.unwind(&snapshot, &|_| None);
+    let stack = unwinder.unwind(&snapshot, &mut |_| None);
     drop(child);
 
     let elf = ElfFile::open(&program).unwrap();

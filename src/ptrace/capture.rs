@@ -1,0 +1,136 @@
+//! Stack capture at a stop: the registers an unwind needs and one `process_vm_readv` of the
+//! stack above rsp. The thread is resumed right after; the collector unwinds the copy.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use crate::proc::maps::{mapping_containing, read_maps};
+use crate::ptrace::sink::{Capture, StackSource};
+use crate::ptrace::tracer::Tracer;
+use crate::unwind::StackSnapshot;
+
+/// First copy size of a thread's stack; the collector doubles it when a walk ran off the end.
+pub const INITIAL_WINDOW: u32 = 32 << 10;
+/// The largest copy ever made of one stack.
+pub const MAX_WINDOW: u32 = 1 << 20;
+
+/// What memsup records as the stack of an allocator or mapping call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StackMode {
+    /// The whole call stack, unwound from a copy of the stack.
+    Full,
+    /// Only the return address into the caller (no copy, no unwind).
+    Caller,
+}
+
+/// Per-thread capture state.
+#[derive(Debug)]
+pub struct StackCopyState {
+    /// The mapping the stack pointer was last found in.
+    mapping: Option<Range<u64>>,
+    /// How many bytes to copy; shared with the collector, which grows it.
+    pub window: Arc<AtomicU32>,
+}
+
+impl Default for StackCopyState {
+    fn default() -> StackCopyState {
+        StackCopyState {
+            mapping: None,
+            window: Arc::new(AtomicU32::new(INITIAL_WINDOW)),
+        }
+    }
+}
+
+/// Where a capture starts: the registers of the stopped thread.
+#[derive(Debug, Clone, Copy)]
+pub struct CapturePoint {
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+    /// `ip` is a return address (an allocator entry: the walk starts in the caller, with `sp`
+    /// just above the return slot); else the thread stopped at `ip` itself (a system call).
+    pub ip_is_return_address: bool,
+}
+
+impl Tracer<'_> {
+    /// The stack of the call the thread `tid` of `pid` is stopped in. `caller` is the return
+    /// address into the calling code, used alone when stacks are off or the copy fails.
+    pub(crate) fn capture_stack(
+        &mut self,
+        tid: i32,
+        pid: i32,
+        point: CapturePoint,
+        caller: u64,
+    ) -> StackSource {
+        if self.stack_mode == StackMode::Caller {
+            return StackSource::Caller(caller);
+        }
+        let trampoline = self
+            .processes
+            .get(&pid)
+            .and_then(|p| p.scratch.as_ref())
+            .map(|s| s.trampoline());
+        let Some(thread) = self.threads.get_mut(&tid) else {
+            return StackSource::Caller(caller);
+        };
+        let copy = &mut thread.stack_copy;
+        let sp = point.sp;
+        if !copy.mapping.as_ref().is_some_and(|m| m.contains(&sp)) {
+            copy.mapping = read_maps(pid)
+                .ok()
+                .and_then(|maps| mapping_containing(&maps, sp).map(|m| m.start..m.end));
+        }
+        let Some(mapping) = copy.mapping.clone() else {
+            return StackSource::Caller(caller);
+        };
+        let window = u64::from(copy.window.load(Ordering::Relaxed));
+        let length = (mapping.end - sp).min(window) as usize;
+        let Some(stack) = read_stack(tid, sp, length) else {
+            return StackSource::Caller(caller);
+        };
+        let hijacked = thread
+            .shadow
+            .entries()
+            .iter()
+            .rev()
+            .filter(|entry| entry.slot >= sp)
+            .map(|entry| entry.original_return)
+            .collect();
+        StackSource::Snapshot(Box::new(Capture {
+            snapshot: StackSnapshot {
+                ip: point.ip,
+                ip_is_return_address: point.ip_is_return_address,
+                sp,
+                bp: point.bp,
+                stack,
+            },
+            window_limited: (length as u64) < mapping.end - sp,
+            trampoline,
+            hijacked,
+            window: Arc::clone(&copy.window),
+        }))
+    }
+}
+
+/// `length` bytes of thread `tid`'s memory from `address`, or what could be read of them.
+fn read_stack(tid: i32, address: u64, length: usize) -> Option<Vec<u8>> {
+    let mut buffer: Vec<u8> = Vec::with_capacity(length);
+    let local = libc::iovec {
+        iov_base: buffer.as_mut_ptr().cast(),
+        iov_len: length,
+    };
+    let remote = libc::iovec {
+        iov_base: address as *mut libc::c_void,
+        iov_len: length,
+    };
+    // SAFETY: the local iovec covers exactly the buffer's capacity; the kernel writes at
+    // most `length` bytes and returns how many, which is all `set_len` exposes.
+    let read = unsafe { libc::process_vm_readv(tid, &local, 1, &remote, 1, 0) };
+    if read <= 0 {
+        return None;
+    }
+    // SAFETY: the kernel initialised the first `read` bytes.
+    unsafe { buffer.set_len(read as usize) };
+    Some(buffer)
+}
