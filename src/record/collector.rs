@@ -182,11 +182,7 @@ impl Collector {
         match *record {
             Record::Alloc {
                 pid, address, size, ..
-            } => {
-                if address != 0 {
-                    self.remember_block(pid, address, size);
-                }
-            }
+            } if address != 0 => self.remember_block(pid, address, size),
             Record::Realloc {
                 pid,
                 old_address,
