@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::breakpoints::table::StepOverPolicy;
+use crate::ptrace::capture::StackMode;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -75,6 +76,26 @@ pub struct ProbeArgs {
     /// values force a fallback, to test or measure it.
     #[arg(long, value_enum, default_value_t = StepOverArg::Auto)]
     pub step_over: StepOverArg,
+    /// What each allocator and mapping call records of its call stack: `full` copies the
+    /// stack at the stop and unwinds it off the stop path; `caller` keeps only the return
+    /// address into the calling code (cheaper, no stacks in reports).
+    #[arg(long, value_enum, default_value_t = StacksArg::Full)]
+    pub stacks: StacksArg,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StacksArg {
+    Full,
+    Caller,
+}
+
+impl StacksArg {
+    pub fn mode(self) -> StackMode {
+        match self {
+            StacksArg::Full => StackMode::Full,
+            StacksArg::Caller => StackMode::Caller,
+        }
+    }
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]

@@ -39,6 +39,7 @@ fn execute(command: Command) -> Result<i32> {
                 command,
                 quiet,
                 step_over: probes.step_over.policy(),
+                stacks: probes.stacks.mode(),
             })
         }
         Command::Attach {
@@ -55,6 +56,7 @@ fn execute(command: Command) -> Result<i32> {
                 duration_seconds: duration,
                 quiet,
                 step_over: probes.step_over.policy(),
+                stacks: probes.stacks.mode(),
             })
         }
         Command::Report { format, profile } => {

@@ -8,7 +8,9 @@ pub(crate) mod tests;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::trace::format::{AllocFunction, MapCall, ProbeCounters, RecordMode, StartCause};
+use crate::trace::format::{
+    AllocFunction, MapCall, ProbeCounters, Record, RecordMode, StartCause, UnwindCosts,
+};
 use crate::trace::reader::Profile;
 
 /// How many call sites the reports list per process image.
@@ -47,6 +49,8 @@ pub struct ProfileInfo {
     /// Wall clock of time 0 (ns since the Unix epoch).
     pub start_unix_ns: u64,
     pub options: Vec<String>,
+    /// What unwinding and symbolising cost (absent in a profile cut short).
+    pub unwind_costs: Option<UnwindCosts>,
 }
 
 /// How a process image's recording ended.
@@ -239,6 +243,14 @@ pub fn analyze(profile: &Profile, path: &Path) -> Analysis {
             host: header.host.clone(),
             start_unix_ns: header.start_unix_ns,
             options: header.options.clone(),
+            unwind_costs: profile
+                .records
+                .iter()
+                .rev()
+                .find_map(|record| match record {
+                    Record::UnwindCosts(costs) => Some(*costs),
+                    _ => None,
+                }),
         },
         processes: replay::replay(&profile.records, header.mode),
     }

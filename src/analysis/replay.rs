@@ -126,6 +126,7 @@ impl Replay {
             Record::ThreadStart { .. }
             | Record::ThreadExit { .. }
             | Record::Module { .. }
+            | Record::UnwindCosts(_)
             | Record::End { .. } => {}
         }
     }
@@ -396,6 +397,9 @@ fn record_time(record: &Record) -> Option<u64> {
         | Record::ProcessExit { time_ns, .. }
         | Record::End { time_ns }
         | Record::AbandonedCall { time_ns, .. } => Some(*time_ns),
-        Record::Symbol { .. } | Record::ImageCounters { .. } | Record::StackNode { .. } => None,
+        Record::Symbol { .. }
+        | Record::ImageCounters { .. }
+        | Record::StackNode { .. }
+        | Record::UnwindCosts(_) => None,
     }
 }

@@ -7,6 +7,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender};
 use indicatif::MultiProgress;
@@ -14,7 +15,7 @@ use indicatif::MultiProgress;
 use super::symbolize::ImageSymbolizer;
 use crate::ptrace::capture::MAX_WINDOW;
 use crate::ptrace::sink::{Capture, Message, StackSource};
-use crate::trace::format::{Record, TRUNCATED_FRAME};
+use crate::trace::format::{Record, UnwindCosts, TRUNCATED_FRAME};
 use crate::trace::stacks::{StackInterner, StackNode};
 use crate::unwind::modules::ModuleCache;
 use crate::unwind::Unwinder;
@@ -25,8 +26,6 @@ pub struct LiveStats {
     pub events: AtomicU64,
     pub processes: AtomicU64,
     pub live_bytes: AtomicI64,
-    /// Stacks whose walk stopped early.
-    pub truncated_stacks: AtomicU64,
 }
 
 /// A module of a process image: (path, start, end, bias).
@@ -70,6 +69,7 @@ struct Collector {
     symbolizer: ImageSymbolizer,
     stats: Arc<LiveStats>,
     new_nodes: Vec<StackNode>,
+    costs: UnwindCosts,
 }
 
 pub fn spawn(
@@ -89,6 +89,7 @@ pub fn spawn(
                 symbolizer: ImageSymbolizer::new(bars),
                 stats,
                 new_nodes: Vec::new(),
+                costs: UnwindCosts::default(),
             };
             for message in input {
                 collector.take(message);
@@ -139,7 +140,10 @@ impl Collector {
                 self.images.remove(pid);
                 self.stats.processes.fetch_sub(1, Ordering::Relaxed);
             }
-            Record::End { .. } => self.symbolize_all(),
+            Record::End { .. } => {
+                self.symbolize_all();
+                let _ = self.output.send(Record::UnwindCosts(self.costs));
+            }
             _ => self.track_heap(&record),
         }
         let _ = self.output.send(record);
@@ -158,10 +162,13 @@ impl Collector {
         let frames = match source {
             StackSource::Caller(caller) => vec![caller],
             StackSource::Snapshot(capture) => {
+                let started = Instant::now();
                 let (frames, truncated) = unwind(&image.unwinder, &capture);
-                if truncated {
-                    self.stats.truncated_stacks.fetch_add(1, Ordering::Relaxed);
-                }
+                self.costs.unwind_ns += started.elapsed().as_nanos() as u64;
+                self.costs.stacks += 1;
+                self.costs.frames += frames.len() as u64 - u64::from(truncated);
+                self.costs.truncated += u64::from(truncated);
+                self.costs.copied_bytes += capture.snapshot.stack.len() as u64;
                 frames
             }
         };
@@ -231,8 +238,12 @@ impl Collector {
         let Some(image) = self.images.get_mut(&pid) else {
             return;
         };
-        let addresses = std::mem::take(&mut image.addresses).into_iter().collect();
-        for record in self.symbolizer.symbolize(pid, &image.modules, addresses) {
+        let addresses: Vec<u64> = std::mem::take(&mut image.addresses).into_iter().collect();
+        let started = Instant::now();
+        self.costs.addresses += addresses.len() as u64;
+        let records = self.symbolizer.symbolize(pid, &image.modules, addresses);
+        self.costs.symbolize_ns += started.elapsed().as_nanos() as u64;
+        for record in records {
             let _ = self.output.send(record);
         }
     }

@@ -13,6 +13,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crate::breakpoints::table::StepOverPolicy;
 use crate::error::{Error, Result, TraceError};
+use crate::ptrace::capture::StackMode;
 use crate::ptrace::launch::{launch, resolve_command};
 use crate::ptrace::sink::RecordSink;
 use crate::ptrace::state::{Process, Thread};
@@ -35,6 +36,7 @@ pub struct RunOptions {
     pub command: Vec<OsString>,
     pub quiet: bool,
     pub step_over: StepOverPolicy,
+    pub stacks: StackMode,
 }
 
 pub struct AttachOptions {
@@ -43,6 +45,7 @@ pub struct AttachOptions {
     pub duration_seconds: Option<u32>,
     pub quiet: bool,
     pub step_over: StepOverPolicy,
+    pub stacks: StackMode,
 }
 
 /// The threads behind the tracer, and how to wind them down.
@@ -135,6 +138,13 @@ fn header(mode: RecordMode, target: Vec<String>, options: Vec<String>) -> Header
     }
 }
 
+fn stacks_option(mode: StackMode) -> String {
+    match mode {
+        StackMode::Full => "stacks=full".into(),
+        StackMode::Caller => "stacks=caller".into(),
+    }
+}
+
 fn print_warnings(tracer: &mut Tracer) {
     for warning in tracer.take_warnings() {
         eprintln!("memsup: warning: {warning}");
@@ -167,7 +177,11 @@ pub fn run(options: RunOptions) -> Result<i32> {
         .collect();
     let pipeline = Pipeline::start(
         &options.output,
-        header(RecordMode::Run, target, vec!["seccomp=on".into()]),
+        header(
+            RecordMode::Run,
+            target,
+            vec!["seccomp=on".into(), stacks_option(options.stacks)],
+        ),
         options.quiet,
     )?;
     let launched = launch(&path, &options.command, true);
@@ -181,6 +195,7 @@ pub fn run(options: RunOptions) -> Result<i32> {
     };
     let mut tracer = Tracer::new(Mode::Run, pid, &pipeline.sink);
     tracer.set_step_over_policy(options.step_over);
+    tracer.set_stack_mode(options.stacks);
     tracer.adopt_launched(pid)?;
     print_warnings(&mut tracer);
     let outcome = tracer.run();
@@ -203,6 +218,7 @@ pub fn attach(options: AttachOptions) -> Result<i32> {
         .duration_seconds
         .map(|s| format!("duration={s}s"))
         .into_iter()
+        .chain([stacks_option(options.stacks)])
         .collect();
     let pipeline = Pipeline::start(
         &options.output,
@@ -211,6 +227,7 @@ pub fn attach(options: AttachOptions) -> Result<i32> {
     )?;
     let mut tracer = Tracer::new(Mode::Attach, pids[0], &pipeline.sink);
     tracer.set_step_over_policy(options.step_over);
+    tracer.set_stack_mode(options.stacks);
     for &pid in &pids {
         if let Err(error) = tracer.attach(pid) {
             let _ = tracer.detach_all();

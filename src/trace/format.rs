@@ -318,6 +318,28 @@ pub enum Record {
         parent: StackId,
         address: u64,
     },
+    /// What capturing and unwinding stacks cost over the whole recording, written by the
+    /// collector just before `End`.
+    UnwindCosts(UnwindCosts),
+}
+
+/// Totals of the stack work done off the stop path.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UnwindCosts {
+    /// Stack copies unwound.
+    pub stacks: u64,
+    /// Frames they produced (markers of truncation not counted).
+    pub frames: u64,
+    /// Walks that stopped early.
+    pub truncated: u64,
+    /// Bytes of stack copied at the stops.
+    pub copied_bytes: u64,
+    /// Time spent walking copies, in the collector.
+    pub unwind_ns: u64,
+    /// Time spent symbolising addresses at the ends of images.
+    pub symbolize_ns: u64,
+    /// Distinct addresses symbolised.
+    pub addresses: u64,
 }
 
 impl Record {
@@ -339,7 +361,7 @@ impl Record {
             | Record::AbandonedCall { pid, .. }
             | Record::ImageCounters { pid, .. }
             | Record::StackNode { pid, .. } => Some(*pid),
-            Record::End { .. } => None,
+            Record::End { .. } | Record::UnwindCosts(_) => None,
         }
     }
 }
