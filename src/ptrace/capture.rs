@@ -77,7 +77,7 @@ impl Tracer<'_> {
         let copy = &mut thread.stack_copy;
         let sp = point.sp;
         if !copy.mapping.as_ref().is_some_and(|m| m.contains(&sp)) {
-            copy.mapping = read_maps(pid)
+            copy.mapping = read_maps(tid)
                 .ok()
                 .and_then(|maps| mapping_containing(&maps, sp).map(|m| m.start..m.end));
         }

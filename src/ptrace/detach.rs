@@ -203,11 +203,12 @@ impl Tracer<'_> {
             if let Some((entry, _)) = thread.shadow.pop_returning(regs.rsp) {
                 // The call returned just as everyone was stopped: it still counts.
                 let memory = &self.processes[&pid].memory;
+                let original_return = entry.original_return;
                 if let Ok(record) = return_record(pid as u32, tid as u32, &entry, regs.rax, memory)
                 {
-                    self.sink.send(record);
+                    self.send_event(record, entry.stack);
                 }
-                regs.rip = entry.original_return;
+                regs.rip = original_return;
                 regs::set_registers(tid, &regs)?;
             }
         } else if process.breakpoints.get(address).is_some() {
