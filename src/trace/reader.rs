@@ -302,6 +302,32 @@ mod tests {
     }
 
     #[test]
+    fn a_version_1_profile_is_refused_with_advice() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("older.msup");
+        ProfileWriter::create(&path, &header()).unwrap();
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        let error = read_profile(&path).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                TraceError::OlderVersion {
+                    found: 1,
+                    supported: 2,
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        assert!(
+            error.to_string().contains("record the program again"),
+            "{error}"
+        );
+    }
+
+    #[test]
     fn a_missing_file_is_an_io_error() {
         let directory = tempfile::tempdir().unwrap();
         let error = read_profile(&directory.path().join("absent.msup")).unwrap_err();
