@@ -5,7 +5,9 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
+use crate::error::Result;
 use crate::proc::maps::{mapping_containing, read_maps};
+use crate::ptrace::memory::RemoteMemory;
 use crate::ptrace::sink::{Capture, StackSource};
 use crate::ptrace::tracer::Tracer;
 use crate::unwind::StackSnapshot;
@@ -42,53 +44,70 @@ impl Default for StackCopyState {
     }
 }
 
-/// Where a capture starts: the registers of the stopped thread.
-#[derive(Debug, Clone, Copy)]
-pub struct CapturePoint {
-    pub ip: u64,
-    pub sp: u64,
-    pub bp: u64,
-    /// `ip` is a return address (an allocator entry: the walk starts in the caller, with `sp`
-    /// just above the return slot); else the thread stopped at `ip` itself (a system call).
-    pub ip_is_return_address: bool,
-}
-
 impl Tracer<'_> {
-    /// The stack of the call the thread `tid` of `pid` is stopped in. `caller` is the return
-    /// address into the calling code, used alone when stacks are off or the copy fails.
-    pub(crate) fn capture_stack(
+    /// At the entry of a probed function (rsp points at the return address): the return
+    /// address, and the stack for the call's record. With full stacks the one copy of the
+    /// stack also yields the return address, so the stop costs no extra read.
+    pub(crate) fn capture_at_entry(
         &mut self,
         tid: i32,
         pid: i32,
-        point: CapturePoint,
-        caller: u64,
-    ) -> StackSource {
-        if self.stack_mode == StackMode::Caller {
-            return StackSource::Caller(caller);
+        entry_ip: u64,
+        entry_rsp: u64,
+        bp: u64,
+    ) -> Result<(u64, StackSource)> {
+        if self.stack_mode == StackMode::Full {
+            if let Some(capture) = self.copy_stack(tid, pid, entry_ip, entry_rsp, bp, true) {
+                if let Some(original_return) = capture.snapshot.read_word(entry_rsp) {
+                    return Ok((original_return, StackSource::Snapshot(capture)));
+                }
+            }
         }
+        let original_return = self.processes[&pid].memory.read_u64(entry_rsp)?;
+        Ok((original_return, StackSource::Caller(original_return)))
+    }
+
+    /// At a system call's entry stop: the walk starts at the instruction after `syscall`.
+    pub(crate) fn capture_at_syscall(
+        &mut self,
+        tid: i32,
+        pid: i32,
+        regs: &libc::user_regs_struct,
+    ) -> StackSource {
+        if self.stack_mode == StackMode::Full {
+            if let Some(capture) = self.copy_stack(tid, pid, regs.rip, regs.rsp, regs.rbp, false) {
+                return StackSource::Snapshot(capture);
+            }
+        }
+        StackSource::Caller(regs.rip)
+    }
+
+    /// One read of the stack from `sp` to the end of its mapping, at most the thread's window.
+    fn copy_stack(
+        &mut self,
+        tid: i32,
+        pid: i32,
+        ip: u64,
+        sp: u64,
+        bp: u64,
+        at_function_entry: bool,
+    ) -> Option<Box<Capture>> {
         let trampoline = self
             .processes
             .get(&pid)
             .and_then(|p| p.scratch.as_ref())
             .map(|s| s.trampoline());
-        let Some(thread) = self.threads.get_mut(&tid) else {
-            return StackSource::Caller(caller);
-        };
+        let thread = self.threads.get_mut(&tid)?;
         let copy = &mut thread.stack_copy;
-        let sp = point.sp;
         if !copy.mapping.as_ref().is_some_and(|m| m.contains(&sp)) {
             copy.mapping = read_maps(tid)
                 .ok()
                 .and_then(|maps| mapping_containing(&maps, sp).map(|m| m.start..m.end));
         }
-        let Some(mapping) = copy.mapping.clone() else {
-            return StackSource::Caller(caller);
-        };
+        let mapping = copy.mapping.clone()?;
         let window = u64::from(copy.window.load(Ordering::Relaxed));
         let length = (mapping.end - sp).min(window) as usize;
-        let Some(stack) = read_stack(tid, sp, length) else {
-            return StackSource::Caller(caller);
-        };
+        let stack = read_stack(tid, sp, length)?;
         let hijacked = thread
             .shadow
             .entries()
@@ -97,12 +116,12 @@ impl Tracer<'_> {
             .filter(|entry| entry.slot >= sp)
             .map(|entry| entry.original_return)
             .collect();
-        StackSource::Snapshot(Box::new(Capture {
+        Some(Box::new(Capture {
             snapshot: StackSnapshot {
-                ip: point.ip,
-                ip_is_return_address: point.ip_is_return_address,
+                ip,
+                at_function_entry,
                 sp,
-                bp: point.bp,
+                bp,
                 stack,
             },
             window_limited: (length as u64) < mapping.end - sp,

@@ -7,7 +7,6 @@ use crate::breakpoints::probes::needs_return;
 use crate::breakpoints::returns::PendingReturn;
 use crate::breakpoints::table::{Breakpoint, ProbeKind, StepOver, INT3};
 use crate::error::{Error, Result};
-use crate::ptrace::capture::CapturePoint;
 use crate::ptrace::memory::RemoteMemory;
 use crate::ptrace::regs;
 use crate::ptrace::sink::StackSource;
@@ -104,19 +103,17 @@ impl Tracer<'_> {
         let trampoline = process.scratch.as_ref().map(|s| s.trampoline());
         let mut hijack_slot = None;
         if let (Some(kind), Some(trampoline)) = (hijack, trampoline) {
-            let original_return = process.memory.read_u64(entry_rsp)?;
+            // IFUNC resolvers are bookkeeping: no record, so no stack.
+            let (original_return, stack) = match kind {
+                ProbeKind::Alloc(_) | ProbeKind::Map(_) => {
+                    let (original_return, stack) =
+                        self.capture_at_entry(tid, pid, breakpoint.address, entry_rsp, regs.rbp)?;
+                    (original_return, Some(stack))
+                }
+                _ => (self.processes[&pid].memory.read_u64(entry_rsp)?, None),
+            };
             // A tail call from another probed function already returns to the trampoline.
             if original_return != trampoline {
-                // IFUNC resolvers are bookkeeping: no record, no stack.
-                let stack = matches!(kind, ProbeKind::Alloc(_) | ProbeKind::Map(_)).then(|| {
-                    let point = CapturePoint {
-                        ip: original_return,
-                        sp: entry_rsp + 8,
-                        bp: regs.rbp,
-                        ip_is_return_address: true,
-                    };
-                    self.capture_stack(tid, pid, point, original_return)
-                });
                 let thread = self.threads.get_mut(&tid).expect("known thread");
                 thread.shadow.push(PendingReturn {
                     slot: entry_rsp,
@@ -252,13 +249,7 @@ impl Tracer<'_> {
         let regs = regs::get_registers(tid)?;
         let pid = self.threads[&tid].pid;
         if let Some(call) = map_call_of_syscall(regs.orig_rax) {
-            let point = CapturePoint {
-                ip: regs.rip,
-                sp: regs.rsp,
-                bp: regs.rbp,
-                ip_is_return_address: false,
-            };
-            let stack = self.capture_stack(tid, pid, point, regs.rip);
+            let stack = self.capture_at_syscall(tid, pid, &regs);
             let thread = self.threads.get_mut(&tid).expect("known thread");
             thread.pending_syscall = Some(PendingSyscall {
                 call,

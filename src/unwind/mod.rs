@@ -46,7 +46,8 @@ fn signal_context(snapshot: &StackSnapshot, context: u64) -> Option<UnwindRegsX8
 /// The result of one unwind.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Stack {
-    /// `frames[0]` is the ip; the others are return addresses (symbolise them at `a - 1`).
+    /// `frames[0]` is the ip (at a function's entry: the return address into its caller);
+    /// the others are return addresses (symbolise them at `a - 1`).
     pub frames: Vec<u64>,
     /// The walk stopped before the outermost frame: the copy ended, a return address pointed
     /// outside every known module's code, or `MAX_DEPTH` was reached.
@@ -210,9 +211,20 @@ impl Unwinder {
     ) -> Stack {
         let mut read_stack = |address: u64| snapshot.read_word(address).ok_or(());
         let mut registers = UnwindRegsX86_64::new(snapshot.ip, snapshot.sp, snapshot.bp);
-        let mut address = if snapshot.ip_is_return_address {
-            match FrameAddress::from_return_address(snapshot.ip) {
-                Some(address) => address,
+        let mut address = FrameAddress::from_instruction_pointer(snapshot.ip);
+        if snapshot.at_function_entry {
+            let caller = snapshot
+                .read_word(snapshot.sp)
+                .map(|a| substitute(a).unwrap_or(a));
+            match caller.and_then(FrameAddress::from_return_address) {
+                Some(return_address) => {
+                    registers = UnwindRegsX86_64::new(
+                        return_address.address(),
+                        snapshot.sp + 8,
+                        snapshot.bp,
+                    );
+                    address = return_address;
+                }
                 None => {
                     return Stack {
                         frames: Vec::new(),
@@ -220,11 +232,9 @@ impl Unwinder {
                     }
                 }
             }
-        } else {
-            FrameAddress::from_instruction_pointer(snapshot.ip)
-        };
+        }
         let mut stack = Stack {
-            frames: vec![snapshot.ip],
+            frames: vec![address.address()],
             truncated: false,
         };
         loop {

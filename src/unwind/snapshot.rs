@@ -3,11 +3,12 @@
 /// The registers an x86-64 unwind needs and a copy of the stack from the stack pointer up.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StackSnapshot {
-    /// rip of the stopped thread, or a return address (see `ip_is_return_address`).
+    /// rip of the stopped thread.
     pub ip: u64,
-    /// `ip` is a return address and `sp` points just above its slot: the walk starts in the
-    /// caller of the function the thread stopped at the entry of.
-    pub ip_is_return_address: bool,
+    /// The thread stopped at the first instruction of a function: `sp` points at the return
+    /// address, and the walk starts in the caller (a function's first instruction has no
+    /// frame of its own to unwind, and may lack CFI).
+    pub at_function_entry: bool,
     /// rsp; `stack[0]` is the byte at this address.
     pub sp: u64,
     /// rbp, for frames without CFI (frame-pointer walk).
@@ -42,7 +43,7 @@ mod tests {
         stack[8..16].copy_from_slice(&0x1122_3344_5566_7788u64.to_le_bytes());
         let snapshot = StackSnapshot {
             ip: 0,
-            ip_is_return_address: false,
+            at_function_entry: false,
             sp: 0x1000,
             bp: 0,
             stack,

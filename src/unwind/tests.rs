@@ -115,7 +115,7 @@ fn capture() -> StackSnapshot {
     unsafe { std::ptr::copy_nonoverlapping(sp as *const u8, stack.as_mut_ptr(), size) };
     StackSnapshot {
         ip,
-        ip_is_return_address: false,
+        at_function_entry: false,
         sp,
         bp,
         stack,
@@ -280,4 +280,31 @@ fn removed_modules_no_longer_validate_return_addresses() {
     assert!(unwinder.module_at(snapshot.ip).is_none());
     let stack = unwinder.unwind(&snapshot, &mut |_| None);
     assert!(stack.frames[1..].iter().all(|frame| !own.contains(frame)));
+}
+
+#[test]
+fn a_walk_from_a_function_entry_starts_at_the_return_address() {
+    let full = level_01(0);
+    let unwinder = unwinder_for_process(std::process::id() as i32);
+    let complete = unwinder.unwind(&full, &mut |_| None);
+    // As if stopped at the first instruction of the function called by frame 3's code:
+    // rsp points at the slot holding frame 3's return address.
+    let slot = slot_of(&full, complete.frames[3]);
+    let entry = StackSnapshot {
+        ip: 0x1,
+        at_function_entry: true,
+        sp: full.sp + slot as u64,
+        bp: full.bp,
+        stack: full.stack[slot..].to_vec(),
+    };
+    let walked = unwinder.unwind(&entry, &mut |_| None);
+    assert!(!walked.truncated);
+    assert_eq!(walked.frames[..], complete.frames[3..]);
+    // The return address itself may be the trampoline.
+    const TRAMPOLINE: u64 = 0x7000_dead_0000;
+    let mut hijacked = entry.clone();
+    hijacked.stack[..8].copy_from_slice(&TRAMPOLINE.to_le_bytes());
+    let real = complete.frames[3];
+    let mut substitute = |address| (address == TRAMPOLINE).then_some(real);
+    assert_eq!(unwinder.unwind(&hijacked, &mut substitute), walked);
 }

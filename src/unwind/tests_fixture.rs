@@ -113,7 +113,7 @@ fn run_to_stop(program: &str) -> (Child, StackSnapshot) {
     stack.truncate(read);
     let snapshot = StackSnapshot {
         ip: registers.rip,
-        ip_is_return_address: false,
+        at_function_entry: false,
         sp: registers.rsp,
         bp: registers.rbp,
         stack,
