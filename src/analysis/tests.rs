@@ -111,6 +111,8 @@ fn exit(time_ns: u64, pid: u32, status: ExitKind) -> Record {
             syscall_stops: 4,
             nested_calls: 0,
             foreign_patches: 0,
+            stack_copies: 0,
+            stack_copy_ns: 0,
         },
     }
 }

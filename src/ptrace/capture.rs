@@ -4,6 +4,7 @@
 use std::ops::Range;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::error::Result;
 use crate::proc::maps::{mapping_containing, read_maps};
@@ -97,6 +98,7 @@ impl Tracer<'_> {
             .get(&pid)
             .and_then(|p| p.scratch.as_ref())
             .map(|s| s.trampoline());
+        let started = Instant::now();
         let thread = self.threads.get_mut(&tid)?;
         let copy = &mut thread.stack_copy;
         if !copy.mapping.as_ref().is_some_and(|m| m.contains(&sp)) {
@@ -105,8 +107,9 @@ impl Tracer<'_> {
                 .and_then(|maps| mapping_containing(&maps, sp).map(|m| m.start..m.end));
         }
         let mapping = copy.mapping.clone()?;
-        let window = u64::from(copy.window.load(Ordering::Relaxed));
-        let length = (mapping.end - sp).min(window) as usize;
+        let window = Arc::clone(&copy.window);
+        let limit = u64::from(window.load(Ordering::Relaxed));
+        let length = (mapping.end - sp).min(limit) as usize;
         let stack = read_stack(tid, sp, length)?;
         let hijacked = thread
             .shadow
@@ -116,6 +119,10 @@ impl Tracer<'_> {
             .filter(|entry| entry.slot >= sp)
             .map(|entry| entry.original_return)
             .collect();
+        if let Some(process) = self.processes.get_mut(&pid) {
+            process.counters.stack_copies += 1;
+            process.counters.stack_copy_ns += started.elapsed().as_nanos() as u64;
+        }
         Some(Box::new(Capture {
             snapshot: StackSnapshot {
                 ip,
@@ -127,7 +134,7 @@ impl Tracer<'_> {
             window_limited: (length as u64) < mapping.end - sp,
             trampoline,
             hijacked,
-            window: Arc::clone(&copy.window),
+            window,
         }))
     }
 }

@@ -179,14 +179,16 @@ fn probe_rows(probes: &ProbeCounters) -> Rows {
     );
     let rest = format!(
         "entry hits {}, return hits {}, emulated {}, out of line {}, syscall stops {}, \
-         nested calls {}, foreign patches {}",
+         nested calls {}, foreign patches {}, stack copies {} ({})",
         probes.entry_hits,
         probes.return_hits,
         probes.emulated,
         probes.out_of_line,
         probes.syscall_stops,
         probes.nested_calls,
-        probes.foreign_patches
+        probes.foreign_patches,
+        probes.stack_copies,
+        human_duration(probes.stack_copy_ns)
     );
     vec![("probes", main), ("", rest)]
 }

@@ -170,6 +170,10 @@ pub struct ProbeCounters {
     pub nested_calls: u64,
     /// Breakpoints found overwritten by someone else (runtime code patchers); never restored.
     pub foreign_patches: u64,
+    /// Stacks copied at stops (`--stacks full`).
+    pub stack_copies: u64,
+    /// Time the tracer spent making those copies while the threads were stopped.
+    pub stack_copy_ns: u64,
 }
 
 impl ProbeCounters {
@@ -186,6 +190,8 @@ impl ProbeCounters {
             syscall_stops: self.syscall_stops + other.syscall_stops,
             nested_calls: self.nested_calls + other.nested_calls,
             foreign_patches: self.foreign_patches + other.foreign_patches,
+            stack_copies: self.stack_copies + other.stack_copies,
+            stack_copy_ns: self.stack_copy_ns + other.stack_copy_ns,
         }
     }
 }
