@@ -33,32 +33,8 @@ gcc -O2 -g -pthread -Wall -o "$work/churn" "$repo/bench/churn.c"
 gcc -O2 -g -pthread -Wall -static -o "$work/churn_static" "$repo/bench/churn.c"
 gcc -O2 -g -Wall -o "$work/roundtrip" "$repo/bench/roundtrip.c"
 
-# measure WORKLOAD TOOL REP EXPECTED -- CMD...
-# Times CMD (wall, from bash's EPOCHREALTIME), checks that its output
-# contains EXPECTED (native's "checksum=..."; "" = no check) and appends a
-# row to results.tsv. A failure, a hang or a wrong checksum is recorded, not fatal.
-measure() {
-    local workload=$1 tool=$2 rep=$3 expected=$4
-    shift 5
-    local log=$work/scratch/$workload.$tool.$rep
-    local start end rc=0 status=ok
-    start=$EPOCHREALTIME
-    timeout "$TIMEOUT" "$@" >"$log.out" 2>"$log.err" || rc=$?
-    end=$EPOCHREALTIME
-    if ((rc == 124)); then
-        status="hung(>${TIMEOUT}s)"
-    elif ((rc != 0)); then
-        status="failed(rc=$rc)"
-    elif [[ -n $expected ]] && ! grep -qwF "$expected" "$log.out"; then
-        status="wrong-output"
-    fi
-    if [[ $status != ok ]]; then
-        echo "!! $workload $tool rep $rep: $status: $*" >&2
-        cp "$log.out" "$log.err" "$out/" 2>/dev/null || true
-    fi
-    printf '%s\t%s\t%s\t%s\t%s\n' "$workload" "$tool" "$rep" \
-        "$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.4f", b - a }')" "$status" >>"$results"
-}
+# shellcheck source=bench/measure.sh
+source "$repo/bench/measure.sh"
 
 workloads=("dynamic-1t churn 1" "dynamic-4t churn 4" "static-1t churn_static 1" "static-4t churn_static 4")
 

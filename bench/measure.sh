@@ -1,0 +1,29 @@
+# Sourced by the benchmark drivers. Needs $work (scratch directory), $out (kept results),
+# $results (TSV with the header `workload tool rep seconds status`) and $TIMEOUT.
+#
+# measure WORKLOAD TOOL REP EXPECTED -- CMD...
+# Times CMD (wall, from bash's EPOCHREALTIME), checks that its output
+# contains EXPECTED (native's "checksum=..."; "" = no check) and appends a
+# row to results.tsv. A failure, a hang or a wrong checksum is recorded, not fatal.
+measure() {
+    local workload=$1 tool=$2 rep=$3 expected=$4
+    shift 5
+    local log=$work/scratch/$workload.$tool.$rep
+    local start end rc=0 status=ok
+    start=$EPOCHREALTIME
+    timeout "$TIMEOUT" "$@" >"$log.out" 2>"$log.err" || rc=$?
+    end=$EPOCHREALTIME
+    if ((rc == 124)); then
+        status="hung(>${TIMEOUT}s)"
+    elif ((rc != 0)); then
+        status="failed(rc=$rc)"
+    elif [[ -n $expected ]] && ! grep -qwF "$expected" "$log.out"; then
+        status="wrong-output"
+    fi
+    if [[ $status != ok ]]; then
+        echo "!! $workload $tool rep $rep: $status: $*" >&2
+        cp "$log.out" "$log.err" "$out/" 2>/dev/null || true
+    fi
+    printf '%s\t%s\t%s\t%s\t%s\n' "$workload" "$tool" "$rep" \
+        "$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.4f", b - a }')" "$status" >>"$results"
+}
