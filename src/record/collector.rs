@@ -267,9 +267,63 @@ fn unwind(unwinder: &Unwinder, capture: &Capture) -> (Vec<u64>, bool) {
     if stack.truncated {
         frames.push(TRUNCATED_FRAME);
         if capture.window_limited {
-            let larger = (capture.snapshot.stack.len() as u64 * 2).min(u64::from(MAX_WINDOW));
-            capture.window.fetch_max(larger as u32, Ordering::Relaxed);
+            let larger = (capture.snapshot.stack.len() as u32)
+                .saturating_mul(2)
+                .min(MAX_WINDOW);
+            capture.window.fetch_max(larger, Ordering::Relaxed);
         }
     }
     (frames, stack.truncated)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ptrace::capture::INITIAL_WINDOW;
+    use crate::unwind::StackSnapshot;
+    use std::sync::atomic::AtomicU32;
+
+    /// A copy whose frame-pointer chain leads past its end (no module covers the ip, so
+    /// frame pointers are all the walk has).
+    fn capture(window_limited: bool) -> Capture {
+        capture_of(window_limited, INITIAL_WINDOW as usize)
+    }
+
+    fn capture_of(window_limited: bool, length: usize) -> Capture {
+        let sp = 0x7000_0000;
+        Capture {
+            snapshot: StackSnapshot {
+                ip: 0x1000,
+                at_function_entry: false,
+                sp,
+                bp: sp + length as u64 - 8,
+                stack: vec![0; length],
+            },
+            window_limited,
+            trampoline: None,
+            hijacked: Vec::new(),
+            window: Arc::new(AtomicU32::new(INITIAL_WINDOW)),
+        }
+    }
+
+    #[test]
+    fn a_walk_cut_short_by_the_window_grows_it() {
+        let unwinder = Unwinder::new();
+        let limited = capture(true);
+        let (frames, truncated) = unwind(&unwinder, &limited);
+        assert!(truncated);
+        assert_eq!(frames, [0x1000, TRUNCATED_FRAME]);
+        assert_eq!(limited.window.load(Ordering::Relaxed), 2 * INITIAL_WINDOW);
+        // The whole mapping was copied: a larger window would not help.
+        let whole = capture(false);
+        unwind(&unwinder, &whole);
+        assert_eq!(whole.window.load(Ordering::Relaxed), INITIAL_WINDOW);
+    }
+
+    #[test]
+    fn the_window_stops_growing_at_its_maximum() {
+        let limited = capture_of(true, MAX_WINDOW as usize);
+        unwind(&Unwinder::new(), &limited);
+        assert_eq!(limited.window.load(Ordering::Relaxed), MAX_WINDOW);
+    }
 }
