@@ -235,8 +235,13 @@ impl Unwinder {
         }
         let mut stack = Stack {
             frames: vec![address.address()],
-            truncated: false,
+            // Code outside every known module (generated code, an unknown mapping) has
+            // no unwind rules: nothing beyond it can be trusted.
+            truncated: !self.is_code(address.address()),
         };
+        if stack.truncated {
+            return stack;
+        }
         loop {
             if stack.frames.len() >= MAX_DEPTH {
                 stack.truncated = true;
