@@ -14,6 +14,7 @@ mod dispositions;
 mod dlopen;
 mod exit_and_signal;
 mod fork_exec;
+mod html_report;
 mod ifunc;
 mod leader_exit;
 mod longjmp_signal;

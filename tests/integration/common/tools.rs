@@ -14,6 +14,7 @@ fn debian_package(tool: &str) -> &'static str {
         "strip" => "binutils",
         "setpriv" => "util-linux",
         "script" => "bsdutils",
+        "chromium" => "chromium",
         _ => "the package that provides it",
     }
 }

@@ -1,0 +1,362 @@
+//! The HTML report: one self-contained page with an interactive flamegraph per metric.
+//!
+//! Nothing on the page is fetched: the style sheet and the script (`html/page.css`,
+//! `html/flame.js`) are inlined, and a Content-Security-Policy of `default-src 'none'` makes
+//! the browser refuse any fetch that a later change might add. Every text written here is
+//! HTML-escaped. The stacks are merged into one prefix tree per metric here, in Rust, and
+//! embedded as JSON in a `<script type="application/json">` block with `<`, `>` and `&`
+//! written as `\u003c`, `\u003e` and `\u0026`, so no frame name can close the block; the
+//! script parses the block and draws the frames as absolutely positioned divs.
+//!
+//! Embedded data, one object per metric in `graphs`:
+//! `{"metric", "description", "total", "names": [frame name, ...], "runtime": [index into
+//! names, ...], "nodes": [[parent, name, value], ...]}`. `nodes` is the merged tree in
+//! pre-order (a parent before its children, children by value descending, then by name);
+//! `parent` is an index into `nodes`, -1 for the children of the root; `value` is the sum of
+//! the stacks through the node, `total` the root's. `runtime` lists the frames of the C and
+//! C++ runtime and the dynamic linker (see `is_runtime_frame`), drawn in a blue family
+//! instead of the warm colors of the others.
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use super::text::human_bytes;
+
+/// One flamegraph: stacks with their values, frames root first.
+pub struct FlameGraph {
+    /// Short id and tab label, e.g. "peak", "leaked", "allocated", "temporary".
+    pub metric: String,
+    /// What the values mean, shown above the graph, e.g. "bytes live at the global peak".
+    pub description: String,
+    /// (frames root first, value in bytes); a frame may appear in many stacks.
+    pub stacks: Vec<(Vec<String>, u64)>,
+}
+
+const STYLE: &str = include_str!("html/page.css");
+const SCRIPT: &str = include_str!("html/flame.js");
+
+/// Id of the `<script type="application/json">` block the page's script reads.
+const DATA_ID: &str = "memsup-data";
+
+/// Module file names (prefixes) whose frames are the C and C++ runtime or the dynamic linker.
+const RUNTIME_MODULES: [&str; 11] = [
+    "libc.so",
+    "libc-",
+    "libc.musl",
+    "ld-linux",
+    "ld.so",
+    "ld-musl",
+    "libstdc++",
+    "libc++",
+    "libgcc_s",
+    "libm.so",
+    "libpthread",
+];
+
+/// Writes the page. `title` names the profile (e.g. the program and the profile path);
+/// `summary` is a few lines of plain text shown at the top (escaped).
+pub fn render(
+    title: &str,
+    summary: &[String],
+    graphs: &[FlameGraph],
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let merged: Vec<Merged> = graphs.iter().map(Merged::new).collect();
+    let title = escape(title);
+    writeln!(out, "<!DOCTYPE html>")?;
+    writeln!(out, "<html lang=\"en\">")?;
+    writeln!(out, "<head>")?;
+    writeln!(out, "<meta charset=\"utf-8\">")?;
+    writeln!(
+        out,
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; \
+         style-src 'unsafe-inline'; script-src 'unsafe-inline'\">"
+    )?;
+    writeln!(
+        out,
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+    )?;
+    writeln!(out, "<title>memsup: {title}</title>")?;
+    writeln!(out, "<style>\n{STYLE}</style>")?;
+    writeln!(out, "</head>")?;
+    writeln!(out, "<body>")?;
+    writeln!(out, "<header>")?;
+    writeln!(out, "<h1>memsup: {title}</h1>")?;
+    if !summary.is_empty() {
+        let lines: Vec<String> = summary.iter().map(|line| escape(line)).collect();
+        writeln!(out, "<pre class=\"summary\">{}</pre>", lines.join("\n"))?;
+    }
+    writeln!(out, "</header>")?;
+    if graphs.is_empty() {
+        writeln!(
+            out,
+            "<p class=\"empty\">Nothing to show: no flamegraph.</p>"
+        )?;
+    } else {
+        render_controls(graphs, out)?;
+        render_sections(graphs, &merged, out)?;
+    }
+    writeln!(out, "<div id=\"tooltip\" hidden></div>")?;
+    writeln!(
+        out,
+        "<noscript><p class=\"empty\">The flamegraphs are drawn by JavaScript, \
+         which is turned off.</p></noscript>"
+    )?;
+    let data = DataJson {
+        graphs: merged.iter().map(GraphJson::new).collect(),
+    };
+    let json = serde_json::to_string(&data)?;
+    writeln!(
+        out,
+        "<script type=\"application/json\" id=\"{DATA_ID}\">{}</script>",
+        escape_json(&json)
+    )?;
+    writeln!(out, "<script>\n{SCRIPT}</script>")?;
+    writeln!(out, "</body>")?;
+    writeln!(out, "</html>")
+}
+
+/// The tabs, the search box and the reset button.
+fn render_controls(graphs: &[FlameGraph], out: &mut dyn Write) -> std::io::Result<()> {
+    writeln!(out, "<nav class=\"tabs\" role=\"tablist\">")?;
+    for (index, graph) in graphs.iter().enumerate() {
+        writeln!(
+            out,
+            "<button type=\"button\" class=\"tab\" role=\"tab\" data-graph=\"{index}\" \
+             aria-selected=\"{}\">{}</button>",
+            index == 0,
+            escape(&graph.metric)
+        )?;
+    }
+    writeln!(out, "</nav>")?;
+    writeln!(out, "<div class=\"controls\">")?;
+    writeln!(
+        out,
+        "<input type=\"search\" id=\"search\" placeholder=\"Search frames\" \
+         aria-label=\"Search frames (case-insensitive)\" autocomplete=\"off\">"
+    )?;
+    writeln!(
+        out,
+        "<button type=\"button\" id=\"reset\">Reset zoom</button>"
+    )?;
+    writeln!(out, "<span id=\"matched\"></span>")?;
+    writeln!(out, "</div>")
+}
+
+/// One section per graph: its description and total, then the chart the script fills, or
+/// the note that there is nothing to show. Only the first is visible until a tab is chosen.
+fn render_sections(
+    graphs: &[FlameGraph],
+    merged: &[Merged],
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    writeln!(out, "<main>")?;
+    for (index, (graph, tree)) in graphs.iter().zip(merged).enumerate() {
+        let hidden = if index == 0 { "" } else { " hidden" };
+        writeln!(
+            out,
+            "<section class=\"graph\" id=\"graph-{index}\" data-metric=\"{}\"{hidden}>",
+            escape(&graph.metric)
+        )?;
+        writeln!(
+            out,
+            "<p class=\"description\">{}; total {}</p>",
+            escape(&graph.description),
+            escape(&human_bytes(tree.total))
+        )?;
+        if tree.total == 0 {
+            writeln!(
+                out,
+                "<p class=\"empty\">Nothing to show: no stack has a value for {}.</p>",
+                escape(&graph.metric)
+            )?;
+        } else {
+            writeln!(out, "<div class=\"chart\" id=\"chart-{index}\"></div>")?;
+        }
+        writeln!(out, "</section>")?;
+    }
+    writeln!(out, "</main>")
+}
+
+/// The stacks of one graph merged into a prefix tree, nodes in pre-order.
+struct Merged<'a> {
+    metric: &'a str,
+    description: &'a str,
+    total: u64,
+    names: Vec<&'a str>,
+    nodes: Vec<MergedNode>,
+}
+
+struct MergedNode {
+    /// Index in `Merged::nodes`; None for the children of the root.
+    parent: Option<usize>,
+    /// Index in `Merged::names`.
+    name: usize,
+    value: u64,
+}
+
+impl<'a> Merged<'a> {
+    fn new(graph: &'a FlameGraph) -> Self {
+        let mut names: Vec<&str> = Vec::new();
+        let mut name_ids: HashMap<&str, usize> = HashMap::new();
+        // Nodes in creation order; a node is identified by (parent, name).
+        let mut nodes: Vec<MergedNode> = Vec::new();
+        let mut node_ids: HashMap<(Option<usize>, usize), usize> = HashMap::new();
+        let mut total = 0u64;
+        for (frames, value) in &graph.stacks {
+            if *value == 0 {
+                continue;
+            }
+            total = total.saturating_add(*value);
+            let mut parent = None;
+            for frame in frames {
+                let name = *name_ids.entry(frame.as_str()).or_insert_with(|| {
+                    names.push(frame.as_str());
+                    names.len() - 1
+                });
+                let node = *node_ids.entry((parent, name)).or_insert_with(|| {
+                    nodes.push(MergedNode {
+                        parent,
+                        name,
+                        value: 0,
+                    });
+                    nodes.len() - 1
+                });
+                nodes[node].value = nodes[node].value.saturating_add(*value);
+                parent = Some(node);
+            }
+        }
+        Merged {
+            metric: &graph.metric,
+            description: &graph.description,
+            total,
+            nodes: pre_order(&nodes, &names),
+            names,
+        }
+    }
+}
+
+/// `nodes` (parents before children) renumbered in pre-order, children by value descending,
+/// then by name. Iterative: stacks can be deeper than the thread's stack allows recursion.
+fn pre_order(nodes: &[MergedNode], names: &[&str]) -> Vec<MergedNode> {
+    let mut top = Vec::new();
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+    for (index, node) in nodes.iter().enumerate() {
+        match node.parent {
+            Some(parent) => children[parent].push(index),
+            None => top.push(index),
+        }
+    }
+    let order = |list: &mut Vec<usize>| {
+        list.sort_by(|&a, &b| {
+            (nodes[b].value, names[nodes[a].name]).cmp(&(nodes[a].value, names[nodes[b].name]))
+        })
+    };
+    order(&mut top);
+    children.iter_mut().for_each(order);
+    let mut sorted = Vec::with_capacity(nodes.len());
+    // (old index, new index of its parent); popped in order, so pushed in reverse.
+    let mut pending: Vec<(usize, Option<usize>)> =
+        top.iter().rev().map(|&index| (index, None)).collect();
+    while let Some((index, parent)) = pending.pop() {
+        let new_index = sorted.len();
+        sorted.push(MergedNode {
+            parent,
+            name: nodes[index].name,
+            value: nodes[index].value,
+        });
+        pending.extend(
+            children[index]
+                .iter()
+                .rev()
+                .map(|&child| (child, Some(new_index))),
+        );
+    }
+    sorted
+}
+
+/// True for a frame of the C or C++ runtime or of the dynamic linker. Frame names are free
+/// text; this only recognises a module named at the end, after a space, in brackets or
+/// parentheses: `malloc [libc.so.6]`, `operator new(unsigned long) (/usr/lib/libstdc++.so.6)`.
+fn is_runtime_frame(name: &str) -> bool {
+    let name = name.trim_end();
+    let module = if let Some(rest) = name.strip_suffix(']') {
+        rest.rsplit_once(" [")
+    } else if let Some(rest) = name.strip_suffix(')') {
+        rest.rsplit_once(" (")
+    } else {
+        None
+    };
+    let Some((_, module)) = module else {
+        return false;
+    };
+    let file = module.rsplit('/').next().unwrap_or(module);
+    RUNTIME_MODULES
+        .iter()
+        .any(|prefix| file.starts_with(prefix))
+}
+
+#[derive(serde::Serialize)]
+struct DataJson<'a> {
+    graphs: Vec<GraphJson<'a>>,
+}
+
+#[derive(serde::Serialize)]
+struct GraphJson<'a> {
+    metric: &'a str,
+    description: &'a str,
+    total: u64,
+    names: &'a [&'a str],
+    runtime: Vec<usize>,
+    /// (parent index or -1, name index, value)
+    nodes: Vec<(i64, usize, u64)>,
+}
+
+impl<'a> GraphJson<'a> {
+    fn new(tree: &'a Merged<'a>) -> Self {
+        GraphJson {
+            metric: tree.metric,
+            description: tree.description,
+            total: tree.total,
+            names: &tree.names,
+            runtime: (0..tree.names.len())
+                .filter(|&index| is_runtime_frame(tree.names[index]))
+                .collect(),
+            nodes: tree
+                .nodes
+                .iter()
+                .map(|node| {
+                    let parent = node.parent.map_or(-1, |parent| parent as i64);
+                    (parent, node.name, node.value)
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Text as HTML, safe both between tags and inside a double- or single-quoted attribute.
+fn escape(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for character in text.chars() {
+        match character {
+            '&' => escaped.push_str("&amp;"),
+            '<' => escaped.push_str("&lt;"),
+            '>' => escaped.push_str("&gt;"),
+            '"' => escaped.push_str("&quot;"),
+            '\'' => escaped.push_str("&#39;"),
+            _ => escaped.push(character),
+        }
+    }
+    escaped
+}
+
+/// JSON that can sit inside a `<script>` element: `<`, `>` and `&` only occur inside JSON
+/// strings, where their `\u` escapes mean the same characters.
+fn escape_json(json: &str) -> String {
+    json.replace('&', "\\u0026")
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,239 @@
+// The flamegraphs of memsup's HTML report, drawn from the JSON block the page embeds (its
+// format is described in src/report/html.rs). Plain DOM: each frame is an absolutely
+// positioned div with a data-name attribute; root on top, callees below.
+"use strict";
+(function () {
+  const ROW_HEIGHT = 18; // pixels per stack level
+  const MIN_PERCENT = 0.05; // frames narrower than this share of the view are not drawn
+  const MATCH_COLOR = "rgb(190, 90, 250)";
+
+  const data = JSON.parse(document.getElementById("memsup-data").textContent);
+  if (data.graphs.length === 0) {
+    return;
+  }
+  const search = document.getElementById("search");
+  const matched = document.getElementById("matched");
+  const tooltip = document.getElementById("tooltip");
+  const graphs = data.graphs.map(buildGraph);
+  let current = 0;
+  let term = ""; // the search, lower case; empty matches nothing
+
+  // The tree of one graph. Node 0 is the root, "all"; the others come in the data's
+  // pre-order, so a parent always comes before its children.
+  function buildGraph(graph, index) {
+    const runtime = new Set(graph.runtime);
+    const root = node("all", graph.total, null, false, 0);
+    const nodes = [root];
+    for (const [parent, name, value] of graph.nodes) {
+      const up = nodes[parent + 1];
+      const child = node(graph.names[name], value, up, runtime.has(name), nodes.length);
+      up.children.push(child);
+      nodes.push(child);
+    }
+    return {
+      nodes,
+      root,
+      zoom: root,
+      section: document.getElementById("graph-" + index),
+      chart: document.getElementById("chart-" + index), // null when there is nothing to show
+      tab: document.querySelector('.tab[data-graph="' + index + '"]'),
+    };
+  }
+
+  function node(name, value, parent, runtime, index) {
+    const depth = parent ? parent.depth + 1 : 0;
+    const key = name.toLowerCase();
+    return { name, key, value, parent, runtime, index, depth, children: [] };
+  }
+
+  // Draws the zoomed frame at full width with its callees below it and its callers above it.
+  function draw(graph) {
+    if (!graph.chart) {
+      return;
+    }
+    const zoom = graph.zoom;
+    const frames = document.createDocumentFragment();
+    for (let caller = zoom.parent; caller; caller = caller.parent) {
+      frames.appendChild(frame(caller, 0, 100, true));
+    }
+    let deepest = zoom.depth;
+    const pending = [[zoom, 0]];
+    while (pending.length > 0) {
+      const [next, left] = pending.pop();
+      const width = (100 * next.value) / zoom.value;
+      if (width < MIN_PERCENT) {
+        continue;
+      }
+      frames.appendChild(frame(next, left, width, false));
+      deepest = Math.max(deepest, next.depth);
+      let x = left;
+      for (const child of next.children) {
+        pending.push([child, x]);
+        x += (100 * child.value) / zoom.value;
+      }
+    }
+    graph.chart.replaceChildren(frames);
+    graph.chart.style.height = (deepest + 1) * ROW_HEIGHT + "px";
+  }
+
+  function frame(shown, left, width, caller) {
+    const div = document.createElement("div");
+    div.className = "frame";
+    div.classList.toggle("runtime", shown.runtime);
+    div.classList.toggle("ancestor", caller);
+    div.classList.toggle("match", matches(shown));
+    div.dataset.name = shown.name;
+    div.dataset.index = shown.index;
+    div.style.left = left + "%";
+    div.style.width = width + "%";
+    div.style.top = shown.depth * ROW_HEIGHT + "px";
+    div.style.background = color(shown);
+    div.textContent = shown.name; // CSS cuts it to the width with an ellipsis
+    return div;
+  }
+
+  function matches(candidate) {
+    return term !== "" && candidate.index !== 0 && candidate.key.includes(term);
+  }
+
+  // FNV-1a over the UTF-16 code units: a name gets the same color in every graph.
+  function hash(text) {
+    let value = 0x811c9dc5;
+    for (let i = 0; i < text.length; i++) {
+      value = Math.imul(value ^ text.charCodeAt(i), 0x01000193);
+    }
+    return value >>> 0;
+  }
+
+  // Warm hues (red to yellow) for the program, blues for the C/C++ runtime and ld.so.
+  function color(shown) {
+    if (matches(shown)) {
+      return MATCH_COLOR;
+    }
+    const h = hash(shown.name);
+    const hue = shown.runtime ? 190 + (h % 45) : h % 55;
+    const saturation = (shown.runtime ? 45 : 70) + ((h >>> 8) % 20);
+    const lightness = 58 + ((h >>> 16) % 14);
+    return "hsl(" + hue + ", " + saturation + "%, " + lightness + "%)";
+  }
+
+  // Like the text report: "100 bytes", "1.50 MiB (1572864 bytes)".
+  function human(bytes) {
+    if (bytes < 1024) {
+      return bytes === 1 ? "1 byte" : bytes + " bytes";
+    }
+    const units = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let scaled = bytes / 1024;
+    let unit = 0;
+    while (scaled >= 1024 && unit + 1 < units.length) {
+      scaled /= 1024;
+      unit++;
+    }
+    return scaled.toFixed(2) + " " + units[unit] + " (" + bytes + " bytes)";
+  }
+
+  function percent(part, whole) {
+    return ((100 * part) / whole).toFixed(2) + "%";
+  }
+
+  // The share of the total under matching frames; a match under a match is not counted again.
+  function showMatched(graph) {
+    if (term === "" || graph.root.value === 0) {
+      matched.textContent = "";
+      return;
+    }
+    const covered = new Uint8Array(graph.nodes.length);
+    let sum = 0;
+    for (const each of graph.nodes) {
+      if (each.parent && covered[each.parent.index]) {
+        covered[each.index] = 1;
+      } else if (matches(each)) {
+        covered[each.index] = 1;
+        sum += each.value;
+      }
+    }
+    matched.textContent =
+      "Matched: " + human(sum) + ", " + percent(sum, graph.root.value) + " of the total";
+  }
+
+  function showTooltip(graph, shown, event) {
+    tooltip.textContent =
+      shown.name + "\n" + human(shown.value) + ", " + percent(shown.value, graph.root.value) +
+      " of the total";
+    tooltip.hidden = false;
+    const margin = 12;
+    let left = event.clientX + margin;
+    if (left + tooltip.offsetWidth > window.innerWidth) {
+      left = Math.max(0, event.clientX - margin - tooltip.offsetWidth);
+    }
+    let top = event.clientY + margin;
+    if (top + tooltip.offsetHeight > window.innerHeight) {
+      top = Math.max(0, event.clientY - margin - tooltip.offsetHeight);
+    }
+    tooltip.style.left = left + "px";
+    tooltip.style.top = top + "px";
+  }
+
+  function frameAt(graph, event) {
+    const div = event.target.closest(".frame");
+    return div ? graph.nodes[Number(div.dataset.index)] : null;
+  }
+
+  function select(index) {
+    current = index;
+    graphs.forEach((graph, other) => {
+      graph.section.hidden = other !== index;
+      graph.tab.setAttribute("aria-selected", String(other === index));
+    });
+    draw(graphs[index]);
+    showMatched(graphs[index]);
+  }
+
+  function zoomTo(graph, target) {
+    graph.zoom = target;
+    draw(graph);
+  }
+
+  graphs.forEach((graph, index) => {
+    graph.tab.addEventListener("click", () => select(index));
+    if (!graph.chart) {
+      return;
+    }
+    // A click zooms into a frame; on the root (or a dimmed caller) it zooms back out.
+    graph.chart.addEventListener("click", (event) => {
+      const target = frameAt(graph, event);
+      if (target) {
+        zoomTo(graph, target);
+      }
+    });
+    graph.chart.addEventListener("mousemove", (event) => {
+      const target = frameAt(graph, event);
+      if (target) {
+        showTooltip(graph, target, event);
+      } else {
+        tooltip.hidden = true;
+      }
+    });
+    graph.chart.addEventListener("mouseleave", () => {
+      tooltip.hidden = true;
+    });
+  });
+  search.addEventListener("input", () => {
+    term = search.value.trim().toLowerCase();
+    draw(graphs[current]);
+    showMatched(graphs[current]);
+  });
+  document.getElementById("reset").addEventListener("click", () => {
+    zoomTo(graphs[current], graphs[current].root);
+  });
+  document.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && event.target !== search) {
+      zoomTo(graphs[current], graphs[current].root);
+    }
+  });
+
+  // A browser may keep the search box's text across a reload.
+  term = search.value.trim().toLowerCase();
+  graphs.forEach(draw);
+  select(0);
+})();
