@@ -19,6 +19,7 @@ mod ifunc;
 mod leader_exit;
 mod longjmp_signal;
 mod mappings;
+mod portable_profile;
 mod progress;
 mod realloc_chain;
 mod signals;
