@@ -23,6 +23,7 @@ mod portable_profile;
 mod progress;
 mod realloc_chain;
 mod signals;
+mod stack_tree;
 mod stdin_lines;
 mod step_over;
 mod threads;
