@@ -62,6 +62,8 @@ struct MappedModule {
     executable: Vec<Range<u64>>,
     /// Runtime addresses of signal return trampolines.
     sigreturn: Vec<u64>,
+    /// The entry code no CFI covers (see `ModuleFile::entry_code`), in runtime addresses.
+    entry_code: Option<Range<u64>>,
 }
 
 /// The modules of one process image and the unwind rule cache of their walks.
@@ -135,6 +137,10 @@ impl Unwinder {
                     .iter()
                     .map(|a| a.wrapping_add(bias))
                     .collect(),
+                entry_code: file
+                    .entry_code
+                    .as_ref()
+                    .map(|range| range.start.wrapping_add(bias)..range.end.wrapping_add(bias)),
             },
         );
         Ok(())
@@ -154,14 +160,8 @@ impl Unwinder {
     /// The path and load bias of the module whose mapped range holds `address`, for
     /// symbolising the frames of a walk.
     pub fn module_at(&self, address: u64) -> Option<(&str, u64)> {
-        let index = self
-            .modules
-            .partition_point(|module| module.range.start <= address);
-        let module = self.modules.get(index.checked_sub(1)?)?;
-        module
-            .range
-            .contains(&address)
-            .then_some((module.path.as_str(), module.bias))
+        self.module_holding(address)
+            .map(|module| (module.path.as_str(), module.bias))
     }
 
     /// Whether `address` is inside an executable segment of a known module: the test every
@@ -178,13 +178,29 @@ impl Unwinder {
         })
     }
 
-    fn is_sigreturn(&self, address: u64) -> bool {
+    /// The known module whose mapped range holds `address`.
+    fn module_holding(&self, address: u64) -> Option<&MappedModule> {
         let index = self
             .modules
             .partition_point(|module| module.range.start <= address);
-        index
-            .checked_sub(1)
-            .is_some_and(|index| self.modules[index].sigreturn.contains(&address))
+        let module = self.modules.get(index.checked_sub(1)?)?;
+        module.range.contains(&address).then_some(module)
+    }
+
+    fn is_sigreturn(&self, address: u64) -> bool {
+        self.module_holding(address)
+            .is_some_and(|module| module.sigreturn.contains(&address))
+    }
+
+    /// Whether `address` is in a module's entry code, where the kernel started the process:
+    /// a return address there belongs to the outermost frame.
+    fn is_entry_code(&self, address: u64) -> bool {
+        self.module_holding(address).is_some_and(|module| {
+            module
+                .entry_code
+                .as_ref()
+                .is_some_and(|range| range.contains(&address))
+        })
     }
 
     /// Walks `snapshot`. `substitute(a)` returning `Some(real)` means `a` is memsup's return
@@ -231,6 +247,14 @@ impl Unwinder {
             if stack.frames.len() >= MAX_DEPTH {
                 stack.truncated = true;
                 return stack;
+            }
+            if let FrameAddress::ReturnAddress(return_address) = address {
+                if self.is_entry_code(return_address.get()) {
+                    // The code the kernel started the process at called this frame: there
+                    // is nothing above it, though no CFI says so (the dynamic linker's
+                    // `_start` and `_dl_start_user`).
+                    return stack;
+                }
             }
             let next = self
                 .framehop

@@ -281,3 +281,52 @@ fn removed_modules_no_longer_validate_return_addresses() {
     let stack = unwinder.unwind(&snapshot, &mut |_| None);
     assert!(stack.frames[1..].iter().all(|frame| !own.contains(frame)));
 }
+
+/// The dynamic linker's entry code (`_start`, `_dl_start_user`) has no CFI and clears rbp
+/// before calling `_dl_init`: a return address into it is the outermost frame, not a walk
+/// that failed.
+#[test]
+fn a_return_into_the_dynamic_linkers_entry_code_ends_the_stack() {
+    use iced_x86::{Decoder, DecoderOptions, Mnemonic};
+    use object::{Object, ObjectSection};
+
+    const LD_SO: &str = "/lib64/ld-linux-x86-64.so.2";
+    let entry = modules::ModuleFile::open(LD_SO)
+        .unwrap()
+        .entry_code
+        .expect("no CFI covers ld.so's entry code");
+    // The return address of the entry code's first call (`call _dl_start`).
+    let data = std::fs::read(LD_SO).unwrap();
+    let file = object::File::parse(&*data).unwrap();
+    let code = file
+        .sections()
+        .find_map(|section| {
+            section
+                .data_range(entry.start, entry.end - entry.start)
+                .ok()
+                .flatten()
+        })
+        .unwrap();
+    let returns_to = Decoder::with_ip(64, code, entry.start, DecoderOptions::NONE)
+        .into_iter()
+        .find(|instruction| instruction.mnemonic() == Mnemonic::Call)
+        .expect("the entry code calls _dl_start")
+        .next_ip();
+    assert!(entry.contains(&returns_to));
+
+    const BIAS: u64 = 0x7f00_0000_0000;
+    let mut unwinder = Unwinder::new();
+    unwinder
+        .add_module(LD_SO, BIAS, BIAS + data.len() as u64, BIAS)
+        .unwrap();
+    let snapshot = StackSnapshot {
+        ip: BIAS + returns_to,
+        ip_is_return_address: true,
+        sp: 0x7ffc_0000_0000,
+        bp: 0,
+        stack: vec![0; 256],
+    };
+    let stack = unwinder.unwind(&snapshot, &mut |_| None);
+    assert_eq!(stack.frames, [snapshot.ip]);
+    assert!(!stack.truncated);
+}
