@@ -12,7 +12,7 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, Sender};
 use indicatif::MultiProgress;
 
-use super::symbolize::ImageSymbolizer;
+use super::symbolize::{ImageSymbolizer, SignalFrames};
 use crate::ptrace::capture::MAX_WINDOW;
 use crate::ptrace::sink::{Capture, Message, StackSource};
 use crate::trace::format::{Record, UnwindCosts, TRUNCATED_FRAME};
@@ -38,6 +38,8 @@ struct Image {
     stacks: StackInterner,
     /// Every address in the image's stack tree, symbolised when the image ends.
     addresses: BTreeSet<u64>,
+    /// Which of them are signal frames (named at the address itself, not at `a - 1`).
+    signal_frames: SignalFrames,
 }
 
 impl Image {
@@ -47,6 +49,7 @@ impl Image {
             unwinder: Unwinder::with_module_cache(Arc::clone(files)),
             stacks: StackInterner::default(),
             addresses: BTreeSet::new(),
+            signal_frames: SignalFrames::default(),
         }
     }
 
@@ -57,6 +60,7 @@ impl Image {
             unwinder: self.unwinder.clone(),
             stacks: StackInterner::default(),
             addresses: BTreeSet::new(),
+            signal_frames: SignalFrames::default(),
         }
     }
 }
@@ -163,7 +167,13 @@ impl Collector {
             StackSource::Caller(caller) => vec![caller],
             StackSource::Snapshot(capture) => {
                 let started = Instant::now();
-                let (frames, truncated) = unwind(&image.unwinder, &capture);
+                let (frames, truncated, signal_frames) = unwind(&image.unwinder, &capture);
+                for index in signal_frames {
+                    image.signal_frames.trampolines.insert(frames[index]);
+                    if let Some(&interrupted) = frames.get(index + 1) {
+                        image.signal_frames.interrupted.insert(interrupted);
+                    }
+                }
                 self.costs.unwind_ns += started.elapsed().as_nanos() as u64;
                 self.costs.stacks += 1;
                 self.costs.frames += frames.len() as u64 - u64::from(truncated);
@@ -241,7 +251,9 @@ impl Collector {
         let addresses: Vec<u64> = std::mem::take(&mut image.addresses).into_iter().collect();
         let started = Instant::now();
         self.costs.addresses += addresses.len() as u64;
-        let records = self.symbolizer.symbolize(pid, &image.modules, addresses);
+        let records =
+            self.symbolizer
+                .symbolize(pid, &image.modules, addresses, &image.signal_frames);
         self.costs.symbolize_ns += started.elapsed().as_nanos() as u64;
         for record in records {
             let _ = self.output.send(record);
@@ -253,7 +265,8 @@ impl Collector {
 /// called the allocator (or the system call wrapper's own address), then outwards. A walk
 /// that stopped early ends in `TRUNCATED_FRAME`; when the copy was too short for it, the
 /// thread's next copies are made larger.
-fn unwind(unwinder: &Unwinder, capture: &Capture) -> (Vec<u64>, bool) {
+/// Also returns the indices of the signal return trampolines among the frames.
+fn unwind(unwinder: &Unwinder, capture: &Capture) -> (Vec<u64>, bool, Vec<usize>) {
     let mut hijacked = capture.hijacked.iter();
     let mut substitute = |address: u64| {
         if Some(address) == capture.trampoline {
@@ -271,5 +284,5 @@ fn unwind(unwinder: &Unwinder, capture: &Capture) -> (Vec<u64>, bool) {
             capture.window.fetch_max(larger as u32, Ordering::Relaxed);
         }
     }
-    (frames, stack.truncated)
+    (frames, stack.truncated, stack.signal_frames)
 }

@@ -51,6 +51,10 @@ pub struct Stack {
     /// The walk stopped before the outermost frame: the copy ended, a return address pointed
     /// outside every known module's code, or `MAX_DEPTH` was reached.
     pub truncated: bool,
+    /// Indices in `frames` of signal return trampolines (`__restore_rt`): the frame after
+    /// each is the instruction the signal interrupted, not a return address, so it is
+    /// symbolised at itself rather than at `a - 1`.
+    pub signal_frames: Vec<usize>,
 }
 
 /// A module mapped in the process, in runtime addresses.
@@ -233,6 +237,7 @@ impl Unwinder {
                     return Stack {
                         frames: Vec::new(),
                         truncated: true,
+                        signal_frames: Vec::new(),
                     }
                 }
             }
@@ -242,6 +247,7 @@ impl Unwinder {
         let mut stack = Stack {
             frames: vec![snapshot.ip],
             truncated: false,
+            signal_frames: Vec::new(),
         };
         loop {
             if stack.frames.len() >= MAX_DEPTH {
@@ -275,6 +281,7 @@ impl Unwinder {
             }
             stack.frames.push(return_address);
             if self.is_sigreturn(return_address) {
+                stack.signal_frames.push(stack.frames.len() - 1);
                 // A signal handler's frame: the interrupted registers are in the ucontext
                 // at the stack pointer; the walk goes on at the interrupted instruction.
                 let Some(interrupted) = signal_context(snapshot, registers.sp()) else {
