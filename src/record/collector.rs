@@ -3,7 +3,7 @@
 //! every address of the tree once when the image ends (exec, exit, end of recording) so
 //! profiles report without the binaries, and keeps the live counters the progress line shows.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -36,8 +36,10 @@ struct Image {
     modules: Vec<ModuleRange>,
     unwinder: Unwinder,
     stacks: StackInterner,
-    /// Every address in the image's stack tree, symbolised when the image ends.
-    addresses: BTreeSet<u64>,
+    /// Every address in the image's stack tree, symbolised when the image ends, with the
+    /// index in `modules` of the module that held it when it was first seen (a library
+    /// dlclose()d later may leave its place to another one).
+    addresses: BTreeMap<u64, Option<usize>>,
     /// Which of them are signal frames (named at the address itself, not at `a - 1`).
     signal_frames: SignalFrames,
 }
@@ -48,7 +50,7 @@ impl Image {
             modules: Vec::new(),
             unwinder: Unwinder::with_module_cache(Arc::clone(files)),
             stacks: StackInterner::default(),
-            addresses: BTreeSet::new(),
+            addresses: BTreeMap::new(),
             signal_frames: SignalFrames::default(),
         }
     }
@@ -59,7 +61,7 @@ impl Image {
             modules: self.modules.clone(),
             unwinder: self.unwinder.clone(),
             stacks: StackInterner::default(),
-            addresses: BTreeSet::new(),
+            addresses: BTreeMap::new(),
             signal_frames: SignalFrames::default(),
         }
     }
@@ -185,7 +187,11 @@ impl Collector {
         self.new_nodes.clear();
         *slot = image.stacks.intern(&frames, &mut self.new_nodes);
         for node in &self.new_nodes {
-            image.addresses.insert(node.address);
+            let module = image
+                .modules
+                .iter()
+                .rposition(|(_, start, end, _)| (*start..*end).contains(&node.address));
+            image.addresses.entry(node.address).or_insert(module);
             let _ = self.output.send(Record::StackNode {
                 pid,
                 id: node.id,
@@ -248,7 +254,8 @@ impl Collector {
         let Some(image) = self.images.get_mut(&pid) else {
             return;
         };
-        let addresses: Vec<u64> = std::mem::take(&mut image.addresses).into_iter().collect();
+        let addresses: Vec<(u64, Option<usize>)> =
+            std::mem::take(&mut image.addresses).into_iter().collect();
         let started = Instant::now();
         self.costs.addresses += addresses.len() as u64;
         let records =
@@ -285,4 +292,111 @@ fn unwind(unwinder: &Unwinder, capture: &Capture) -> (Vec<u64>, bool, Vec<usize>
         }
     }
     (frames, stack.truncated, stack.signal_frames)
+}
+
+#[cfg(test)]
+mod tests {
+    use crossbeam_channel::unbounded;
+    use indicatif::ProgressDrawTarget;
+
+    use super::*;
+    use crate::symbols::elf::ElfFile;
+    use crate::trace::format::{AllocFunction, ExitKind, StartCause};
+
+    const LIBC: &str = "/lib/x86_64-linux-gnu/libc.so.6";
+    const LD_SO: &str = "/lib64/ld-linux-x86-64.so.2";
+    const PID: u32 = 7;
+
+    fn collector(output: Sender<Record>) -> Collector {
+        Collector {
+            output,
+            files: Arc::new(ModuleCache::new()),
+            images: HashMap::new(),
+            live_blocks: HashMap::new(),
+            symbolizer: ImageSymbolizer::new(MultiProgress::with_draw_target(
+                ProgressDrawTarget::hidden(),
+            )),
+            stats: Arc::new(LiveStats::default()),
+            new_nodes: Vec::new(),
+            costs: UnwindCosts::default(),
+        }
+    }
+
+    fn module(path: &str, start: u64) -> Message {
+        Message {
+            record: Record::Module {
+                time_ns: 0,
+                pid: PID,
+                path: path.to_string(),
+                start,
+                end: start + (4 << 20),
+                bias: start,
+            },
+            stack: None,
+        }
+    }
+
+    /// A library dlclose()d and replaced by another at the same address: the stacks recorded
+    /// while the first one was mapped are named from it, not from the newest module there.
+    #[test]
+    fn addresses_are_named_from_the_module_mapped_when_they_were_recorded() {
+        const START: u64 = 0x7f00_0000_0000;
+        let elf = ElfFile::open(LIBC).unwrap();
+        let malloc = elf.find_functions(&["malloc"])[0].address;
+        let (name, _) = elf.symbolize(malloc + 4).unwrap();
+        let caller = START + malloc + 5;
+        let (sender, receiver) = unbounded();
+        let mut collector = collector(sender);
+        let messages = [
+            Message {
+                record: Record::ProcessStart {
+                    time_ns: 0,
+                    pid: PID,
+                    parent_pid: None,
+                    cause: StartCause::Launch,
+                },
+                stack: None,
+            },
+            module(LIBC, START),
+            Message {
+                record: Record::Alloc {
+                    time_ns: 1,
+                    pid: PID,
+                    tid: PID,
+                    function: AllocFunction::Malloc,
+                    address: 0x1000,
+                    size: 10,
+                    stack: 0,
+                },
+                stack: Some(StackSource::Caller(caller)),
+            },
+            module(LD_SO, START),
+            Message {
+                record: Record::ProcessExit {
+                    time_ns: 2,
+                    pid: PID,
+                    status: ExitKind::Code(0),
+                    counters: Default::default(),
+                },
+                stack: None,
+            },
+        ];
+        for message in messages {
+            collector.take(message);
+        }
+        drop(collector);
+        let symbols: Vec<(String, String)> = receiver
+            .iter()
+            .filter_map(|record| match record {
+                Record::Symbol {
+                    address,
+                    function,
+                    module,
+                    ..
+                } if address == caller => Some((function, module)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(symbols, [(name, LIBC.to_string())]);
+    }
 }

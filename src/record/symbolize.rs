@@ -44,13 +44,15 @@ impl ImageSymbolizer {
         }
     }
 
-    /// One `Symbol` record per address of process `pid` that lies in one of its `modules`.
-    /// Return addresses are looked up at `a - 1`, the addresses in `signal` at `a`.
+    /// One `Symbol` record per address of process `pid` that lies in one of its `modules`:
+    /// the one at the index given with the address (the module that held it when it was
+    /// recorded), else the newest that holds it. Return addresses are looked up at `a - 1`,
+    /// the addresses in `signal` at `a`.
     pub fn symbolize(
         &mut self,
         pid: u32,
         modules: &[ModuleRange],
-        addresses: Vec<u64>,
+        addresses: Vec<(u64, Option<usize>)>,
         signal: &SignalFrames,
     ) -> Vec<Record> {
         let bar = if addresses.len() >= PROGRESS_THRESHOLD {
@@ -67,17 +69,20 @@ impl ImageSymbolizer {
             ProgressBar::hidden()
         };
         let mut records = Vec::with_capacity(addresses.len());
-        for address in addresses {
+        for (address, module) in addresses {
             bar.inc(1);
             if address == TRUNCATED_FRAME {
                 continue;
             }
-            // The newest module at an address wins: an older one was unmapped (dlclose).
-            let Some((path, _, _, bias)) = modules
-                .iter()
-                .rev()
-                .find(|(_, start, end, _)| (*start..*end).contains(&address))
-            else {
+            // Without a module recorded with the address, the newest module there wins: an
+            // older one was unmapped (dlclose).
+            let recorded = module.and_then(|index| modules.get(index));
+            let Some((path, _, _, bias)) = recorded.or_else(|| {
+                modules
+                    .iter()
+                    .rev()
+                    .find(|(_, start, end, _)| (*start..*end).contains(&address))
+            }) else {
                 continue;
             };
             let file_address = address.wrapping_sub(*bias);
@@ -143,8 +148,9 @@ mod tests {
     fn symbolize(addresses: &[u64], signal: &SignalFrames) -> Vec<(String, u64, Vec<String>)> {
         let modules = [(LIBC.to_string(), BIAS, BIAS + (64 << 20), BIAS)];
         let bars = MultiProgress::with_draw_target(ProgressDrawTarget::hidden());
+        let addresses = addresses.iter().map(|&a| (a, Some(0))).collect();
         ImageSymbolizer::new(bars)
-            .symbolize(1, &modules, addresses.to_vec(), signal)
+            .symbolize(1, &modules, addresses, signal)
             .into_iter()
             .map(|record| match record {
                 Record::Symbol {
