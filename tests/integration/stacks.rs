@@ -1,0 +1,270 @@
+//! Whole call stacks, frame by frame: fixtures whose allocations sit at the bottom of chains
+//! known from their sources (fixtures/stack_*) are built at -O2 with and without frame
+//! pointers, dynamic, static and musl, recorded, and the stack of each allocation (found by
+//! its size) is expanded into function names, inlined functions included, and compared with
+//! the chain in full: nothing missing, nothing added, and truncated only where the fixture's
+//! header says why.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::common::stacks::{assert_chain, for_each_build, ProfileStacks, Step, GLIBC_START, LIBC};
+use crate::common::*;
+
+use Step::{Function as F, Library, LibraryFunction, Truncated};
+
+const CODEGENS: [CodeGen; 2] = [CodeGen::O2FramePointers, CodeGen::O2NoFramePointers];
+const ALL_LINKS: [Variant; 3] = [Variant::Dynamic, Variant::Static, Variant::Musl];
+
+/// `inner`, then what follows `main` for `variant`: glibc's start-up frames, or for musl
+/// (whose libc has neither CFI nor frame pointers) one or more of its frames and the mark of
+/// a walk that could not go on.
+fn through_main(inner: &[Step], variant: Variant) -> Vec<Step> {
+    let mut chain = inner.to_vec();
+    match variant {
+        Variant::Musl => chain.extend([Library(LIBC), Truncated]),
+        _ => chain.extend(GLIBC_START),
+    }
+    chain
+}
+
+/// The canonical path of a fixture, as the profile's module records name it.
+fn canonical(path: &Path) -> std::path::PathBuf {
+    path.canonicalize()
+        .unwrap_or_else(|error| panic!("resolving {}: {error}", path.display()))
+}
+
+fn heap_image<'a>(report: &'a Value, fixture: &Path, args: &[&str]) -> &'a Value {
+    let image = launched_image(report, fixture, args);
+    assert_exit(image, "code", Some(0));
+    image
+}
+
+/// fixtures/stack_chains.c: twelve levels, recursion, a comparator called by qsort, and a
+/// signal handler entered from raise() and from kill().
+#[test]
+fn stacks_of_deep_recursive_qsort_and_signal_chains() {
+    for_each_build(
+        "stack_chains",
+        &ALL_LINKS,
+        &CODEGENS,
+        |variant, _, fixture| {
+            let recording = record(fixture, &[], None);
+            assert_eq!(
+                String::from_utf8_lossy(&recording.native.stdout),
+                "stack_chains: 5 blocks allocated\n"
+            );
+            let own = HeapExpectation {
+                calls: calls(&[("malloc", 5), ("free", 4)]),
+                returned_calls: 5,
+                allocations: 5,
+                bytes_allocated: 1201 + 1202 + 1203 + 1204 + 1205,
+                frees: 4,
+                peak_live_bytes: 1201 + 1202 + 1203 + 1204 + 1205,
+                peak_live_blocks: 5,
+                live_bytes_at_exit: 1205,
+                live_blocks_at_exit: 1,
+                largest_allocation: 1205,
+                ..Default::default()
+            };
+            // glibc's qsort frees its temporary buffer, NULL when the array fit on the stack.
+            let glibc = HeapExpectation {
+                calls: calls(&[("malloc", 5), ("free", 5)]),
+                null_frees: 1,
+                ..own.clone()
+            };
+            let expected = match variant {
+                Variant::Dynamic => glibc,
+                Variant::Static => glibc.plus_static_startup(GlibcStaticStartup::of(fixture)),
+                Variant::Musl => own,
+            };
+            assert_heap(heap_image(&recording.report, fixture, &[]), &expected);
+
+            let stacks = ProfileStacks::read(&recording.profile);
+            let exe = canonical(fixture);
+            let levels: Vec<Step> = (1..=12)
+                .rev()
+                .map(|level| F(LEVEL_NAMES[level - 1]))
+                .chain([F("main")])
+                .collect();
+            let mut recursion = vec![F("recurse"); 8];
+            recursion.extend([F("recursion"), F("main")]);
+            let chains: [(u64, Vec<Step>); 5] = match variant {
+                Variant::Musl => [
+                    (1201, through_main(&levels, variant)),
+                    (1202, through_main(&recursion, variant)),
+                    // musl's qsort, raise and kill have no CFI: the walk stops inside them.
+                    (1203, vec![F("compare"), Library(LIBC), Truncated]),
+                    (
+                        1204,
+                        vec![F("on_signal"), F("__restore_rt"), Library(LIBC), Truncated],
+                    ),
+                    (
+                        1205,
+                        vec![F("on_signal"), F("__restore_rt"), Library(LIBC), Truncated],
+                    ),
+                ],
+                _ => [
+                    (1201, through_main(&levels, variant)),
+                    (1202, through_main(&recursion, variant)),
+                    (
+                        1203,
+                        through_main(
+                            &[F("compare"), Library(LIBC), F("sort_values"), F("main")],
+                            variant,
+                        ),
+                    ),
+                    (
+                        1204,
+                        through_main(
+                            &[
+                                F("on_signal"),
+                                F("__restore_rt"),
+                                Library(LIBC),
+                                F("send_raise"),
+                                F("signals"),
+                                F("main"),
+                            ],
+                            variant,
+                        ),
+                    ),
+                    (
+                        1205,
+                        through_main(
+                            &[
+                                F("on_signal"),
+                                F("__restore_rt"),
+                                Library(LIBC),
+                                F("send_kill"),
+                                F("signals"),
+                                F("main"),
+                            ],
+                            variant,
+                        ),
+                    ),
+                ],
+            };
+            for (size, chain) in &chains {
+                assert_chain(stacks.with_size(*size), chain, variant, &exe);
+            }
+            // The signal trampoline is libc's (linked into a static program).
+            for size in [1204, 1205] {
+                let trampoline = &stacks.with_size(size).frames[1];
+                let module = Path::new(&trampoline.module);
+                match variant {
+                    Variant::Dynamic => assert!(
+                        module
+                            .file_name()
+                            .is_some_and(|name| name.to_string_lossy().starts_with(LIBC)),
+                        "{trampoline:?}"
+                    ),
+                    _ => assert_eq!(module, exe, "{trampoline:?}"),
+                }
+            }
+        },
+    );
+}
+
+const LEVEL_NAMES: [&str; 12] = [
+    "level_01", "level_02", "level_03", "level_04", "level_05", "level_06", "level_07", "level_08",
+    "level_09", "level_10", "level_11", "level_12",
+];
+
+/// fixtures/stack_threads.c: three threads with distinct chains down from start_thread.
+#[test]
+fn stacks_of_threads_start_in_the_thread_library() {
+    for_each_build(
+        "stack_threads",
+        &ALL_LINKS,
+        &CODEGENS,
+        |variant, _, fixture| {
+            let recording = record(fixture, &[], None);
+            assert_eq!(
+                String::from_utf8_lossy(&recording.native.stdout),
+                "stack_threads: 4 blocks from 3 threads and main\n"
+            );
+            let own = HeapExpectation {
+                calls: calls(&[("malloc", 4), ("free", 4)]),
+                returned_calls: 4,
+                allocations: 4,
+                bytes_allocated: 1401 + 1402 + 1403 + 1404,
+                frees: 4,
+                peak_live_bytes: 1401 + 1402 + 1403 + 1404,
+                peak_live_blocks: 4,
+                largest_allocation: 1404,
+                ..Default::default()
+            };
+            // glibc: one DTV of 272 bytes for the first thread, kept (the next threads reuse
+            // its stack and DTV); each reuse of the cached stack frees the 15 DTV slots' blocks,
+            // all NULL; at each thread's exit its tcache is freed (an unknown free), and the
+            // dynamic libc frees NULL twice.
+            let glibc = |null_frees_per_thread: u64| HeapExpectation {
+                calls: calls(&[
+                    ("malloc", 4),
+                    ("calloc", 1),
+                    ("free", 4 + 2 * 15 + 3 * (1 + null_frees_per_thread)),
+                ]),
+                returned_calls: 5,
+                allocations: 5,
+                bytes_allocated: own.bytes_allocated + 272,
+                null_frees: 2 * 15 + 3 * null_frees_per_thread,
+                unknown_frees: 3,
+                peak_live_bytes: own.peak_live_bytes + 272,
+                peak_live_blocks: 5,
+                live_bytes_at_exit: 272,
+                live_blocks_at_exit: 1,
+                ..own.clone()
+            };
+            let expected = match variant {
+                Variant::Dynamic => glibc(2),
+                Variant::Static => glibc(0).plus_static_startup(GlibcStaticStartup::of(fixture)),
+                Variant::Musl => own,
+            };
+            assert_heap(heap_image(&recording.report, fixture, &[]), &expected);
+
+            let stacks = ProfileStacks::read(&recording.profile);
+            let exe = canonical(fixture);
+            let thread_start: Vec<Step> = match variant {
+                // glibc's clone3 marks the outermost frame with its CFI.
+                Variant::Dynamic | Variant::Static => vec![
+                    LibraryFunction(LIBC, &["start_thread"]),
+                    LibraryFunction(LIBC, &["clone3"]),
+                ],
+                Variant::Musl => vec![Library(LIBC), Truncated],
+            };
+            let threads: [(u64, &[&str]); 3] = [
+                (1401, &["alpha_leaf", "alpha_middle", "alpha_entry"]),
+                (1402, &["beta_leaf", "beta_entry"]),
+                (
+                    1403,
+                    &[
+                        "gamma_leaf",
+                        "gamma_leaf_caller",
+                        "gamma_middle",
+                        "gamma_entry",
+                    ],
+                ),
+            ];
+            let mut thread_ids = HashSet::new();
+            for (size, names) in threads {
+                let mut chain: Vec<Step> = names.iter().map(|name| F(name)).collect();
+                chain.extend(thread_start.iter().copied());
+                let allocation = stacks.with_size(size);
+                assert_chain(allocation, &chain, variant, &exe);
+                assert_ne!(allocation.tid, allocation.pid, "{}", allocation.describe());
+                thread_ids.insert(allocation.tid);
+            }
+            assert_eq!(thread_ids.len(), 3, "each block comes from its own thread");
+            let main = stacks.with_size(1404);
+            assert_chain(
+                main,
+                &through_main(&[F("main_leaf"), F("main")], variant),
+                variant,
+                &exe,
+            );
+            assert_eq!(main.tid, main.pid);
+        },
+    );
+}
