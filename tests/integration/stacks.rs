@@ -268,3 +268,96 @@ fn stacks_of_threads_start_in_the_thread_library() {
         },
     );
 }
+
+/// fixtures/stack_templates.cpp: template functions inlined into others, allocating with
+/// new; the inlined functions are frames of their own. Also libstdc++'s allocation before
+/// main, whose stack in a dynamic program ends in the dynamic linker's entry code.
+#[test]
+fn stacks_of_inlined_templates_show_each_inlined_function() {
+    let links = [Variant::Dynamic, Variant::Static];
+    for_each_build(
+        "stack_templates",
+        &links,
+        &CODEGENS,
+        |variant, _, fixture| {
+            let recording = record(fixture, &[], None);
+            assert_eq!(
+                String::from_utf8_lossy(&recording.native.stdout),
+                "stack_templates: 1301 + 1302 bytes\n"
+            );
+            let pool = 72704;
+            let own = HeapExpectation {
+                calls: calls(&[("malloc", 3), ("free", 2)]),
+                returned_calls: 3,
+                allocations: 3,
+                bytes_allocated: pool + 1301 + 1302,
+                frees: 2,
+                peak_live_bytes: pool + 1301 + 1302,
+                peak_live_blocks: 3,
+                live_bytes_at_exit: pool,
+                live_blocks_at_exit: 1,
+                largest_allocation: pool,
+                ..Default::default()
+            };
+            let expected = match variant {
+                Variant::Static => own.plus_static_startup(GlibcStaticStartup::of(fixture)),
+                _ => own,
+            };
+            assert_heap(heap_image(&recording.report, fixture, &[]), &expected);
+
+            let stacks = ProfileStacks::read(&recording.profile);
+            let exe = canonical(fixture);
+            let new = F("operator new(unsigned long)");
+            let widget = stacks.with_size(1301);
+            assert_chain(
+                widget,
+                &through_main(
+                    &[
+                        new,
+                        F("Widget* make_node<Widget, 3>()"),
+                        F("Widget* wrap<Widget, 3>()"),
+                        F("Widget* build<Widget, 3>()"),
+                        F("main"),
+                    ],
+                    variant,
+                ),
+                variant,
+                &exe,
+            );
+            let inlined: Vec<bool> = widget.frames[1..4].iter().map(|f| f.inlined).collect();
+            assert_eq!(inlined, [true, true, false], "{}", widget.describe());
+            // operator new[] jumps to operator new (a tail call), so it has no frame.
+            let buffer = stacks.with_size(1302);
+            assert_chain(
+                buffer,
+                &through_main(
+                    &[
+                        new,
+                        F("char* fill_buffer<char, (unsigned long)1302>()"),
+                        F("Holder<char>::grow()"),
+                        F("Holder<char>::reset()"),
+                        F("build_holder(Holder<char>*)"),
+                        F("main"),
+                    ],
+                    variant,
+                ),
+                variant,
+                &exe,
+            );
+            let inlined: Vec<bool> = buffer.frames[1..5].iter().map(|f| f.inlined).collect();
+            assert_eq!(inlined, [true, false, true, false], "{}", buffer.describe());
+            // Before main: libstdc++'s emergency pool, from its static initialiser.
+            let before_main: Vec<Step> = match variant {
+                // libstdc++.so.6 names only its exported functions; the dynamic linker runs the
+                // initialiser (call_init, _dl_init) from its entry code, the outermost frame.
+                Variant::Dynamic => vec![Library("libstdc++.so"), Library("ld-linux-x86-64.so")],
+                _ => vec![
+                    F("_GLOBAL__sub_I_eh_alloc.cc"),
+                    LibraryFunction(LIBC, &["__libc_start_main_impl"]),
+                    F("_start"),
+                ],
+            };
+            assert_chain(stacks.with_size(pool), &before_main, variant, &exe);
+        },
+    );
+}
