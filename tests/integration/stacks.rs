@@ -361,3 +361,59 @@ fn stacks_of_inlined_templates_show_each_inlined_function() {
         },
     );
 }
+
+/// fixtures/stack_dlopen.c: the frames of a library that was dlopen()ed, then dlclose()d and
+/// replaced by another at the same address, are named from the library that made the call.
+#[test]
+fn stacks_through_unloaded_libraries_keep_their_names() {
+    for_each_build(
+        "stack_dlopen",
+        &[Variant::Dynamic],
+        &CODEGENS,
+        |variant, codegen, fixture| {
+            let plugin = shared_object_with("stack_plugin", codegen);
+            let next = shared_object_with("stack_plugin_next", codegen);
+            let args = [plugin.to_str().unwrap(), next.to_str().unwrap()];
+            let recording = record(fixture, &args, None);
+            assert_eq!(
+                String::from_utf8_lossy(&recording.native.stdout),
+                "stack_dlopen: both blocks outlived their libraries\n"
+            );
+            heap_image(&recording.report, fixture, &args);
+
+            let stacks = ProfileStacks::read(&recording.profile);
+            let exe = canonical(fixture);
+            let module = |path: &Path| {
+                let path = canonical(path).to_string_lossy().into_owned();
+                stacks
+                    .modules
+                    .iter()
+                    .find(|module| module.path == path)
+                    .unwrap_or_else(|| panic!("no module {path} in {:#?}", stacks.modules))
+                    .clone()
+            };
+            let (first, second) = (module(&plugin), module(&next));
+            assert_eq!(
+                (first.start, first.end),
+                (second.start, second.end),
+                "the second library should take the first one's place"
+            );
+            for (size, inner, library) in [
+                (
+                    1501,
+                    &["plugin_leaf", "plugin_middle", "plugin_entry"][..],
+                    &first,
+                ),
+                (1502, &["next_leaf", "next_entry"][..], &second),
+            ] {
+                let mut chain: Vec<Step> = inner.iter().map(|name| F(name)).collect();
+                chain.extend([F("call_plugin"), F("load_and_call"), F("main")]);
+                let allocation = stacks.with_size(size);
+                assert_chain(allocation, &through_main(&chain, variant), variant, &exe);
+                for frame in &allocation.frames[..inner.len()] {
+                    assert_eq!(frame.module, library.path, "{}", allocation.describe());
+                }
+            }
+        },
+    );
+}

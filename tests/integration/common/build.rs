@@ -228,6 +228,11 @@ pub fn shared_object(name: &str) -> PathBuf {
     build(name, Artifact::SharedObject, CodeGen::Default)
 }
 
+/// `shared_object` with `codegen` (`NAME-o2-fp.so`, ...).
+pub fn shared_object_with(name: &str, codegen: CodeGen) -> PathBuf {
+    build(name, Artifact::SharedObject, codegen)
+}
+
 fn build(name: &str, kind: Artifact, codegen: CodeGen) -> PathBuf {
     type Locks = Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>;
     static LOCKS: OnceLock<Locks> = OnceLock::new();

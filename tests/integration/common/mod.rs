@@ -13,7 +13,7 @@ pub mod tools;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 
-pub use build::{fixture, shared_object, variants, CodeGen, Variant};
+pub use build::{fixture, shared_object, shared_object_with, variants, CodeGen, Variant};
 pub use expect::{
     assert_heap, assert_probe_costs, assert_site_listed, assert_top_sites, calls, site,
     GlibcStaticStartup, HeapExpectation,

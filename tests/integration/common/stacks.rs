@@ -85,9 +85,19 @@ struct PendingAllocation {
     stack: StackId,
 }
 
-/// Every allocation (Alloc and Realloc records) of a profile with its expanded stack.
+/// A module as the profile records it.
+#[derive(Clone, Debug)]
+pub struct Module {
+    pub path: String,
+    pub start: u64,
+    pub end: u64,
+}
+
+/// Every allocation (Alloc and Realloc records) of a profile with its expanded stack, and the
+/// modules recorded.
 pub struct ProfileStacks {
     pub allocations: Vec<Allocation>,
+    pub modules: Vec<Module>,
 }
 
 impl ProfileStacks {
@@ -101,10 +111,18 @@ impl ProfileStacks {
         let mut tables: HashMap<(u32, u32), StackTable> = HashMap::new();
         let mut symbols: HashMap<(u32, u32, u64), Symbol> = HashMap::new();
         let mut pending: Vec<PendingAllocation> = Vec::new();
+        let mut modules = Vec::new();
         for record in &profile.records {
             let image = |pid: u32| (pid, generation.get(&pid).copied().unwrap_or(0));
             match record {
                 Record::Exec { pid, .. } => *generation.entry(*pid).or_default() += 1,
+                Record::Module {
+                    path, start, end, ..
+                } => modules.push(Module {
+                    path: path.clone(),
+                    start: *start,
+                    end: *end,
+                }),
                 Record::StackNode {
                     pid,
                     id,
@@ -222,7 +240,10 @@ impl ProfileStacks {
                 }
             })
             .collect();
-        ProfileStacks { allocations }
+        ProfileStacks {
+            allocations,
+            modules,
+        }
     }
 
     /// The one allocation of `size` bytes.
