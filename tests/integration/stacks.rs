@@ -417,3 +417,58 @@ fn stacks_through_unloaded_libraries_keep_their_names() {
         },
     );
 }
+
+/// fixtures/stack_fortran.f90: an ALLOCATE in a chain of module procedures, and an
+/// allocation libgfortran makes for TRIM.
+#[test]
+fn stacks_of_fortran_and_libgfortran() {
+    let links = [Variant::Dynamic, Variant::Static];
+    for_each_build("stack_fortran", &links, &CODEGENS, |variant, _, fixture| {
+        let recording = record(fixture, &[], None);
+        assert_eq!(
+            String::from_utf8_lossy(&recording.native.stdout),
+            "stack_fortran: total 3203\n"
+        );
+        heap_image(&recording.report, fixture, &[]);
+
+        let stacks = ProfileStacks::read(&recording.profile);
+        let exe = canonical(fixture);
+        // Module procedures keep their linkage names (__MODULE_MOD_NAME); the main program
+        // is named by DWARF (its symbol is MAIN__).
+        let allocate = stacks.with_size(1601);
+        assert_chain(
+            allocate,
+            &through_main(
+                &[
+                    F("__chains_MOD_allocate_leaf"),
+                    F("__chains_MOD_allocate_middle"),
+                    F("__chains_MOD_allocate_outer"),
+                    F("stack_fortran"),
+                    F("main"),
+                ],
+                variant,
+            ),
+            variant,
+            &exe,
+        );
+        // _gfortran_string_trim allocates through libgfortran's xmallocarray, which
+        // libgfortran.so.5 does not name (it has no symbol table).
+        let trim = stacks.with_size(1602);
+        assert_chain(
+            trim,
+            &through_main(
+                &[
+                    LibraryFunction("libgfortran.so", &["_gfortrani_xmallocarray"]),
+                    F("_gfortran_string_trim"),
+                    F("__chains_MOD_trim_leaf"),
+                    F("__chains_MOD_trim_outer"),
+                    F("stack_fortran"),
+                    F("main"),
+                ],
+                variant,
+            ),
+            variant,
+            &exe,
+        );
+    });
+}
