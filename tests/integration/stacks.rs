@@ -3,14 +3,19 @@
 //! pointers, dynamic, static and musl, recorded, and the stack of each allocation (found by
 //! its size) is expanded into function names, inlined functions included, and compared with
 //! the chain in full: nothing missing, nothing added, and truncated only where the fixture's
-//! header says why.
+//! header says why. A gdb run of the same binaries cross-checks the chains of
+//! fixtures/stack_chains.c.
 
 use std::collections::HashSet;
 use std::path::Path;
 
 use serde_json::Value;
 
-use crate::common::stacks::{assert_chain, for_each_build, ProfileStacks, Step, GLIBC_START, LIBC};
+use crate::common::build;
+use crate::common::run::{clean_command, run_command};
+use crate::common::stacks::{
+    assert_chain, for_each_build, Allocation, ProfileStacks, Step, GLIBC_START, LIBC,
+};
 use crate::common::*;
 
 use Step::{Function as F, Library, LibraryFunction, Truncated};
@@ -470,5 +475,141 @@ fn stacks_of_fortran_and_libgfortran() {
             variant,
             &exe,
         );
+    });
+}
+
+/// gdb's frames for one allocation of the stack oracle.
+struct GdbStack {
+    frames: Vec<Value>,
+    tailcalls: Vec<String>,
+}
+
+/// Runs fixtures/tools/gdb_stack_oracle.py on `fixture` for allocations of `sizes`.
+fn gdb_stacks(fixture: &Path, sizes: &[u64]) -> Vec<(u64, GdbStack)> {
+    let script = build::fixtures_source_dir().join("tools/gdb_stack_oracle.py");
+    let mut command = clean_command("gdb");
+    let sizes_text: Vec<String> = sizes.iter().map(u64::to_string).collect();
+    command
+        .env("STACK_ORACLE_SIZES", sizes_text.join(","))
+        .args(["-batch", "-nx", "-x"])
+        .arg(&script)
+        .arg("--args")
+        .arg(fixture);
+    let output = run_command(command, None);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.contains("STACK-ORACLE-DONE"),
+        "gdb failed ({:?}):\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+        .lines()
+        .filter_map(|line| line.strip_prefix("STACK-ORACLE "))
+        .map(|json| {
+            let value: Value = serde_json::from_str(json).expect("the oracle prints JSON");
+            let size = value["size"].as_u64().expect("a size");
+            let frames = value["frames"].as_array().cloned().unwrap_or_default();
+            let tailcalls = value["tailcalls"]
+                .as_array()
+                .map(|names| {
+                    names
+                        .iter()
+                        .filter_map(|name| name.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default();
+            (size, GdbStack { frames, tailcalls })
+        })
+        .collect()
+}
+
+/// A function name without the suffixes of GCC's clones (`.part.0`, `.constprop.0`, ...),
+/// which gdb does not always print in full.
+fn without_clone_suffix(name: &str) -> &str {
+    const CLONES: [&str; 5] = [".part", ".constprop", ".isra", ".cold", ".lto_priv"];
+    let cut = CLONES
+        .iter()
+        .filter_map(|suffix| name.find(suffix))
+        .min()
+        .unwrap_or(name.len());
+    &name[..cut]
+}
+
+/// Compares memsup's stack of `allocation` up to `main` with gdb's: the same number of
+/// frames, each in the same module, inlined where gdb's is an inline frame, the signal
+/// trampoline where gdb's is a signal frame, and the same name wherever gdb named the frame
+/// from debug information or from the executable's own symbol table (gdb names a local
+/// function of libc.so.6 without its debug file after the nearest exported symbol).
+fn compare_with_gdb(allocation: &Allocation, gdb: &GdbStack, exe: &Path) -> Result<(), String> {
+    let main = allocation
+        .frames
+        .iter()
+        .position(|frame| frame.function == "main")
+        .ok_or("memsup's stack has no main")?;
+    let ours = &allocation.frames[..=main];
+    if ours.len() != gdb.frames.len() {
+        return Err(format!(
+            "memsup has {} frames up to main, gdb {}",
+            ours.len(),
+            gdb.frames.len()
+        ));
+    }
+    let exe = exe.to_string_lossy();
+    for (index, (frame, theirs)) in ours.iter().zip(&gdb.frames).enumerate() {
+        let module = theirs["module"].as_str().unwrap_or("");
+        let their_module = canonical(Path::new(module));
+        if Path::new(&frame.module) != their_module {
+            return Err(format!(
+                "frame #{index}: module differs from gdb's {module}"
+            ));
+        }
+        let kind = theirs["kind"].as_str().unwrap_or("");
+        if frame.inlined != (kind == "inline") {
+            return Err(format!("frame #{index}: gdb's frame is of kind {kind}"));
+        }
+        if (kind == "sigtramp") != (frame.function == "__restore_rt") {
+            return Err(format!("frame #{index}: gdb's frame is of kind {kind}"));
+        }
+        let name = theirs["name"].as_str().unwrap_or("");
+        let named_by_gdb = theirs["dwarf"].as_bool() == Some(true) || frame.module == exe;
+        if kind != "sigtramp"
+            && named_by_gdb
+            && without_clone_suffix(&frame.function) != without_clone_suffix(name)
+        {
+            return Err(format!("frame #{index}: gdb names it {name}"));
+        }
+    }
+    Ok(())
+}
+
+/// gdb, stopped at malloc for the allocations of fixtures/stack_chains.c, finds the same
+/// frames as memsup (glibc builds: gdb cannot walk musl's libc either).
+#[test]
+fn gdb_finds_the_same_stacks() {
+    if !require_tool("gdb") {
+        return;
+    }
+    let sizes = [1201, 1202, 1203, 1204, 1205];
+    let links = [Variant::Dynamic, Variant::Static];
+    for_each_build("stack_chains", &links, &CODEGENS, |_, _, fixture| {
+        let recording = record(fixture, &[], None);
+        let stacks = ProfileStacks::read(&recording.profile);
+        let seen = gdb_stacks(fixture, &sizes);
+        let seen_sizes: Vec<u64> = seen.iter().map(|(size, _)| *size).collect();
+        assert_eq!(seen_sizes, sizes, "gdb stopped at these allocations");
+        let exe = canonical(fixture);
+        for (size, gdb) in &seen {
+            let allocation = stacks.with_size(*size);
+            assert!(!allocation.is_truncated(), "{}", allocation.describe());
+            if let Err(problem) = compare_with_gdb(allocation, gdb, &exe) {
+                panic!(
+                    "{problem}\nmemsup: {}\ngdb (tail-call frames left out: {:?}):\n{:#?}",
+                    allocation.describe(),
+                    gdb.tailcalls,
+                    gdb.frames
+                );
+            }
+        }
     });
 }

@@ -47,6 +47,10 @@ pub struct Allocation {
 }
 
 impl Allocation {
+    pub fn is_truncated(&self) -> bool {
+        self.frames.last().is_some_and(|f| f.function == TRUNCATED)
+    }
+
     /// One line per frame, for failure messages.
     pub fn describe(&self) -> String {
         let mut text = format!(
