@@ -3,7 +3,7 @@
 //! every address of the tree once when the image ends (exec, exit, end of recording) so
 //! profiles report without the binaries, and keeps the live counters the progress line shows.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -12,7 +12,7 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, Sender};
 use indicatif::MultiProgress;
 
-use super::symbolize::ImageSymbolizer;
+use super::symbolize::{ImageSymbolizer, SignalFrames};
 use crate::ptrace::capture::MAX_WINDOW;
 use crate::ptrace::sink::{Capture, Message, StackSource};
 use crate::trace::format::{Record, UnwindCosts, TRUNCATED_FRAME};
@@ -36,8 +36,12 @@ struct Image {
     modules: Vec<ModuleRange>,
     unwinder: Unwinder,
     stacks: StackInterner,
-    /// Every address in the image's stack tree, symbolised when the image ends.
-    addresses: BTreeSet<u64>,
+    /// Every address in the image's stack tree, symbolised when the image ends, with the
+    /// index in `modules` of the module that held it when it was first seen (a library
+    /// dlclose()d later may leave its place to another one).
+    addresses: BTreeMap<u64, Option<usize>>,
+    /// Which of them are signal frames (named at the address itself, not at `a - 1`).
+    signal_frames: SignalFrames,
 }
 
 impl Image {
@@ -46,7 +50,8 @@ impl Image {
             modules: Vec::new(),
             unwinder: Unwinder::with_module_cache(Arc::clone(files)),
             stacks: StackInterner::default(),
-            addresses: BTreeSet::new(),
+            addresses: BTreeMap::new(),
+            signal_frames: SignalFrames::default(),
         }
     }
 
@@ -56,7 +61,8 @@ impl Image {
             modules: self.modules.clone(),
             unwinder: self.unwinder.clone(),
             stacks: StackInterner::default(),
-            addresses: BTreeSet::new(),
+            addresses: BTreeMap::new(),
+            signal_frames: SignalFrames::default(),
         }
     }
 }
@@ -163,7 +169,13 @@ impl Collector {
             StackSource::Caller(caller) => vec![caller],
             StackSource::Snapshot(capture) => {
                 let started = Instant::now();
-                let (frames, truncated) = unwind(&image.unwinder, &capture);
+                let (frames, truncated, signal_frames) = unwind(&image.unwinder, &capture);
+                for index in signal_frames {
+                    image.signal_frames.trampolines.insert(frames[index]);
+                    if let Some(&interrupted) = frames.get(index + 1) {
+                        image.signal_frames.interrupted.insert(interrupted);
+                    }
+                }
                 self.costs.unwind_ns += started.elapsed().as_nanos() as u64;
                 self.costs.stacks += 1;
                 self.costs.frames += frames.len() as u64 - u64::from(truncated);
@@ -175,7 +187,11 @@ impl Collector {
         self.new_nodes.clear();
         *slot = image.stacks.intern(&frames, &mut self.new_nodes);
         for node in &self.new_nodes {
-            image.addresses.insert(node.address);
+            let module = image
+                .modules
+                .iter()
+                .rposition(|(_, start, end, _)| (*start..*end).contains(&node.address));
+            image.addresses.entry(node.address).or_insert(module);
             let _ = self.output.send(Record::StackNode {
                 pid,
                 id: node.id,
@@ -238,10 +254,13 @@ impl Collector {
         let Some(image) = self.images.get_mut(&pid) else {
             return;
         };
-        let addresses: Vec<u64> = std::mem::take(&mut image.addresses).into_iter().collect();
+        let addresses: Vec<(u64, Option<usize>)> =
+            std::mem::take(&mut image.addresses).into_iter().collect();
         let started = Instant::now();
         self.costs.addresses += addresses.len() as u64;
-        let records = self.symbolizer.symbolize(pid, &image.modules, addresses);
+        let records =
+            self.symbolizer
+                .symbolize(pid, &image.modules, addresses, &image.signal_frames);
         self.costs.symbolize_ns += started.elapsed().as_nanos() as u64;
         for record in records {
             let _ = self.output.send(record);
@@ -253,7 +272,8 @@ impl Collector {
 /// called the allocator (or the system call wrapper's own address), then outwards. A walk
 /// that stopped early ends in `TRUNCATED_FRAME`; when the copy was too short for it, the
 /// thread's next copies are made larger.
-fn unwind(unwinder: &Unwinder, capture: &Capture) -> (Vec<u64>, bool) {
+/// Also returns the indices of the signal return trampolines among the frames.
+fn unwind(unwinder: &Unwinder, capture: &Capture) -> (Vec<u64>, bool, Vec<usize>) {
     let mut hijacked = capture.hijacked.iter();
     let mut substitute = |address: u64| {
         if Some(address) == capture.trampoline {
@@ -273,57 +293,8 @@ fn unwind(unwinder: &Unwinder, capture: &Capture) -> (Vec<u64>, bool) {
             capture.window.fetch_max(larger, Ordering::Relaxed);
         }
     }
-    (frames, stack.truncated)
+    (frames, stack.truncated, stack.signal_frames)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::ptrace::capture::INITIAL_WINDOW;
-    use crate::unwind::StackSnapshot;
-    use std::sync::atomic::AtomicU32;
-
-    /// A copy whose frame-pointer chain leads past its end (no module covers the ip, so
-    /// frame pointers are all the walk has).
-    fn capture(window_limited: bool) -> Capture {
-        capture_of(window_limited, INITIAL_WINDOW as usize)
-    }
-
-    fn capture_of(window_limited: bool, length: usize) -> Capture {
-        let sp = 0x7000_0000;
-        Capture {
-            snapshot: StackSnapshot {
-                ip: 0x1000,
-                at_function_entry: false,
-                sp,
-                bp: sp + length as u64 - 8,
-                stack: vec![0; length],
-            },
-            window_limited,
-            trampoline: None,
-            hijacked: Vec::new(),
-            window: Arc::new(AtomicU32::new(INITIAL_WINDOW)),
-        }
-    }
-
-    #[test]
-    fn a_walk_cut_short_by_the_window_grows_it() {
-        let unwinder = Unwinder::new();
-        let limited = capture(true);
-        let (frames, truncated) = unwind(&unwinder, &limited);
-        assert!(truncated);
-        assert_eq!(frames, [0x1000, TRUNCATED_FRAME]);
-        assert_eq!(limited.window.load(Ordering::Relaxed), 2 * INITIAL_WINDOW);
-        // The whole mapping was copied: a larger window would not help.
-        let whole = capture(false);
-        unwind(&unwinder, &whole);
-        assert_eq!(whole.window.load(Ordering::Relaxed), INITIAL_WINDOW);
-    }
-
-    #[test]
-    fn the_window_stops_growing_at_its_maximum() {
-        let limited = capture_of(true, MAX_WINDOW as usize);
-        unwind(&Unwinder::new(), &limited);
-        assert_eq!(limited.window.load(Ordering::Relaxed), MAX_WINDOW);
-    }
-}
+mod tests;

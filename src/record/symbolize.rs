@@ -1,11 +1,27 @@
 //! Symbols of every address in a process image's stacks, resolved once when the image ends
 //! and written into the profile, so that reports need neither the binaries nor this machine.
 
+use std::collections::BTreeSet;
+
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use super::collector::ModuleRange;
-use crate::symbols::{SymbolCache, Symbolizer};
+use crate::symbols::{SymbolCache, SymbolFrame, Symbolizer};
 use crate::trace::format::{Record, TRUNCATED_FRAME};
+
+/// The name of a signal return trampoline that no symbol table names (libc.so.6 without its
+/// debug file): glibc's and musl's name for it, which memsup recognised by its code.
+pub const SIGNAL_TRAMPOLINE: &str = "__restore_rt";
+
+/// The addresses of an image's stacks that are not return addresses.
+#[derive(Debug, Default)]
+pub struct SignalFrames {
+    /// Signal return trampolines: a handler's frame "returns" to the first instruction of
+    /// one, and `a - 1` would lie in whatever precedes it.
+    pub trampolines: BTreeSet<u64>,
+    /// Instructions a signal interrupted (the frame after a trampoline).
+    pub interrupted: BTreeSet<u64>,
+}
 
 /// Batches smaller than this finish too fast for a progress bar to help.
 const PROGRESS_THRESHOLD: usize = 2_000;
@@ -28,12 +44,16 @@ impl ImageSymbolizer {
         }
     }
 
-    /// One `Symbol` record per address of process `pid` that lies in one of its `modules`.
+    /// One `Symbol` record per address of process `pid` that lies in one of its `modules`:
+    /// the one at the index given with the address (the module that held it when it was
+    /// recorded), else the newest that holds it. Return addresses are looked up at `a - 1`,
+    /// the addresses in `signal` at `a`.
     pub fn symbolize(
         &mut self,
         pid: u32,
         modules: &[ModuleRange],
-        addresses: Vec<u64>,
+        addresses: Vec<(u64, Option<usize>)>,
+        signal: &SignalFrames,
     ) -> Vec<Record> {
         let bar = if addresses.len() >= PROGRESS_THRESHOLD {
             let bar = self.bars.add(ProgressBar::new(addresses.len() as u64));
@@ -49,32 +69,57 @@ impl ImageSymbolizer {
             ProgressBar::hidden()
         };
         let mut records = Vec::with_capacity(addresses.len());
-        for address in addresses {
+        for (address, module) in addresses {
             bar.inc(1);
             if address == TRUNCATED_FRAME {
                 continue;
             }
-            // The newest module at an address wins: an older one was unmapped (dlclose).
-            let Some((path, _, _, bias)) = modules
-                .iter()
-                .rev()
-                .find(|(_, start, end, _)| (*start..*end).contains(&address))
-            else {
+            // Without a module recorded with the address, the newest module there wins: an
+            // older one was unmapped (dlclose).
+            let recorded = module.and_then(|index| modules.get(index));
+            let Some((path, _, _, bias)) = recorded.or_else(|| {
+                modules
+                    .iter()
+                    .rev()
+                    .find(|(_, start, end, _)| (*start..*end).contains(&address))
+            }) else {
                 continue;
             };
             let file_address = address.wrapping_sub(*bias);
+            let trampoline = signal.trampolines.contains(&address);
+            let exact = trampoline || signal.interrupted.contains(&address);
             // Return addresses may sit just past a call to a noreturn function: look up the
             // call instruction.
-            let (function, offset) = match self
+            let lookup = if exact {
+                file_address
+            } else {
+                file_address.wrapping_sub(1)
+            };
+            let (mut function, offset) = match self
                 .symbol_tables
                 .get(path)
                 .ok()
-                .and_then(|elf| elf.symbolize(file_address.wrapping_sub(1)))
+                .and_then(|elf| elf.symbolize(lookup))
             {
-                Some((name, offset)) => (name, offset + 1),
+                Some((name, offset)) => (name, offset + file_address - lookup),
                 None => (String::new(), 0),
             };
-            let frames = self.symbolizer.symbolize(path, file_address, true);
+            let mut frames = self.symbolizer.symbolize(path, file_address, !exact);
+            if trampoline {
+                if function.is_empty() {
+                    function = SIGNAL_TRAMPOLINE.to_string();
+                }
+                if frames.is_empty() {
+                    frames.push(SymbolFrame {
+                        function: function.clone(),
+                        raw_name: function.clone(),
+                        file: None,
+                        line: None,
+                        column: None,
+                        inlined: false,
+                    });
+                }
+            }
             records.push(Record::Symbol {
                 pid,
                 address,
@@ -86,5 +131,65 @@ impl ImageSymbolizer {
         }
         bar.finish_and_clear();
         records
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use indicatif::ProgressDrawTarget;
+
+    use super::*;
+    use crate::symbols::elf::ElfFile;
+    use crate::unwind::modules::ModuleFile;
+
+    const LIBC: &str = "/lib/x86_64-linux-gnu/libc.so.6";
+    const BIAS: u64 = 0x7f00_0000_0000;
+
+    fn symbolize(addresses: &[u64], signal: &SignalFrames) -> Vec<(String, u64, Vec<String>)> {
+        let modules = [(LIBC.to_string(), BIAS, BIAS + (64 << 20), BIAS)];
+        let bars = MultiProgress::with_draw_target(ProgressDrawTarget::hidden());
+        let addresses = addresses.iter().map(|&a| (a, Some(0))).collect();
+        ImageSymbolizer::new(bars)
+            .symbolize(1, &modules, addresses, signal)
+            .into_iter()
+            .map(|record| match record {
+                Record::Symbol {
+                    function,
+                    offset,
+                    frames,
+                    ..
+                } => (
+                    function,
+                    offset,
+                    frames.into_iter().map(|frame| frame.function).collect(),
+                ),
+                other => panic!("not a symbol: {other:?}"),
+            })
+            .collect()
+    }
+
+    /// A handler returns to the first instruction of the trampoline, and a signal may
+    /// interrupt a function at its first instruction: looked up at `a - 1`, both would be
+    /// named after whatever precedes them.
+    #[test]
+    fn signal_frames_are_named_at_their_own_address() {
+        let trampoline = BIAS + ModuleFile::open(LIBC).unwrap().sigreturn[0];
+        let elf = ElfFile::open(LIBC).unwrap();
+        let malloc = BIAS + elf.find_functions(&["malloc"])[0].address;
+        let (malloc_name, _) = elf.symbolize(malloc - BIAS).unwrap();
+        let signal = SignalFrames {
+            trampolines: [trampoline].into(),
+            interrupted: [malloc].into(),
+        };
+        let named = symbolize(&[trampoline, malloc], &signal);
+        // libc.so.6's own symbol table does not name the trampoline; its debug file may.
+        assert_eq!(named[0].0, SIGNAL_TRAMPOLINE);
+        assert_eq!(named[0].1, 0);
+        assert_eq!(named[0].2, [SIGNAL_TRAMPOLINE]);
+        assert_eq!((named[1].0.as_str(), named[1].1), (malloc_name.as_str(), 0));
+
+        let as_return_addresses = symbolize(&[trampoline, malloc], &SignalFrames::default());
+        assert_ne!(as_return_addresses[0].0, SIGNAL_TRAMPOLINE);
+        assert_ne!(as_return_addresses[1].0, malloc_name);
     }
 }

@@ -52,6 +52,10 @@ pub struct Stack {
     /// The walk stopped before the outermost frame: the copy ended, a return address pointed
     /// outside every known module's code, or `MAX_DEPTH` was reached.
     pub truncated: bool,
+    /// Indices in `frames` of signal return trampolines (`__restore_rt`): the frame after
+    /// each is the instruction the signal interrupted, not a return address, so it is
+    /// symbolised at itself rather than at `a - 1`.
+    pub signal_frames: Vec<usize>,
 }
 
 /// A module mapped in the process, in runtime addresses.
@@ -63,6 +67,8 @@ struct MappedModule {
     executable: Vec<Range<u64>>,
     /// Runtime addresses of signal return trampolines.
     sigreturn: Vec<u64>,
+    /// The entry code no CFI covers (see `ModuleFile::entry_code`), in runtime addresses.
+    entry_code: Option<Range<u64>>,
 }
 
 /// The modules of one process image and the unwind rule cache of their walks.
@@ -136,6 +142,10 @@ impl Unwinder {
                     .iter()
                     .map(|a| a.wrapping_add(bias))
                     .collect(),
+                entry_code: file
+                    .entry_code
+                    .as_ref()
+                    .map(|range| range.start.wrapping_add(bias)..range.end.wrapping_add(bias)),
             },
         );
         Ok(())
@@ -155,14 +165,8 @@ impl Unwinder {
     /// The path and load bias of the module whose mapped range holds `address`, for
     /// symbolising the frames of a walk.
     pub fn module_at(&self, address: u64) -> Option<(&str, u64)> {
-        let index = self
-            .modules
-            .partition_point(|module| module.range.start <= address);
-        let module = self.modules.get(index.checked_sub(1)?)?;
-        module
-            .range
-            .contains(&address)
-            .then_some((module.path.as_str(), module.bias))
+        self.module_holding(address)
+            .map(|module| (module.path.as_str(), module.bias))
     }
 
     /// Whether `address` is inside an executable segment of a known module: the test every
@@ -179,13 +183,29 @@ impl Unwinder {
         })
     }
 
-    fn is_sigreturn(&self, address: u64) -> bool {
+    /// The known module whose mapped range holds `address`.
+    fn module_holding(&self, address: u64) -> Option<&MappedModule> {
         let index = self
             .modules
             .partition_point(|module| module.range.start <= address);
-        index
-            .checked_sub(1)
-            .is_some_and(|index| self.modules[index].sigreturn.contains(&address))
+        let module = self.modules.get(index.checked_sub(1)?)?;
+        module.range.contains(&address).then_some(module)
+    }
+
+    fn is_sigreturn(&self, address: u64) -> bool {
+        self.module_holding(address)
+            .is_some_and(|module| module.sigreturn.contains(&address))
+    }
+
+    /// Whether `address` is in a module's entry code, where the kernel started the process:
+    /// a return address there belongs to the outermost frame.
+    fn is_entry_code(&self, address: u64) -> bool {
+        self.module_holding(address).is_some_and(|module| {
+            module
+                .entry_code
+                .as_ref()
+                .is_some_and(|range| range.contains(&address))
+        })
     }
 
     /// Walks `snapshot`. `substitute(a)` returning `Some(real)` means `a` is memsup's return
@@ -229,6 +249,7 @@ impl Unwinder {
                     return Stack {
                         frames: Vec::new(),
                         truncated: true,
+                        signal_frames: Vec::new(),
                     }
                 }
             }
@@ -238,6 +259,7 @@ impl Unwinder {
             // Code outside every known module (generated code, an unknown mapping) has
             // no unwind rules: nothing beyond it can be trusted.
             truncated: !self.is_code(address.address()),
+            signal_frames: Vec::new(),
         };
         if stack.truncated {
             return stack;
@@ -246,6 +268,14 @@ impl Unwinder {
             if stack.frames.len() >= MAX_DEPTH {
                 stack.truncated = true;
                 return stack;
+            }
+            if let FrameAddress::ReturnAddress(return_address) = address {
+                if self.is_entry_code(return_address.get()) {
+                    // The code the kernel started the process at called this frame: there
+                    // is nothing above it, though no CFI says so (the dynamic linker's
+                    // `_start` and `_dl_start_user`).
+                    return stack;
+                }
             }
             let next = self
                 .framehop
@@ -266,6 +296,7 @@ impl Unwinder {
             }
             stack.frames.push(return_address);
             if self.is_sigreturn(return_address) {
+                stack.signal_frames.push(stack.frames.len() - 1);
                 // A signal handler's frame: the interrupted registers are in the ucontext
                 // at the stack pointer; the walk goes on at the interrupted instruction.
                 let Some(interrupted) = signal_context(snapshot, registers.sp()) else {

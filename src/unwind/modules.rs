@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
+use gimli::{BaseAddresses, CieOrFde, EhFrame, LittleEndian, UnwindSection};
 use object::elf;
 use object::read::elf::{ElfFile64, ProgramHeader};
 use object::{Endianness, Object, ObjectSection};
@@ -31,6 +32,10 @@ pub struct ModuleFile {
     /// `__restore_rt`): a signal handler "returns" to one, with the interrupted context
     /// saved just above. Found by their code, since libc.so's symbol table omits them.
     pub sigreturn: Vec<u64>,
+    /// The code at the ELF entry point that no CFI covers, up to the next code that CFI
+    /// does: the dynamic linker's `_start` and `_dl_start_user`. The kernel starts the
+    /// process there, so a return address into it is the outermost frame.
+    pub entry_code: Option<Range<u64>>,
 }
 
 impl ModuleFile {
@@ -54,13 +59,18 @@ impl ModuleFile {
                 SectionBytes::from(bytes),
             ))
         };
+        let eh_frame = section_of(".eh_frame");
+        let executable = executable_segments(&file);
         Ok(ModuleFile {
             text: range_of(".text"),
             got: range_of(".got"),
-            eh_frame: section_of(".eh_frame"),
+            entry_code: eh_frame
+                .as_ref()
+                .and_then(|eh_frame| entry_code(file.entry(), eh_frame, &executable)),
+            eh_frame,
             eh_frame_hdr: section_of(".eh_frame_hdr"),
             debug_frame: section_of(".debug_frame").map(|(_, bytes)| bytes),
-            executable: executable_segments(&file),
+            executable,
             sigreturn: sigreturn_trampolines(&file, &data),
         })
     }
@@ -110,6 +120,43 @@ fn executable_segments(file: &ElfFile64<Endianness>) -> Vec<Range<u64>> {
             start..start.saturating_add(header.p_memsz(endian))
         })
         .collect()
+}
+
+/// `[entry, next FDE start)` when `entry` lies in executable code that no FDE of `eh_frame`
+/// covers; None when one does (glibc's `_start` ends the stack with its own CFI) or when the
+/// file has no entry point.
+fn entry_code(
+    entry: u64,
+    (range, bytes): &(Range<u64>, SectionBytes),
+    executable: &[Range<u64>],
+) -> Option<Range<u64>> {
+    if entry == 0 {
+        return None;
+    }
+    let segment = executable.iter().find(|segment| segment.contains(&entry))?;
+    let section = EhFrame::new(&bytes[..], LittleEndian);
+    let bases = BaseAddresses::default().set_eh_frame(range.start);
+    let mut end = segment.end;
+    let mut entries = section.entries(&bases);
+    // An entry that cannot be parsed ends the scan: the code found so far stays the bound.
+    while let Ok(Some(entry_or_cie)) = entries.next() {
+        let CieOrFde::Fde(partial) = entry_or_cie else {
+            continue;
+        };
+        let Ok(fde) =
+            partial.parse(|section, bases, offset| section.cie_from_offset(bases, offset))
+        else {
+            continue;
+        };
+        let start = fde.initial_address();
+        if (start..start.saturating_add(fde.len())).contains(&entry) {
+            return None;
+        }
+        if start > entry {
+            end = end.min(start);
+        }
+    }
+    Some(entry..end)
 }
 
 /// `mov $0xf, %rax; syscall`: rt_sigreturn, the whole body of a signal return trampoline.
@@ -185,5 +232,19 @@ mod tests {
         assert_eq!(libc.sigreturn.len(), 1, "{:x?}", libc.sigreturn);
         assert!(Arc::ptr_eq(&libc, &cache.get(path).unwrap()));
         assert!(cache.get("/nonexistent/library.so").is_err());
+        // libc.so.6's entry point (it prints its version when run) has CFI.
+        assert_eq!(libc.entry_code, None);
+    }
+
+    #[test]
+    fn finds_the_dynamic_linkers_entry_code() {
+        let path = "/lib64/ld-linux-x86-64.so.2";
+        let ld_so = ModuleFile::open(path).unwrap();
+        let data = std::fs::read(path).unwrap();
+        let entry = ElfFile64::<Endianness>::parse(&*data).unwrap().entry();
+        let code = ld_so.entry_code.expect("no CFI covers ld.so's _start");
+        assert_eq!(code.start, entry);
+        // _start and _dl_start_user: a few dozen bytes up to the next function's CFI.
+        assert!(code.end > entry + 16 && code.end < entry + 256, "{code:x?}");
     }
 }

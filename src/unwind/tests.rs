@@ -308,3 +308,55 @@ fn a_walk_from_a_function_entry_starts_at_the_return_address() {
     let mut substitute = |address| (address == TRAMPOLINE).then_some(real);
     assert_eq!(unwinder.unwind(&hijacked, &mut substitute), walked);
 }
+
+/// The dynamic linker's entry code (`_start`, `_dl_start_user`) has no CFI and clears rbp
+/// before calling `_dl_init`: a return address into it is the outermost frame, not a walk
+/// that failed.
+#[test]
+fn a_return_into_the_dynamic_linkers_entry_code_ends_the_stack() {
+    use iced_x86::{Decoder, DecoderOptions, Mnemonic};
+    use object::{Object, ObjectSection};
+
+    const LD_SO: &str = "/lib64/ld-linux-x86-64.so.2";
+    let entry = modules::ModuleFile::open(LD_SO)
+        .unwrap()
+        .entry_code
+        .expect("no CFI covers ld.so's entry code");
+    // The return address of the entry code's first call (`call _dl_start`).
+    let data = std::fs::read(LD_SO).unwrap();
+    let file = object::File::parse(&*data).unwrap();
+    let code = file
+        .sections()
+        .find_map(|section| {
+            section
+                .data_range(entry.start, entry.end - entry.start)
+                .ok()
+                .flatten()
+        })
+        .unwrap();
+    let returns_to = Decoder::with_ip(64, code, entry.start, DecoderOptions::NONE)
+        .into_iter()
+        .find(|instruction| instruction.mnemonic() == Mnemonic::Call)
+        .expect("the entry code calls _dl_start")
+        .next_ip();
+    assert!(entry.contains(&returns_to));
+
+    const BIAS: u64 = 0x7f00_0000_0000;
+    let mut unwinder = Unwinder::new();
+    unwinder
+        .add_module(LD_SO, BIAS, BIAS + data.len() as u64, BIAS)
+        .unwrap();
+    // Stopped at the entry of the function the entry code called.
+    let mut copy = vec![0; 256];
+    copy[..8].copy_from_slice(&(BIAS + returns_to).to_le_bytes());
+    let snapshot = StackSnapshot {
+        ip: 0x1,
+        at_function_entry: true,
+        sp: 0x7ffc_0000_0000,
+        bp: 0,
+        stack: copy,
+    };
+    let stack = unwinder.unwind(&snapshot, &mut |_| None);
+    assert_eq!(stack.frames, [BIAS + returns_to]);
+    assert!(!stack.truncated);
+}

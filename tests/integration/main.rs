@@ -24,6 +24,7 @@ mod progress;
 mod realloc_chain;
 mod signals;
 mod stack_tree;
+mod stacks;
 mod stdin_lines;
 mod step_over;
 mod threads;

@@ -1,6 +1,8 @@
-//! Fixtures are C and C++ sources in `fixtures/`, compiled at test time into
+//! Fixtures are C, C++ and Fortran sources in `fixtures/`, compiled at test time into
 //! `$CARGO_TARGET_TMPDIR/fixtures/NAME-{dynamic,static,musl}` (or `NAME.so` for a shared
-//! object a fixture dlopens).
+//! object a fixture dlopens). The heap tests use `-O1 -fno-omit-frame-pointer`; the stack
+//! tests also build at `-O2` with and without frame pointers (`NAME-o2-fp-dynamic`,
+//! `NAME-o2-nofp-static`, `NAME-o2-fp.so`, ...).
 //!
 //! Each variant is built at most once per test run, even when tests run in parallel: a
 //! per-output lock serialises threads, and the compiler writes to a unique temporary file that
@@ -38,7 +40,57 @@ impl Variant {
     }
 }
 
-const COMMON_FLAGS: [&str; 4] = ["-O1", "-g", "-fno-omit-frame-pointer", "-pthread"];
+/// How a fixture's code is generated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CodeGen {
+    /// `-O1 -fno-omit-frame-pointer`: what the heap tests use.
+    Default,
+    /// `-O2 -fno-omit-frame-pointer`.
+    O2FramePointers,
+    /// `-O2 -fomit-frame-pointer`.
+    O2NoFramePointers,
+}
+
+impl CodeGen {
+    /// The part of the output name that tells the builds apart ("" for the default).
+    pub fn suffix(self) -> &'static str {
+        match self {
+            CodeGen::Default => "",
+            CodeGen::O2FramePointers => "-o2-fp",
+            CodeGen::O2NoFramePointers => "-o2-nofp",
+        }
+    }
+
+    fn flags(self) -> [&'static str; 2] {
+        match self {
+            CodeGen::Default => ["-O1", "-fno-omit-frame-pointer"],
+            CodeGen::O2FramePointers => ["-O2", "-fno-omit-frame-pointer"],
+            CodeGen::O2NoFramePointers => ["-O2", "-fomit-frame-pointer"],
+        }
+    }
+}
+
+const COMMON_FLAGS: [&str; 2] = ["-g", "-pthread"];
+
+/// The language of a fixture source, from its extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Language {
+    C,
+    Cxx,
+    /// Built with `-fno-inline` (gfortran 12 has no noinline attribute, and the fixtures'
+    /// call chains must stay calls); module files go to a temporary directory.
+    Fortran,
+}
+
+impl Language {
+    fn compiler(self) -> &'static str {
+        match self {
+            Language::C => "gcc",
+            Language::Cxx => "g++",
+            Language::Fortran => "gfortran",
+        }
+    }
+}
 
 pub fn fixtures_source_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
@@ -48,36 +100,41 @@ fn fixtures_output_dir() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join("fixtures")
 }
 
-fn source_of(name: &str) -> PathBuf {
+/// Source file extensions, in the order they are looked for.
+const EXTENSIONS: [(&str, Language); 3] = [
+    ("c", Language::C),
+    ("cpp", Language::Cxx),
+    ("f90", Language::Fortran),
+];
+
+fn source_and_language(name: &str) -> (PathBuf, Language) {
     let directory = fixtures_source_dir();
-    let c_source = directory.join(format!("{name}.c"));
-    if c_source.exists() {
-        return c_source;
-    }
-    let cxx_source = directory.join(format!("{name}.cpp"));
-    assert!(
-        cxx_source.exists(),
-        "no fixture source {name}.c or {name}.cpp"
-    );
-    cxx_source
+    EXTENSIONS
+        .iter()
+        .map(|(extension, language)| (directory.join(format!("{name}.{extension}")), *language))
+        .find(|(source, _)| source.exists())
+        .unwrap_or_else(|| panic!("no fixture source {name}.c, {name}.cpp or {name}.f90"))
 }
 
-fn is_cxx(name: &str) -> bool {
-    source_of(name)
-        .extension()
-        .is_some_and(|extension| extension == "cpp")
+fn source_of(name: &str) -> PathBuf {
+    source_and_language(name).0
 }
 
-/// The variants of fixture `name` this machine can build: dynamic and static glibc (C and
-/// C++), and musl for C when musl-gcc is installed. Empty (the test is skipped, with a note)
-/// when the compiler is missing outside CI; with CI=true a missing compiler fails the test.
+fn language_of(name: &str) -> Language {
+    source_and_language(name).1
+}
+
+/// The variants of fixture `name` this machine can build: dynamic and static glibc (C, C++
+/// and Fortran), and musl for C when musl-gcc is installed. Empty (the test is skipped, with
+/// a note) when the compiler is missing outside CI; with CI=true a missing compiler fails the
+/// test.
 pub fn variants(name: &str) -> Vec<Variant> {
-    let compiler = if is_cxx(name) { "g++" } else { "gcc" };
-    if !require_tool(compiler) {
+    let language = language_of(name);
+    if !require_tool(language.compiler()) {
         return Vec::new();
     }
     let mut available = vec![Variant::Dynamic, Variant::Static];
-    if !is_cxx(name) && require_tool("musl-gcc") {
+    if language == Language::C && require_tool("musl-gcc") {
         available.push(Variant::Musl);
     }
     available
@@ -99,24 +156,23 @@ fn is_fresh(output: &Path, inputs: &[PathBuf]) -> bool {
 }
 
 /// What to build from a source.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Artifact {
     Executable(Variant),
     /// A glibc shared object (`-shared -fPIC`), for a program to dlopen.
     SharedObject,
 }
 
-fn compile(name: &str, kind: Artifact, output: &Path) {
+fn compile(name: &str, kind: Artifact, codegen: CodeGen, output: &Path) {
     let variant = match kind {
         Artifact::Executable(variant) => variant,
         Artifact::SharedObject => Variant::Dynamic,
     };
-    let source = source_of(name);
-    let compiler = match (variant, is_cxx(name)) {
-        (Variant::Musl, false) => "musl-gcc",
-        (Variant::Musl, true) => panic!("{name}: musl-gcc has no C++ library"),
-        (_, true) => "g++",
-        (_, false) => "gcc",
+    let (source, language) = source_and_language(name);
+    let compiler = match (variant, language) {
+        (Variant::Musl, Language::C) => "musl-gcc",
+        (Variant::Musl, _) => panic!("{name}: musl-gcc builds C only"),
+        (_, language) => language.compiler(),
     };
     assert!(find_tool(compiler).is_some(), "{compiler} is not installed");
     static SEQUENCE: AtomicUsize = AtomicUsize::new(0);
@@ -126,17 +182,25 @@ fn compile(name: &str, kind: Artifact, output: &Path) {
         SEQUENCE.fetch_add(1, Ordering::Relaxed)
     ));
     let mut command = Command::new(compiler);
-    command.args(COMMON_FLAGS);
+    command.args(codegen.flags()).args(COMMON_FLAGS);
     if variant != Variant::Dynamic {
         command.arg("-static");
     }
     if kind == Artifact::SharedObject {
         command.args(["-shared", "-fPIC"]);
     }
+    let modules = temporary.with_extension("modules");
+    if language == Language::Fortran {
+        fs::create_dir_all(&modules).expect("creating a Fortran module directory");
+        command.arg("-fno-inline").arg("-J").arg(&modules);
+    }
     command.arg(&source).arg("-o").arg(&temporary);
     let result = command
         .output()
         .unwrap_or_else(|error| panic!("running {compiler}: {error}"));
+    if language == Language::Fortran {
+        fs::remove_dir_all(&modules).ok();
+    }
     assert!(
         result.status.success(),
         "building fixture {name} ({}) failed: {:?}\n{}",
@@ -150,23 +214,34 @@ fn compile(name: &str, kind: Artifact, output: &Path) {
 
 /// The path of fixture `name` built as `variant`, building it first if needed.
 pub fn fixture(name: &str, variant: Variant) -> PathBuf {
-    build(name, Artifact::Executable(variant))
+    build(name, Artifact::Executable(variant), CodeGen::Default)
+}
+
+/// The path of fixture `name` built as `variant` with `codegen`, building it first if needed.
+pub fn fixture_with(name: &str, variant: Variant, codegen: CodeGen) -> PathBuf {
+    build(name, Artifact::Executable(variant), codegen)
 }
 
 /// The path of fixture `name` built as a shared object `NAME.so` (glibc), building it first if
 /// needed.
 pub fn shared_object(name: &str) -> PathBuf {
-    build(name, Artifact::SharedObject)
+    build(name, Artifact::SharedObject, CodeGen::Default)
 }
 
-fn build(name: &str, kind: Artifact) -> PathBuf {
+/// `shared_object` with `codegen` (`NAME-o2-fp.so`, ...).
+pub fn shared_object_with(name: &str, codegen: CodeGen) -> PathBuf {
+    build(name, Artifact::SharedObject, codegen)
+}
+
+fn build(name: &str, kind: Artifact, codegen: CodeGen) -> PathBuf {
     type Locks = Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>;
     static LOCKS: OnceLock<Locks> = OnceLock::new();
     let directory = fixtures_output_dir();
     fs::create_dir_all(&directory).expect("creating the fixtures output directory");
+    let suffix = codegen.suffix();
     let file_name = match kind {
-        Artifact::Executable(variant) => format!("{name}-{}", variant.suffix()),
-        Artifact::SharedObject => format!("{name}.so"),
+        Artifact::Executable(variant) => format!("{name}{suffix}-{}", variant.suffix()),
+        Artifact::SharedObject => format!("{name}{suffix}.so"),
     };
     let output = directory.join(file_name);
     let lock = {
@@ -179,7 +254,7 @@ fn build(name: &str, kind: Artifact) -> PathBuf {
         fixtures_source_dir().join("fixture_output.h"),
     ];
     if !is_fresh(&output, &inputs) {
-        compile(name, kind, &output);
+        compile(name, kind, codegen, &output);
     }
     output
 }

@@ -6,13 +6,14 @@ pub mod expect;
 pub mod live_process;
 pub mod report;
 pub mod run;
+pub mod stacks;
 pub mod strace;
 pub mod tools;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 
-pub use build::{fixture, shared_object, variants, Variant};
+pub use build::{fixture, shared_object, shared_object_with, variants, CodeGen, Variant};
 pub use expect::{
     assert_heap, assert_probe_costs, assert_site_listed, assert_top_sites, calls, site,
     GlibcStaticStartup, HeapExpectation,

@@ -8,6 +8,7 @@ fn debian_package(tool: &str) -> &'static str {
     match tool {
         "gcc" => "gcc (or build-essential)",
         "g++" => "g++",
+        "gfortran" => "gfortran",
         "musl-gcc" => "musl-tools",
         "strace" => "strace",
         "gdb" => "gdb",
