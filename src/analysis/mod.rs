@@ -2,6 +2,7 @@
 
 mod heap;
 mod replay;
+pub mod skip;
 #[cfg(test)]
 pub(crate) mod tests;
 
