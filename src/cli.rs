@@ -59,9 +59,20 @@ pub enum Command {
     },
     /// Analyse a profile.
     Report {
-        /// `text` for people, `json` for programs (schema memsup-report, version 1).
+        /// `text` for people, `json` for programs (schema memsup-report, version 2).
         #[arg(short, long, value_enum, default_value_t = Format::Text)]
         format: Format,
+        /// Call sites per list of the text report (other formats list them all).
+        #[arg(long, value_name = "N", default_value_t = crate::report::text::DEFAULT_TOP)]
+        top: usize,
+        /// Also drop frames whose function matches PATTERN (a glob: `*` matches anything)
+        /// from the innermost end of call stacks, like the allocator wrappers dropped by
+        /// default (operator new, std::allocator, g_malloc, xmalloc, strdup ...). Repeatable.
+        #[arg(long = "skip-frames", value_name = "PATTERN")]
+        skip_frames: Vec<String>,
+        /// Drop only the frames given with --skip-frames, none of the default ones.
+        #[arg(long = "no-default-skip-frames")]
+        no_default_skip_frames: bool,
         /// A profile written by `memsup run` or `memsup attach`.
         #[arg(value_name = "PROFILE")]
         profile: PathBuf,
@@ -148,6 +159,36 @@ mod tests {
             } => {
                 assert_eq!(output, Some(PathBuf::from("p.msup")));
                 assert_eq!(command, ["./app", "--flag", "-x"].map(OsString::from));
+            }
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn skip_patterns_repeat() {
+        let cli = Cli::parse_from([
+            "memsup",
+            "report",
+            "--format",
+            "json",
+            "--skip-frames",
+            "my_alloc*",
+            "--skip-frames",
+            "pool_get",
+            "p.msup",
+        ]);
+        match cli.command {
+            Command::Report {
+                format,
+                top,
+                skip_frames,
+                no_default_skip_frames,
+                ..
+            } => {
+                assert_eq!(format, Format::Json);
+                assert_eq!(top, 10);
+                assert_eq!(skip_frames, ["my_alloc*", "pool_get"]);
+                assert!(!no_default_skip_frames);
             }
             other => panic!("parsed as {other:?}"),
         }

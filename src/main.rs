@@ -59,7 +59,13 @@ fn execute(command: Command) -> Result<i32> {
                 stacks: probes.stacks.mode(),
             })
         }
-        Command::Report { format, profile } => {
+        Command::Report {
+            format,
+            top,
+            skip_frames,
+            no_default_skip_frames,
+            profile,
+        } => {
             if !profile.exists() {
                 return Err(Error::InputNotReadable {
                     path: profile,
@@ -67,10 +73,11 @@ fn execute(command: Command) -> Result<i32> {
                 });
             }
             let loaded = read_profile(&profile)?;
-            let analysis = analysis::analyze(&loaded, &profile);
+            let skip = analysis::SkipFrames::new(!no_default_skip_frames, &skip_frames);
+            let analysis = analysis::analyze_with(&loaded, &profile, &skip);
             let mut out = std::io::stdout().lock();
             let rendered = match format {
-                Format::Text => report::text::render(&analysis, &mut out),
+                Format::Text => report::text::render(&analysis, top, &mut out),
                 Format::Json => report::json::render(&analysis, &mut out),
             };
             match rendered.and_then(|_| out.flush()) {

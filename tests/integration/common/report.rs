@@ -26,7 +26,7 @@ pub fn report_json(profile: &Path) -> Value {
         )
     });
     assert_eq!(report["schema"], "memsup-report", "schema name");
-    assert_eq!(report["schema_version"], 1, "schema version");
+    assert_eq!(report["schema_version"], 2, "schema version");
     report
 }
 
