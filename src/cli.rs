@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::breakpoints::table::StepOverPolicy;
 use crate::ptrace::capture::StackMode;
+use crate::report::folded::Metric;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -59,12 +60,17 @@ pub enum Command {
     },
     /// Analyse a profile.
     Report {
-        /// `text` for people, `json` for programs (schema memsup-report, version 2).
+        /// `text` for people, `json` for programs (schema memsup-report, version 2),
+        /// `folded` for flame graphs (one `frame;frame;frame VALUE` line per call stack).
         #[arg(short, long, value_enum, default_value_t = Format::Text)]
         format: Format,
         /// Call sites per list of the text report (other formats list them all).
         #[arg(long, value_name = "N", default_value_t = crate::report::text::DEFAULT_TOP)]
         top: usize,
+        /// What the folded stacks count (`--format folded` only): bytes live at the peak,
+        /// bytes still live at exit, bytes allocated, or bytes of temporary allocations.
+        #[arg(long, value_enum, default_value_t = MetricArg::Peak)]
+        metric: MetricArg,
         /// Also drop frames whose function matches PATTERN (a glob: `*` matches anything)
         /// from the innermost end of call stacks, like the allocator wrappers dropped by
         /// default (operator new, std::allocator, g_malloc, xmalloc, strdup ...). Repeatable.
@@ -130,6 +136,26 @@ impl StepOverArg {
 pub enum Format {
     Text,
     Json,
+    Folded,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricArg {
+    Peak,
+    Leaked,
+    Allocated,
+    Temporary,
+}
+
+impl MetricArg {
+    pub fn metric(self) -> Metric {
+        match self {
+            MetricArg::Peak => Metric::Peak,
+            MetricArg::Leaked => Metric::Leaked,
+            MetricArg::Allocated => Metric::Allocated,
+            MetricArg::Temporary => Metric::Temporary,
+        }
+    }
 }
 
 /// memsup.NAME.PID.msup, NAME being the program's file name (or "attach").
@@ -165,12 +191,12 @@ mod tests {
     }
 
     #[test]
-    fn skip_patterns_repeat() {
+    fn skip_patterns_repeat_and_the_metric_defaults_to_peak() {
         let cli = Cli::parse_from([
             "memsup",
             "report",
             "--format",
-            "json",
+            "folded",
             "--skip-frames",
             "my_alloc*",
             "--skip-frames",
@@ -181,12 +207,14 @@ mod tests {
             Command::Report {
                 format,
                 top,
+                metric,
                 skip_frames,
                 no_default_skip_frames,
                 ..
             } => {
-                assert_eq!(format, Format::Json);
+                assert_eq!(format, Format::Folded);
                 assert_eq!(top, 10);
+                assert_eq!(metric, MetricArg::Peak);
                 assert_eq!(skip_frames, ["my_alloc*", "pool_get"]);
                 assert!(!no_default_skip_frames);
             }

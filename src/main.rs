@@ -62,6 +62,7 @@ fn execute(command: Command) -> Result<i32> {
         Command::Report {
             format,
             top,
+            metric,
             skip_frames,
             no_default_skip_frames,
             profile,
@@ -79,6 +80,7 @@ fn execute(command: Command) -> Result<i32> {
             let rendered = match format {
                 Format::Text => report::text::render(&analysis, top, &mut out),
                 Format::Json => report::json::render(&analysis, &mut out),
+                Format::Folded => report::folded::render(&analysis, metric.metric(), &mut out),
             };
             match rendered.and_then(|_| out.flush()) {
                 // A reader that stopped early (`| head`) is not an error.
