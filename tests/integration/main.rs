@@ -21,6 +21,7 @@ mod mappings;
 mod progress;
 mod realloc_chain;
 mod signals;
+mod site_metrics;
 mod stdin_lines;
 mod step_over;
 mod threads;
