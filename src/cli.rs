@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::breakpoints::table::StepOverPolicy;
 use crate::ptrace::capture::StackMode;
+use crate::report::folded::Metric;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -59,9 +60,26 @@ pub enum Command {
     },
     /// Analyse a profile.
     Report {
-        /// `text` for people, `json` for programs (schema memsup-report, version 1).
+        /// `text` for people, `json` for programs (schema memsup-report, version 2),
+        /// `folded` for flame graphs (one `frame;frame;frame VALUE` line per call stack),
+        /// `html` for one self-contained page with a flame graph per metric.
         #[arg(short, long, value_enum, default_value_t = Format::Text)]
         format: Format,
+        /// Call sites per list of the text report (other formats list them all).
+        #[arg(long, value_name = "N", default_value_t = crate::report::text::DEFAULT_TOP)]
+        top: usize,
+        /// What the folded stacks count (`--format folded` only): bytes live at the peak,
+        /// bytes still live at exit, bytes allocated, or bytes of temporary allocations.
+        #[arg(long, value_enum, default_value_t = MetricArg::Peak)]
+        metric: MetricArg,
+        /// Also drop frames whose function matches PATTERN (a glob: `*` matches anything)
+        /// from the innermost end of call stacks, like the allocator wrappers dropped by
+        /// default (operator new, std::allocator, g_malloc, xmalloc, strdup ...). Repeatable.
+        #[arg(long = "skip-frames", value_name = "PATTERN")]
+        skip_frames: Vec<String>,
+        /// Drop only the frames given with --skip-frames, none of the default ones.
+        #[arg(long = "no-default-skip-frames")]
+        no_default_skip_frames: bool,
         /// A profile written by `memsup run` or `memsup attach`.
         #[arg(value_name = "PROFILE")]
         profile: PathBuf,
@@ -119,6 +137,27 @@ impl StepOverArg {
 pub enum Format {
     Text,
     Json,
+    Folded,
+    Html,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricArg {
+    Peak,
+    Leaked,
+    Allocated,
+    Temporary,
+}
+
+impl MetricArg {
+    pub fn metric(self) -> Metric {
+        match self {
+            MetricArg::Peak => Metric::Peak,
+            MetricArg::Leaked => Metric::Leaked,
+            MetricArg::Allocated => Metric::Allocated,
+            MetricArg::Temporary => Metric::Temporary,
+        }
+    }
 }
 
 /// memsup.NAME.PID.msup, NAME being the program's file name (or "attach").
@@ -148,6 +187,38 @@ mod tests {
             } => {
                 assert_eq!(output, Some(PathBuf::from("p.msup")));
                 assert_eq!(command, ["./app", "--flag", "-x"].map(OsString::from));
+            }
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn skip_patterns_repeat_and_the_metric_defaults_to_peak() {
+        let cli = Cli::parse_from([
+            "memsup",
+            "report",
+            "--format",
+            "folded",
+            "--skip-frames",
+            "my_alloc*",
+            "--skip-frames",
+            "pool_get",
+            "p.msup",
+        ]);
+        match cli.command {
+            Command::Report {
+                format,
+                top,
+                metric,
+                skip_frames,
+                no_default_skip_frames,
+                ..
+            } => {
+                assert_eq!(format, Format::Folded);
+                assert_eq!(top, 10);
+                assert_eq!(metric, MetricArg::Peak);
+                assert_eq!(skip_frames, ["my_alloc*", "pool_get"]);
+                assert!(!no_default_skip_frames);
             }
             other => panic!("parsed as {other:?}"),
         }

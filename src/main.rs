@@ -59,7 +59,14 @@ fn execute(command: Command) -> Result<i32> {
                 stacks: probes.stacks.mode(),
             })
         }
-        Command::Report { format, profile } => {
+        Command::Report {
+            format,
+            top,
+            metric,
+            skip_frames,
+            no_default_skip_frames,
+            profile,
+        } => {
             if !profile.exists() {
                 return Err(Error::InputNotReadable {
                     path: profile,
@@ -67,11 +74,14 @@ fn execute(command: Command) -> Result<i32> {
                 });
             }
             let loaded = read_profile(&profile)?;
-            let analysis = analysis::analyze(&loaded, &profile);
+            let skip = analysis::SkipFrames::new(!no_default_skip_frames, &skip_frames);
+            let analysis = analysis::analyze_with(&loaded, &profile, &skip);
             let mut out = std::io::stdout().lock();
             let rendered = match format {
-                Format::Text => report::text::render(&analysis, &mut out),
+                Format::Text => report::text::render(&analysis, top, &mut out),
                 Format::Json => report::json::render(&analysis, &mut out),
+                Format::Folded => report::folded::render(&analysis, metric.metric(), &mut out),
+                Format::Html => report::html_report::render(&analysis, &mut out),
             };
             match rendered.and_then(|_| out.flush()) {
                 // A reader that stopped early (`| head`) is not an error.

@@ -1,4 +1,4 @@
-//! The live heap blocks of one process image.
+//! The live heap blocks of one process image, and what each raw stack's blocks did.
 //!
 //! The blocks live at the peak are found exactly in one pass ("lazy peak"): a block allocated
 //! at or before the peak event that is released later is set aside until a higher peak makes
@@ -7,8 +7,11 @@
 
 use std::collections::HashMap;
 
-use super::{CallSite, ProcessAnalysis, TOP_SITES};
+use super::local_peak::LiveChanges;
+use super::temporary::TemporaryRule;
+use super::{ProcessAnalysis, SiteMetrics};
 use crate::trace::format::AllocFunction;
+use crate::trace::stacks::StackId;
 
 /// Where and when a heap event happened.
 #[derive(Debug, Clone, Copy)]
@@ -17,22 +20,24 @@ pub(super) struct HeapEvent {
     pub sequence: u64,
     /// Relative to the start of the image.
     pub time_ns: u64,
-    /// Return address into the code that called the allocator.
-    pub caller: u64,
+    /// The allocator call's stack (not used by frees, which carry none).
+    pub stack: StackId,
 }
 
 #[derive(Debug, Clone, Copy)]
 struct LiveBlock {
     size: u64,
-    caller: u64,
+    stack: StackId,
     /// Sequence of the event that created the block.
     sequence: u64,
+    time_ns: u64,
 }
 
-#[derive(Debug, Clone, Copy, Default)]
-struct SiteTotals {
-    allocations: u64,
-    bytes_allocated: u64,
+/// What the heap of an image left per raw stack, for the call sites.
+#[derive(Debug, Default)]
+pub(super) struct StackHeap {
+    pub metrics: HashMap<StackId, SiteMetrics>,
+    pub changes: LiveChanges,
 }
 
 /// Live blocks, live bytes and peak bookkeeping of one image.
@@ -44,7 +49,8 @@ pub(super) struct HeapState {
     peak_sequence: Option<u64>,
     /// Blocks live at the current peak that were released after it.
     released_since_peak: Vec<LiveBlock>,
-    site_totals: HashMap<u64, SiteTotals>,
+    temporary: TemporaryRule,
+    stacks: StackHeap,
 }
 
 impl HeapState {
@@ -66,12 +72,12 @@ impl HeapState {
         self.update_peak(image, event);
     }
 
-    pub fn free(&mut self, image: &mut ProcessAnalysis, address: u64) {
+    pub fn free(&mut self, image: &mut ProcessAnalysis, address: u64, time_ns: u64) {
         *image.calls.entry(AllocFunction::Free).or_default() += 1;
         if address == 0 {
             image.null_frees += 1;
         } else {
-            self.release_block(image, address);
+            self.free_block(image, address, time_ns);
         }
     }
 
@@ -89,12 +95,12 @@ impl HeapState {
         *image.calls.entry(function).or_default() += 1;
         if new_address != 0 {
             if old_address != 0 {
-                self.release_block(image, old_address);
+                self.free_block(image, old_address, event.time_ns);
             }
             self.create_block(image, new_address, size, event);
         } else if size == 0 {
             if old_address != 0 {
-                self.release_block(image, old_address);
+                self.free_block(image, old_address, event.time_ns);
             }
         } else {
             image.failed_allocations += 1;
@@ -102,11 +108,22 @@ impl HeapState {
         self.update_peak(image, event);
     }
 
-    /// Fills what is live now and the call sites at the peak (addresses only; names come later).
-    pub fn close(&self, image: &mut ProcessAnalysis) {
+    /// Fills what is live now, and hands over what each raw stack did, with its share of the
+    /// peak and what it leaked.
+    pub fn close(mut self, image: &mut ProcessAnalysis) -> StackHeap {
         image.live_bytes_at_exit = self.live_bytes;
         image.live_blocks_at_exit = self.live.len() as u64;
-        image.top_sites = self.sites_at_peak();
+        for block in self.blocks_at_peak() {
+            let metrics = self.stacks.metrics.entry(block.stack).or_default();
+            metrics.peak_bytes += block.size;
+            metrics.peak_blocks += 1;
+        }
+        for block in self.live.values() {
+            let metrics = self.stacks.metrics.entry(block.stack).or_default();
+            metrics.leaked_bytes += block.size;
+            metrics.leaked_blocks += 1;
+        }
+        self.stacks
     }
 
     fn create_block(
@@ -116,32 +133,52 @@ impl HeapState {
         size: u64,
         event: HeapEvent,
     ) {
-        // A block handed out again while we think it is live means its free was missed.
-        if self.live.contains_key(&address) {
-            self.release_block(image, address);
+        // A block handed out again while we think it is live means its free was missed: it
+        // leaves the heap with no lifetime (its free time is unknown).
+        if let Some(block) = self.release_block(image, address) {
+            self.stacks.changes.shrank(block.stack, block.size);
         }
         self.live.insert(
             address,
             LiveBlock {
                 size,
-                caller: event.caller,
+                stack: event.stack,
                 sequence: event.sequence,
+                time_ns: event.time_ns,
             },
         );
         self.live_bytes += size;
         image.allocations += 1;
         image.bytes_allocated += size;
         image.largest_allocation = image.largest_allocation.max(size);
-        let totals = self.site_totals.entry(event.caller).or_default();
-        totals.allocations += 1;
-        totals.bytes_allocated += size;
+        self.stacks
+            .metrics
+            .entry(event.stack)
+            .or_default()
+            .allocated(size);
+        self.stacks.changes.grew(event.stack, size);
+        self.temporary.allocated(address);
     }
 
-    fn release_block(&mut self, image: &mut ProcessAnalysis, address: u64) {
-        let Some(block) = self.live.remove(&address) else {
+    /// A recorded free (or a realloc's release) of `address` at `time_ns`.
+    fn free_block(&mut self, image: &mut ProcessAnalysis, address: u64, time_ns: u64) {
+        let temporary = self.temporary.freed(address);
+        let Some(block) = self.release_block(image, address) else {
             image.unknown_frees += 1;
             return;
         };
+        let lifetime_ns = time_ns.saturating_sub(block.time_ns);
+        self.stacks.metrics.entry(block.stack).or_default().freed(
+            block.size,
+            lifetime_ns,
+            temporary,
+        );
+        self.stacks.changes.shrank(block.stack, block.size);
+    }
+
+    /// Takes the block at `address` out of the live set; None when it is not live.
+    fn release_block(&mut self, image: &mut ProcessAnalysis, address: u64) -> Option<LiveBlock> {
+        let block = self.live.remove(&address)?;
         image.frees += 1;
         self.live_bytes -= block.size;
         if self
@@ -150,6 +187,7 @@ impl HeapState {
         {
             self.released_since_peak.push(block);
         }
+        Some(block)
     }
 
     fn update_peak(&mut self, image: &mut ProcessAnalysis, event: HeapEvent) {
@@ -163,39 +201,15 @@ impl HeapState {
         self.released_since_peak.clear();
     }
 
-    /// The blocks live at the peak grouped by caller: bytes descending, then address ascending.
-    fn sites_at_peak(&self) -> Vec<CallSite> {
+    /// The blocks that were live at the first moment of the peak.
+    fn blocks_at_peak(&self) -> Vec<LiveBlock> {
         let Some(peak) = self.peak_sequence else {
             return Vec::new();
         };
-        let live_at_peak = self.live.values().filter(|block| block.sequence <= peak);
-        let mut by_caller: HashMap<u64, (u64, u64)> = HashMap::new();
-        for block in live_at_peak.chain(&self.released_since_peak) {
-            let (bytes, blocks) = by_caller.entry(block.caller).or_default();
-            *bytes += block.size;
-            *blocks += 1;
-        }
-        let mut sites: Vec<(u64, u64, u64)> = by_caller
-            .into_iter()
-            .map(|(caller, (bytes, blocks))| (caller, bytes, blocks))
-            .collect();
-        sites.sort_by(|left, right| right.1.cmp(&left.1).then(left.0.cmp(&right.0)));
-        sites.truncate(TOP_SITES);
-        sites
-            .into_iter()
-            .map(|(address, peak_bytes, peak_blocks)| {
-                let totals = self.site_totals.get(&address).copied().unwrap_or_default();
-                CallSite {
-                    address,
-                    function: String::new(),
-                    offset: 0,
-                    module: String::new(),
-                    peak_bytes,
-                    peak_blocks,
-                    allocations: totals.allocations,
-                    bytes_allocated: totals.bytes_allocated,
-                }
-            })
+        let still_live = self.live.values().filter(|block| block.sequence <= peak);
+        still_live
+            .chain(&self.released_since_peak)
+            .copied()
             .collect()
     }
 }

@@ -1,9 +1,22 @@
 //! Replays a profile's records into per-process statistics. Renderers only see `Analysis`.
 
+mod frames;
 mod heap;
+mod local_peak;
+mod mappings;
 mod replay;
+mod site_metrics;
+#[cfg(test)]
+pub(crate) mod site_tests;
+mod sites;
+pub mod skip;
+mod temporary;
 #[cfg(test)]
 pub(crate) mod tests;
+
+pub use frames::{Frame, TRUNCATED_NAME};
+pub use site_metrics::SiteMetrics;
+pub use skip::SkipFrames;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -12,9 +25,6 @@ use crate::trace::format::{
     AllocFunction, MapCall, ProbeCounters, Record, RecordMode, StartCause, UnwindCosts,
 };
 use crate::trace::reader::Profile;
-
-/// How many call sites the reports list per process image.
-pub const TOP_SITES: usize = 10;
 
 /// Every mapping call, in report order (`format.rs` has no list of them).
 pub const MAP_CALLS: [MapCall; 6] = [
@@ -104,8 +114,10 @@ pub struct ProcessAnalysis {
     pub mappings: MappingStats,
     /// What watching this image cost.
     pub probes: ProbeCounters,
-    /// Call sites by live bytes at the peak, at most `TOP_SITES`.
-    pub top_sites: Vec<CallSite>,
+    /// Every heap call site, by bytes live at the peak, then bytes allocated.
+    pub sites: Vec<Site>,
+    /// Every mapping call site, by bytes mapped (mmap and break growth).
+    pub mapping_sites: Vec<MappingSite>,
     pub warnings: Vec<String>,
 }
 
@@ -121,22 +133,20 @@ pub struct MappingStats {
     pub brk_growth_bytes: u64,
 }
 
-/// One caller of the allocator, with what it held at the peak.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CallSite {
-    /// Runtime return address into the caller.
-    pub address: u64,
-    /// "" when unknown.
-    pub function: String,
-    /// address - function start.
-    pub offset: u64,
-    /// Path of the module; "" when unknown.
-    pub module: String,
-    pub peak_bytes: u64,
-    pub peak_blocks: u64,
-    /// Allocations from this site over the whole life of the image.
-    pub allocations: u64,
-    pub bytes_allocated: u64,
+/// A call stack of the allocator, less its allocator frames, and what its blocks did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Site {
+    /// Innermost first: the function that called the allocator, then its callers.
+    pub stack: Vec<Frame>,
+    pub metrics: SiteMetrics,
+}
+
+/// A call stack of mapping system calls, less the C library's frames, and its calls.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MappingSite {
+    /// Innermost first.
+    pub stack: Vec<Frame>,
+    pub mappings: MappingStats,
 }
 
 impl ProcessAnalysis {
@@ -169,7 +179,8 @@ impl ProcessAnalysis {
             largest_allocation: 0,
             mappings: MappingStats::default(),
             probes: ProbeCounters::default(),
-            top_sites: Vec::new(),
+            sites: Vec::new(),
+            mapping_sites: Vec::new(),
             warnings: Vec::new(),
         }
     }
@@ -230,8 +241,13 @@ impl Default for MappingStats {
     }
 }
 
-/// Replays the records of `profile`, read from `path`.
+/// Replays the records of `profile`, read from `path`, with the default skip lists.
 pub fn analyze(profile: &Profile, path: &Path) -> Analysis {
+    analyze_with(profile, path, &SkipFrames::default())
+}
+
+/// Replays the records of `profile`, read from `path`; call sites drop the frames `skip` names.
+pub fn analyze_with(profile: &Profile, path: &Path, skip: &SkipFrames) -> Analysis {
     let header = &profile.header;
     Analysis {
         profile: ProfileInfo {
@@ -252,6 +268,6 @@ pub fn analyze(profile: &Profile, path: &Path) -> Analysis {
                     _ => None,
                 }),
         },
-        processes: replay::replay(&profile.records, header.mode),
+        processes: replay::replay(&profile.records, header.mode, skip),
     }
 }

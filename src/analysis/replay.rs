@@ -1,30 +1,31 @@
 //! Walks the records in order, splitting them into process images and feeding each image's
-//! heap and mapping events to its counters.
+//! heap and mapping events to its counters; call sites are worked out at the end, once every
+//! image's symbols are known.
 
 use std::collections::HashMap;
 
+use super::frames::AddressSymbol;
 use super::heap::{HeapEvent, HeapState};
+use super::mappings::MappingCall;
+use super::sites::{heap_sites, mapping_sites, ImageStacks};
+use super::skip::SkipFrames;
 use super::{ImageExit, ProcessAnalysis};
 use crate::trace::format::{
     AllocFunction, ExitKind, MapCall, ProbeCounters, Record, RecordMode, StartCause,
 };
-use crate::trace::stacks::{StackId, StackNode, StackTable};
+use crate::trace::stacks::{StackId, StackNode};
 
 /// Replays `records` into one `ProcessAnalysis` per process image, in order of start.
-pub(super) fn replay(records: &[Record], mode: RecordMode) -> Vec<ProcessAnalysis> {
+pub(super) fn replay(
+    records: &[Record],
+    mode: RecordMode,
+    skip: &SkipFrames,
+) -> Vec<ProcessAnalysis> {
     let mut replay = Replay::new(mode);
     for (index, record) in records.iter().enumerate() {
         replay.apply(index as u64, record);
     }
-    replay.finish()
-}
-
-/// A function name for a code address.
-#[derive(Debug, Clone)]
-struct SymbolName {
-    function: String,
-    offset: u64,
-    module: String,
+    replay.finish(skip)
 }
 
 /// Replay state of an image that has not ended yet.
@@ -33,8 +34,7 @@ struct OpenImage {
     /// Position in `Replay::processes`.
     index: usize,
     heap: HeapState,
-    symbols: HashMap<u64, SymbolName>,
-    stacks: StackTable,
+    stacks: ImageStacks,
     had_exec: bool,
     /// Allocator or mapping events seen; after them an exec starts a new image.
     had_events: bool,
@@ -46,6 +46,8 @@ struct Replay {
     mode: RecordMode,
     processes: Vec<ProcessAnalysis>,
     open: HashMap<u32, OpenImage>,
+    /// The stacks of ended images, by position in `processes`.
+    closed: HashMap<usize, ImageStacks>,
     /// Newest image of each PID, open or closed.
     latest_image: HashMap<u32, usize>,
     /// Latest time of any record: where images the recording never saw end are cut.
@@ -58,6 +60,7 @@ impl Replay {
             mode,
             processes: Vec::new(),
             open: HashMap::new(),
+            closed: HashMap::new(),
             latest_image: HashMap::new(),
             last_time_ns: 0,
         }
@@ -89,16 +92,25 @@ impl Replay {
                 call,
                 args,
                 result,
+                stack,
                 ..
-            } => self.mapping(*time_ns, *pid, *call, args[1], *result),
+            } => self.mapping(*time_ns, *pid, *call, (args[1], *result), *stack),
             Record::Symbol {
                 pid,
                 address,
                 function,
                 offset,
                 module,
-                ..
-            } => self.symbol(*pid, *address, symbol_name(function, *offset, module)),
+                frames,
+            } => {
+                let symbol = AddressSymbol {
+                    function: function.clone(),
+                    offset: *offset,
+                    module: module.clone(),
+                    frames: frames.clone(),
+                };
+                self.symbol(*pid, *address, symbol)
+            }
             Record::StackNode {
                 pid,
                 id,
@@ -150,12 +162,18 @@ impl Replay {
         }
     }
 
-    /// Closes what the recording never saw end, at the last time it saw anything.
-    fn finish(mut self) -> Vec<ProcessAnalysis> {
+    /// Closes what the recording never saw end, at the last time it saw anything, and works
+    /// out every image's call sites.
+    fn finish(mut self, skip: &SkipFrames) -> Vec<ProcessAnalysis> {
         let mut still_open: Vec<u32> = self.open.keys().copied().collect();
         still_open.sort_unstable();
         for pid in still_open {
             self.close_image(pid, ImageExit::Unknown, self.last_time_ns, None);
+        }
+        for (index, stacks) in self.closed {
+            let image = &mut self.processes[index];
+            image.sites = heap_sites(&stacks, skip);
+            image.mapping_sites = mapping_sites(&stacks, skip);
         }
         self.processes
     }
@@ -183,8 +201,7 @@ impl Replay {
         let state = OpenImage {
             index,
             heap: HeapState::default(),
-            symbols: HashMap::new(),
-            stacks: StackTable::default(),
+            stacks: ImageStacks::default(),
             had_exec: false,
             had_events: false,
             previous_break: None,
@@ -234,11 +251,10 @@ impl Replay {
         state.had_events = true;
         let image = &mut self.processes[state.index];
         let relative_time_ns = time_ns.saturating_sub(image.start_ns);
-        let stacks = &state.stacks;
         let event = |stack| HeapEvent {
             sequence,
             time_ns: relative_time_ns,
-            caller: stacks.node(stack).map_or(0, |(address, _)| address),
+            stack,
         };
         match *record {
             Record::Alloc {
@@ -251,7 +267,7 @@ impl Replay {
                 let event = event(stack);
                 state.heap.alloc(image, function, address, size, event)
             }
-            Record::Free { address, .. } => state.heap.free(image, address),
+            Record::Free { address, .. } => state.heap.free(image, address, relative_time_ns),
             Record::Realloc {
                 function,
                 old_address,
@@ -268,31 +284,45 @@ impl Replay {
         }
     }
 
-    fn mapping(&mut self, time_ns: u64, pid: u32, call: MapCall, length: u64, result: i64) {
+    fn mapping(
+        &mut self,
+        time_ns: u64,
+        pid: u32,
+        call: MapCall,
+        (length, result): (u64, i64),
+        stack: StackId,
+    ) {
         self.ensure_open(time_ns, pid);
         let state = self.open.get_mut(&pid).expect("opened above");
         state.had_events = true;
-        let mappings = &mut self.processes[state.index].mappings;
-        *mappings.calls.entry(call).or_default() += 1;
-        match call {
-            MapCall::Mmap if !is_errno(result) => mappings.mmap_bytes += length,
-            MapCall::Munmap if result == 0 => mappings.munmap_bytes += length,
-            MapCall::Brk => {
-                // brk returns the new break (the old one on failure), never -errno.
-                let new_break = result as u64;
-                if let Some(previous) = state.previous_break {
-                    mappings.brk_growth_bytes += new_break.saturating_sub(previous);
-                }
-                state.previous_break = Some(new_break);
+        let mut brk_growth = 0;
+        if call == MapCall::Brk {
+            // brk returns the new break (the old one on failure), never -errno.
+            let new_break = result as u64;
+            if let Some(previous) = state.previous_break {
+                brk_growth = new_break.saturating_sub(previous);
             }
-            _ => {}
+            state.previous_break = Some(new_break);
         }
+        let mapping = MappingCall {
+            call,
+            length,
+            result,
+            brk_growth,
+        };
+        self.processes[state.index].mappings.count(mapping);
+        state
+            .stacks
+            .mappings
+            .entry(stack)
+            .or_default()
+            .count(mapping);
     }
 
     fn stack_node(&mut self, pid: u32, id: StackId, parent: StackId, address: u64) {
         self.ensure_open(self.last_time_ns, pid);
         let state = self.open.get_mut(&pid).expect("opened above");
-        state.stacks.add(StackNode {
+        state.stacks.table.add(StackNode {
             id,
             parent,
             address,
@@ -301,16 +331,15 @@ impl Replay {
 
     /// Symbols are written before the record that closes their image; a late one still names
     /// the call sites of the PID's newest image.
-    fn symbol(&mut self, pid: u32, address: u64, name: SymbolName) {
-        if let Some(state) = self.open.get_mut(&pid) {
-            state.symbols.insert(address, name);
-        } else if let Some(&index) = self.latest_image.get(&pid) {
-            for site in &mut self.processes[index].top_sites {
-                if site.address == address {
-                    name_site(site, &name);
-                }
-            }
-        }
+    fn symbol(&mut self, pid: u32, address: u64, symbol: AddressSymbol) {
+        let stacks = match self.open.get_mut(&pid) {
+            Some(state) => &mut state.stacks,
+            None => match self.latest_image.get(&pid) {
+                Some(index) => self.closed.entry(*index).or_default(),
+                None => return,
+            },
+        };
+        stacks.symbols.insert(address, symbol);
     }
 
     fn warning(&mut self, time_ns: u64, pid: u32, message: &str) {
@@ -345,7 +374,7 @@ impl Replay {
         time_ns: u64,
         counters: Option<ProbeCounters>,
     ) {
-        let Some(state) = self.open.remove(&pid) else {
+        let Some(mut state) = self.open.remove(&pid) else {
             return;
         };
         let image = &mut self.processes[state.index];
@@ -354,32 +383,9 @@ impl Replay {
         if let Some(counters) = counters {
             image.probes = image.probes.plus(counters);
         }
-        state.heap.close(image);
-        for site in &mut image.top_sites {
-            if let Some(name) = state.symbols.get(&site.address) {
-                name_site(site, name);
-            }
-        }
+        state.stacks.heap = state.heap.close(image);
+        self.closed.insert(state.index, state.stacks);
     }
-}
-
-fn name_site(site: &mut super::CallSite, name: &SymbolName) {
-    site.function = name.function.clone();
-    site.offset = name.offset;
-    site.module = name.module.clone();
-}
-
-fn symbol_name(function: &str, offset: u64, module: &str) -> SymbolName {
-    SymbolName {
-        function: function.to_string(),
-        offset,
-        module: module.to_string(),
-    }
-}
-
-/// Mapping calls return -errno (-4095..=-1) on failure.
-fn is_errno(result: i64) -> bool {
-    (-4095..=-1).contains(&result)
 }
 
 fn record_time(record: &Record) -> Option<u64> {

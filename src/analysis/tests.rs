@@ -230,39 +230,68 @@ fn the_peak_is_the_first_time_the_highest_level_is_reached() {
     );
 }
 
+/// The one frame of a scripted caller's site.
+fn caller_frame(address: u64, function: &str, offset: u64, module: &str) -> Vec<Frame> {
+    vec![Frame {
+        function: function.to_string(),
+        file: None,
+        line: None,
+        module: module.to_string(),
+        address,
+        offset,
+        inlined: false,
+    }]
+}
+
 #[test]
-fn top_sites_hold_the_blocks_live_at_the_peak_with_names() {
+fn sites_hold_the_blocks_live_at_the_peak_with_names() {
     let analysis = analyze(&heap_profile(), Path::new("heap.msup"));
-    let site =
-        |address, function: &str, offset, module: &str, peak_bytes, totals: (u64, u64)| CallSite {
-            address,
-            function: function.to_string(),
-            offset,
-            module: module.to_string(),
-            peak_bytes,
-            peak_blocks: 1,
-            allocations: totals.0,
-            bytes_allocated: totals.1,
-        };
+    let sites = &analysis.processes[0].sites;
+    let stacks: Vec<&Vec<Frame>> = sites.iter().map(|site| &site.stack).collect();
     assert_eq!(
-        analysis.processes[0].top_sites,
+        stacks,
         vec![
-            site(CALLER_A, "main", 0x25, "/bin/app", 300, (2, 400)),
-            site(
-                CALLER_B,
-                "make_table",
-                0x10,
-                "/usr/lib/libtable.so",
-                200,
-                (2, 670)
-            ),
-            site(CALLER_C, "", 0, "", 50, (2, 130)),
+            &caller_frame(CALLER_A, "main", 0x25, "/bin/app"),
+            &caller_frame(CALLER_B, "make_table", 0x10, "/usr/lib/libtable.so"),
+            &caller_frame(CALLER_C, "", 0, ""),
         ]
+    );
+    // (peak bytes, peak blocks, allocations, bytes allocated, local peak, leaked bytes)
+    let numbers: Vec<(u64, u64, u64, u64, u64, u64)> = sites
+        .iter()
+        .map(|site| {
+            let metrics = &site.metrics;
+            (
+                metrics.peak_bytes,
+                metrics.peak_blocks,
+                metrics.allocations,
+                metrics.bytes_allocated,
+                metrics.local_peak_bytes,
+                metrics.leaked_bytes,
+            )
+        })
+        .collect();
+    assert_eq!(
+        numbers,
+        vec![
+            (300, 1, 2, 400, 300, 0),
+            (200, 1, 2, 670, 470, 470),
+            (50, 1, 2, 130, 80, 80),
+        ]
+    );
+    // The block whose free was missed (0x20, reused by C) has no lifetime.
+    let lifetimes: Vec<Option<(u64, u64, u64)>> = sites
+        .iter()
+        .map(|site| site.metrics.lifetimes_ns())
+        .collect();
+    assert_eq!(
+        lifetimes,
+        vec![Some((300, 500, 700)), None, Some((500, 500, 500))]
     );
 }
 
 #[test]
-fn top_sites_break_ties_by_address_and_keep_ten() {
+fn sites_break_ties_by_stack() {
     use AllocFunction::Malloc;
     let mut records = vec![start(0, 100, None, StartCause::Attach)];
     // Twelve sites of 64 bytes, then a smaller one; sites allocated in descending address order.
@@ -289,10 +318,17 @@ fn top_sites_break_ties_by_address_and_keep_ten() {
     let analysis = analyze(&profile(records, true), Path::new("t.msup"));
     let image = &analysis.processes[0];
     assert_eq!(image.peak_live_bytes, 12 * 64 + 32);
-    let addresses: Vec<u64> = image.top_sites.iter().map(|site| site.address).collect();
-    let expected: Vec<u64> = (0..10u64).map(|rank| 0x9000 - 11 + rank).collect();
+    let addresses: Vec<u64> = image
+        .sites
+        .iter()
+        .map(|site| site.stack[0].address)
+        .collect();
+    let mut expected: Vec<u64> = (0..12u64).map(|rank| 0x9000 - 11 + rank).collect();
+    expected.push(0x100);
     assert_eq!(addresses, expected);
-    assert!(image.top_sites.iter().all(|site| site.peak_bytes == 64));
+    assert!(image.sites[..12]
+        .iter()
+        .all(|site| site.metrics.peak_bytes == 64));
     // Never closed: unknown exit, cut at the last record time.
     assert_eq!(image.exit, ImageExit::Unknown);
     assert_eq!(image.duration_ns, 40);
@@ -308,8 +344,8 @@ fn a_symbol_after_the_exit_still_names_the_site() {
         .push(symbol(100, CALLER_C, "late", 4, "/bin/app"));
     profile.records.push(end);
     let analysis = analyze(&profile, Path::new("heap.msup"));
-    let site = &analysis.processes[0].top_sites[2];
-    assert_eq!((site.function.as_str(), site.offset), ("late", 4));
+    let frame = &analysis.processes[0].sites[2].stack[0];
+    assert_eq!((frame.function.as_str(), frame.offset), ("late", 4));
 }
 
 /// PIDs 10 (sh, then execs app2), 11 (fork of sh, allocates, then execs app), 12 (vfork, execs true).

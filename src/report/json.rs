@@ -1,4 +1,4 @@
-//! The JSON report (schema `memsup-report`, version 1), as specified in docs/report-json.md.
+//! The JSON report (schema `memsup-report`, version 2), as specified in docs/report-json.md.
 //!
 //! The output is built from borrowed view structs whose field order is the documented key
 //! order; the analysis types stay free of serialisation concerns.
@@ -7,20 +7,23 @@ use std::io::Write;
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
+use super::json_sites::{MappingSiteJson, SiteJson};
 use crate::analysis::{
-    cause_name, mode_name, Analysis, CallSite, MappingStats, ProcessAnalysis, ProfileInfo,
-    MAP_CALLS,
+    cause_name, mode_name, Analysis, MappingStats, ProcessAnalysis, ProfileInfo, MAP_CALLS,
 };
-use crate::trace::format::{AllocFunction, ProbeCounters};
+use crate::trace::format::{AllocFunction, ProbeCounters, UnwindCosts};
 
 pub const SCHEMA: &str = "memsup-report";
-pub const SCHEMA_VERSION: u32 = 1;
+/// 2: call sites are whole stacks (`sites`, `mapping_sites`) instead of return addresses
+/// (`top_sites`); `unwind_costs`.
+pub const SCHEMA_VERSION: u32 = 2;
 
 pub fn render(analysis: &Analysis, out: &mut dyn Write) -> std::io::Result<()> {
     let report = ReportJson {
         schema: SCHEMA,
         schema_version: SCHEMA_VERSION,
         profile: ProfileJson::new(&analysis.profile),
+        unwind_costs: analysis.profile.unwind_costs.as_ref(),
         processes: analysis.processes.iter().map(ProcessJson::new).collect(),
     };
     serde_json::to_writer_pretty(&mut *out, &report)?;
@@ -32,6 +35,8 @@ struct ReportJson<'a> {
     schema: &'static str,
     schema_version: u32,
     profile: ProfileJson<'a>,
+    /// Field order of `UnwindCosts` is the documented key order; null when absent.
+    unwind_costs: Option<&'a UnwindCosts>,
     processes: Vec<ProcessJson<'a>>,
 }
 
@@ -84,7 +89,8 @@ struct ProcessJson<'a> {
     mappings: MappingsJson,
     /// Field order of `ProbeCounters` is the documented key order.
     probes: &'a ProbeCounters,
-    top_sites: Vec<SiteJson<'a>>,
+    sites: Vec<SiteJson<'a>>,
+    mapping_sites: Vec<MappingSiteJson<'a>>,
     warnings: &'a [String],
 }
 
@@ -122,7 +128,12 @@ impl<'a> ProcessJson<'a> {
             largest_allocation: image.largest_allocation,
             mappings: MappingsJson::new(&image.mappings),
             probes: &image.probes,
-            top_sites: image.top_sites.iter().map(SiteJson::new).collect(),
+            sites: image.sites.iter().map(SiteJson::new).collect(),
+            mapping_sites: image
+                .mapping_sites
+                .iter()
+                .map(MappingSiteJson::new)
+                .collect(),
             warnings: &image.warnings,
         }
     }
@@ -137,7 +148,7 @@ struct ExitJson {
 }
 
 /// A JSON object of counters whose keys keep the given order.
-struct NamedCounts(Vec<(&'static str, u64)>);
+pub(super) struct NamedCounts(Vec<(&'static str, u64)>);
 
 impl Serialize for NamedCounts {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -150,7 +161,7 @@ impl Serialize for NamedCounts {
 }
 
 #[derive(serde::Serialize)]
-struct MappingsJson {
+pub(super) struct MappingsJson {
     calls: NamedCounts,
     mmap_bytes: u64,
     munmap_bytes: u64,
@@ -158,7 +169,7 @@ struct MappingsJson {
 }
 
 impl MappingsJson {
-    fn new(mappings: &MappingStats) -> Self {
+    pub(super) fn new(mappings: &MappingStats) -> Self {
         let count = |call| mappings.calls.get(&call).copied().unwrap_or(0);
         MappingsJson {
             calls: NamedCounts(
@@ -174,38 +185,13 @@ impl MappingsJson {
     }
 }
 
-#[derive(serde::Serialize)]
-struct SiteJson<'a> {
-    address: u64,
-    function: &'a str,
-    offset: u64,
-    module: &'a str,
-    peak_bytes: u64,
-    peak_blocks: u64,
-    allocations: u64,
-    bytes_allocated: u64,
-}
-
-impl<'a> SiteJson<'a> {
-    fn new(site: &'a CallSite) -> Self {
-        SiteJson {
-            address: site.address,
-            function: &site.function,
-            offset: site.offset,
-            module: &site.module,
-            peak_bytes: site.peak_bytes,
-            peak_blocks: site.peak_blocks,
-            allocations: site.allocations,
-            bytes_allocated: site.bytes_allocated,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::analysis::analyze;
+    use crate::analysis::site_tests::sites_profile;
     use crate::analysis::tests::{heap_profile, CALLER_A};
+    use crate::trace::format::Record;
     use serde_json::Value;
     use std::path::Path;
 
@@ -235,7 +221,12 @@ mod tests {
         let text = rendered();
         let json: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(json["schema"], "memsup-report");
-        assert_eq!(json["schema_version"], 1);
+        assert_eq!(json["schema_version"], 2);
+        assert_eq!(
+            json["unwind_costs"],
+            Value::Null,
+            "the scripted profile has none"
+        );
         let profile = &json["profile"];
         assert_eq!(profile["path"], "run.msup");
         assert_eq!(profile["truncated"], false);
@@ -263,12 +254,81 @@ mod tests {
         assert_eq!(process["mappings"]["calls"]["brk"], 0);
         assert_eq!(process["probes"]["stop_the_world"], 1);
         assert_eq!(process["warnings"].as_array().unwrap().len(), 1);
-        let site = &process["top_sites"][0];
-        assert_eq!(site["address"], CALLER_A);
-        assert_eq!(site["function"], "main");
-        assert_eq!(site["offset"], 0x25);
+        let site = &process["sites"][0];
+        assert_eq!(
+            site["stack"],
+            serde_json::json!([{
+                "function": "main", "file": null, "line": null, "module": "/bin/app",
+                "address": CALLER_A, "inlined": false
+            }])
+        );
         assert_eq!(site["peak_bytes"], 300);
         assert_eq!(site["bytes_allocated"], 400);
+        assert_eq!(process["sites"][1]["min_lifetime_ns"], Value::Null);
+        assert_eq!(process["sites"].as_array().unwrap().len(), 3);
+        assert_eq!(process["mapping_sites"], serde_json::json!([]));
+    }
+
+    #[test]
+    fn sites_carry_every_metric_and_their_stack() {
+        let mut profile = sites_profile();
+        let costs = UnwindCosts {
+            stacks: 17,
+            frames: 80,
+            truncated: 1,
+            copied_bytes: 4096,
+            unwind_ns: 5000,
+            symbolize_ns: 7000,
+            addresses: 11,
+        };
+        profile
+            .records
+            .insert(profile.records.len() - 1, Record::UnwindCosts(costs));
+        let analysis = analyze(&profile, Path::new("sites.msup"));
+        let mut out = Vec::new();
+        render(&analysis, &mut out).unwrap();
+        let json: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            json["unwind_costs"],
+            serde_json::json!({
+                "stacks": 17, "frames": 80, "truncated": 1, "copied_bytes": 4096,
+                "unwind_ns": 5000, "symbolize_ns": 7000, "addresses": 11
+            })
+        );
+        let process = &json["processes"][0];
+        let main = &process["sites"][1];
+        assert_eq!(
+            main,
+            &serde_json::json!({
+                "stack": [{
+                    "function": "main", "file": "app.cpp", "line": 52, "module": "/bin/app",
+                    "address": 0x1020, "inlined": false
+                }],
+                "allocations": 3, "bytes_allocated": 430,
+                "min_size": 50, "average_size": 143, "max_size": 300,
+                "freed_blocks": 2,
+                "min_lifetime_ns": 100, "average_lifetime_ns": 300, "max_lifetime_ns": 500,
+                "peak_bytes": 350, "peak_blocks": 2, "local_peak_bytes": 380,
+                "recycling_ratio": 430.0 / 380.0,
+                "temporary_allocations": 1, "temporary_bytes": 80,
+                "leaked_bytes": 300, "leaked_blocks": 1
+            })
+        );
+        let fill_values = &process["sites"][0]["stack"];
+        assert_eq!(fill_values[0]["line"], 12);
+        assert_eq!(fill_values[2]["function"], "main");
+        let mapping = &process["mapping_sites"][0];
+        assert_eq!(mapping["stack"][0]["function"], "build_index");
+        assert_eq!(
+            mapping["calls"],
+            serde_json::json!({
+                "mmap": 1, "munmap": 0, "mremap": 0, "brk": 2, "shmat": 0, "shmdt": 0
+            })
+        );
+        assert_eq!(
+            (&mapping["mmap_bytes"], &mapping["brk_growth_bytes"]),
+            (&serde_json::json!(4096), &serde_json::json!(0x21000))
+        );
     }
 
     #[test]
@@ -283,6 +343,8 @@ mod tests {
                 "path",
                 "truncated",
                 "mode",
+                "unwind_costs",
+                "processes",
             ],
         ));
         let process = &text[text.find("\"processes\"").unwrap()..];
@@ -310,7 +372,8 @@ mod tests {
             "largest_allocation",
             "mappings",
             "probes",
-            "top_sites",
+            "sites",
+            "mapping_sites",
             "warnings",
         ];
         assert_ascending(&key_order(process, &process_keys));
@@ -329,16 +392,34 @@ mod tests {
                 "mmap_bytes",
             ],
         ));
-        let site = &process[process.find("\"top_sites\"").unwrap()..];
+        let site = &process[process.find("\"sites\"").unwrap()..];
         assert_ascending(&key_order(
             site,
             &[
-                "address",
+                "stack",
                 "function",
-                "offset",
+                "file",
+                "line",
                 "module",
+                "address",
+                "inlined",
+                "allocations",
+                "bytes_allocated",
+                "min_size",
+                "average_size",
+                "max_size",
+                "freed_blocks",
+                "min_lifetime_ns",
+                "average_lifetime_ns",
+                "max_lifetime_ns",
                 "peak_bytes",
                 "peak_blocks",
+                "local_peak_bytes",
+                "recycling_ratio",
+                "temporary_allocations",
+                "temporary_bytes",
+                "leaked_bytes",
+                "leaked_blocks",
             ],
         ));
     }

@@ -1,4 +1,7 @@
 //! Renderers of an `Analysis`, and the HTML flamegraph page.
+pub mod folded;
 pub mod html;
+pub mod html_report;
 pub mod json;
+mod json_sites;
 pub mod text;

@@ -1,23 +1,29 @@
 //! The human-readable summary: a header about the recording, then one block per process image.
 
+mod sites;
+
 use std::io::Write;
 
 use crate::analysis::{
-    cause_name, mode_name, Analysis, CallSite, ImageExit, ProcessAnalysis, ProfileInfo, MAP_CALLS,
+    cause_name, mode_name, Analysis, ImageExit, ProcessAnalysis, ProfileInfo, MAP_CALLS,
 };
 use crate::trace::format::{AllocFunction, ProbeCounters};
+
+/// How many call sites each list shows unless told otherwise.
+pub const DEFAULT_TOP: usize = 10;
 
 /// Width of the label column of a process block.
 const LABEL_WIDTH: usize = 20;
 
-pub fn render(analysis: &Analysis, out: &mut dyn Write) -> std::io::Result<()> {
+/// The report, listing at most `top` call sites per list.
+pub fn render(analysis: &Analysis, top: usize, out: &mut dyn Write) -> std::io::Result<()> {
     render_header(&analysis.profile, out)?;
     if analysis.processes.is_empty() {
         writeln!(out, "\nNo process was recorded.")?;
     }
     for image in &analysis.processes {
         writeln!(out)?;
-        render_process(image, out)?;
+        render_process(image, top, out)?;
     }
     Ok(())
 }
@@ -47,7 +53,7 @@ fn render_header(profile: &ProfileInfo, out: &mut dyn Write) -> std::io::Result<
     Ok(())
 }
 
-fn render_process(image: &ProcessAnalysis, out: &mut dyn Write) -> std::io::Result<()> {
+fn render_process(image: &ProcessAnalysis, top: usize, out: &mut dyn Write) -> std::io::Result<()> {
     let parent = match image.parent_pid {
         Some(parent) => format!(", parent {parent}"),
         None => String::new(),
@@ -69,7 +75,8 @@ fn render_process(image: &ProcessAnalysis, out: &mut dyn Write) -> std::io::Resu
         let label = if position == 0 { "warnings" } else { "" };
         writeln!(out, "  {label:<LABEL_WIDTH$} {warning}")?;
     }
-    render_sites(&image.top_sites, out)
+    sites::render_heap_sites(&image.sites, top, out)?;
+    sites::render_mapping_sites(&image.mapping_sites, top, out)
 }
 
 type Rows = Vec<(&'static str, String)>;
@@ -193,51 +200,6 @@ fn probe_rows(probes: &ProbeCounters) -> Rows {
     vec![("probes", main), ("", rest)]
 }
 
-fn render_sites(sites: &[CallSite], out: &mut dyn Write) -> std::io::Result<()> {
-    if sites.is_empty() {
-        return Ok(());
-    }
-    writeln!(out, "  top call sites at the peak")?;
-    let bytes: Vec<String> = sites
-        .iter()
-        .map(|site| human_bytes(site.peak_bytes))
-        .collect();
-    let bytes_width = bytes
-        .iter()
-        .map(|text| text.len())
-        .max()
-        .unwrap_or(0)
-        .max(10);
-    writeln!(
-        out,
-        "    {:>bytes_width$}  {:>6}  {:>11}  site",
-        "peak bytes", "blocks", "allocations"
-    )?;
-    for (site, bytes) in sites.iter().zip(&bytes) {
-        writeln!(
-            out,
-            "    {bytes:>bytes_width$}  {:>6}  {:>11}  {}",
-            site.peak_blocks,
-            site.allocations,
-            site_name(site)
-        )?;
-    }
-    Ok(())
-}
-
-/// `function+0xOFFSET (module basename)`, or the hex address when the function is unknown.
-pub fn site_name(site: &CallSite) -> String {
-    if site.function.is_empty() {
-        return format!("{:#x}", site.address);
-    }
-    let module = site.module.rsplit('/').next().unwrap_or_default();
-    if module.is_empty() {
-        format!("{}+{:#x}", site.function, site.offset)
-    } else {
-        format!("{}+{:#x} ({module})", site.function, site.offset)
-    }
-}
-
 pub fn exit_description(exit: ImageExit) -> String {
     match exit {
         ImageExit::Code(code) => format!("exited with status {code}"),
@@ -288,7 +250,7 @@ pub fn human_duration(nanoseconds: u64) -> String {
     }
 }
 
-fn plural(count: u64, noun: &str) -> String {
+pub fn plural(count: u64, noun: &str) -> String {
     if count == 1 {
         format!("1 {noun}")
     } else {

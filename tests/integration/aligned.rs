@@ -80,7 +80,7 @@ fn aligned_allocators_and_aliases() {
             ),
         };
         assert_heap(image, &expected);
-        assert_top_sites(image, &sites);
+        assert_sites(image, &sites);
         assert_probe_costs(image, &expected, 0, 0);
     });
 }

@@ -114,7 +114,7 @@ fn check_detached_image(image: &Value) {
     assert_eq!(number(image, "/probes/nested_calls"), 0);
     assert_eq!(number(image, "/probes/single_steps"), 0);
     assert_eq!(number(image, "/probes/stop_the_world"), 0);
-    assert_eq!(image["top_sites"][0]["function"], "main");
+    assert_eq!(leaf_function(&image["sites"][0]), "main");
 }
 
 fn attach_for_a_second(pids: &[u32]) {

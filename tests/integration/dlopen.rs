@@ -61,7 +61,7 @@ fn allocator_of_a_dlopened_library_is_probed() {
     assert_exit(image, "code", Some(0));
     let expected = expected_heap();
     assert_heap(image, &expected);
-    assert_top_sites(
+    assert_sites(
         image,
         &[
             site(Some("after_dlclose"), 50000, 1).with_totals(1, 50000),

@@ -53,7 +53,7 @@ fn exit_status_three_is_passed_through_with_leaks() {
             ],
             _ => vec![main(200), main(200), main(100)],
         };
-        assert_top_sites(image, &sites);
+        assert_sites(image, &sites);
         assert_site_listed(image, &main(200));
         assert_site_listed(image, &main(100));
         assert_probe_costs(image, &expected, 0, 0);
@@ -97,7 +97,7 @@ fn death_by_sigsegv_exits_139_with_leaks() {
             _ => (dynamic, vec![main(4096), main(1000)]),
         };
         assert_heap(image, &expected);
-        assert_top_sites(image, &sites);
+        assert_sites(image, &sites);
         assert_probe_costs(image, &expected, 0, 1);
     });
 }

@@ -81,7 +81,7 @@ fn fork_and_exec_make_three_images() {
             _ => parent_numbers(),
         };
         assert_heap(parent, &parent_expected);
-        assert_top_sites(
+        assert_sites(
             parent,
             &[
                 site(Some("main"), 3333, 1).with_totals(1, 3333),
@@ -93,7 +93,7 @@ fn fork_and_exec_make_three_images() {
 
         let child_expected = child_before_exec_numbers();
         assert_heap(before_exec, &child_expected);
-        assert_top_sites(before_exec, &[site(Some("main"), 77, 1).with_totals(1, 77)]);
+        assert_sites(before_exec, &[site(Some("main"), 77, 1).with_totals(1, 77)]);
         assert_probe_costs(before_exec, &child_expected, 0, 0);
 
         let exec_expected = exit3_numbers(variant, &child_program);

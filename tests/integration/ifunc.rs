@@ -37,7 +37,7 @@ fn ifunc_allocator_calls_are_recorded() {
         };
         assert_heap(image, &expected);
         if variant == Variant::Dynamic {
-            assert_top_sites(image, &[kept, made]);
+            assert_sites(image, &[kept, made]);
         } else {
             assert_site_listed(image, &kept);
             assert_site_listed(image, &made);

@@ -23,6 +23,7 @@ mod portable_profile;
 mod progress;
 mod realloc_chain;
 mod signals;
+mod site_metrics;
 mod stack_tree;
 mod stacks;
 mod stdin_lines;

@@ -163,7 +163,7 @@ fn no_status_line_without_a_terminal() {
             );
             let image = launched_image(&recording.report, fixture, &[]);
             assert_heap(image, &expected);
-            assert_top_sites(image, &sites);
+            assert_sites(image, &sites);
         }
     });
 }

@@ -40,7 +40,7 @@ fn stdin_is_passed_through_and_lines_are_counted() {
             _ => (dynamic, vec![lines.clone()]),
         };
         assert_heap(image, &expected);
-        assert_top_sites(image, &sites);
+        assert_sites(image, &sites);
         assert_site_listed(image, &lines);
         assert_probe_costs(image, &expected, 0, 0);
     });

@@ -52,7 +52,7 @@ pub const THREADS_STDOUT: &str = "threads: 8 threads x 500 pairs, checksum 10053
 /// Threads the fixture creates (for the life-cycle stop allowance).
 pub const THREADS_CREATED: u64 = 8;
 
-/// The heap numbers and leading top sites of `variant` (shared with the step-over tests).
+/// The heap numbers and leading sites of `variant` (shared with the step-over tests).
 pub fn threads_expectation(
     variant: Variant,
     fixture: &Path,
@@ -86,7 +86,7 @@ pub fn check_threads(options: &[&str], check_costs: impl Fn(&serde_json::Value, 
         assert_exit(image, "code", Some(0));
         let (expected, sites) = threads_expectation(variant, fixture);
         assert_heap(image, &expected);
-        assert_top_sites(image, &sites);
+        assert_sites(image, &sites);
         check_costs(image, &expected);
     });
 }

@@ -77,8 +77,8 @@ fn check_run(variant: Variant, fixture: &std::path::Path, flag: Option<&str>) ->
     assert_heap(parent, &parent_expected);
     assert_site_listed(parent, &site(Some("main"), 4444, 1).with_totals(1, 4444));
     assert_site_listed(parent, &site(Some("main"), 555, 1).with_totals(1, 555));
-    assert_eq!(parent["top_sites"][0]["function"], "main");
-    assert_eq!(parent["top_sites"][0]["peak_bytes"], 4444);
+    assert_eq!(leaf_function(&parent["sites"][0]), "main");
+    assert_eq!(parent["sites"][0]["peak_bytes"], 4444);
     // The parent receives SIGCHLD.
     assert_probe_costs(parent, &parent_expected, 0, 1);
 

@@ -3,14 +3,15 @@
 use std::path::Path;
 
 use super::*;
-use crate::analysis::analyze;
+use crate::analysis::site_tests::sites_profile;
 use crate::analysis::tests::{heap_profile, images_profile};
+use crate::analysis::{analyze, Frame};
 use crate::trace::reader::Profile;
 
 fn rendered(profile: &Profile) -> String {
     let analysis = analyze(profile, Path::new("run.msup"));
     let mut out = Vec::new();
-    render(&analysis, &mut out).unwrap();
+    render(&analysis, DEFAULT_TOP, &mut out).unwrap();
     String::from_utf8(out).unwrap()
 }
 
@@ -50,11 +51,106 @@ fn heap_image_lines() {
             "  mapping calls        none",
             "  probes               40 stops, 1 single-step, 1 stop-the-world fallback",
             "  warnings             no allocator symbols in /usr/lib/libjit.so",
-            "    peak bytes  blocks  allocations  site",
-            "     300 bytes       1            2  main+0x25 (app)",
-            "     200 bytes       1            2  make_table+0x10 (libtable.so)",
-            "      50 bytes       1            2  0x403000",
+            "  call sites by bytes live at the peak",
+            "    #1 300 bytes live at the peak in 1 block",
+            "       main+0x25 in app",
+            "       make_table+0x10 in libtable.so",
+            "       0x403000",
+            "  call sites by bytes leaked",
+            "    #1 470 bytes leaked in 1 block",
         ],
+    );
+    assert!(
+        !text.contains("temporary allocations\n"),
+        "no site has temporary allocations: no such list"
+    );
+}
+
+#[test]
+fn site_lists_show_numbers_and_stacks() {
+    let analysis = analyze(&sites_profile(), Path::new("run.msup"));
+    let mut out = Vec::new();
+    render(&analysis, 1, &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let sites = &text[text.find("  call sites by bytes live").unwrap()..];
+    let expected = "  call sites by bytes live at the peak
+    #1 600 bytes live at the peak in 1 block
+       3 allocations, 1200 bytes: size min 200, average 400, max 600
+       peak 600 bytes in 1 block, local peak 1000 bytes, recycling ratio 1.20; leaked 200 bytes in 1 block; temporary 0 (0 bytes)
+       freed 2 blocks: lifetime min 500 ns, average 550 ns, max 600 ns
+       fill_values(std::vector<int, std::allocator<int> >&) at app.cpp:12 in app
+       load_table() at app.cpp:20 in app
+       main at app.cpp:50 in app
+  call sites by allocations
+    #1 3 allocations, 1.17 KiB (1200 bytes)
+";
+    assert!(sites.starts_with(expected), "{sites}");
+    let lists: Vec<&str> = text
+        .lines()
+        .filter(|line| {
+            line.starts_with("  call sites by") || line.starts_with("  mapping call sites")
+        })
+        .collect();
+    assert_eq!(
+        lists,
+        vec![
+            "  call sites by bytes live at the peak",
+            "  call sites by allocations",
+            "  call sites by bytes leaked",
+            "  call sites by temporary allocations",
+            "  mapping call sites by bytes mapped (mmap and brk growth)",
+        ]
+    );
+    assert_eq!(text.matches("    #1 ").count(), 5, "--top 1");
+    assert!(!text.contains("    #2 "));
+    assert_lines(
+        &text,
+        &[
+            "    #1 2 temporary allocations, 350 bytes",
+            "    #1 136.00 KiB (139264 bytes) mapped (mmap 4096 bytes, brk growth 135168 bytes)",
+            "       calls: mmap 1, brk 2; munmap'd 0 bytes",
+        ],
+    );
+}
+
+#[test]
+fn frame_lines() {
+    let frame = |function: &str, file: Option<&str>, module: &str, inlined| Frame {
+        function: function.to_string(),
+        file: file.map(str::to_string),
+        line: file.map(|_| 137),
+        module: module.to_string(),
+        address: 0x7f00,
+        offset: 0x1c,
+        inlined,
+    };
+    let lines = [
+        frame(
+            "std::allocator<int>::allocate",
+            Some("/usr/include/new_allocator.h"),
+            "/bin/app",
+            true,
+        ),
+        frame(
+            "operator new(unsigned long)",
+            None,
+            "/lib/libstdc++.so.6",
+            false,
+        ),
+        frame("", None, "/lib/libjit.so", false),
+        frame("", None, "", false),
+        frame("[truncated]", None, "", false),
+    ]
+    .map(|frame| sites::frame_line(&frame));
+    assert_eq!(
+        lines,
+        [
+            "std::allocator<int>::allocate (inlined) at /usr/include/new_allocator.h:137 in app",
+            "operator new(unsigned long)+0x1c in libstdc++.so.6",
+            "0x7f00 in libjit.so",
+            "0x7f00",
+            "[truncated]",
+        ]
     );
 }
 

@@ -15,7 +15,7 @@ use std::path::Path;
 
 pub use build::{fixture, shared_object, shared_object_with, variants, CodeGen, Variant};
 pub use expect::{
-    assert_heap, assert_probe_costs, assert_site_listed, assert_top_sites, calls, site,
+    assert_heap, assert_probe_costs, assert_site_listed, assert_sites, calls, leaf_function, site,
     GlibcStaticStartup, HeapExpectation,
 };
 pub use report::{assert_exit, assert_image_count, assert_profile, number, process_image};

@@ -4,30 +4,38 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::run::{clean_command, memsup_binary, run_command, split_stderr};
+use super::run::{clean_command, memsup_binary, run_command};
 
 /// Runs `memsup report --format json PROFILE`, requires success and parses stdout.
 pub fn report_json(profile: &Path) -> Value {
+    report_json_with(profile, &[])
+}
+
+/// `report_json` with more report options (`["--skip-frames", "grow_*"]`).
+pub fn report_json_with(profile: &Path, options: &[&str]) -> Value {
+    let mut arguments = vec!["--format", "json"];
+    arguments.extend(options);
+    let stdout = report_output(profile, &arguments);
+    let report: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|error| panic!("memsup report printed invalid JSON ({error}):\n{stdout}"));
+    assert_eq!(report["schema"], "memsup-report", "schema name");
+    assert_eq!(report["schema_version"], 2, "schema version");
+    report
+}
+
+/// Runs `memsup report OPTIONS PROFILE`, requires success and returns stdout.
+pub fn report_output(profile: &Path, options: &[&str]) -> String {
     let mut command = clean_command(memsup_binary());
-    command.args(["report", "--format", "json"]).arg(profile);
+    command.arg("report").args(options).arg(profile);
     let output = run_command(command, None);
-    let (_, memsup_lines) = split_stderr(&output.stderr);
     assert!(
         output.status.success(),
-        "memsup report {} failed with {:?}: {}",
+        "memsup report {options:?} {} failed with {:?}: {}",
         profile.display(),
         output.status,
         String::from_utf8_lossy(&output.stderr)
     );
-    let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
-        panic!(
-            "memsup report printed invalid JSON ({error}; stderr: {memsup_lines:?}):\n{}",
-            String::from_utf8_lossy(&output.stdout)
-        )
-    });
-    assert_eq!(report["schema"], "memsup-report", "schema name");
-    assert_eq!(report["schema_version"], 1, "schema version");
-    report
+    String::from_utf8(output.stdout).expect("the report is UTF-8")
 }
 
 /// A required unsigned integer at a JSON pointer ("/calls/malloc").

@@ -1,0 +1,61 @@
+//! `memsup report --format html`: the flamegraph page of a profile, one graph per metric.
+
+use std::io::Write;
+
+use super::folded::{stacks, Metric};
+use super::html::{render as render_page, FlameGraph};
+use super::text::human_bytes;
+use crate::analysis::Analysis;
+
+fn description(metric: Metric) -> &'static str {
+    match metric {
+        Metric::Peak => "bytes live at the peak of live requested bytes, by call stack",
+        Metric::Leaked => "bytes still live when the process ended, by call stack",
+        Metric::Allocated => "bytes allocated over the whole recording, by call stack",
+        Metric::Temporary => {
+            "bytes of temporary allocations (freed before any other allocation or free), by call stack"
+        }
+    }
+}
+
+/// The lines above the graphs: the profile, and each process image's peak and leaks.
+fn summary(analysis: &Analysis) -> Vec<String> {
+    let profile = &analysis.profile;
+    let mut lines = vec![format!(
+        "profile {}{}, recorded by memsup {} on {}",
+        profile.path,
+        if profile.truncated {
+            " (truncated)"
+        } else {
+            ""
+        },
+        profile.memsup_version,
+        profile.host
+    )];
+    for image in &analysis.processes {
+        lines.push(format!(
+            "{} (pid {}): peak {} in {} blocks, {} allocated, {} leaked in {} blocks",
+            image.exe,
+            image.pid,
+            human_bytes(image.peak_live_bytes),
+            image.peak_live_blocks,
+            human_bytes(image.bytes_allocated),
+            human_bytes(image.live_bytes_at_exit),
+            image.live_blocks_at_exit
+        ));
+    }
+    lines
+}
+
+pub fn render(analysis: &Analysis, out: &mut dyn Write) -> std::io::Result<()> {
+    let graphs: Vec<FlameGraph> = Metric::ALL
+        .iter()
+        .map(|&metric| FlameGraph {
+            metric: metric.name().to_string(),
+            description: description(metric).to_string(),
+            stacks: stacks(analysis, metric),
+        })
+        .collect();
+    let title = format!("memsup: {}", analysis.profile.target.join(" "));
+    render_page(&title, &summary(analysis), &graphs, out)
+}
