@@ -8,12 +8,14 @@
 
 static unsigned long checksum;
 
-static __attribute__((noinline)) unsigned long descend(long depth, long i)
+/* noipa and a volatile slot read after the call: gcc can neither turn the recursion into
+ * a loop nor drop the frames, so each level is a real frame on the stack. */
+static __attribute__((noinline, noipa)) unsigned long descend(long depth, long i)
 {
+    volatile long level = depth;
     if (depth > 1) {
-        /* Used after the call, so the recursion is not a tail call. */
         unsigned long below = descend(depth - 1, i);
-        return below + (unsigned long)depth;
+        return below + (unsigned long)level;
     }
     volatile unsigned char *p = malloc(64);
     if (!p) { perror("malloc"); exit(1); }
