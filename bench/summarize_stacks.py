@@ -69,10 +69,14 @@ for workload in ["churn", "deep"]:
         calls, hits, copies, copy_ns = totals(data)
         stopped_us = caller * calls / hits if caller else None
         copy_us = copy_ns / copies / 1e3 if copies else 0
-        line = f"- Stack copies: {copies}, {copy_us:.2f} µs each in the tracer (threads stopped)"
+        # The copy is the entry stop's one read of the tracee's stack; with --stacks caller
+        # that read fetches the 8-byte return address instead.
+        line = (f"- Stack copies: {copies}, {copy_us:.2f} µs each in the tracer while the thread is "
+                f"stopped (the entry stop's one stack read, 8 bytes with `--stacks caller`)")
         if stopped_us:
-            line += (f"; a probe hit costs {stopped_us:.1f} µs with `--stacks caller`, so a copy adds "
-                     f"{copy_us / stopped_us * 100:.0f} % to the stop it is made in")
+            line += (f"; a probe hit costs {stopped_us:.1f} µs with `--stacks caller`: the whole copy "
+                     f"is {copy_us / stopped_us * 100:.0f} % of the stop it is made in, an upper bound "
+                     f"of what stacks add to it")
         print(line + ".")
         costs = data.get("unwind_costs")
         if costs and costs["unwind_ns"]:
