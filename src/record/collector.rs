@@ -18,7 +18,7 @@ use crate::ptrace::sink::{Capture, Message, StackSource};
 use crate::trace::format::{Record, UnwindCosts, TRUNCATED_FRAME};
 use crate::trace::stacks::{StackInterner, StackNode};
 use crate::unwind::modules::ModuleCache;
-use crate::unwind::Unwinder;
+use crate::unwind::{Stack, Unwinder};
 
 /// Counters shared with the progress line.
 #[derive(Default)]
@@ -283,17 +283,23 @@ fn unwind(unwinder: &Unwinder, capture: &Capture) -> (Vec<u64>, bool, Vec<usize>
         }
     };
     let stack = unwinder.unwind(&capture.snapshot, &mut substitute);
+    grow_window(capture, &stack);
     let mut frames = stack.frames;
     if stack.truncated {
         frames.push(TRUNCATED_FRAME);
-        if capture.window_limited {
-            let larger = (capture.snapshot.stack.len() as u32)
-                .saturating_mul(2)
-                .min(MAX_WINDOW);
-            capture.window.fetch_max(larger, Ordering::Relaxed);
-        }
     }
     (frames, stack.truncated, stack.signal_frames)
+}
+
+/// Doubles the thread's copy window (up to `MAX_WINDOW`) when this walk stopped at the end
+/// of a copy that the window, not the stack mapping, had cut short.
+fn grow_window(capture: &Capture, stack: &Stack) {
+    if stack.ran_off_copy && capture.window_limited {
+        let larger = (capture.snapshot.stack.len() as u32)
+            .saturating_mul(2)
+            .min(MAX_WINDOW);
+        capture.window.fetch_max(larger, Ordering::Relaxed);
+    }
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ mod tests;
 #[cfg(test)]
 mod tests_fixture;
 
+use std::cell::Cell;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
@@ -56,6 +57,8 @@ pub struct Stack {
     /// each is the instruction the signal interrupted, not a return address, so it is
     /// symbolised at itself rather than at `a - 1`.
     pub signal_frames: Vec<usize>,
+    /// The walk stopped at a read past the end of the copy: a longer copy would go further.
+    pub ran_off_copy: bool,
 }
 
 /// A module mapped in the process, in runtime addresses.
@@ -116,10 +119,20 @@ impl Unwinder {
     }
 
     /// Adds the module file at `path`, mapped at `[start, end)` with load bias `bias`
-    /// (runtime address minus ELF virtual address). A module already at `start` is replaced.
+    /// (runtime address minus ELF virtual address). Modules overlapping `[start, end)` were
+    /// unmapped (dlclose) for it to be mapped there: they are forgotten, even when the new
+    /// file cannot be read.
     pub fn add_module(&mut self, path: &str, start: u64, end: u64, bias: u64) -> Result<()> {
+        let overlapping: Vec<u64> = self
+            .modules
+            .iter()
+            .filter(|module| module.range.start < end && start < module.range.end)
+            .map(|module| module.range.start)
+            .collect();
+        for old_start in overlapping {
+            self.remove_module(old_start);
+        }
         let file = self.files.get(path)?;
-        self.remove_module(start);
         let module = framehop::Module::new(path.to_string(), start..end, bias, file.section_info());
         self.framehop.add_module(module);
         let executable = file
@@ -151,7 +164,7 @@ impl Unwinder {
         Ok(())
     }
 
-    /// Forgets the module mapped at `start` (dlclose). Unknown starts are ignored.
+    /// Forgets the module mapped at `start`. Unknown starts are ignored.
     pub fn remove_module(&mut self, start: u64) {
         if let Ok(index) = self
             .modules
@@ -217,10 +230,13 @@ impl Unwinder {
     ) -> Stack {
         // One cache per unwinder; a worker that finds it busy walks with a fresh one rather
         // than waiting.
-        match self.cache.try_lock() {
-            Ok(mut cache) => self.walk(snapshot, substitute, &mut cache),
-            Err(_) => self.walk(snapshot, substitute, &mut CacheX86_64::new()),
-        }
+        let ran_off_copy = Cell::new(false);
+        let mut stack = match self.cache.try_lock() {
+            Ok(mut cache) => self.walk(snapshot, substitute, &mut cache, &ran_off_copy),
+            Err(_) => self.walk(snapshot, substitute, &mut CacheX86_64::new(), &ran_off_copy),
+        };
+        stack.ran_off_copy = stack.truncated && ran_off_copy.get();
+        stack
     }
 
     fn walk(
@@ -228,8 +244,16 @@ impl Unwinder {
         snapshot: &StackSnapshot,
         substitute: &mut dyn FnMut(u64) -> Option<u64>,
         cache: &mut CacheX86_64,
+        ran_off_copy: &Cell<bool>,
     ) -> Stack {
-        let mut read_stack = |address: u64| snapshot.read_word(address).ok_or(());
+        let mut read_stack = |address: u64| {
+            snapshot.read_word(address).ok_or_else(|| {
+                // A read above the copy: a longer copy would have let the walk go on.
+                if address >= snapshot.sp && address.saturating_add(8) > snapshot.end() {
+                    ran_off_copy.set(true);
+                }
+            })
+        };
         let mut registers = UnwindRegsX86_64::new(snapshot.ip, snapshot.sp, snapshot.bp);
         let mut address = FrameAddress::from_instruction_pointer(snapshot.ip);
         if snapshot.at_function_entry {
@@ -250,6 +274,7 @@ impl Unwinder {
                         frames: Vec::new(),
                         truncated: true,
                         signal_frames: Vec::new(),
+                        ran_off_copy: false,
                     }
                 }
             }
@@ -260,6 +285,7 @@ impl Unwinder {
             // no unwind rules: nothing beyond it can be trusted.
             truncated: !self.is_code(address.address()),
             signal_frames: Vec::new(),
+            ran_off_copy: false,
         };
         if stack.truncated {
             return stack;

@@ -225,7 +225,8 @@ fn a_short_copy_truncates_after_the_frames_it_holds() {
     let mut short = full.clone();
     short.stack.truncate(slot_of(&full, complete.frames[4]));
     let cut = unwinder.unwind(&short, &mut |_| None);
-    assert!(cut.truncated);
+    assert!(cut.truncated && cut.ran_off_copy);
+    assert!(!complete.ran_off_copy);
     assert_eq!(cut.frames[..], complete.frames[..4]);
     // A few hundred bytes: whatever is found is the start of the full walk.
     short.stack.truncate(300);
@@ -359,4 +360,32 @@ fn a_return_into_the_dynamic_linkers_entry_code_ends_the_stack() {
     let stack = unwinder.unwind(&snapshot, &mut |_| None);
     assert_eq!(stack.frames, [BIAS + returns_to]);
     assert!(!stack.truncated);
+}
+
+#[test]
+fn a_module_mapped_over_an_unloaded_one_replaces_it() {
+    const LIBC: &str = "/lib/x86_64-linux-gnu/libc.so.6";
+    // libc's code is at ELF addresses 0x26000..0x17b0fc.
+    const FIRST: u64 = 0x7000_0000_0000;
+    const SIZE: u64 = 0x1e_3000;
+    let mut unwinder = Unwinder::new();
+    unwinder
+        .add_module(LIBC, FIRST, FIRST + SIZE, FIRST)
+        .unwrap();
+    assert!(unwinder.is_code(FIRST + 0x17_0000));
+    // Unloaded, and another library mapped 1 MiB lower, over part of it.
+    let second = FIRST - 0x10_0000;
+    unwinder
+        .add_module(LIBC, second, second + SIZE, second)
+        .unwrap();
+    assert!(
+        !unwinder.is_code(FIRST + 0x17_0000),
+        "the old module is gone"
+    );
+    assert!(unwinder.is_code(second + 0x17_0000));
+    // Even a file that cannot be read ends what it was mapped over.
+    assert!(unwinder
+        .add_module("/nonexistent/plugin.so", second, second + SIZE, second)
+        .is_err());
+    assert!(!unwinder.is_code(second + 0x17_0000));
 }

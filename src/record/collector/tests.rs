@@ -108,20 +108,13 @@ use crate::ptrace::capture::INITIAL_WINDOW;
 use crate::unwind::StackSnapshot;
 use std::sync::atomic::AtomicU32;
 
-/// A copy whose frame-pointer chain leads past its end (no module covers the ip, so
-/// frame pointers are all the walk has).
-fn capture(window_limited: bool) -> Capture {
-    capture_of(window_limited, INITIAL_WINDOW as usize)
-}
-
 fn capture_of(window_limited: bool, length: usize) -> Capture {
-    let sp = 0x7000_0000;
     Capture {
         snapshot: StackSnapshot {
             ip: 0x1000,
             at_function_entry: false,
-            sp,
-            bp: sp + length as u64 - 8,
+            sp: 0x7000_0000,
+            bp: 0,
             stack: vec![0; length],
         },
         window_limited,
@@ -131,23 +124,42 @@ fn capture_of(window_limited: bool, length: usize) -> Capture {
     }
 }
 
+fn walk(truncated: bool, ran_off_copy: bool) -> Stack {
+    Stack {
+        frames: vec![0x1000],
+        truncated,
+        signal_frames: Vec::new(),
+        ran_off_copy,
+    }
+}
+
 #[test]
-fn a_walk_cut_short_by_the_window_grows_it() {
-    let unwinder = Unwinder::new();
-    let limited = capture(true);
-    let (frames, truncated, _) = unwind(&unwinder, &limited);
-    assert!(truncated);
-    assert_eq!(frames, [0x1000, TRUNCATED_FRAME]);
-    assert_eq!(limited.window.load(Ordering::Relaxed), 2 * INITIAL_WINDOW);
+fn only_a_walk_that_ran_off_a_window_limited_copy_grows_the_window() {
+    let window_of = |window_limited, stack: Stack| {
+        let capture = capture_of(window_limited, INITIAL_WINDOW as usize);
+        grow_window(&capture, &stack);
+        capture.window.load(Ordering::Relaxed)
+    };
+    assert_eq!(window_of(true, walk(true, true)), 2 * INITIAL_WINDOW);
     // The whole mapping was copied: a larger window would not help.
-    let whole = capture(false);
-    unwind(&unwinder, &whole);
-    assert_eq!(whole.window.load(Ordering::Relaxed), INITIAL_WINDOW);
+    assert_eq!(window_of(false, walk(true, true)), INITIAL_WINDOW);
+    // Stopped for another reason (unknown code, too deep): the copy was long enough.
+    assert_eq!(window_of(true, walk(true, false)), INITIAL_WINDOW);
+    assert_eq!(window_of(true, walk(false, false)), INITIAL_WINDOW);
 }
 
 #[test]
 fn the_window_stops_growing_at_its_maximum() {
     let limited = capture_of(true, MAX_WINDOW as usize);
-    unwind(&Unwinder::new(), &limited);
+    grow_window(&limited, &walk(true, true));
     assert_eq!(limited.window.load(Ordering::Relaxed), MAX_WINDOW);
+}
+
+#[test]
+fn a_walk_from_outside_every_module_is_truncated_and_the_window_kept() {
+    let capture = capture_of(true, INITIAL_WINDOW as usize);
+    let (frames, truncated, _) = unwind(&Unwinder::new(), &capture);
+    assert!(truncated);
+    assert_eq!(frames, [0x1000, TRUNCATED_FRAME]);
+    assert_eq!(capture.window.load(Ordering::Relaxed), INITIAL_WINDOW);
 }
