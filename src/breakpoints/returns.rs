@@ -86,18 +86,15 @@ impl ShadowStack {
         std::mem::take(&mut self.entries)
     }
 
-    /// A forked child's copy: the same pending calls, each known by its caller only (the
-    /// stack copies stay with the parent's events).
+    /// A forked child's copy: the same pending calls with the same stacks (the child's stack
+    /// is a copy of the parent's).
     pub fn fork_copy(&self) -> ShadowStack {
         ShadowStack {
             entries: self
                 .entries
                 .iter()
                 .map(|entry| PendingReturn {
-                    stack: entry
-                        .stack
-                        .as_ref()
-                        .map(|_| StackSource::Caller(entry.original_return)),
+                    stack: entry.stack.clone(),
                     ..*entry
                 })
                 .collect(),
@@ -168,7 +165,7 @@ mod tests {
     }
 
     #[test]
-    fn a_forked_copy_keeps_the_calls_and_their_callers() {
+    fn a_forked_copy_keeps_the_calls_and_their_stacks() {
         let mut stack = ShadowStack::default();
         let mut pending = entry(0x7000_1000);
         pending.stack = Some(StackSource::Caller(0x1234));
@@ -178,7 +175,7 @@ mod tests {
         assert_eq!(slots(copy.entries()), [0x7000_1000, 0x7000_0f00]);
         assert!(matches!(
             copy.entries()[0].stack,
-            Some(StackSource::Caller(0x7000_1001))
+            Some(StackSource::Caller(0x1234))
         ));
         assert!(copy.entries()[1].stack.is_none());
     }

@@ -65,7 +65,11 @@ impl Tracer<'_> {
             }
         }
         let original_return = self.processes[&pid].memory.read_u64(entry_rsp)?;
-        Ok((original_return, StackSource::Caller(original_return)))
+        let stack = match self.stack_mode {
+            StackMode::Full => StackSource::Uncopied(original_return),
+            StackMode::Caller => StackSource::Caller(original_return),
+        };
+        Ok((original_return, stack))
     }
 
     /// At a system call's entry stop: the walk starts at the instruction after `syscall`.
@@ -79,6 +83,7 @@ impl Tracer<'_> {
             if let Some(capture) = self.copy_stack(tid, pid, regs.rip, regs.rsp, regs.rbp, false) {
                 return StackSource::Snapshot(capture);
             }
+            return StackSource::Uncopied(regs.rip);
         }
         StackSource::Caller(regs.rip)
     }

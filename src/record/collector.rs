@@ -14,7 +14,7 @@ use indicatif::MultiProgress;
 
 use super::symbolize::{ImageSymbolizer, SignalFrames};
 use crate::ptrace::capture::MAX_WINDOW;
-use crate::ptrace::sink::{Capture, Message, StackSource};
+use crate::ptrace::sink::{copy_bytes, Capture, CopiesInFlight, Message, StackSource};
 use crate::trace::format::{Record, UnwindCosts, TRUNCATED_FRAME};
 use crate::trace::stacks::{StackInterner, StackNode};
 use crate::unwind::modules::ModuleCache;
@@ -83,6 +83,7 @@ pub fn spawn(
     output: Sender<Record>,
     stats: Arc<LiveStats>,
     bars: MultiProgress,
+    copies: Arc<CopiesInFlight>,
 ) -> JoinHandle<()> {
     std::thread::Builder::new()
         .name("memsup-collector".into())
@@ -98,7 +99,9 @@ pub fn spawn(
                 costs: UnwindCosts::default(),
             };
             for message in input {
+                let bytes = copy_bytes(&message.stack);
                 collector.take(message);
+                copies.release(bytes);
             }
             collector.symbolize_all();
         })
@@ -167,6 +170,10 @@ impl Collector {
         let image = self.images.entry(pid).or_insert_with(|| Image::new(files));
         let frames = match source {
             StackSource::Caller(caller) => vec![caller],
+            StackSource::Uncopied(caller) => {
+                self.costs.truncated += 1;
+                vec![caller, TRUNCATED_FRAME]
+            }
             StackSource::Snapshot(capture) => {
                 let started = Instant::now();
                 let (frames, truncated, signal_frames) = unwind(&image.unwinder, &capture);

@@ -15,7 +15,7 @@ use crate::breakpoints::table::StepOverPolicy;
 use crate::error::{Error, Result, TraceError};
 use crate::ptrace::capture::StackMode;
 use crate::ptrace::launch::{launch, resolve_command};
-use crate::ptrace::sink::RecordSink;
+use crate::ptrace::sink::{CopiesInFlight, RecordSink};
 use crate::ptrace::state::{Process, Thread};
 use crate::ptrace::tracer::{Mode, Tracer};
 use crate::ptrace::{attach, signals};
@@ -27,9 +27,9 @@ use progress::Progress;
 
 /// Capacity of the collector-to-writer channel, in records.
 const CHANNEL_CAPACITY: usize = 1 << 16;
-/// Capacity of the tracer-to-collector channel: its messages carry stack copies (a few KiB,
-/// at most `capture::MAX_WINDOW`), and the collector unwinds far faster than the tracer stops.
-const TRACER_CHANNEL_CAPACITY: usize = 1 << 10;
+/// Capacity of the tracer-to-collector channel, in messages; the stack copies they carry are
+/// bounded by bytes (`sink::COPIES_IN_FLIGHT_LIMIT`).
+const TRACER_CHANNEL_CAPACITY: usize = 1 << 16;
 
 pub struct RunOptions {
     pub output: PathBuf,
@@ -76,17 +76,19 @@ impl Pipeline {
             crossbeam_channel::bounded(TRACER_CHANNEL_CAPACITY);
         let (collector_sender, writer_receiver) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
         let bars = progress::bars(quiet);
+        let copies = Arc::new(CopiesInFlight::default());
         let collector = collector::spawn(
             collector_receiver,
             collector_sender,
             stats.clone(),
             bars.clone(),
+            Arc::clone(&copies),
         );
         let writer = writer::spawn(writer, writer_receiver);
         let progress = Progress::start(stats, &bars);
         signals::unblock_in_this_thread();
         Ok(Pipeline {
-            sink: RecordSink::new(tracer_sender, Instant::now()),
+            sink: RecordSink::new(tracer_sender, Instant::now(), copies),
             collector,
             writer,
             progress,
