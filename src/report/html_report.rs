@@ -56,6 +56,6 @@ pub fn render(analysis: &Analysis, out: &mut dyn Write) -> std::io::Result<()> {
             stacks: stacks(analysis, metric),
         })
         .collect();
-    let title = format!("memsup: {}", analysis.profile.target.join(" "));
+    let title = analysis.profile.target.join(" ");
     render_page(&title, &summary(analysis), &graphs, out)
 }
