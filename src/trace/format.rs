@@ -328,7 +328,9 @@ pub enum Record {
     /// collector just before `End`.
     UnwindCosts(UnwindCosts),
     /// The memory counters of /proc/PID/status at `time_ns` (bytes), sampled without ptrace
-    /// at the fixed `--interval`.
+    /// at the fixed `--interval`. Samples reach the writer directly, not through the
+    /// collector: in the file they may precede tracer records of earlier times (order by
+    /// `time_ns`).
     StatusSample {
         time_ns: u64,
         pid: u32,
