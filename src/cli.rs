@@ -32,6 +32,8 @@ pub enum Command {
         quiet: bool,
         #[command(flatten)]
         probes: ProbeArgs,
+        #[command(flatten)]
+        sampling: SampleArgs,
         /// The program and its arguments.
         #[arg(
             required = true,
@@ -54,6 +56,8 @@ pub enum Command {
         quiet: bool,
         #[command(flatten)]
         probes: ProbeArgs,
+        #[command(flatten)]
+        sampling: SampleArgs,
         /// The processes to join (every thread of each).
         #[arg(required = true, value_name = "PID")]
         pids: Vec<i32>,
@@ -99,6 +103,26 @@ pub struct ProbeArgs {
     /// address into the calling code (cheaper, no stacks in reports).
     #[arg(long, value_enum, default_value_t = StacksArg::Full)]
     pub stacks: StacksArg,
+}
+
+/// How residency (RSS, PSS) is sampled, without ptrace.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct SampleArgs {
+    /// Milliseconds between samples of each process's RSS (/proc/PID/status). PSS
+    /// (smaps_rollup) is sampled less often, at a rate that keeps sampling under 5 % of a core.
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = crate::sampler::DEFAULT_INTERVAL_MS,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub interval: u32,
+}
+
+impl SampleArgs {
+    pub fn interval(self) -> std::time::Duration {
+        std::time::Duration::from_millis(u64::from(self.interval))
+    }
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -222,6 +246,25 @@ mod tests {
             }
             other => panic!("parsed as {other:?}"),
         }
+    }
+
+    #[test]
+    fn the_sampling_interval_is_a_positive_number_of_milliseconds() {
+        let interval = |arguments: &[&str]| {
+            Cli::try_parse_from(arguments).map(|cli| match cli.command {
+                Command::Run { sampling, .. } | Command::Attach { sampling, .. } => {
+                    sampling.interval()
+                }
+                other => panic!("parsed as {other:?}"),
+            })
+        };
+        let millis = std::time::Duration::from_millis;
+        assert_eq!(interval(&["memsup", "run", "./app"]).unwrap(), millis(20));
+        assert_eq!(
+            interval(&["memsup", "attach", "--interval", "5", "42"]).unwrap(),
+            millis(5)
+        );
+        assert!(interval(&["memsup", "run", "--interval", "0", "./app"]).is_err());
     }
 
     #[test]

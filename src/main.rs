@@ -27,6 +27,7 @@ fn execute(command: Command) -> Result<i32> {
             output,
             quiet,
             probes,
+            sampling,
             command,
         } => {
             let name = command
@@ -40,6 +41,7 @@ fn execute(command: Command) -> Result<i32> {
                 quiet,
                 step_over: probes.step_over.policy(),
                 stacks: probes.stacks.mode(),
+                interval: sampling.interval(),
             })
         }
         Command::Attach {
@@ -47,6 +49,7 @@ fn execute(command: Command) -> Result<i32> {
             duration,
             quiet,
             probes,
+            sampling,
             pids,
         } => {
             let output = output.unwrap_or_else(|| default_output("attach"));
@@ -57,6 +60,7 @@ fn execute(command: Command) -> Result<i32> {
                 quiet,
                 step_over: probes.step_over.policy(),
                 stacks: probes.stacks.mode(),
+                interval: sampling.interval(),
             })
         }
         Command::Report {

@@ -139,6 +139,10 @@ impl Replay {
             | Record::ThreadExit { .. }
             | Record::Module { .. }
             | Record::UnwindCosts(_)
+            // Residency samples are not part of the heap replay (the timelines read them).
+            | Record::StatusSample { .. }
+            | Record::RollupSample { .. }
+            | Record::SamplerCosts(_)
             | Record::End { .. } => {}
         }
     }
@@ -402,10 +406,13 @@ fn record_time(record: &Record) -> Option<u64> {
         | Record::Warning { time_ns, .. }
         | Record::ProcessExit { time_ns, .. }
         | Record::End { time_ns }
-        | Record::AbandonedCall { time_ns, .. } => Some(*time_ns),
+        | Record::AbandonedCall { time_ns, .. }
+        | Record::StatusSample { time_ns, .. }
+        | Record::RollupSample { time_ns, .. } => Some(*time_ns),
         Record::Symbol { .. }
         | Record::ImageCounters { .. }
         | Record::StackNode { .. }
-        | Record::UnwindCosts(_) => None,
+        | Record::UnwindCosts(_)
+        | Record::SamplerCosts(_) => None,
     }
 }

@@ -11,6 +11,8 @@ pub struct MapEntry {
     /// `s` (shared) rather than `p` (private).
     pub shared: bool,
     pub offset: u64,
+    /// Device major and minor numbers of a file mapping (0, 0 when anonymous).
+    pub device: (u32, u32),
     pub inode: u64,
     /// The path or pseudo-name (`[heap]`, `[stack]`, `[vdso]`), if any. " (deleted)" is kept.
     pub path: Option<String>,
@@ -78,12 +80,14 @@ fn next_field(text: &str) -> Option<(&str, &str)> {
 }
 
 /// `start-end perms offset major:minor inode [path]`. The path is everything after the
-/// padding that follows the inode, so it may contain spaces.
-fn parse_line(line: &str) -> Option<MapEntry> {
+/// padding that follows the inode, so it may contain spaces. Shared with the smaps parser,
+/// whose mapping lines are the same.
+pub(crate) fn parse_line(line: &str) -> Option<MapEntry> {
     let (range, rest) = next_field(line)?;
     let (permissions, rest) = next_field(rest)?;
     let (offset, rest) = next_field(rest)?;
-    let (_device, rest) = next_field(rest)?;
+    let (device, rest) = next_field(rest)?;
+    let (major, minor) = device.split_once(':')?;
     let (inode, rest) = next_field(rest)?;
     let (start, end) = range.split_once('-')?;
     let permissions = permissions.as_bytes();
@@ -99,6 +103,10 @@ fn parse_line(line: &str) -> Option<MapEntry> {
         executable: permissions[2] == b'x',
         shared: permissions[3] == b's',
         offset: u64::from_str_radix(offset, 16).ok()?,
+        device: (
+            u32::from_str_radix(major, 16).ok()?,
+            u32::from_str_radix(minor, 16).ok()?,
+        ),
         inode: inode.parse().ok()?,
         path: (!path.is_empty()).then(|| path.to_string()),
     })

@@ -28,6 +28,7 @@ fn parses_nasty_lines_and_skips_garbage() {
             executable: true,
             shared: false,
             offset: 0,
+            device: (8, 2),
             inode: 173521,
             path: Some("/usr/bin/dbus-daemon".to_string()),
         }

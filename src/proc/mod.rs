@@ -1,4 +1,5 @@
 //! Pure parsing of /proc files; no ptrace here.
 pub mod auxv;
 pub mod maps;
+pub mod smaps;
 pub mod status;

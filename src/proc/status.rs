@@ -31,6 +31,50 @@ pub fn parse_status(text: &str) -> Status {
     status
 }
 
+/// The memory counters of /proc/PID/status, in bytes. The kernel reads them from per-mm
+/// counters without walking page tables, so they are cheap, but approximate (per-CPU
+/// batching; see DESIGN.md "Residency sampling").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StatusMemory {
+    /// VmRSS
+    pub rss: u64,
+    /// VmHWM: the kernel's own high-water mark of VmRSS.
+    pub hwm: u64,
+    /// RssAnon, RssFile, RssShmem: the parts of VmRSS.
+    pub anon: u64,
+    pub file: u64,
+    pub shmem: u64,
+    /// VmSwap
+    pub swap: u64,
+}
+
+/// Parses the memory lines of /proc/PID/status without allocating. `None` when there is no
+/// VmRSS line: a zombie or a kernel thread has no memory to report.
+pub fn parse_status_memory(text: &[u8]) -> Option<StatusMemory> {
+    use super::smaps::{kilobytes, split_field};
+    let mut memory = StatusMemory::default();
+    let mut seen_rss = false;
+    for line in text.split(|&byte| byte == b'\n') {
+        let Some((key, value)) = split_field(line) else {
+            continue;
+        };
+        let field = match key {
+            b"VmRSS" => {
+                seen_rss = true;
+                &mut memory.rss
+            }
+            b"VmHWM" => &mut memory.hwm,
+            b"RssAnon" => &mut memory.anon,
+            b"RssFile" => &mut memory.file,
+            b"RssShmem" => &mut memory.shmem,
+            b"VmSwap" => &mut memory.swap,
+            _ => continue,
+        };
+        *field = kilobytes(value).unwrap_or(0);
+    }
+    seen_rss.then_some(memory)
+}
+
 pub fn read_status(pid: i32) -> std::io::Result<Status> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     Ok(parse_status(&text))
@@ -91,6 +135,27 @@ mod tests {
     }
 
     #[test]
+    fn parses_the_memory_lines() {
+        let text = b"Name:\tcat\nTgid:\t12\nVmPeak:\t    8592 kB\nVmHWM:\t    1932 kB\n\
+                     VmRSS:\t    1900 kB\nRssAnon:\t     148 kB\nRssFile:\t    1752 kB\n\
+                     RssShmem:\t       0 kB\nVmData:\t     292 kB\nVmSwap:\t      12 kB\n\
+                     HugetlbPages:\t       0 kB\n";
+        assert_eq!(
+            parse_status_memory(text),
+            Some(StatusMemory {
+                rss: 1900 << 10,
+                hwm: 1932 << 10,
+                anon: 148 << 10,
+                file: 1752 << 10,
+                shmem: 0,
+                swap: 12 << 10,
+            })
+        );
+        // A zombie's status has no Vm lines.
+        assert_eq!(parse_status_memory(b"Name:\tz\nState:\tZ (zombie)\n"), None);
+    }
+
+    #[test]
     fn splits_command_lines() {
         assert_eq!(split_cmdline(b"ls\0-l\0\0x\0"), vec!["ls", "-l", "", "x"]);
         assert_eq!(split_cmdline(b"rewritten title"), vec!["rewritten title"]);
@@ -109,5 +174,10 @@ mod tests {
         let executable = std::env::current_exe().unwrap();
         let file_name = executable.file_name().unwrap().to_string_lossy();
         assert!(arguments[0].contains(file_name.as_ref()));
+        let text = std::fs::read(format!("/proc/{pid}/status")).unwrap();
+        let memory = parse_status_memory(&text).unwrap();
+        assert!(memory.rss > 0 && memory.hwm >= memory.rss);
+        // The parts add up to VmRSS: the kernel prints them from the same counters.
+        assert_eq!(memory.anon + memory.file + memory.shmem, memory.rss);
     }
 }

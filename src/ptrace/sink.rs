@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use crossbeam_channel::{Sender, TrySendError};
 
+use crate::sampler::Watched;
 use crate::trace::format::Record;
 use crate::unwind::StackSnapshot;
 
@@ -75,6 +76,9 @@ pub struct RecordSink {
     copies: Arc<CopiesInFlight>,
     /// Times the channel was full and the tracer had to wait (backpressure, reported).
     pub stalls: AtomicU64,
+    /// The processes under supervision, for the residency sampler: every process start and
+    /// exit passes through here, whichever part of the tracer records it.
+    watched: Arc<Watched>,
 }
 
 impl RecordSink {
@@ -88,7 +92,18 @@ impl RecordSink {
             origin,
             copies,
             stalls: AtomicU64::new(0),
+            watched: Arc::new(Watched::default()),
         }
+    }
+
+    /// Time 0 of the records.
+    pub fn origin(&self) -> Instant {
+        self.origin
+    }
+
+    /// The processes started and not yet exited, as recorded so far.
+    pub fn watched(&self) -> Arc<Watched> {
+        Arc::clone(&self.watched)
     }
 
     /// Nanoseconds since the recording started.
@@ -98,10 +113,23 @@ impl RecordSink {
 
     /// Sends without dropping: waits when the consumers are behind, and counts it.
     pub fn send(&self, record: Record) {
+        // A process is sampled only between its start and exit records, so that every
+        // sample falls within the lifetime the profile records for it.
+        let (started, exited) = match record {
+            Record::ProcessStart { pid, .. } => (Some(pid as i32), None),
+            Record::ProcessExit { pid, .. } => (None, Some(pid as i32)),
+            _ => (None, None),
+        };
+        if let Some(pid) = exited {
+            self.watched.remove(pid);
+        }
         self.send_message(Message {
             record,
             stack: None,
         });
+        if let Some(pid) = started {
+            self.watched.insert(pid);
+        }
     }
 
     /// Sends an event whose stack the collector fills in.

@@ -9,7 +9,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::breakpoints::table::StepOverPolicy;
 use crate::error::{Error, Result, TraceError};
@@ -19,6 +19,7 @@ use crate::ptrace::sink::{CopiesInFlight, RecordSink};
 use crate::ptrace::state::{Process, Thread};
 use crate::ptrace::tracer::{Mode, Tracer};
 use crate::ptrace::{attach, signals};
+use crate::sampler::Sampler;
 use crate::symbols::elf::check_executable;
 use crate::trace::format::{ExitKind, Header, Record, RecordMode, StartCause};
 use crate::trace::writer::{self, ProfileWriter};
@@ -37,6 +38,8 @@ pub struct RunOptions {
     pub quiet: bool,
     pub step_over: StepOverPolicy,
     pub stacks: StackMode,
+    /// Interval of the /proc/PID/status samples.
+    pub interval: Duration,
 }
 
 pub struct AttachOptions {
@@ -46,12 +49,14 @@ pub struct AttachOptions {
     pub quiet: bool,
     pub step_over: StepOverPolicy,
     pub stacks: StackMode,
+    pub interval: Duration,
 }
 
 /// The threads behind the tracer, and how to wind them down.
 struct Pipeline {
     sink: RecordSink,
     collector: JoinHandle<()>,
+    sampler: Sampler,
     writer: JoinHandle<std::result::Result<u64, TraceError>>,
     progress: Progress,
     output: PathBuf,
@@ -60,7 +65,7 @@ struct Pipeline {
 
 impl Pipeline {
     /// Creates the profile (failing before anything is launched) and starts the threads.
-    fn start(output: &Path, header: Header, quiet: bool) -> Result<Pipeline> {
+    fn start(output: &Path, header: Header, quiet: bool, interval: Duration) -> Result<Pipeline> {
         let writer = ProfileWriter::create(output, &header).map_err(|error| match error {
             TraceError::Io { source, .. } => Error::OutputNotWritable {
                 path: output.to_path_buf(),
@@ -77,6 +82,14 @@ impl Pipeline {
         let (collector_sender, writer_receiver) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
         let bars = progress::bars(quiet);
         let copies = Arc::new(CopiesInFlight::default());
+        let sink = RecordSink::new(tracer_sender, Instant::now(), copies.clone());
+        // Samples go straight to the writer: they carry no stacks for the collector.
+        let sampler = Sampler::spawn(
+            sink.watched(),
+            collector_sender.clone(),
+            sink.origin(),
+            interval,
+        );
         let collector = collector::spawn(
             collector_receiver,
             collector_sender,
@@ -88,8 +101,9 @@ impl Pipeline {
         let progress = Progress::start(stats, &bars);
         signals::unblock_in_this_thread();
         Ok(Pipeline {
-            sink: RecordSink::new(tracer_sender, Instant::now(), copies),
+            sink,
             collector,
+            sampler,
             writer,
             progress,
             output: output.to_path_buf(),
@@ -98,17 +112,20 @@ impl Pipeline {
     }
 
     fn finish(self) -> Result<()> {
-        self.sink.send(Record::End {
-            time_ns: self.sink.now_ns(),
-        });
         let Pipeline {
             sink,
             collector,
+            sampler,
             writer,
             progress,
             output,
             quiet,
         } = self;
+        // The sampler's records, its costs last, are all sent before End.
+        sampler.stop();
+        sink.send(Record::End {
+            time_ns: sink.now_ns(),
+        });
         drop(sink);
         let _ = collector.join();
         let written = writer
@@ -147,6 +164,10 @@ fn stacks_option(mode: StackMode) -> String {
     }
 }
 
+fn interval_option(interval: Duration) -> String {
+    format!("interval={}ms", interval.as_millis())
+}
+
 fn print_warnings(tracer: &mut Tracer) {
     for warning in tracer.take_warnings() {
         eprintln!("memsup: warning: {warning}");
@@ -182,9 +203,14 @@ pub fn run(options: RunOptions) -> Result<i32> {
         header(
             RecordMode::Run,
             target,
-            vec!["seccomp=on".into(), stacks_option(options.stacks)],
+            vec![
+                "seccomp=on".into(),
+                stacks_option(options.stacks),
+                interval_option(options.interval),
+            ],
         ),
         options.quiet,
+        options.interval,
     )?;
     let launched = launch(&path, &options.command, true);
     let pid = match launched {
@@ -220,12 +246,16 @@ pub fn attach(options: AttachOptions) -> Result<i32> {
         .duration_seconds
         .map(|s| format!("duration={s}s"))
         .into_iter()
-        .chain([stacks_option(options.stacks)])
+        .chain([
+            stacks_option(options.stacks),
+            interval_option(options.interval),
+        ])
         .collect();
     let pipeline = Pipeline::start(
         &options.output,
         header(RecordMode::Attach, target, duration),
         options.quiet,
+        options.interval,
     )?;
     let mut tracer = Tracer::new(Mode::Attach, pids[0], &pipeline.sink);
     tracer.set_step_over_policy(options.step_over);

@@ -1,1 +1,181 @@
-//! Residency sampling of /proc/PID/status and smaps (no ptrace). Arrives with the timelines.
+//! Residency sampling without ptrace: a thread per recording reads /proc/PID/status of every
+//! supervised process at a fixed interval and /proc/PID/smaps_rollup at a rate adapted to
+//! what the reads cost, and sends the samples to the profile writer.
+
+mod budget;
+pub mod watched;
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+
+use crate::proc::smaps::{parse_smaps_rollup, read_into};
+use crate::proc::status::parse_status_memory;
+use crate::trace::format::{Record, SamplerCosts};
+use budget::{thread_cpu_ns, RollupRate};
+pub use watched::Watched;
+
+/// Default interval between /proc/PID/status rounds.
+pub const DEFAULT_INTERVAL_MS: u32 = 20;
+
+/// The running sampler; `stop` ends it and writes its costs.
+pub struct Sampler {
+    stop: Sender<()>,
+    thread: JoinHandle<()>,
+}
+
+impl Sampler {
+    /// Starts sampling the processes in `watched`, with `origin` the time 0 of the records.
+    pub fn spawn(
+        watched: Arc<Watched>,
+        output: Sender<Record>,
+        origin: Instant,
+        interval: Duration,
+    ) -> Sampler {
+        let (stop, stopped) = crossbeam_channel::bounded(1);
+        let thread = std::thread::Builder::new()
+            .name("memsup-sampler".into())
+            .spawn(move || {
+                let mut work = Work::new(watched, output, origin, interval);
+                work.run(&stopped);
+            })
+            .expect("spawning the sampler thread");
+        Sampler { stop, thread }
+    }
+
+    /// Stops the thread after its current round; its `SamplerCosts` record is sent by then.
+    pub fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.thread.join();
+    }
+}
+
+struct Work {
+    watched: Arc<Watched>,
+    output: Sender<Record>,
+    origin: Instant,
+    interval: Duration,
+    rollup: RollupRate,
+    costs: SamplerCosts,
+    pids: Vec<i32>,
+    buffer: Vec<u8>,
+}
+
+impl Work {
+    fn new(
+        watched: Arc<Watched>,
+        output: Sender<Record>,
+        origin: Instant,
+        interval: Duration,
+    ) -> Work {
+        Work {
+            watched,
+            output,
+            origin,
+            interval,
+            rollup: RollupRate::new(interval),
+            costs: SamplerCosts {
+                status_interval_ns: interval.as_nanos() as u64,
+                ..SamplerCosts::default()
+            },
+            pids: Vec::new(),
+            // Large enough for any status file and a rollup: no reallocation while sampling.
+            buffer: Vec::with_capacity(16 << 10),
+        }
+    }
+
+    fn run(&mut self, stopped: &Receiver<()>) {
+        let started = Instant::now();
+        let mut next_status = started;
+        let mut next_rollup = started;
+        loop {
+            let now = Instant::now();
+            if now >= next_status {
+                self.watched.snapshot(&mut self.pids);
+                let cpu = thread_cpu_ns();
+                self.status_round();
+                self.rollup
+                    .status_round_cost(thread_cpu_ns().saturating_sub(cpu));
+                // A round that overran is not made up for: the next one is an interval later.
+                next_status = (next_status + self.interval).max(now);
+            }
+            if now >= next_rollup {
+                let cpu = thread_cpu_ns();
+                self.rollup_round();
+                let interval = self
+                    .rollup
+                    .rollup_round_cost(thread_cpu_ns().saturating_sub(cpu));
+                next_rollup = now + interval;
+            }
+            let wake = next_status.min(next_rollup);
+            match stopped.recv_timeout(wake.saturating_duration_since(Instant::now())) {
+                Err(RecvTimeoutError::Timeout) => {}
+                Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        self.costs.rollup_interval_ns = self.rollup.interval().as_nanos() as u64;
+        self.costs.elapsed_ns = started.elapsed().as_nanos() as u64;
+        let _ = self.output.send(Record::SamplerCosts(self.costs));
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.origin.elapsed().as_nanos() as u64
+    }
+
+    fn status_round(&mut self) {
+        let cpu = thread_cpu_ns();
+        for index in 0..self.pids.len() {
+            let pid = self.pids[index];
+            let time_ns = self.now_ns();
+            // A process gone meanwhile, or a zombie, has nothing to sample.
+            if read_into(&format!("/proc/{pid}/status"), &mut self.buffer).is_err() {
+                continue;
+            }
+            let Some(memory) = parse_status_memory(&self.buffer) else {
+                continue;
+            };
+            self.costs.status_samples += 1;
+            let _ = self.output.send(Record::StatusSample {
+                time_ns,
+                pid: pid as u32,
+                rss: memory.rss,
+                anon: memory.anon,
+                file: memory.file,
+                shmem: memory.shmem,
+                swap: memory.swap,
+            });
+        }
+        self.costs.status_cpu_ns += thread_cpu_ns().saturating_sub(cpu);
+    }
+
+    fn rollup_round(&mut self) {
+        let cpu = thread_cpu_ns();
+        for index in 0..self.pids.len() {
+            let pid = self.pids[index];
+            let time_ns = self.now_ns();
+            // Reopened every time: an open smaps_rollup keeps the address space it was
+            // opened on, which an exec replaces.
+            if read_into(&format!("/proc/{pid}/smaps_rollup"), &mut self.buffer).is_err()
+                || self.buffer.is_empty()
+            {
+                continue;
+            }
+            let rollup = parse_smaps_rollup(&self.buffer);
+            self.costs.rollup_samples += 1;
+            let _ = self.output.send(Record::RollupSample {
+                time_ns,
+                pid: pid as u32,
+                rss: rollup.rss,
+                pss: rollup.pss,
+                pss_anon: rollup.pss_anon,
+                pss_file: rollup.pss_file,
+                pss_shmem: rollup.pss_shmem,
+                swap: rollup.swap,
+                swap_pss: rollup.swap_pss,
+            });
+        }
+        self.costs.rollup_cpu_ns += thread_cpu_ns().saturating_sub(cpu);
+    }
+}

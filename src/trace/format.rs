@@ -327,6 +327,53 @@ pub enum Record {
     /// What capturing and unwinding stacks cost over the whole recording, written by the
     /// collector just before `End`.
     UnwindCosts(UnwindCosts),
+    /// The memory counters of /proc/PID/status at `time_ns` (bytes), sampled without ptrace
+    /// at the fixed `--interval`. Samples reach the writer directly, not through the
+    /// collector: in the file they may precede tracer records of earlier times (order by
+    /// `time_ns`).
+    StatusSample {
+        time_ns: u64,
+        pid: u32,
+        /// VmRSS, and its parts RssAnon, RssFile, RssShmem.
+        rss: u64,
+        anon: u64,
+        file: u64,
+        shmem: u64,
+        /// VmSwap
+        swap: u64,
+    },
+    /// /proc/PID/smaps_rollup at `time_ns` (bytes), sampled at a rate that keeps the
+    /// sampler's CPU time within its budget.
+    RollupSample {
+        time_ns: u64,
+        pid: u32,
+        rss: u64,
+        pss: u64,
+        pss_anon: u64,
+        pss_file: u64,
+        pss_shmem: u64,
+        swap: u64,
+        swap_pss: u64,
+    },
+    /// What the residency sampler cost over the whole recording, written when it stops,
+    /// before `End`.
+    SamplerCosts(SamplerCosts),
+}
+
+/// The residency sampler's own work: samples taken and the sampler thread's CPU time.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SamplerCosts {
+    /// Fixed interval between /proc/PID/status rounds.
+    pub status_interval_ns: u64,
+    pub status_samples: u64,
+    /// CPU time of the sampler thread spent reading and parsing status files.
+    pub status_cpu_ns: u64,
+    pub rollup_samples: u64,
+    pub rollup_cpu_ns: u64,
+    /// The smaps_rollup interval the sampler had adapted to when it stopped.
+    pub rollup_interval_ns: u64,
+    /// How long the sampler ran (wall clock).
+    pub elapsed_ns: u64,
 }
 
 /// Totals of the stack work done off the stop path.
@@ -366,8 +413,10 @@ impl Record {
             | Record::ProcessExit { pid, .. }
             | Record::AbandonedCall { pid, .. }
             | Record::ImageCounters { pid, .. }
-            | Record::StackNode { pid, .. } => Some(*pid),
-            Record::End { .. } | Record::UnwindCosts(_) => None,
+            | Record::StackNode { pid, .. }
+            | Record::StatusSample { pid, .. }
+            | Record::RollupSample { pid, .. } => Some(*pid),
+            Record::End { .. } | Record::UnwindCosts(_) | Record::SamplerCosts(_) => None,
         }
     }
 }

@@ -22,6 +22,7 @@ mod mappings;
 mod portable_profile;
 mod progress;
 mod realloc_chain;
+mod residency;
 mod signals;
 mod site_metrics;
 mod stack_tree;
