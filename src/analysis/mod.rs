@@ -5,6 +5,7 @@ mod heap;
 mod local_peak;
 mod mappings;
 mod replay;
+mod residency;
 mod site_metrics;
 #[cfg(test)]
 pub(crate) mod site_tests;
@@ -20,6 +21,8 @@ pub use skip::SkipFrames;
 
 use std::collections::BTreeMap;
 use std::path::Path;
+
+pub use residency::ResidencySummary;
 
 use crate::trace::format::{
     AllocFunction, MapCall, ProbeCounters, Record, RecordMode, StartCause, UnwindCosts,
@@ -119,6 +122,8 @@ pub struct ProcessAnalysis {
     /// Every mapping call site, by bytes mapped (mmap and break growth).
     pub mapping_sites: Vec<MappingSite>,
     pub warnings: Vec<String>,
+    /// What the residency samples taken during the image saw.
+    pub residency: ResidencySummary,
 }
 
 /// Mapping system calls of one process image.
@@ -182,6 +187,7 @@ impl ProcessAnalysis {
             sites: Vec::new(),
             mapping_sites: Vec::new(),
             warnings: Vec::new(),
+            residency: ResidencySummary::default(),
         }
     }
 
@@ -268,6 +274,10 @@ pub fn analyze_with(profile: &Profile, path: &Path, skip: &SkipFrames) -> Analys
                     _ => None,
                 }),
         },
-        processes: replay::replay(&profile.records, header.mode, skip),
+        processes: {
+            let mut images = replay::replay(&profile.records, header.mode, skip);
+            residency::add_samples(&profile.records, &mut images);
+            images
+        },
     }
 }

@@ -9,7 +9,8 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use super::json_sites::{MappingSiteJson, SiteJson};
 use crate::analysis::{
-    cause_name, mode_name, Analysis, MappingStats, ProcessAnalysis, ProfileInfo, MAP_CALLS,
+    cause_name, mode_name, Analysis, MappingStats, ProcessAnalysis, ProfileInfo, ResidencySummary,
+    MAP_CALLS,
 };
 use crate::trace::format::{AllocFunction, ProbeCounters, UnwindCosts};
 
@@ -89,6 +90,7 @@ struct ProcessJson<'a> {
     mappings: MappingsJson,
     /// Field order of `ProbeCounters` is the documented key order.
     probes: &'a ProbeCounters,
+    residency: ResidencyJson,
     sites: Vec<SiteJson<'a>>,
     mapping_sites: Vec<MappingSiteJson<'a>>,
     warnings: &'a [String],
@@ -128,6 +130,7 @@ impl<'a> ProcessJson<'a> {
             largest_allocation: image.largest_allocation,
             mappings: MappingsJson::new(&image.mappings),
             probes: &image.probes,
+            residency: ResidencyJson::new(&image.residency),
             sites: image.sites.iter().map(SiteJson::new).collect(),
             mapping_sites: image
                 .mapping_sites
@@ -135,6 +138,28 @@ impl<'a> ProcessJson<'a> {
                 .map(MappingSiteJson::new)
                 .collect(),
             warnings: &image.warnings,
+        }
+    }
+}
+
+/// The sampled residency of an image (zeros when nothing was sampled).
+#[derive(serde::Serialize)]
+struct ResidencyJson {
+    status_samples: u64,
+    rollup_samples: u64,
+    peak_rss_bytes: u64,
+    peak_pss_bytes: u64,
+    peak_swap_bytes: u64,
+}
+
+impl ResidencyJson {
+    fn new(summary: &ResidencySummary) -> Self {
+        ResidencyJson {
+            status_samples: summary.status_samples,
+            rollup_samples: summary.rollup_samples,
+            peak_rss_bytes: summary.peak_rss_bytes,
+            peak_pss_bytes: summary.peak_pss_bytes,
+            peak_swap_bytes: summary.peak_swap_bytes,
         }
     }
 }

@@ -67,6 +67,7 @@ fn render_process(image: &ProcessAnalysis, top: usize, out: &mut dyn Write) -> s
     let mut rows = identity_rows(image);
     rows.extend(heap_rows(image));
     rows.extend(mapping_rows(image));
+    rows.extend(residency_rows(image));
     rows.extend(probe_rows(&image.probes));
     for (label, value) in rows {
         writeln!(out, "  {label:<LABEL_WIDTH$} {value}")?;
@@ -143,6 +144,29 @@ fn heap_rows(image: &ProcessAnalysis) -> Rows {
             ),
         ),
     ]
+}
+
+/// The sampled residency, when the recording sampled this image.
+fn residency_rows(image: &ProcessAnalysis) -> Rows {
+    let residency = &image.residency;
+    if residency.status_samples + residency.rollup_samples == 0 {
+        return Vec::new();
+    }
+    let pss = if residency.rollup_samples > 0 {
+        format!(", PSS {}", human_bytes(residency.peak_pss_bytes))
+    } else {
+        String::new()
+    };
+    vec![(
+        "resident (sampled)",
+        format!(
+            "peak RSS {}{pss}, swap {} ({}, {})",
+            human_bytes(residency.peak_rss_bytes),
+            human_bytes(residency.peak_swap_bytes),
+            plural(residency.status_samples, "status sample"),
+            plural(residency.rollup_samples, "smaps_rollup sample")
+        ),
+    )]
 }
 
 fn mapping_rows(image: &ProcessAnalysis) -> Rows {

@@ -14,7 +14,8 @@ const MARGIN: u64 = 16 << 20;
 #[test]
 fn samples_follow_the_resident_memory() {
     for variant in variants("residency") {
-        let recording = record(&fixture("residency", variant), &[], None);
+        let program = fixture("residency", variant);
+        let recording = record(&program, &[], None);
         let profile = read_profile(&recording.profile).expect("reading the profile");
         assert!(profile
             .header
@@ -68,6 +69,26 @@ fn samples_follow_the_resident_memory() {
                 "{what}: peak RSS {peak}"
             );
         }
+        // The report's residency of the image: exactly what its samples say.
+        let image = process_image(&recording.report, &file_name(&program), "launch");
+        let residency = &image["residency"];
+        assert_eq!(
+            number(residency, "/status_samples"),
+            status_times.len() as u64
+        );
+        assert_eq!(
+            number(residency, "/rollup_samples"),
+            rollup_times.len() as u64
+        );
+        assert_eq!(
+            number(residency, "/peak_rss_bytes"),
+            status_peak.max(rollup_peak)
+        );
+        let peak_pss = number(residency, "/peak_pss_bytes");
+        assert!(
+            peak_pss > 0 && peak_pss <= rollup_peak,
+            "{what}: {residency}"
+        );
         let costs = costs.expect("a SamplerCosts record");
         assert!(
             costs.status_samples >= status_times.len() as u64,
