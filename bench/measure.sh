@@ -1,5 +1,21 @@
-# Sourced by the benchmark drivers. Needs $work (scratch directory), $out (kept results),
-# $results (TSV with the header `workload tool rep seconds status`) and $TIMEOUT.
+# Sourced by the benchmark drivers, with $repo set to the repository.
+#
+# start_bench NAME
+# Makes the scratch directory $work (removed on exit) and the results directory $out
+# ($OUT if set), starts $results (TSV: workload tool rep seconds status), builds memsup
+# and sets $memsup.
+start_bench() {
+    work=$(mktemp -d "/tmp/memsup-$1.XXXXXX")
+    trap 'rm -rf "$work"' EXIT
+    out=${OUT:-$work/results}
+    mkdir -p "$out" "$work/profiles" "$work/scratch"
+    results=$out/results.tsv
+    printf 'workload\ttool\trep\tseconds\tstatus\n' >"$results"
+    (cd "$repo" && cargo build --release --quiet)
+    memsup=$repo/target/release/memsup
+}
+
+# Needs $TIMEOUT too.
 #
 # measure WORKLOAD TOOL REP EXPECTED -- CMD...
 # Times CMD (wall, from bash's EPOCHREALTIME), checks that its output

@@ -19,22 +19,13 @@ K=${K:-50000}
 TIMEOUT=${TIMEOUT:-600}
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d /tmp/memsup-bench.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-out=${OUT:-$work/results}
-mkdir -p "$out" "$work/profiles" "$work/scratch"
-results=$out/results.tsv
-printf 'workload\ttool\trep\tseconds\tstatus\n' >"$results"
-
-echo "== building (N=$N MASSIF_N=$MASSIF_N R=$R K=$K) into $work" >&2
-(cd "$repo" && cargo build --release --quiet)
-memsup=$repo/target/release/memsup
+# shellcheck source=bench/measure.sh
+source "$repo/bench/measure.sh"
+start_bench bench
+echo "== building fixtures (N=$N MASSIF_N=$MASSIF_N R=$R K=$K) into $work" >&2
 gcc -O2 -g -pthread -Wall -o "$work/churn" "$repo/bench/churn.c"
 gcc -O2 -g -pthread -Wall -static -o "$work/churn_static" "$repo/bench/churn.c"
 gcc -O2 -g -Wall -o "$work/roundtrip" "$repo/bench/roundtrip.c"
-
-# shellcheck source=bench/measure.sh
-source "$repo/bench/measure.sh"
 
 workloads=("dynamic-1t churn 1" "dynamic-4t churn 4" "static-1t churn_static 1" "static-4t churn_static 4")
 

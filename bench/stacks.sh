@@ -17,21 +17,12 @@ R=${R:-5}
 TIMEOUT=${TIMEOUT:-600}
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d /tmp/memsup-stacks.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-out=${OUT:-$work/results}
-mkdir -p "$out" "$work/profiles" "$work/scratch"
-results=$out/results.tsv
-printf 'workload\ttool\trep\tseconds\tstatus\n' >"$results"
-
-echo "== building (N=$N D=$D R=$R) into $work" >&2
-(cd "$repo" && cargo build --release --quiet)
-memsup=$repo/target/release/memsup
-gcc -O2 -g -pthread -Wall -o "$work/churn" "$repo/bench/churn.c"
-gcc -O2 -g -Wall -o "$work/deep" "$repo/bench/deep.c"
 # shellcheck source=bench/measure.sh
 source "$repo/bench/measure.sh"
-
+start_bench stacks
+echo "== building fixtures (N=$N D=$D R=$R) into $work" >&2
+gcc -O2 -g -pthread -Wall -o "$work/churn" "$repo/bench/churn.c"
+gcc -O2 -g -Wall -o "$work/deep" "$repo/bench/deep.c"
 workloads=("churn $work/churn -n $N -t 1" "deep $work/deep -n $N -d $D")
 for rep in $(seq 1 "$R"); do
     for entry in "${workloads[@]}"; do

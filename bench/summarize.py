@@ -7,12 +7,12 @@ import os
 import statistics
 import sys
 
+import bench_results
+from bench_results import read_runs
+
 results_dir, n, massif_n, reps, k = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 
-runs = {}  # (workload, tool) -> list of (seconds, status)
-with open(os.path.join(results_dir, "results.tsv")) as f:
-    for row in csv.DictReader(f, delimiter="\t"):
-        runs.setdefault((row["workload"], row["tool"]), []).append((float(row["seconds"]), row["status"]))
+runs = read_runs(results_dir)
 
 roundtrip = {}  # placement -> (wall-based us list, internal us list)
 with open(os.path.join(results_dir, "roundtrip.tsv")) as f:
@@ -24,10 +24,7 @@ with open(os.path.join(results_dir, "roundtrip.tsv")) as f:
 
 
 def median_ok(workload, tool):
-    """Median wall seconds over the successful runs, and 'ok/total'."""
-    entries = runs.get((workload, tool), [])
-    ok = [s for s, status in entries if status == "ok"]
-    return (statistics.median(ok) if ok else None), f"{len(ok)}/{len(entries)}"
+    return bench_results.median_ok(runs, workload, tool)
 
 
 def probes(workload, tool):

@@ -1,24 +1,20 @@
 #!/usr/bin/env python3
 """Turn the raw output of bench/stacks.sh into markdown tables.
 Usage: summarize_stacks.py RESULTS_DIR N D R"""
-import csv
 import json
 import os
-import statistics
 import sys
+
+import bench_results
+from bench_results import read_runs
 
 results_dir, n, depth, reps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 
-runs = {}  # (workload, tool) -> [(seconds, status)]
-with open(os.path.join(results_dir, "results.tsv")) as f:
-    for row in csv.DictReader(f, delimiter="\t"):
-        runs.setdefault((row["workload"], row["tool"]), []).append((float(row["seconds"]), row["status"]))
+runs = read_runs(results_dir)
 
 
 def median_ok(workload, tool):
-    entries = runs.get((workload, tool), [])
-    ok = [s for s, status in entries if status == "ok"]
-    return (statistics.median(ok) if ok else None), f"{len(ok)}/{len(entries)}"
+    return bench_results.median_ok(runs, workload, tool)
 
 
 def report(workload, tool):
