@@ -1,5 +1,6 @@
 //! Replays a profile's records into per-process statistics. Renderers only see `Analysis`.
 
+pub mod components;
 mod frames;
 mod heap;
 mod local_peak;
@@ -124,6 +125,8 @@ pub struct ProcessAnalysis {
     pub warnings: Vec<String>,
     /// What the residency samples taken during the image saw.
     pub residency: ResidencySummary,
+    /// Who held the memory, over time.
+    pub components: components::Components,
 }
 
 /// Mapping system calls of one process image.
@@ -188,6 +191,7 @@ impl ProcessAnalysis {
             mapping_sites: Vec::new(),
             warnings: Vec::new(),
             residency: ResidencySummary::default(),
+            components: components::Components::default(),
         }
     }
 

@@ -143,6 +143,8 @@ impl Replay {
             | Record::StatusSample { .. }
             | Record::RollupSample { .. }
             | Record::SamplerCosts(_)
+            | Record::SmapsSnapshot { .. }
+            | Record::ScratchPage { .. }
             | Record::End { .. } => {}
         }
     }
@@ -408,7 +410,9 @@ fn record_time(record: &Record) -> Option<u64> {
         | Record::End { time_ns }
         | Record::AbandonedCall { time_ns, .. }
         | Record::StatusSample { time_ns, .. }
-        | Record::RollupSample { time_ns, .. } => Some(*time_ns),
+        | Record::RollupSample { time_ns, .. }
+        | Record::SmapsSnapshot { time_ns, .. }
+        | Record::ScratchPage { time_ns, .. } => Some(*time_ns),
         Record::Symbol { .. }
         | Record::ImageCounters { .. }
         | Record::StackNode { .. }

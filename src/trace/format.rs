@@ -358,7 +358,84 @@ pub enum Record {
     /// What the residency sampler cost over the whole recording, written when it stops,
     /// before `End`.
     SamplerCosts(SamplerCosts),
+    /// Every mapping of /proc/PID/smaps at `time_ns`, with its residency: taken at key
+    /// moments (see `SnapshotReason`), for attributing resident memory to components.
+    SmapsSnapshot {
+        time_ns: u64,
+        pid: u32,
+        reason: SnapshotReason,
+        /// CPU time memsup spent reading and parsing this snapshot.
+        cost_ns: u64,
+        mappings: Vec<MappingResidency>,
+    },
+    /// memsup's scratch page (return trampoline, relocated instructions, system call stub)
+    /// was mapped at `address` in this process: one page that belongs to memsup, not to the
+    /// program. A fork child inherits it at the same address and gets its own record.
+    ScratchPage {
+        time_ns: u64,
+        pid: u32,
+        address: u64,
+    },
 }
+
+/// Why a full smaps snapshot was taken.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SnapshotReason {
+    /// The process came under supervision.
+    Start,
+    /// It exec'd a new program.
+    Exec,
+    /// Its main thread is exiting (taken at the exit stop, before the memory is released).
+    Exit,
+    /// Its live requested bytes reached a new high (rate-limited).
+    Peak,
+    /// memsup received SIGUSR1.
+    Signal,
+    /// Every `--smaps-interval`.
+    Interval,
+}
+
+impl SnapshotReason {
+    /// As reports spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            SnapshotReason::Start => "start",
+            SnapshotReason::Exec => "exec",
+            SnapshotReason::Exit => "exit",
+            SnapshotReason::Peak => "peak",
+            SnapshotReason::Signal => "signal",
+            SnapshotReason::Interval => "interval",
+        }
+    }
+}
+
+/// One mapping of a smaps snapshot (sizes in bytes).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct MappingResidency {
+    pub start: u64,
+    pub end: u64,
+    /// `MAPPING_*` bits.
+    pub flags: u8,
+    pub offset: u64,
+    pub inode: u64,
+    /// The file, or a pseudo-name (`[heap]`, `[stack]`, `[vdso]`, `[anon:name]`), or "" for
+    /// anonymous memory. " (deleted)" is kept.
+    pub path: String,
+    pub rss: u64,
+    pub pss: u64,
+    /// Shared_Clean + Shared_Dirty: resident pages other processes map too.
+    pub shared: u64,
+    pub private_dirty: u64,
+    pub anonymous: u64,
+    pub swap: u64,
+    pub swap_pss: u64,
+}
+
+pub const MAPPING_READ: u8 = 1;
+pub const MAPPING_WRITE: u8 = 2;
+pub const MAPPING_EXECUTE: u8 = 4;
+/// MAP_SHARED (the `s` of `rw-s`).
+pub const MAPPING_SHARED: u8 = 8;
 
 /// The residency sampler's own work: samples taken and the sampler thread's CPU time.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -415,7 +492,9 @@ impl Record {
             | Record::ImageCounters { pid, .. }
             | Record::StackNode { pid, .. }
             | Record::StatusSample { pid, .. }
-            | Record::RollupSample { pid, .. } => Some(*pid),
+            | Record::RollupSample { pid, .. }
+            | Record::SmapsSnapshot { pid, .. }
+            | Record::ScratchPage { pid, .. } => Some(*pid),
             Record::End { .. } | Record::UnwindCosts(_) | Record::SamplerCosts(_) => None,
         }
     }
