@@ -117,11 +117,24 @@ pub struct SampleArgs {
         value_parser = clap::value_parser!(u32).range(1..)
     )]
     pub interval: u32,
+    /// Also take a full /proc/PID/smaps snapshot of every process each MS milliseconds
+    /// (they are always taken at start, exec, exit, new peaks and on SIGUSR1 to memsup).
+    #[arg(long = "smaps-interval", value_name = "MS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub smaps_interval: Option<u32>,
 }
 
 impl SampleArgs {
     pub fn interval(self) -> std::time::Duration {
         std::time::Duration::from_millis(u64::from(self.interval))
+    }
+
+    pub fn rates(self) -> crate::sampler::Rates {
+        crate::sampler::Rates {
+            interval: self.interval(),
+            smaps_interval: self
+                .smaps_interval
+                .map(|ms| std::time::Duration::from_millis(u64::from(ms))),
+        }
     }
 }
 

@@ -41,7 +41,7 @@ fn execute(command: Command) -> Result<i32> {
                 quiet,
                 step_over: probes.step_over.policy(),
                 stacks: probes.stacks.mode(),
-                interval: sampling.interval(),
+                rates: sampling.rates(),
             })
         }
         Command::Attach {
@@ -60,7 +60,7 @@ fn execute(command: Command) -> Result<i32> {
                 quiet,
                 step_over: probes.step_over.policy(),
                 stacks: probes.stacks.mode(),
-                interval: sampling.interval(),
+                rates: sampling.rates(),
             })
         }
         Command::Report {

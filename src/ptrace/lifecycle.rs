@@ -6,7 +6,8 @@ use crate::ptrace::regs;
 use crate::ptrace::state::{Process, Thread};
 use crate::ptrace::stop::Event;
 use crate::ptrace::tracer::Tracer;
-use crate::trace::format::{ExitKind, Record, StartCause};
+use crate::sampler::snapshot;
+use crate::trace::format::{ExitKind, Record, SnapshotReason, StartCause};
 
 impl Tracer<'_> {
     pub(crate) fn on_new_child(&mut self, tid: i32, event: Event) -> Result<()> {
@@ -55,6 +56,14 @@ impl Tracer<'_> {
                 parent_pid: Some(parent_pid as u32),
                 cause,
             });
+            // The child has the parent's scratch page at the same address.
+            if let Some(scratch) = &self.processes[&child].scratch {
+                self.sink.send(Record::ScratchPage {
+                    time_ns,
+                    pid: child as u32,
+                    address: scratch.base,
+                });
+            }
         }
         Ok(child)
     }
@@ -102,6 +111,23 @@ impl Tracer<'_> {
             exe,
             argv,
         });
+    }
+
+    /// At a process's main thread's exit stop its memory is still all there: the last
+    /// smaps snapshot, taken here while the thread waits (once per process, and not for a
+    /// vfork child, whose memory is its parent's).
+    pub(crate) fn snapshot_at_exit(&mut self, tid: i32) {
+        let Some(process) = self.processes.get(&tid) else {
+            return;
+        };
+        if process.shares_parent_memory {
+            return;
+        }
+        let mut buffer = Vec::new();
+        let origin = self.sink.origin();
+        if let Some(record) = snapshot::take(tid, SnapshotReason::Exit, origin, &mut buffer) {
+            self.sink.send(record);
+        }
     }
 
     pub(crate) fn on_thread_gone(&mut self, tid: i32, how: ExitKind) -> Result<()> {

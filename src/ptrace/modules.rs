@@ -86,6 +86,11 @@ impl Tracer<'_> {
             .get_mut(&pid)
             .ok_or(Error::ProcessGone(pid))?;
         let (scratch, signals) = ScratchPage::create(&mut process.memory, tid, anchor)?;
+        self.sink.send(Record::ScratchPage {
+            time_ns: self.sink.now_ns(),
+            pid: pid as u32,
+            address: scratch.base,
+        });
         process.scratch = Some(scratch);
         if let Some(thread) = self.threads.get_mut(&tid) {
             thread.pending_signals.extend(signals);

@@ -76,7 +76,9 @@ pub fn trace_options(run_mode: bool) -> ptrace::Options {
         | Options::PTRACE_O_TRACECLONE
         | Options::PTRACE_O_TRACEFORK
         | Options::PTRACE_O_TRACEVFORK
-        | Options::PTRACE_O_TRACEEXEC;
+        | Options::PTRACE_O_TRACEEXEC
+        // The exit stop comes before the address space is released: its last smaps snapshot.
+        | Options::PTRACE_O_TRACEEXIT;
     if run_mode {
         options |= Options::PTRACE_O_TRACESECCOMP | Options::PTRACE_O_EXITKILL;
     }

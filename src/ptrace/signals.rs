@@ -4,12 +4,14 @@
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 /// Signals memsup handles itself; the launched program gets them back at their defaults.
-pub const HANDLED_BY_MEMSUP: [i32; 5] = [
+pub const HANDLED_BY_MEMSUP: [i32; 6] = [
     libc::SIGINT,
     libc::SIGTERM,
     libc::SIGHUP,
     libc::SIGQUIT,
     libc::SIGALRM,
+    // Asks for a smaps snapshot of every supervised process.
+    libc::SIGUSR1,
 ];
 
 /// The last signal memsup received and has not yet acted on (0 for none).

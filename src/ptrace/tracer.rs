@@ -16,7 +16,7 @@ use crate::ptrace::sink::RecordSink;
 use crate::ptrace::state::{Process, Thread};
 use crate::ptrace::stop::{Event, Stop, GROUP_STOP_SIGNALS};
 use crate::symbols::SymbolCache;
-use crate::trace::format::{ExitKind, Record};
+use crate::trace::format::{ExitKind, Record, SnapshotReason};
 
 /// What memsup does when the user interrupts it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,6 +145,11 @@ impl<'a> Tracer<'a> {
                 }
                 Ok(false)
             }
+            // A smaps snapshot of every process, on the user's demand.
+            (_, libc::SIGUSR1) => {
+                self.sink.watched().request_all(SnapshotReason::Signal);
+                Ok(false)
+            }
             _ => Ok(false),
         }
     }
@@ -199,7 +204,11 @@ impl<'a> Tracer<'a> {
             Event::Exec => self.on_exec(tid),
             Event::Seccomp => self.on_seccomp(tid),
             Event::Stop if GROUP_STOP_SIGNALS.contains(&signal) => regs::listen(tid),
-            Event::Stop | Event::VforkDone | Event::Exit | Event::Other(_) => self.resume(tid),
+            Event::Exit => {
+                self.snapshot_at_exit(tid);
+                self.resume(tid)
+            }
+            Event::Stop | Event::VforkDone | Event::Other(_) => self.resume(tid),
         }
     }
 

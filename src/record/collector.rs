@@ -12,9 +12,11 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, Sender};
 use indicatif::MultiProgress;
 
+use super::requested_peaks::RequestedPeaks;
 use super::symbolize::{ImageSymbolizer, SignalFrames};
 use crate::ptrace::capture::MAX_WINDOW;
 use crate::ptrace::sink::{copy_bytes, Capture, CopiesInFlight, Message, StackSource};
+use crate::sampler::Watched;
 use crate::trace::format::{Record, UnwindCosts, TRUNCATED_FRAME};
 use crate::trace::stacks::{StackInterner, StackNode};
 use crate::unwind::modules::ModuleCache;
@@ -72,6 +74,8 @@ struct Collector {
     files: Arc<ModuleCache>,
     images: HashMap<u32, Image>,
     live_blocks: HashMap<(u32, u64), u64>,
+    /// New highs of live requested bytes, passed on to the sampler.
+    peaks: RequestedPeaks,
     symbolizer: ImageSymbolizer,
     stats: Arc<LiveStats>,
     new_nodes: Vec<StackNode>,
@@ -84,6 +88,7 @@ pub fn spawn(
     stats: Arc<LiveStats>,
     bars: MultiProgress,
     copies: Arc<CopiesInFlight>,
+    watched: Arc<Watched>,
 ) -> JoinHandle<()> {
     std::thread::Builder::new()
         .name("memsup-collector".into())
@@ -93,6 +98,7 @@ pub fn spawn(
                 files: Arc::new(ModuleCache::new()),
                 images: HashMap::new(),
                 live_blocks: HashMap::new(),
+                peaks: RequestedPeaks::new(watched),
                 symbolizer: ImageSymbolizer::new(bars),
                 stats,
                 new_nodes: Vec::new(),
@@ -143,9 +149,11 @@ impl Collector {
             Record::Exec { pid, .. } => {
                 self.symbolize(*pid);
                 self.images.insert(*pid, Image::new(&self.files));
+                self.forget_blocks(*pid);
             }
             Record::ProcessExit { pid, .. } => {
                 self.symbolize(*pid);
+                self.forget_blocks(*pid);
                 self.images.remove(pid);
                 self.stats.processes.fetch_sub(1, Ordering::Relaxed);
             }
@@ -233,7 +241,10 @@ impl Collector {
     }
 
     fn remember_block(&mut self, pid: u32, address: u64, size: u64) {
+        // A block at an address already live (its free was not seen) replaces it.
+        self.forget_block(pid, address);
         self.live_blocks.insert((pid, address), size);
+        self.peaks.add(pid, size);
         self.stats
             .live_bytes
             .fetch_add(size as i64, Ordering::Relaxed);
@@ -241,10 +252,27 @@ impl Collector {
 
     fn forget_block(&mut self, pid: u32, address: u64) {
         if let Some(size) = self.live_blocks.remove(&(pid, address)) {
+            self.peaks.remove(pid, size);
             self.stats
                 .live_bytes
                 .fetch_sub(size as i64, Ordering::Relaxed);
         }
+    }
+
+    /// The image ended: its blocks are gone with it (an exec'd program starts afresh).
+    fn forget_blocks(&mut self, pid: u32) {
+        let mut released = 0u64;
+        self.live_blocks.retain(|&(owner, _), &mut size| {
+            let keep = owner != pid;
+            if !keep {
+                released += size;
+            }
+            keep
+        });
+        self.peaks.forget(pid);
+        self.stats
+            .live_bytes
+            .fetch_sub(released as i64, Ordering::Relaxed);
     }
 
     fn symbolize_all(&mut self) {

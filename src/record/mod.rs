@@ -3,13 +3,14 @@
 
 pub mod collector;
 pub mod progress;
+mod requested_peaks;
 mod symbolize;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crate::breakpoints::table::StepOverPolicy;
 use crate::error::{Error, Result, TraceError};
@@ -19,7 +20,7 @@ use crate::ptrace::sink::{CopiesInFlight, RecordSink};
 use crate::ptrace::state::{Process, Thread};
 use crate::ptrace::tracer::{Mode, Tracer};
 use crate::ptrace::{attach, signals};
-use crate::sampler::Sampler;
+use crate::sampler::{Rates, Sampler};
 use crate::symbols::elf::check_executable;
 use crate::trace::format::{ExitKind, Header, Record, RecordMode, StartCause};
 use crate::trace::writer::{self, ProfileWriter};
@@ -38,8 +39,8 @@ pub struct RunOptions {
     pub quiet: bool,
     pub step_over: StepOverPolicy,
     pub stacks: StackMode,
-    /// Interval of the /proc/PID/status samples.
-    pub interval: Duration,
+    /// How often residency is sampled.
+    pub rates: Rates,
 }
 
 pub struct AttachOptions {
@@ -49,7 +50,7 @@ pub struct AttachOptions {
     pub quiet: bool,
     pub step_over: StepOverPolicy,
     pub stacks: StackMode,
-    pub interval: Duration,
+    pub rates: Rates,
 }
 
 /// The threads behind the tracer, and how to wind them down.
@@ -65,7 +66,7 @@ struct Pipeline {
 
 impl Pipeline {
     /// Creates the profile (failing before anything is launched) and starts the threads.
-    fn start(output: &Path, header: Header, quiet: bool, interval: Duration) -> Result<Pipeline> {
+    fn start(output: &Path, header: Header, quiet: bool, rates: Rates) -> Result<Pipeline> {
         let writer = ProfileWriter::create(output, &header).map_err(|error| match error {
             TraceError::Io { source, .. } => Error::OutputNotWritable {
                 path: output.to_path_buf(),
@@ -88,7 +89,7 @@ impl Pipeline {
             sink.watched(),
             collector_sender.clone(),
             sink.origin(),
-            interval,
+            rates,
         );
         let collector = collector::spawn(
             collector_receiver,
@@ -96,6 +97,7 @@ impl Pipeline {
             stats.clone(),
             bars.clone(),
             Arc::clone(&copies),
+            sink.watched(),
         );
         let writer = writer::spawn(writer, writer_receiver);
         let progress = Progress::start(stats, &bars);
@@ -164,8 +166,13 @@ fn stacks_option(mode: StackMode) -> String {
     }
 }
 
-fn interval_option(interval: Duration) -> String {
-    format!("interval={}ms", interval.as_millis())
+/// `interval=20ms`, and `smaps-interval=...` when given.
+fn rate_options(rates: Rates) -> Vec<String> {
+    let mut options = vec![format!("interval={}ms", rates.interval.as_millis())];
+    if let Some(interval) = rates.smaps_interval {
+        options.push(format!("smaps-interval={}ms", interval.as_millis()));
+    }
+    options
 }
 
 fn print_warnings(tracer: &mut Tracer) {
@@ -203,14 +210,13 @@ pub fn run(options: RunOptions) -> Result<i32> {
         header(
             RecordMode::Run,
             target,
-            vec![
-                "seccomp=on".into(),
-                stacks_option(options.stacks),
-                interval_option(options.interval),
-            ],
+            ["seccomp=on".into(), stacks_option(options.stacks)]
+                .into_iter()
+                .chain(rate_options(options.rates))
+                .collect(),
         ),
         options.quiet,
-        options.interval,
+        options.rates,
     )?;
     let launched = launch(&path, &options.command, true);
     let pid = match launched {
@@ -246,16 +252,14 @@ pub fn attach(options: AttachOptions) -> Result<i32> {
         .duration_seconds
         .map(|s| format!("duration={s}s"))
         .into_iter()
-        .chain([
-            stacks_option(options.stacks),
-            interval_option(options.interval),
-        ])
+        .chain([stacks_option(options.stacks)])
+        .chain(rate_options(options.rates))
         .collect();
     let pipeline = Pipeline::start(
         &options.output,
         header(RecordMode::Attach, target, duration),
         options.quiet,
-        options.interval,
+        options.rates,
     )?;
     let mut tracer = Tracer::new(Mode::Attach, pids[0], &pipeline.sink);
     tracer.set_step_over_policy(options.step_over);

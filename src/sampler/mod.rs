@@ -1,10 +1,13 @@
 //! Residency sampling without ptrace: a thread per recording reads /proc/PID/status of every
-//! supervised process at a fixed interval and /proc/PID/smaps_rollup at a rate adapted to
-//! what the reads cost, and sends the samples to the profile writer.
+//! supervised process at a fixed interval, /proc/PID/smaps_rollup at a rate adapted to
+//! what the reads cost, and full /proc/PID/smaps when asked (start, exec, new peaks, SIGUSR1,
+//! `--smaps-interval`), and sends the samples to the profile writer.
 
 mod budget;
+pub mod snapshot;
 pub mod watched;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -13,12 +16,25 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use crate::proc::smaps::{parse_smaps_rollup, read_into};
 use crate::proc::status::parse_status_memory;
-use crate::trace::format::{Record, SamplerCosts};
+use crate::trace::format::{Record, SamplerCosts, SnapshotReason};
 use budget::{thread_cpu_ns, RollupRate};
 pub use watched::Watched;
 
 /// Default interval between /proc/PID/status rounds.
 pub const DEFAULT_INTERVAL_MS: u32 = 20;
+
+/// Shortest time between two snapshots of one process for new peaks: a program whose heap
+/// grows steadily would otherwise be snapshotted at every 10 % of growth.
+const PEAK_SNAPSHOT_GAP: Duration = Duration::from_secs(1);
+
+/// How often the sampler reads what.
+#[derive(Debug, Clone, Copy)]
+pub struct Rates {
+    /// Between /proc/PID/status rounds.
+    pub interval: Duration,
+    /// Between full smaps snapshots of every process, when asked for.
+    pub smaps_interval: Option<Duration>,
+}
 
 /// The running sampler; `stop` ends it and writes its costs.
 pub struct Sampler {
@@ -32,13 +48,13 @@ impl Sampler {
         watched: Arc<Watched>,
         output: Sender<Record>,
         origin: Instant,
-        interval: Duration,
+        rates: Rates,
     ) -> Sampler {
         let (stop, stopped) = crossbeam_channel::bounded(1);
         let thread = std::thread::Builder::new()
             .name("memsup-sampler".into())
             .spawn(move || {
-                let mut work = Work::new(watched, output, origin, interval);
+                let mut work = Work::new(watched, output, origin, rates);
                 work.run(&stopped);
             })
             .expect("spawning the sampler thread");
@@ -57,24 +73,26 @@ struct Work {
     output: Sender<Record>,
     origin: Instant,
     interval: Duration,
+    smaps_interval: Option<Duration>,
     rollup: RollupRate,
     costs: SamplerCosts,
     pids: Vec<i32>,
     buffer: Vec<u8>,
+    requested: Vec<(i32, SnapshotReason)>,
+    peaks: Vec<(i32, u64)>,
+    /// When each process was last snapshotted for a peak, and what that snapshot cost.
+    last_peak_snapshot: HashMap<i32, (Instant, Duration)>,
 }
 
 impl Work {
-    fn new(
-        watched: Arc<Watched>,
-        output: Sender<Record>,
-        origin: Instant,
-        interval: Duration,
-    ) -> Work {
+    fn new(watched: Arc<Watched>, output: Sender<Record>, origin: Instant, rates: Rates) -> Work {
+        let interval = rates.interval;
         Work {
             watched,
             output,
             origin,
             interval,
+            smaps_interval: rates.smaps_interval,
             rollup: RollupRate::new(interval),
             costs: SamplerCosts {
                 status_interval_ns: interval.as_nanos() as u64,
@@ -83,6 +101,9 @@ impl Work {
             pids: Vec::new(),
             // Large enough for any status file and a rollup: no reallocation while sampling.
             buffer: Vec::with_capacity(16 << 10),
+            requested: Vec::new(),
+            peaks: Vec::new(),
+            last_peak_snapshot: HashMap::new(),
         }
     }
 
@@ -90,8 +111,15 @@ impl Work {
         let started = Instant::now();
         let mut next_status = started;
         let mut next_rollup = started;
+        let mut next_interval_snapshot = self.smaps_interval.map(|interval| started + interval);
         loop {
             let now = Instant::now();
+            if let Some(next) = next_interval_snapshot.filter(|&next| now >= next) {
+                self.watched.request_all(SnapshotReason::Interval);
+                let interval = self.smaps_interval.unwrap_or_default();
+                next_interval_snapshot = Some((next + interval).max(now));
+            }
+            self.snapshot_round(now);
             if now >= next_status {
                 self.watched.snapshot(&mut self.pids);
                 let cpu = thread_cpu_ns();
@@ -109,7 +137,10 @@ impl Work {
                     .rollup_round_cost(thread_cpu_ns().saturating_sub(cpu));
                 next_rollup = now + interval;
             }
-            let wake = next_status.min(next_rollup);
+            let mut wake = next_status.min(next_rollup);
+            if let Some(next) = next_interval_snapshot {
+                wake = wake.min(next);
+            }
             match stopped.recv_timeout(wake.saturating_duration_since(Instant::now())) {
                 Err(RecvTimeoutError::Timeout) => {}
                 Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
@@ -118,6 +149,43 @@ impl Work {
         self.costs.rollup_interval_ns = self.rollup.interval().as_nanos() as u64;
         self.costs.elapsed_ns = started.elapsed().as_nanos() as u64;
         let _ = self.output.send(Record::SamplerCosts(self.costs));
+    }
+
+    /// Takes the snapshots asked for since the last round, and those of new peaks the rate
+    /// limit allows (at most one per `PEAK_SNAPSHOT_GAP`, and 20 times its own cost, so
+    /// peak snapshots stay within the sampler's budget); the others wait.
+    fn snapshot_round(&mut self, now: Instant) {
+        self.watched
+            .take_requests(&mut self.requested, &mut self.peaks);
+        for index in 0..self.requested.len() {
+            let (pid, reason) = self.requested[index];
+            self.send_snapshot(pid, reason);
+        }
+        for index in 0..self.peaks.len() {
+            let (pid, bytes) = self.peaks[index];
+            let allowed = match self.last_peak_snapshot.get(&pid) {
+                Some(&(when, cost)) => now >= when + PEAK_SNAPSHOT_GAP.max(cost * 20),
+                None => true,
+            };
+            if !allowed {
+                self.watched.defer_peak(pid, bytes);
+                continue;
+            }
+            if let Some(cost) = self.send_snapshot(pid, SnapshotReason::Peak) {
+                self.last_peak_snapshot.insert(pid, (now, cost));
+            }
+        }
+    }
+
+    /// Returns what the snapshot cost, None when the process had none to take.
+    fn send_snapshot(&mut self, pid: i32, reason: SnapshotReason) -> Option<Duration> {
+        let record = snapshot::take(pid, reason, self.origin, &mut self.buffer)?;
+        let cost = match record {
+            Record::SmapsSnapshot { cost_ns, .. } => Duration::from_nanos(cost_ns),
+            _ => Duration::ZERO,
+        };
+        let _ = self.output.send(record);
+        Some(cost)
     }
 
     fn now_ns(&self) -> u64 {

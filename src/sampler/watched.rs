@@ -1,36 +1,95 @@
-//! The processes the sampler reads: kept by the tracer's record sink, which sees every
-//! `ProcessStart` and `ProcessExit` whatever made them (launch, fork, attach, exit, detach).
+//! The processes the sampler reads, and the smaps snapshots asked of it. The set is kept by
+//! the tracer's record sink, which sees every `ProcessStart`, `Exec` and `ProcessExit`
+//! whatever made them (launch, fork, attach, exec, exit, detach); the collector reports new
+//! highs of live requested bytes; memsup's SIGUSR1 asks for a snapshot of every process.
 
-use std::collections::BTreeSet;
-use std::sync::Mutex;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Mutex, MutexGuard};
+
+use crate::trace::format::SnapshotReason;
 
 #[derive(Debug, Default)]
 pub struct Watched {
     pids: Mutex<BTreeSet<i32>>,
+    requests: Mutex<Requests>,
+}
+
+#[derive(Debug, Default)]
+struct Requests {
+    /// One pending snapshot per process: a later reason replaces an earlier one (a launch's
+    /// start and exec come together, and one snapshot serves both).
+    snapshots: BTreeMap<i32, SnapshotReason>,
+    /// New highs of live requested bytes not yet snapshotted.
+    peaks: BTreeMap<i32, u64>,
 }
 
 impl Watched {
+    /// A process came under supervision: sample it, and snapshot it at once.
     pub fn insert(&self, pid: i32) {
-        self.lock().insert(pid);
+        lock(&self.pids).insert(pid);
+        self.request(pid, SnapshotReason::Start);
     }
 
     pub fn remove(&self, pid: i32) {
-        self.lock().remove(&pid);
+        lock(&self.pids).remove(&pid);
+        let mut requests = lock(&self.requests);
+        requests.snapshots.remove(&pid);
+        requests.peaks.remove(&pid);
+    }
+
+    /// Asks for a snapshot of `pid` at the sampler's next round.
+    pub fn request(&self, pid: i32, reason: SnapshotReason) {
+        lock(&self.requests).snapshots.insert(pid, reason);
+    }
+
+    /// Asks for a snapshot of every supervised process.
+    pub fn request_all(&self, reason: SnapshotReason) {
+        let pids: Vec<i32> = lock(&self.pids).iter().copied().collect();
+        let mut requests = lock(&self.requests);
+        for pid in pids {
+            requests.snapshots.insert(pid, reason);
+        }
+    }
+
+    /// `pid`'s live requested bytes reached a new high worth a snapshot.
+    pub fn note_peak(&self, pid: i32, bytes: u64) {
+        lock(&self.requests).peaks.insert(pid, bytes);
     }
 
     /// Copies the current set into `into`, reusing its allocation; the lock is held only
     /// for the copy, never while /proc is read.
     pub fn snapshot(&self, into: &mut Vec<i32>) {
         into.clear();
-        into.extend(self.lock().iter().copied());
+        into.extend(lock(&self.pids).iter().copied());
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeSet<i32>> {
-        // A panic elsewhere must not stop the recording from being written.
-        self.pids
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// Takes the pending snapshot requests and peaks.
+    pub fn take_requests(
+        &self,
+        snapshots: &mut Vec<(i32, SnapshotReason)>,
+        peaks: &mut Vec<(i32, u64)>,
+    ) {
+        let mut requests = lock(&self.requests);
+        snapshots.clear();
+        snapshots.extend(std::mem::take(&mut requests.snapshots));
+        peaks.clear();
+        peaks.extend(std::mem::take(&mut requests.peaks));
     }
+
+    /// Puts back a peak the sampler could not snapshot yet (rate limit), unless a newer
+    /// one arrived meanwhile.
+    pub fn defer_peak(&self, pid: i32, bytes: u64) {
+        if lock(&self.pids).contains(&pid) {
+            lock(&self.requests).peaks.entry(pid).or_insert(bytes);
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic elsewhere must not stop the recording from being written.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]
@@ -50,5 +109,33 @@ mod tests {
         watched.remove(42);
         watched.snapshot(&mut pids);
         assert_eq!(pids, [7]);
+    }
+
+    #[test]
+    fn snapshot_requests_are_one_per_process_and_gone_with_it() {
+        let watched = Watched::default();
+        let (mut snapshots, mut peaks) = (Vec::new(), Vec::new());
+        watched.insert(5);
+        watched.insert(6);
+        watched.request(5, SnapshotReason::Exec);
+        watched.note_peak(6, 100);
+        watched.note_peak(6, 300);
+        watched.take_requests(&mut snapshots, &mut peaks);
+        assert_eq!(
+            snapshots,
+            [(5, SnapshotReason::Exec), (6, SnapshotReason::Start)]
+        );
+        assert_eq!(peaks, [(6, 300)]);
+        watched.take_requests(&mut snapshots, &mut peaks);
+        assert!(snapshots.is_empty() && peaks.is_empty());
+        watched.request_all(SnapshotReason::Signal);
+        watched.defer_peak(6, 300);
+        watched.note_peak(6, 400);
+        watched.defer_peak(6, 300);
+        watched.remove(5);
+        watched.defer_peak(5, 1);
+        watched.take_requests(&mut snapshots, &mut peaks);
+        assert_eq!(snapshots, [(6, SnapshotReason::Signal)]);
+        assert_eq!(peaks, [(6, 400)]);
     }
 }

@@ -17,6 +17,7 @@ fn collector(output: Sender<Record>) -> Collector {
         files: Arc::new(ModuleCache::new()),
         images: HashMap::new(),
         live_blocks: HashMap::new(),
+        peaks: RequestedPeaks::default(),
         symbolizer: ImageSymbolizer::new(MultiProgress::with_draw_target(
             ProgressDrawTarget::hidden(),
         )),
