@@ -26,7 +26,8 @@ use std::path::Path;
 pub use residency::ResidencySummary;
 
 use crate::trace::format::{
-    AllocFunction, MapCall, ProbeCounters, Record, RecordMode, StartCause, UnwindCosts,
+    AllocFunction, MapCall, ProbeCounters, Record, RecordMode, SamplerCosts, StartCause,
+    UnwindCosts,
 };
 use crate::trace::reader::Profile;
 
@@ -65,6 +66,8 @@ pub struct ProfileInfo {
     pub options: Vec<String>,
     /// What unwinding and symbolising cost (absent in a profile cut short).
     pub unwind_costs: Option<UnwindCosts>,
+    /// What the residency sampler cost (absent in a profile cut short).
+    pub sampler_costs: Option<SamplerCosts>,
 }
 
 /// How a process image's recording ended.
@@ -275,6 +278,14 @@ pub fn analyze_with(profile: &Profile, path: &Path, skip: &SkipFrames) -> Analys
                 .rev()
                 .find_map(|record| match record {
                     Record::UnwindCosts(costs) => Some(*costs),
+                    _ => None,
+                }),
+            sampler_costs: profile
+                .records
+                .iter()
+                .rev()
+                .find_map(|record| match record {
+                    Record::SamplerCosts(costs) => Some(*costs),
                     _ => None,
                 }),
         },

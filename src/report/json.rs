@@ -12,7 +12,7 @@ use crate::analysis::{
     cause_name, mode_name, Analysis, MappingStats, ProcessAnalysis, ProfileInfo, ResidencySummary,
     MAP_CALLS,
 };
-use crate::trace::format::{AllocFunction, ProbeCounters, UnwindCosts};
+use crate::trace::format::{AllocFunction, ProbeCounters, SamplerCosts, UnwindCosts};
 
 pub const SCHEMA: &str = "memsup-report";
 /// 2: call sites are whole stacks (`sites`, `mapping_sites`) instead of return addresses
@@ -25,6 +25,7 @@ pub fn render(analysis: &Analysis, out: &mut dyn Write) -> std::io::Result<()> {
         schema_version: SCHEMA_VERSION,
         profile: ProfileJson::new(&analysis.profile),
         unwind_costs: analysis.profile.unwind_costs.as_ref(),
+        sampler_costs: analysis.profile.sampler_costs.as_ref(),
         processes: analysis.processes.iter().map(ProcessJson::new).collect(),
     };
     serde_json::to_writer_pretty(&mut *out, &report)?;
@@ -38,6 +39,8 @@ struct ReportJson<'a> {
     profile: ProfileJson<'a>,
     /// Field order of `UnwindCosts` is the documented key order; null when absent.
     unwind_costs: Option<&'a UnwindCosts>,
+    /// Field order of `SamplerCosts`; null when absent.
+    sampler_costs: Option<&'a SamplerCosts>,
     processes: Vec<ProcessJson<'a>>,
 }
 
@@ -252,6 +255,7 @@ mod tests {
             Value::Null,
             "the scripted profile has none"
         );
+        assert_eq!(json["sampler_costs"], Value::Null);
         let profile = &json["profile"];
         assert_eq!(profile["path"], "run.msup");
         assert_eq!(profile["truncated"], false);
@@ -369,6 +373,7 @@ mod tests {
                 "truncated",
                 "mode",
                 "unwind_costs",
+                "sampler_costs",
                 "processes",
             ],
         ));
