@@ -25,12 +25,8 @@ impl ComponentRule {
         // The regex crate's messages span several lines; its last line says what is wrong.
         let pattern = Regex::new(pattern).map_err(|error| {
             let message = error.to_string();
-            let reason = message
-                .lines()
-                .last()
-                .unwrap_or_default()
-                .trim()
-                .to_string();
+            let last = message.lines().last().unwrap_or_default().trim();
+            let reason = last.strip_prefix("error: ").unwrap_or(last);
             format!("--component {text:?}: bad regular expression: {reason}")
         })?;
         Ok(ComponentRule {

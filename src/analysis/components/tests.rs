@@ -270,7 +270,7 @@ fn malformed_rules_are_refused_with_one_line() {
     for (text, expected) in [
         ("nameonly", "no '=' found"),
         ("=libfoo", "the component name is empty"),
-        ("x=lib(", "bad regular expression"),
+        ("x=lib(", "bad regular expression: unclosed group"),
     ] {
         let error = ComponentRule::parse(text).unwrap_err();
         assert!(error.contains(expected), "{text}: {error}");
