@@ -84,6 +84,11 @@ pub enum Command {
         /// Drop only the frames given with --skip-frames, none of the default ones.
         #[arg(long = "no-default-skip-frames")]
         no_default_skip_frames: bool,
+        /// Count memory whose module path or call stack (a frame's module path or function)
+        /// matches REGEX as component NAME, before the built-in components (app, mpi, libc,
+        /// libraries by name ...). Repeatable; the first matching rule wins.
+        #[arg(long = "component", value_name = "NAME=REGEX")]
+        components: Vec<String>,
         /// A profile written by `memsup run` or `memsup attach`.
         #[arg(value_name = "PROFILE")]
         profile: PathBuf,
@@ -256,6 +261,25 @@ mod tests {
                 assert_eq!(metric, MetricArg::Peak);
                 assert_eq!(skip_frames, ["my_alloc*", "pool_get"]);
                 assert!(!no_default_skip_frames);
+            }
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn component_rules_repeat_in_order() {
+        let cli = Cli::parse_from([
+            "memsup",
+            "report",
+            "--component",
+            "solver=libpetsc",
+            "--component",
+            "io=^h5",
+            "p.msup",
+        ]);
+        match cli.command {
+            Command::Report { components, .. } => {
+                assert_eq!(components, ["solver=libpetsc", "io=^h5"]);
             }
             other => panic!("parsed as {other:?}"),
         }

@@ -69,8 +69,16 @@ fn execute(command: Command) -> Result<i32> {
             metric,
             skip_frames,
             no_default_skip_frames,
+            components,
             profile,
         } => {
+            let components = match analysis::ComponentRules::parse_all(&components) {
+                Ok(rules) => rules,
+                Err(message) => {
+                    eprintln!("memsup: error: {message}");
+                    return Ok(memsup::error::exit_code::USAGE);
+                }
+            };
             if !profile.exists() {
                 return Err(Error::InputNotReadable {
                     path: profile,
@@ -78,8 +86,11 @@ fn execute(command: Command) -> Result<i32> {
                 });
             }
             let loaded = read_profile(&profile)?;
-            let skip = analysis::SkipFrames::new(!no_default_skip_frames, &skip_frames);
-            let analysis = analysis::analyze_with(&loaded, &profile, &skip);
+            let settings = analysis::Settings {
+                skip: analysis::SkipFrames::new(!no_default_skip_frames, &skip_frames),
+                components,
+            };
+            let analysis = analysis::analyze_configured(&loaded, &profile, &settings);
             let mut out = std::io::stdout().lock();
             let rendered = match format {
                 Format::Text => report::text::render(&analysis, top, &mut out),

@@ -16,6 +16,7 @@ mod temporary;
 #[cfg(test)]
 pub(crate) mod tests;
 
+pub use components::{ComponentRule, ComponentRules};
 pub use frames::{Frame, TRUNCATED_NAME};
 pub use site_metrics::SiteMetrics;
 pub use skip::SkipFrames;
@@ -261,6 +262,24 @@ pub fn analyze(profile: &Profile, path: &Path) -> Analysis {
 
 /// Replays the records of `profile`, read from `path`; call sites drop the frames `skip` names.
 pub fn analyze_with(profile: &Profile, path: &Path, skip: &SkipFrames) -> Analysis {
+    let settings = Settings {
+        skip: skip.clone(),
+        components: ComponentRules::default(),
+    };
+    analyze_configured(profile, path, &settings)
+}
+
+/// How a profile is analysed.
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    /// Frames dropped from the innermost end of call stacks (also before classifying them).
+    pub skip: SkipFrames,
+    /// User rules naming components, tried before the built-in ones.
+    pub components: ComponentRules,
+}
+
+/// Replays the records of `profile`, read from `path`, with `settings`.
+pub fn analyze_configured(profile: &Profile, path: &Path, settings: &Settings) -> Analysis {
     let header = &profile.header;
     Analysis {
         profile: ProfileInfo {
@@ -290,7 +309,7 @@ pub fn analyze_with(profile: &Profile, path: &Path, skip: &SkipFrames) -> Analys
                 }),
         },
         processes: {
-            let mut images = replay::replay(&profile.records, header.mode, skip);
+            let mut images = replay::replay(&profile.records, header.mode, settings);
             residency::add_samples(&profile.records, &mut images);
             images
         },

@@ -4,12 +4,12 @@
 
 use std::collections::HashMap;
 
+use super::components::{self, ClosedImage, ImageTracker, Samples};
 use super::frames::AddressSymbol;
 use super::heap::{HeapEvent, HeapState};
 use super::mappings::MappingCall;
 use super::sites::{heap_sites, mapping_sites, ImageStacks};
-use super::skip::SkipFrames;
-use super::{ImageExit, ProcessAnalysis};
+use super::{ImageExit, ProcessAnalysis, Settings};
 use crate::trace::format::{
     AllocFunction, ExitKind, MapCall, ProbeCounters, Record, RecordMode, StartCause,
 };
@@ -19,13 +19,13 @@ use crate::trace::stacks::{StackId, StackNode};
 pub(super) fn replay(
     records: &[Record],
     mode: RecordMode,
-    skip: &SkipFrames,
+    settings: &Settings,
 ) -> Vec<ProcessAnalysis> {
-    let mut replay = Replay::new(mode);
+    let mut replay = Replay::new(mode, records);
     for (index, record) in records.iter().enumerate() {
         replay.apply(index as u64, record);
     }
-    replay.finish(skip)
+    replay.finish(settings)
 }
 
 /// Replay state of an image that has not ended yet.
@@ -40,27 +40,34 @@ struct OpenImage {
     had_events: bool,
     /// Program break after the last brk; None before the first.
     previous_break: Option<u64>,
+    components: ImageTracker,
 }
 
-struct Replay {
+struct Replay<'r> {
     mode: RecordMode,
     processes: Vec<ProcessAnalysis>,
     open: HashMap<u32, OpenImage>,
     /// The stacks of ended images, by position in `processes`.
     closed: HashMap<usize, ImageStacks>,
+    /// What ended images leave for their components, by position in `processes`.
+    closed_components: HashMap<usize, ClosedImage>,
+    /// The sampler's records, by PID and time.
+    samples: Samples<'r>,
     /// Newest image of each PID, open or closed.
     latest_image: HashMap<u32, usize>,
     /// Latest time of any record: where images the recording never saw end are cut.
     last_time_ns: u64,
 }
 
-impl Replay {
-    fn new(mode: RecordMode) -> Self {
+impl<'r> Replay<'r> {
+    fn new(mode: RecordMode, records: &'r [Record]) -> Self {
         Replay {
             mode,
             processes: Vec::new(),
             open: HashMap::new(),
             closed: HashMap::new(),
+            closed_components: HashMap::new(),
+            samples: Samples::new(records),
             latest_image: HashMap::new(),
             last_time_ns: 0,
         }
@@ -94,7 +101,7 @@ impl Replay {
                 result,
                 stack,
                 ..
-            } => self.mapping(*time_ns, *pid, *call, (args[1], *result), *stack),
+            } => self.mapping(*time_ns, *pid, *call, (args, *result), *stack),
             Record::Symbol {
                 pid,
                 address,
@@ -135,16 +142,24 @@ impl Replay {
                 ..
             } => self.abandoned_call(*time_ns, *pid, *function),
             Record::ImageCounters { pid, counters } => self.image_counters(*pid, counters),
+            Record::Module { pid, path, .. } => {
+                if let Some(state) = self.open.get_mut(pid) {
+                    state.components.module(path);
+                }
+            }
+            Record::ScratchPage { pid, address, .. } => {
+                if let Some(state) = self.open.get_mut(pid) {
+                    state.components.scratch_page(*address);
+                }
+            }
             Record::ThreadStart { .. }
             | Record::ThreadExit { .. }
-            | Record::Module { .. }
             | Record::UnwindCosts(_)
-            // Residency samples are not part of the heap replay (the timelines read them).
+            // Residency samples are out of time order in the file: `Samples` hands them over.
             | Record::StatusSample { .. }
             | Record::RollupSample { .. }
             | Record::SamplerCosts(_)
             | Record::SmapsSnapshot { .. }
-            | Record::ScratchPage { .. }
             | Record::End { .. } => {}
         }
     }
@@ -170,7 +185,8 @@ impl Replay {
 
     /// Closes what the recording never saw end, at the last time it saw anything, and works
     /// out every image's call sites.
-    fn finish(mut self, skip: &SkipFrames) -> Vec<ProcessAnalysis> {
+    fn finish(mut self, settings: &Settings) -> Vec<ProcessAnalysis> {
+        let skip = &settings.skip;
         let mut still_open: Vec<u32> = self.open.keys().copied().collect();
         still_open.sort_unstable();
         for pid in still_open {
@@ -180,6 +196,8 @@ impl Replay {
             let image = &mut self.processes[index];
             image.sites = heap_sites(&stacks, skip);
             image.mapping_sites = mapping_sites(&stacks, skip);
+            let closed = self.closed_components.remove(&index).unwrap_or_default();
+            components::build(image, &stacks, closed, settings);
         }
         self.processes
     }
@@ -211,6 +229,7 @@ impl Replay {
             had_exec: false,
             had_events: false,
             previous_break: None,
+            components: ImageTracker::default(),
         };
         self.open.insert(pid, state);
     }
@@ -256,6 +275,10 @@ impl Replay {
         let state = self.open.get_mut(&pid).expect("opened above");
         state.had_events = true;
         let image = &mut self.processes[state.index];
+        let span = (image.start_ns, time_ns);
+        self.samples
+            .take_snapshots(pid, span, false, &mut state.components);
+        track_heap(&mut state.components, record);
         let relative_time_ns = time_ns.saturating_sub(image.start_ns);
         let event = |stack| HeapEvent {
             sequence,
@@ -295,12 +318,17 @@ impl Replay {
         time_ns: u64,
         pid: u32,
         call: MapCall,
-        (length, result): (u64, i64),
+        (args, result): (&[u64; 6], i64),
         stack: StackId,
     ) {
         self.ensure_open(time_ns, pid);
         let state = self.open.get_mut(&pid).expect("opened above");
         state.had_events = true;
+        let span = (self.processes[state.index].start_ns, time_ns);
+        self.samples
+            .take_snapshots(pid, span, false, &mut state.components);
+        state.components.mapping(call, args, result, stack);
+        let length = args[1];
         let mut brk_growth = 0;
         if call == MapCall::Brk {
             // brk returns the new break (the old one on failure), never -errno.
@@ -390,7 +418,38 @@ impl Replay {
             image.probes = image.probes.plus(counters);
         }
         state.stacks.heap = state.heap.close(image);
+        let span = (image.start_ns, time_ns);
+        let by_exec = exit == ImageExit::Exec;
+        let closed = self
+            .samples
+            .close(pid, span, by_exec, std::mem::take(&mut state.components));
+        self.closed_components.insert(state.index, closed);
         self.closed.insert(state.index, state.stacks);
+    }
+}
+
+/// Hands a heap record to the image's component tracker.
+fn track_heap(tracker: &mut ImageTracker, record: &Record) {
+    match *record {
+        Record::Alloc {
+            time_ns,
+            address,
+            size,
+            stack,
+            ..
+        } => tracker.allocated(time_ns, address, size, stack),
+        Record::Free {
+            time_ns, address, ..
+        } => tracker.freed(time_ns, address),
+        Record::Realloc {
+            time_ns,
+            old_address,
+            new_address,
+            size,
+            stack,
+            ..
+        } => tracker.reallocated(time_ns, (old_address, new_address), size, stack),
+        _ => {}
     }
 }
 

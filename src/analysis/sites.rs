@@ -129,7 +129,7 @@ impl Grouping {
 /// The site key and kept frames of raw stack `stack`: its frames, inlined ones expanded,
 /// innermost first, less the leading frames `skips` names. The outermost frame is always
 /// kept, so a stack made only of skipped frames still shows where it ends.
-fn kept_frames(
+pub(super) fn kept_frames(
     stack: StackId,
     stacks: &ImageStacks,
     skips: &dyn Fn(&str) -> bool,

@@ -3,6 +3,25 @@
 //! swap) from the full smaps snapshots, each mapping attributed to a component, allocator
 //! arenas split by the live requested bytes inside them with the rest shown as `overhead`.
 
+mod arena;
+mod attribution;
+mod build;
+mod classify;
+mod fragmentation;
+mod ranges;
+mod replay;
+mod resolve;
+mod rules;
+#[cfg(test)]
+mod tests;
+mod timeline;
+mod tracker;
+
+pub(super) use build::{build, ClosedImage};
+pub(super) use replay::Samples;
+pub use rules::{ComponentRule, ComponentRules};
+pub(super) use tracker::ImageTracker;
+
 use crate::trace::format::SnapshotReason;
 
 /// The component that holds allocator arena pages no live block accounts for.

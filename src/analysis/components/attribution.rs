@@ -1,0 +1,87 @@
+//! Who holds one mapping of a smaps snapshot.
+
+use std::collections::BTreeSet;
+
+use super::classify::{KERNEL_PSEUDO_FILES, LIBC, MEMSUP, SHM, STACKS, UNKNOWN};
+use super::resolve::Resolver;
+use super::tracker::PendingMapping;
+
+/// A whole mapping's holder, or an allocator arena to split by the live blocks inside.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Holder {
+    Component(String),
+    Arena,
+}
+
+/// What is known of the image beside the mapping itself.
+pub(super) struct ImageFacts<'a> {
+    pub scratch_pages: &'a [u64],
+    /// Files the image loaded as modules, and files mapped executable in the same snapshot.
+    pub modules: &'a BTreeSet<String>,
+    pub executable_files: &'a BTreeSet<&'a str>,
+}
+
+pub(super) fn holder(
+    mapping: &PendingMapping,
+    facts: &ImageFacts,
+    resolver: &mut Resolver,
+) -> Holder {
+    let component = |name: &str| Holder::Component(name.to_string());
+    let path = mapping.path.as_str();
+    let inside = |address: u64| mapping.start <= address && address < mapping.end;
+    if facts.scratch_pages.iter().any(|&page| inside(page)) {
+        return component(MEMSUP);
+    }
+    if path == "[heap]" {
+        return Holder::Arena;
+    }
+    if path.starts_with("[stack") {
+        return component(STACKS);
+    }
+    if KERNEL_PSEUDO_FILES.contains(&path) {
+        return component(LIBC);
+    }
+    // MAP_SHARED|MAP_ANONYMOUS memory shows as "/dev/zero (deleted)": anonymous, not a file.
+    let file_backed = !path.is_empty() && !path.starts_with('[') && !path.starts_with("/dev/zero");
+    if file_backed {
+        return file_holder(mapping, facts, resolver);
+    }
+    if !mapping.live.is_empty() {
+        return Holder::Arena;
+    }
+    let Some(creator) = mapping.creator else {
+        return component(UNKNOWN);
+    };
+    let raw = resolver.raw(creator.stack);
+    if raw.allocator {
+        return Holder::Arena;
+    }
+    if raw.thread {
+        return component(STACKS);
+    }
+    let name = resolver.mapping_component(creator.stack);
+    if creator.shared && name == UNKNOWN {
+        return component(SHM);
+    }
+    component(name)
+}
+
+fn file_holder(mapping: &PendingMapping, facts: &ImageFacts, resolver: &mut Resolver) -> Holder {
+    let path = mapping.path.as_str();
+    let shared_memory = ["/SYSV", "/dev/shm/", "/memfd:"]
+        .iter()
+        .any(|prefix| path.starts_with(prefix));
+    let creator_component = |resolver: &mut Resolver| {
+        let creator = mapping.creator?;
+        let name = resolver.mapping_component(creator.stack);
+        (name != UNKNOWN).then(|| name.to_string())
+    };
+    let name = if shared_memory {
+        creator_component(resolver).unwrap_or_else(|| SHM.to_string())
+    } else if facts.modules.contains(path) || facts.executable_files.contains(path) {
+        resolver.classifier.module(path)
+    } else {
+        creator_component(resolver).unwrap_or_else(|| UNKNOWN.to_string())
+    };
+    Holder::Component(name)
+}

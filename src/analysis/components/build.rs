@@ -1,0 +1,228 @@
+//! Works out an ended image's `Components` from what the replay kept of it.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use super::arena::{split, Residency};
+use super::attribution::{holder, Holder, ImageFacts};
+use super::classify::Classifier;
+use super::fragmentation;
+use super::resolve::Resolver;
+use super::timeline::{sampled, Buckets, StepSeries};
+use super::tracker::{ImageTracker, PendingSnapshot};
+use super::{Component, Components, ProcessTimeline, ResidentPoint, SnapshotSummary, OVERHEAD};
+use crate::analysis::sites::ImageStacks;
+use crate::analysis::{ProcessAnalysis, Settings};
+use crate::trace::format::MAPPING_EXECUTE;
+use crate::trace::stacks::StackId;
+
+/// What the replay hands over when an image ends.
+#[derive(Debug, Default)]
+pub(in crate::analysis) struct ClosedImage {
+    pub tracker: ImageTracker,
+    /// Status samples of the image: (time, rss, swap), in time order.
+    pub status: Vec<(u64, u64, u64)>,
+    /// Rollup samples: (time, pss), in time order.
+    pub rollup: Vec<(u64, u64)>,
+}
+
+/// Fills `image.components` and adds a fragmentation warning when there is one.
+pub(in crate::analysis) fn build(
+    image: &mut ProcessAnalysis,
+    stacks: &ImageStacks,
+    closed: ClosedImage,
+    settings: &Settings,
+) {
+    let tracker = &closed.tracker;
+    let mut paths: BTreeSet<&str> = tracker.modules.iter().map(String::as_str).collect();
+    for snapshot in &tracker.snapshots {
+        paths.extend(
+            snapshot
+                .mappings
+                .iter()
+                .map(|mapping| mapping.path.as_str()),
+        );
+    }
+    let classifier = Classifier::new(&settings.components, &image.exe, paths);
+    let mut resolver = Resolver::new(stacks, &settings.skip, classifier);
+    let buckets = Buckets::new(image.start_ns, image.start_ns + image.duration_ns);
+
+    let requested = Requested::replay(tracker, buckets, &mut resolver);
+    let snapshots: Vec<Attributed> = tracker
+        .snapshots
+        .iter()
+        .map(|snapshot| attribute(snapshot, tracker, &mut resolver))
+        .collect();
+
+    let mut components: BTreeMap<String, Component> = BTreeMap::new();
+    for (name, series) in requested.components {
+        let component = entry(&mut components, &name);
+        component.peak_requested_bytes = series.peak;
+        component.requested = series.points();
+    }
+    let resident_names: BTreeSet<&String> = snapshots.iter().flat_map(|s| s.held.keys()).collect();
+    for name in resident_names {
+        let component = entry(&mut components, name);
+        for snapshot in &snapshots {
+            let held = snapshot.held.get(name).copied().unwrap_or_default();
+            component.resident.push(ResidentPoint {
+                time_ns: snapshot.summary.time_ns,
+                rss: held.rss,
+                pss: held.pss,
+                swap: held.swap,
+            });
+            component.peak_rss_bytes = component.peak_rss_bytes.max(held.rss);
+            component.peak_pss_bytes = component.peak_pss_bytes.max(held.pss);
+            component.peak_swap_bytes = component.peak_swap_bytes.max(held.swap);
+        }
+    }
+    let mut components: Vec<Component> = components
+        .into_values()
+        .filter(|c| {
+            c.peak_requested_bytes + c.peak_rss_bytes + c.peak_pss_bytes + c.peak_swap_bytes > 0
+        })
+        .collect();
+    components.sort_by(|a, b| {
+        (b.peak_rss_bytes, b.peak_requested_bytes)
+            .cmp(&(a.peak_rss_bytes, a.peak_requested_bytes))
+            .then_with(|| a.name.cmp(&b.name))
+    });
+
+    let status_rss: Vec<(u64, u64)> = closed.status.iter().map(|&(t, rss, _)| (t, rss)).collect();
+    let status_swap: Vec<(u64, u64)> = closed.status.iter().map(|&(t, _, s)| (t, s)).collect();
+    if let Some(warning) = fragmentation::warning(image.start_ns, &status_rss, &requested.totals) {
+        image.warnings.push(warning);
+    }
+    image.components = Components {
+        components,
+        snapshots: snapshots.into_iter().map(|s| s.summary).collect(),
+        timeline: ProcessTimeline {
+            requested: requested.total,
+            rss: sampled(buckets, &status_rss),
+            pss: sampled(buckets, &closed.rollup),
+            swap: sampled(buckets, &status_swap),
+        },
+    };
+}
+
+fn entry<'m>(components: &'m mut BTreeMap<String, Component>, name: &str) -> &'m mut Component {
+    components
+        .entry(name.to_string())
+        .or_insert_with(|| Component {
+            name: name.to_string(),
+            ..Component::default()
+        })
+}
+
+/// Live requested bytes over time, per component and for the whole image.
+struct Requested {
+    components: Vec<(String, StepSeries)>,
+    /// The image's downsampled total (empty without heap events).
+    total: Vec<super::TimePoint>,
+    /// The image's total after each event: (time, bytes).
+    totals: Vec<(u64, u64)>,
+}
+
+impl Requested {
+    fn replay(tracker: &ImageTracker, buckets: Buckets, resolver: &mut Resolver) -> Requested {
+        let mut components: Vec<(String, StepSeries)> = Vec::new();
+        let mut by_name: HashMap<String, usize> = HashMap::new();
+        let mut by_stack: HashMap<StackId, usize> = HashMap::new();
+        let mut total = StepSeries::new(buckets);
+        let mut totals = Vec::with_capacity(tracker.deltas.len());
+        let moved = |value: u64, bytes: i64| value.saturating_add_signed(bytes);
+        for delta in &tracker.deltas {
+            let index = *by_stack.entry(delta.stack).or_insert_with(|| {
+                let name = resolver.heap_component(delta.stack).to_string();
+                *by_name.entry(name.clone()).or_insert_with(|| {
+                    components.push((name, StepSeries::new(buckets)));
+                    components.len() - 1
+                })
+            });
+            let series = &mut components[index].1;
+            series.set(delta.time_ns, moved(series.current(), delta.bytes));
+            total.set(delta.time_ns, moved(total.current(), delta.bytes));
+            totals.push((delta.time_ns, total.current()));
+        }
+        Requested {
+            components,
+            total: if totals.is_empty() {
+                Vec::new()
+            } else {
+                total.points()
+            },
+            totals,
+        }
+    }
+}
+
+/// One snapshot, attributed.
+struct Attributed {
+    summary: SnapshotSummary,
+    held: BTreeMap<String, Residency>,
+}
+
+fn attribute(
+    snapshot: &PendingSnapshot,
+    tracker: &ImageTracker,
+    resolver: &mut Resolver,
+) -> Attributed {
+    let executable_files: BTreeSet<&str> = snapshot
+        .mappings
+        .iter()
+        .filter(|mapping| mapping.flags & MAPPING_EXECUTE != 0)
+        .map(|mapping| mapping.path.as_str())
+        .collect();
+    let facts = ImageFacts {
+        scratch_pages: &tracker.scratch_pages,
+        modules: &tracker.modules,
+        executable_files: &executable_files,
+    };
+    let mut summary = SnapshotSummary {
+        time_ns: snapshot.time_ns,
+        reason: snapshot.reason,
+        cost_ns: snapshot.cost_ns,
+        mappings: snapshot.mappings.len() as u64,
+        rss: 0,
+        pss: 0,
+        swap: 0,
+        arena_rss: 0,
+        arena_requested: 0,
+        arena_overhead_rss: 0,
+    };
+    let mut held: BTreeMap<String, Residency> = BTreeMap::new();
+    let mut add = |name: &str, residency: Residency| {
+        held.entry(name.to_string()).or_default().add(residency);
+    };
+    for mapping in &snapshot.mappings {
+        let residency = Residency {
+            rss: mapping.rss,
+            pss: mapping.pss,
+            swap: mapping.swap,
+        };
+        summary.rss += mapping.rss;
+        summary.pss += mapping.pss;
+        summary.swap += mapping.swap;
+        match holder(mapping, &facts, resolver) {
+            Holder::Component(name) => add(&name, residency),
+            Holder::Arena => {
+                // Live bytes by component, in name order so that ties split the same way.
+                let mut live: BTreeMap<String, u64> = BTreeMap::new();
+                for &(stack, bytes) in &mapping.live {
+                    *live
+                        .entry(resolver.heap_component(stack).to_string())
+                        .or_default() += bytes;
+                }
+                let weights: Vec<u64> = live.values().copied().collect();
+                let arena = split(residency, &weights);
+                for (name, share) in live.keys().zip(arena.shares) {
+                    add(name, share);
+                }
+                add(OVERHEAD, arena.overhead);
+                summary.arena_rss += mapping.rss;
+                summary.arena_requested += arena.requested;
+                summary.arena_overhead_rss += arena.overhead.rss;
+            }
+        }
+    }
+    Attributed { summary, held }
+}

@@ -1,0 +1,150 @@
+//! What the replay keeps of one open image for its components: heap deltas (resolved to
+//! components once the image's symbols are known), live blocks by address, the ranges its
+//! mapping calls created, and its smaps snapshots as they stood at their time.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use super::ranges::{CreatedRanges, Creator};
+use crate::trace::format::{MapCall, MappingResidency, SnapshotReason};
+use crate::trace::stacks::StackId;
+
+/// A change of live requested bytes by a stack's blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct HeapDelta {
+    pub time_ns: u64,
+    pub stack: StackId,
+    pub bytes: i64,
+}
+
+/// One mapping of a snapshot, with what the image's state said about it at the time.
+#[derive(Debug, Clone)]
+pub(super) struct PendingMapping {
+    pub start: u64,
+    pub end: u64,
+    pub flags: u8,
+    pub path: String,
+    pub rss: u64,
+    pub pss: u64,
+    pub swap: u64,
+    /// The recorded call that created the range holding `start`.
+    pub creator: Option<Creator>,
+    /// Live requested bytes of the blocks starting inside, by allocating stack.
+    pub live: Vec<(StackId, u64)>,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct PendingSnapshot {
+    pub time_ns: u64,
+    pub reason: SnapshotReason,
+    pub cost_ns: u64,
+    pub mappings: Vec<PendingMapping>,
+}
+
+/// Per-image state kept during the replay.
+#[derive(Debug, Default)]
+pub(in crate::analysis) struct ImageTracker {
+    /// Live blocks: address -> (size, stack).
+    live: BTreeMap<u64, (u64, StackId)>,
+    pub(super) deltas: Vec<HeapDelta>,
+    ranges: CreatedRanges,
+    pub(super) scratch_pages: Vec<u64>,
+    pub(super) modules: BTreeSet<String>,
+    pub(super) snapshots: Vec<PendingSnapshot>,
+}
+
+impl ImageTracker {
+    /// A block created (malloc and friends, realloc's new block).
+    pub fn allocated(&mut self, time_ns: u64, address: u64, size: u64, stack: StackId) {
+        if address == 0 {
+            return;
+        }
+        // Handed out again while thought live: its free was missed.
+        self.freed(time_ns, address);
+        self.live.insert(address, (size, stack));
+        self.push(time_ns, stack, size as i64);
+    }
+
+    /// A block released (free, realloc's old block); unknown addresses change nothing.
+    pub fn freed(&mut self, time_ns: u64, address: u64) {
+        if let Some((size, stack)) = self.live.remove(&address) {
+            self.push(time_ns, stack, -(size as i64));
+        }
+    }
+
+    /// realloc, with the same outcomes as the heap replay: success moves the block, NULL
+    /// with size 0 frees it, NULL with a size fails and keeps it.
+    pub fn reallocated(&mut self, time_ns: u64, addresses: (u64, u64), size: u64, stack: StackId) {
+        let (old_address, new_address) = addresses;
+        if new_address != 0 {
+            self.freed(time_ns, old_address);
+            self.allocated(time_ns, new_address, size, stack);
+        } else if size == 0 {
+            self.freed(time_ns, old_address);
+        }
+    }
+
+    pub fn mapping(&mut self, call: MapCall, args: &[u64; 6], result: i64, stack: StackId) {
+        self.ranges.apply(call, args, result, stack);
+    }
+
+    pub fn scratch_page(&mut self, address: u64) {
+        self.scratch_pages.push(address);
+    }
+
+    pub fn module(&mut self, path: &str) {
+        if !self.modules.contains(path) {
+            self.modules.insert(path.to_string());
+        }
+    }
+
+    /// Takes a snapshot in at the current heap and mapping state.
+    pub fn snapshot(
+        &mut self,
+        (time_ns, reason, cost_ns): (u64, SnapshotReason, u64),
+        mappings: &[MappingResidency],
+    ) {
+        let mappings = mappings
+            .iter()
+            .map(|mapping| PendingMapping {
+                start: mapping.start,
+                end: mapping.end,
+                flags: mapping.flags,
+                path: mapping.path.clone(),
+                rss: mapping.rss,
+                pss: mapping.pss,
+                swap: mapping.swap,
+                creator: self.ranges.creator(mapping.start),
+                live: self.live_inside(mapping.start, mapping.end),
+            })
+            .collect();
+        self.snapshots.push(PendingSnapshot {
+            time_ns,
+            reason,
+            cost_ns,
+            mappings,
+        });
+    }
+
+    fn live_inside(&self, start: u64, end: u64) -> Vec<(StackId, u64)> {
+        if end <= start {
+            return Vec::new();
+        }
+        let mut by_stack: HashMap<StackId, u64> = HashMap::new();
+        for (size, stack) in self.live.range(start..end).map(|(_, block)| *block) {
+            *by_stack.entry(stack).or_default() += size;
+        }
+        let mut live: Vec<(StackId, u64)> = by_stack.into_iter().collect();
+        live.sort_unstable();
+        live
+    }
+
+    fn push(&mut self, time_ns: u64, stack: StackId, bytes: i64) {
+        if bytes != 0 {
+            self.deltas.push(HeapDelta {
+                time_ns,
+                stack,
+                bytes,
+            });
+        }
+    }
+}
