@@ -68,6 +68,10 @@ pub(super) fn holder(
 
 fn file_holder(mapping: &PendingMapping, facts: &ImageFacts, resolver: &mut Resolver) -> Holder {
     let path = mapping.path.as_str();
+    // A user rule names any file, data files and shared memory included.
+    if let Some(name) = resolver.classifier.user_component(path) {
+        return Holder::Component(name);
+    }
     let shared_memory = ["/SYSV", "/dev/shm/", "/memfd:"]
         .iter()
         .any(|prefix| path.starts_with(prefix));

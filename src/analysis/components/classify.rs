@@ -49,6 +49,27 @@ const LIBC_PREFIXES: &[&str] = &[
 ];
 
 /// Kernel-provided pseudo-files, part of every process's C runtime.
+/// Functions of glibc and musl that allocate for their own needs (stdio buffers, the dynamic
+/// linker, locales, exit handlers, name services): in a static binary they are not in a
+/// library of their own, so their names tell.
+const LIBC_FUNCTION_PREFIXES: &[&str] = &[
+    "_IO_",
+    "__libc_",
+    "_dl_",
+    "__GI_",
+    "_nl_",
+    "__nss_",
+    "__gconv",
+    "__tz",
+    "__new_exitfn",
+    "__cxa_atexit",
+    "__fopen",
+    "__vfprintf",
+    "__printf",
+    "setlocale",
+    "__register_atfork",
+];
+
 pub(super) const KERNEL_PSEUDO_FILES: &[&str] = &["[vdso]", "[vvar]", "[vsyscall]"];
 
 /// Classifies module paths and stacks of one image.
@@ -117,10 +138,25 @@ impl<'a> Classifier<'a> {
         if frames.iter().any(mpi_frame) {
             return MPI.to_string();
         }
-        match frames.iter().find(|frame| !frame.module.is_empty()) {
-            Some(frame) => self.module(&frame.module),
-            None => UNKNOWN.to_string(),
+        let Some(frame) = frames.iter().find(|frame| !frame.module.is_empty()) else {
+            return UNKNOWN.to_string();
+        };
+        let component = self.module(&frame.module);
+        // A static binary holds its C library: its internals are known by name.
+        let libc_internal = LIBC_FUNCTION_PREFIXES
+            .iter()
+            .any(|prefix| frame.function.starts_with(prefix));
+        if component == APP && libc_internal {
+            return LIBC.to_string();
         }
+        component
+    }
+
+    /// The component a user rule gives `path`, if any.
+    pub fn user_component(&self, path: &str) -> Option<String> {
+        self.rules
+            .first_match(std::iter::once(path))
+            .map(str::to_string)
     }
 
     fn is_mpi_module(&self, file: &str) -> bool {

@@ -27,9 +27,10 @@ const MALLOC_MMAP: StackId = 8; // __mmap64, sysmalloc, malloc, solver_step, mai
 const THREAD_MMAP: StackId = 11; // __mmap64, allocate_stack, pthread_create, main
 const HDF5_MMAP: StackId = 12; // __mmap64, H5Dread, main
 const NAMELESS: StackId = 13; // an address with no symbol
+const STATIC_STDIO: StackId = 14; // _IO_file_doallocate (in the executable)
 
 /// The stack tree: (parent, address), ids from 1.
-const NODES: [(StackId, u64); 13] = [
+const NODES: [(StackId, u64); 14] = [
     (0, 0x1000),
     (1, 0x2000),
     (1, 0x3000),
@@ -43,9 +44,10 @@ const NODES: [(StackId, u64); 13] = [
     (10, 0x5200),
     (4, 0x5200),
     (0, 0x9999),
+    (0, 0xa000),
 ];
 
-const SYMBOLS: [(u64, &str, &str); 10] = [
+const SYMBOLS: [(u64, &str, &str); 11] = [
     (0x1000, "main", EXE),
     (0x2000, "solver_step", EXE),
     (0x3000, "MPI_Init", LIBMPI),
@@ -56,6 +58,7 @@ const SYMBOLS: [(u64, &str, &str); 10] = [
     (0x6000, "H5Dread", LIBHDF5),
     (0x7000, "ompi_static_thing", EXE),
     (0x8000, "sysmalloc", LIBC),
+    (0xa000, "_IO_file_doallocate", EXE),
 ];
 
 /// An image of PID 100 from 0 to `end_ns`: start, exec, modules and stack nodes, then
@@ -290,6 +293,7 @@ fn one_block_per_stack() -> Vec<Record> {
             alloc(30, 0x3_0000, 400, HDF5),
             alloc(40, 0x4_0000, 800, STATIC_MPI),
             alloc(50, 0x5_0000, 1600, NAMELESS),
+            alloc(60, 0x6_0000, 3200, STATIC_STDIO),
         ],
     )
 }
@@ -306,6 +310,8 @@ fn stacks_are_classified_by_rules_mpi_frames_and_their_first_module() {
     assert_eq!(
         peaks,
         [
+            // The C library's own buffer, by its name, though it is in the executable.
+            ("libc", 3200),
             ("unknown", 1600),
             ("mpi", 1000),
             ("libhdf5.so", 400),
@@ -627,6 +633,74 @@ fn interleaved_frees_that_leave_rss_up_warn_of_fragmentation() {
     assert_eq!(
         rss,
         [(1_000_000_000, 9 * MIB), (2_000_000_000, 9 * MIB - MIB / 2)]
+    );
+}
+
+#[test]
+fn the_warning_names_the_deepest_fall() {
+    let mut records = freeing_image(false, 9 * MIB - MIB / 2);
+    // Sampled half-way through the frees (20 of 32 freed): a fall too, but not the deepest.
+    let halfway = records
+        .iter()
+        .position(
+            |record| matches!(record, Record::Free { time_ns, .. } if *time_ns == 1_500_000_040),
+        )
+        .unwrap();
+    records.insert(halfway, status(1_500_000_039, 9 * MIB));
+    let image = analyzed(&records);
+    assert_eq!(image.warnings.len(), 1);
+    assert!(
+        image.warnings[0].contains("from 8.0 MiB to 4.0 MiB at 2.00 s"),
+        "{}",
+        image.warnings[0]
+    );
+}
+
+#[test]
+fn a_user_rule_names_data_files_and_shared_memory() {
+    let rw = MAPPING_READ | MAPPING_WRITE;
+    let records = image(
+        1000,
+        vec![
+            mmap(10, 0x7100_0000, 0x10000, 0x01, HDF5_MMAP),
+            snapshot(
+                100,
+                vec![
+                    region(
+                        0x7100_0000,
+                        0x7101_0000,
+                        MAPPING_SHARED,
+                        "/data/t.bin",
+                        1 << 16,
+                        100,
+                    ),
+                    region(
+                        0x7400_0000,
+                        0x7401_0000,
+                        MAPPING_SHARED,
+                        "/dev/shm/psm2",
+                        1 << 13,
+                        7,
+                    ),
+                    region(
+                        0x7700_0000,
+                        0x7701_0000,
+                        rw,
+                        "/data/other.bin",
+                        6 << 12,
+                        6 << 12,
+                    ),
+                ],
+            ),
+        ],
+    );
+    let image = analyzed_with(&records, &["data=^/data/", "transport=psm"]);
+    assert_eq!(
+        first_snapshot(&image),
+        held(&[
+            ("data", (1 << 16) + (6 << 12), 100 + (6 << 12)),
+            ("transport", 1 << 13, 7),
+        ])
     );
 }
 
