@@ -5,3 +5,5 @@ pub mod html_report;
 pub mod json;
 mod json_sites;
 pub mod text;
+#[cfg(test)]
+mod test_data;
