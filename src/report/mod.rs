@@ -3,6 +3,7 @@ pub mod folded;
 pub mod html;
 pub mod html_report;
 pub mod json;
+mod json_components;
 mod json_sites;
 pub mod text;
 #[cfg(test)]
