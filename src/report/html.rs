@@ -17,6 +17,8 @@
 //! C++ runtime and the dynamic linker (see `is_runtime_frame`), drawn in a blue family
 //! instead of the warm colors of the others.
 
+pub mod charts;
+
 use std::collections::HashMap;
 use std::io::Write;
 
@@ -61,6 +63,18 @@ pub fn render(
     graphs: &[FlameGraph],
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
+    render_with_sections(title, summary, graphs, &[], out)
+}
+
+/// `render`, with `sections` (HTML written as is, e.g. `charts::process_section`) after the
+/// flamegraphs.
+pub fn render_with_sections(
+    title: &str,
+    summary: &[String],
+    graphs: &[FlameGraph],
+    sections: &[String],
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
     let merged: Vec<Merged> = graphs.iter().map(Merged::new).collect();
     let title = escape(title);
     writeln!(out, "<!DOCTYPE html>")?;
@@ -95,6 +109,9 @@ pub fn render(
     } else {
         render_controls(graphs, out)?;
         render_sections(graphs, &merged, out)?;
+    }
+    for section in sections {
+        out.write_all(section.as_bytes())?;
     }
     writeln!(out, "<div id=\"tooltip\" hidden></div>")?;
     writeln!(
