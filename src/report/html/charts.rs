@@ -1,7 +1,7 @@
 //! "Memory over time": inline SVG charts of a process image's components, drawn here so the
 //! page shows them without JavaScript and without fetching anything.
 //!
-//! Per image, three charts sharing one time axis (seconds since the recording started):
+//! Per image, its warnings, then three charts sharing one time axis (seconds since the recording started):
 //! `data-chart="requested"`, live requested bytes stacked by component; `data-chart="rss"`,
 //! the RSS each smaps snapshot attributed to each component, stacked; `data-chart="totals"`,
 //! the process-wide requested bytes, RSS and PSS as lines. Each series is one `<path>` with
@@ -78,6 +78,14 @@ pub fn process_section(image: &ProcessAnalysis, index: usize) -> String {
         image.pid,
         escape(&image.exe)
     );
+    // Warnings (a "fragmentation:" one among them) say how far to trust the charts.
+    if !image.warnings.is_empty() {
+        html.push_str("<ul class=\"warnings\">\n");
+        for warning in &image.warnings {
+            let _ = writeln!(html, "<li>{}</li>", escape(warning));
+        }
+        html.push_str("</ul>\n");
+    }
     let timeline = &components.timeline;
     let has_totals =
         !(timeline.requested.is_empty() && timeline.rss.is_empty() && timeline.pss.is_empty());

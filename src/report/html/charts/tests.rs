@@ -163,7 +163,8 @@ fn legend_lists_every_component_with_its_colour() {
         "<section class=\"timelines\" id=\"timelines-0\" data-pid=\"100\">\n\
          <h2>Memory over time: 100 /bin/app</h2>\n"
     ));
-    let legend = &html[html.find("<ul class=\"legend\">").unwrap()..html.find("</ul>").unwrap()];
+    let legend = &html[html.find("<ul class=\"legend\">").unwrap()..];
+    let legend = &legend[..legend.find("</ul>").unwrap()];
     assert_eq!(legend.matches("<li ").count(), 3);
     assert!(legend.contains(
         "<li data-component=\"libc\"><svg class=\"swatch\" width=\"12\" height=\"12\" \
@@ -187,6 +188,21 @@ fn colours_are_stable_and_names_escaped() {
     let drawn = series(chart(&html, "rss"));
     assert!(drawn.is_empty(), "no resident points: no series");
     assert!(chart(&html, "rss").contains(">no data</text>"));
+}
+
+#[test]
+fn warnings_come_before_the_charts() {
+    let mut analysis = components_analysis();
+    analysis.processes[0]
+        .warnings
+        .push("fragmentation: <2.00 KiB> of the arenas hold no live block".to_string());
+    let html = process_section(&analysis.processes[0], 0);
+    let warnings = html.find("<ul class=\"warnings\">").expect("the warnings");
+    assert!(warnings < html.find("<svg").unwrap());
+    assert!(html.contains(
+        "<li>no allocator symbols in /usr/lib/libjit.so</li>\n<li>fragmentation: &lt;2.00 \
+         KiB&gt; of the arenas hold no live block</li>\n</ul>"
+    ));
 }
 
 #[test]
