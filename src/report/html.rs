@@ -1,4 +1,6 @@
-//! The HTML report: one self-contained page with an interactive flamegraph per metric.
+//! The HTML report: one self-contained page with an interactive flamegraph per metric, then
+//! any sections the caller adds (the charts of memory over time, `charts.rs`, inline SVG that
+//! needs no script).
 //!
 //! Nothing on the page is fetched: the style sheet and the script (`html/page.css`,
 //! `html/flame.js`) are inlined, and a Content-Security-Policy of `default-src 'none'` makes
