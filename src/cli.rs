@@ -66,7 +66,10 @@ pub enum Command {
     Report {
         /// `text` for people, `json` for programs (schema memsup-report, version 2),
         /// `folded` for flame graphs (one `frame;frame;frame VALUE` line per call stack),
-        /// `html` for one self-contained page with a flame graph per metric.
+        /// `html` for one self-contained page with a flame graph per metric and charts of
+        /// memory over time, `csv` for the timelines in long form
+        /// (`pid,image_start_ns,time_ns,component,metric,bytes`), `perfetto` for the timelines
+        /// as counter tracks of a Chrome trace (ui.perfetto.dev, chrome://tracing).
         #[arg(short, long, value_enum, default_value_t = Format::Text)]
         format: Format,
         /// Call sites per list of the text report (other formats list them all).
@@ -181,6 +184,8 @@ pub enum Format {
     Json,
     Folded,
     Html,
+    Csv,
+    Perfetto,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -283,6 +288,18 @@ mod tests {
             }
             other => panic!("parsed as {other:?}"),
         }
+    }
+
+    #[test]
+    fn csv_and_perfetto_are_report_formats() {
+        for (name, expected) in [("csv", Format::Csv), ("perfetto", Format::Perfetto)] {
+            let cli = Cli::parse_from(["memsup", "report", "--format", name, "p.msup"]);
+            match cli.command {
+                Command::Report { format, .. } => assert_eq!(format, expected),
+                other => panic!("parsed as {other:?}"),
+            }
+        }
+        assert!(Cli::try_parse_from(["memsup", "report", "--format", "svg", "p.msup"]).is_err());
     }
 
     #[test]

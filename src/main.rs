@@ -97,6 +97,8 @@ fn execute(command: Command) -> Result<i32> {
                 Format::Json => report::json::render(&analysis, &mut out),
                 Format::Folded => report::folded::render(&analysis, metric.metric(), &mut out),
                 Format::Html => report::html_report::render(&analysis, &mut out),
+                Format::Csv => report::csv::render(&analysis, &mut out),
+                Format::Perfetto => report::perfetto::render(&analysis, &mut out),
             };
             match rendered.and_then(|_| out.flush()) {
                 // A reader that stopped early (`| head`) is not an error.

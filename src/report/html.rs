@@ -1,4 +1,6 @@
-//! The HTML report: one self-contained page with an interactive flamegraph per metric.
+//! The HTML report: one self-contained page with an interactive flamegraph per metric, then
+//! any sections the caller adds (the charts of memory over time, `charts.rs`, inline SVG that
+//! needs no script).
 //!
 //! Nothing on the page is fetched: the style sheet and the script (`html/page.css`,
 //! `html/flame.js`) are inlined, and a Content-Security-Policy of `default-src 'none'` makes
@@ -16,6 +18,8 @@
 //! the stacks through the node, `total` the root's. `runtime` lists the frames of the C and
 //! C++ runtime and the dynamic linker (see `is_runtime_frame`), drawn in a blue family
 //! instead of the warm colors of the others.
+
+pub mod charts;
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -61,6 +65,18 @@ pub fn render(
     graphs: &[FlameGraph],
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
+    render_with_sections(title, summary, graphs, &[], out)
+}
+
+/// `render`, with `sections` (HTML written as is, e.g. `charts::process_section`) after the
+/// flamegraphs.
+pub fn render_with_sections(
+    title: &str,
+    summary: &[String],
+    graphs: &[FlameGraph],
+    sections: &[String],
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
     let merged: Vec<Merged> = graphs.iter().map(Merged::new).collect();
     let title = escape(title);
     writeln!(out, "<!DOCTYPE html>")?;
@@ -95,6 +111,9 @@ pub fn render(
     } else {
         render_controls(graphs, out)?;
         render_sections(graphs, &merged, out)?;
+    }
+    for section in sections {
+        out.write_all(section.as_bytes())?;
     }
     writeln!(out, "<div id=\"tooltip\" hidden></div>")?;
     writeln!(

@@ -1,9 +1,11 @@
-//! `memsup report --format html`: the flamegraph page of a profile, one graph per metric.
+//! `memsup report --format html`: the flamegraph page of a profile, one graph per metric,
+//! then the charts of memory over time of each process image.
 
 use std::io::Write;
 
 use super::folded::{stacks, Metric};
-use super::html::{render as render_page, FlameGraph};
+use super::html::charts::process_section;
+use super::html::{render_with_sections, FlameGraph};
 use super::text::human_bytes;
 use crate::analysis::Analysis;
 
@@ -57,5 +59,11 @@ pub fn render(analysis: &Analysis, out: &mut dyn Write) -> std::io::Result<()> {
         })
         .collect();
     let title = analysis.profile.target.join(" ");
-    render_page(&title, &summary(analysis), &graphs, out)
+    let sections: Vec<String> = analysis
+        .processes
+        .iter()
+        .enumerate()
+        .map(|(index, image)| process_section(image, index))
+        .collect();
+    render_with_sections(&title, &summary(analysis), &graphs, &sections, out)
 }

@@ -7,6 +7,7 @@ use std::io::Write;
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
+use super::json_components::{ComponentJson, SnapshotJson, TimelineJson};
 use super::json_sites::{MappingSiteJson, SiteJson};
 use crate::analysis::{
     cause_name, mode_name, Analysis, MappingStats, ProcessAnalysis, ProfileInfo, ResidencySummary,
@@ -94,6 +95,9 @@ struct ProcessJson<'a> {
     /// Field order of `ProbeCounters` is the documented key order.
     probes: &'a ProbeCounters,
     residency: ResidencyJson,
+    components: Vec<ComponentJson<'a>>,
+    snapshots: Vec<SnapshotJson>,
+    timeline: TimelineJson,
     sites: Vec<SiteJson<'a>>,
     mapping_sites: Vec<MappingSiteJson<'a>>,
     warnings: &'a [String],
@@ -134,6 +138,14 @@ impl<'a> ProcessJson<'a> {
             mappings: MappingsJson::new(&image.mappings),
             probes: &image.probes,
             residency: ResidencyJson::new(&image.residency),
+            components: ComponentJson::list(&image.components),
+            snapshots: image
+                .components
+                .snapshots
+                .iter()
+                .map(SnapshotJson::new)
+                .collect(),
+            timeline: TimelineJson::new(&image.components.timeline),
             sites: image.sites.iter().map(SiteJson::new).collect(),
             mapping_sites: image
                 .mapping_sites
@@ -402,6 +414,10 @@ mod tests {
             "largest_allocation",
             "mappings",
             "probes",
+            "residency",
+            "components",
+            "snapshots",
+            "timeline",
             "sites",
             "mapping_sites",
             "warnings",
@@ -452,6 +468,103 @@ mod tests {
                 "leaked_blocks",
             ],
         ));
+    }
+
+    #[test]
+    fn components_snapshots_and_timeline() {
+        let analysis = crate::report::test_data::components_analysis();
+        let mut out = Vec::new();
+        render(&analysis, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let json: Value = serde_json::from_str(&text).unwrap();
+        let process = &json["processes"][0];
+        assert_eq!(process["components"].as_array().unwrap().len(), 3);
+        assert_eq!(
+            process["components"][0],
+            serde_json::json!({
+                "name": "app",
+                "peak_requested_bytes": 3000,
+                "peak_rss_bytes": 8192,
+                "peak_pss_bytes": 6144,
+                "peak_swap_bytes": 0,
+                "requested_timeline": [[1000, 1000], [2000, 3000], [3000, 2000]],
+                "resident_timeline": [[1500, 4096, 4096, 0], [2500, 8192, 6144, 0]]
+            })
+        );
+        assert_eq!(process["components"][1]["peak_swap_bytes"], 4096);
+        assert_eq!(process["components"][2]["name"], "overhead");
+        assert_eq!(
+            process["components"][2]["requested_timeline"],
+            serde_json::json!([])
+        );
+        assert_eq!(
+            process["snapshots"],
+            serde_json::json!([
+                {
+                    "time_ns": 1500, "reason": "start", "cost_ns": 300000, "mappings": 40,
+                    "rss": 8192, "pss": 6144, "swap": 0,
+                    "arena_rss": 4096, "arena_requested": 1500, "arena_overhead_rss": 0
+                },
+                {
+                    "time_ns": 2500, "reason": "exit", "cost_ns": 200000, "mappings": 42,
+                    "rss": 14336, "pss": 10240, "swap": 4096,
+                    "arena_rss": 6144, "arena_requested": 3500, "arena_overhead_rss": 2048
+                }
+            ])
+        );
+        assert_eq!(
+            process["timeline"],
+            serde_json::json!({
+                "requested": [[1000, 1500], [2000, 3500], [3000, 2000]],
+                "rss": [[1000, 10000], [2000, 20000], [3000, 16000]],
+                "pss": [[1000, 9000], [2000, 18000], [3000, 15000]],
+                "swap": [[1000, 0], [2000, 4096], [3000, 4096]]
+            })
+        );
+        // Documented key order inside a component and a snapshot.
+        let component = &text[text.find("\"components\"").unwrap()..];
+        assert_ascending(&key_order(
+            component,
+            &[
+                "name",
+                "peak_requested_bytes",
+                "peak_rss_bytes",
+                "peak_pss_bytes",
+                "peak_swap_bytes",
+                "requested_timeline",
+                "resident_timeline",
+            ],
+        ));
+        let snapshot = &text[text.find("\"snapshots\"").unwrap()..];
+        assert_ascending(&key_order(
+            snapshot,
+            &[
+                "time_ns",
+                "reason",
+                "cost_ns",
+                "mappings",
+                "rss",
+                "pss",
+                "swap",
+                "arena_rss",
+                "arena_requested",
+                "arena_overhead_rss",
+                "timeline",
+                "requested",
+            ],
+        ));
+    }
+
+    #[test]
+    fn an_image_without_components_has_empty_lists() {
+        let json: Value = serde_json::from_str(&rendered()).unwrap();
+        let process = &json["processes"][0];
+        assert_eq!(process["components"], serde_json::json!([]));
+        assert_eq!(process["snapshots"], serde_json::json!([]));
+        assert_eq!(
+            process["timeline"],
+            serde_json::json!({"requested": [], "rss": [], "pss": [], "swap": []})
+        );
     }
 
     #[test]

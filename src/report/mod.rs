@@ -1,7 +1,13 @@
 //! Renderers of an `Analysis`, and the HTML flamegraph page.
+pub mod csv;
 pub mod folded;
 pub mod html;
 pub mod html_report;
 pub mod json;
+mod json_components;
 mod json_sites;
+pub mod perfetto;
+pub mod series;
+#[cfg(test)]
+mod test_data;
 pub mod text;

@@ -1,6 +1,9 @@
 //! The human-readable summary: a header about the recording, then one block per process image.
 
+mod components;
 mod sites;
+
+pub use components::short_bytes;
 
 use std::io::Write;
 
@@ -72,6 +75,7 @@ fn render_process(image: &ProcessAnalysis, top: usize, out: &mut dyn Write) -> s
     for (label, value) in rows {
         writeln!(out, "  {label:<LABEL_WIDTH$} {value}")?;
     }
+    components::render_components(&image.components, out)?;
     for (position, warning) in image.warnings.iter().enumerate() {
         let label = if position == 0 { "warnings" } else { "" };
         writeln!(out, "  {label:<LABEL_WIDTH$} {warning}")?;
@@ -245,17 +249,10 @@ fn signal_name(signal: i32) -> Option<&'static str> {
 
 /// "100 bytes", or "1.50 MiB (1572864 bytes)" from 1 KiB up.
 pub fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
     if bytes < 1024 {
         return plural(bytes, "byte");
     }
-    let mut scaled = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while scaled >= 1024.0 && unit + 1 < UNITS.len() {
-        scaled /= 1024.0;
-        unit += 1;
-    }
-    format!("{scaled:.2} {} ({bytes} bytes)", UNITS[unit])
+    format!("{} ({bytes} bytes)", short_bytes(bytes))
 }
 
 /// "850 ns", "1.30 µs", "12.50 ms", "3.20 s", "2 min 5.00 s".

@@ -9,6 +9,7 @@ mod alloc_script;
 mod attach;
 mod bad_input;
 mod code_patch;
+mod component_reports;
 mod cxx_exceptions;
 mod dispositions;
 mod dlopen;

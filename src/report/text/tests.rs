@@ -192,3 +192,53 @@ fn units() {
         "killed by signal 99"
     );
 }
+
+#[test]
+fn components_table_and_arenas() {
+    let mut analysis = crate::report::test_data::components_analysis();
+    analysis.processes[0]
+        .warnings
+        .push("fragmentation: 2.00 KiB of the arenas hold no live block".to_string());
+    let mut out = Vec::new();
+    render(&analysis, DEFAULT_TOP, &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let table = &text[text.find("  components (peaks)").expect("the table")..];
+    let expected = "  components (peaks)      requested          RSS          PSS         swap
+    app                    2.93 KiB     8.00 KiB     6.00 KiB      0 bytes
+    libc                  500 bytes     4.00 KiB     2.00 KiB     4.00 KiB
+    overhead                0 bytes     2.00 KiB     2.00 KiB      0 bytes
+  smaps snapshots      2, costing 500.00 µs; the last (exit) 2.50 µs into the recording
+  allocator arenas     6.00 KiB resident, 3.42 KiB requested live, 2.00 KiB overhead (last snapshot)
+  warnings             no allocator symbols in /usr/lib/libjit.so
+                       fragmentation: 2.00 KiB of the arenas hold no live block
+";
+    assert!(table.starts_with(expected), "{table}");
+    // The rows before the table are unchanged, and no image without components gets one.
+    assert_lines(
+        &text,
+        &["  probes               40 stops, 1 single-step, 1 stop-the-world fallback"],
+    );
+    let plain = rendered(&heap_profile());
+    assert!(!plain.contains("components (peaks)"));
+    assert!(!plain.contains("allocator arenas"));
+}
+
+#[test]
+fn a_long_component_name_widens_the_name_column() {
+    let mut analysis = crate::report::test_data::components_analysis();
+    let components = &mut analysis.processes[0].components;
+    components.components[1].name = "libverylongname.so.1.2.3".to_string();
+    components.snapshots.clear();
+    let mut out = Vec::new();
+    render(&analysis, DEFAULT_TOP, &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert_lines(
+        &text,
+        &[
+            "  components (peaks)            requested          RSS          PSS         swap",
+            "    app                          2.93 KiB     8.00 KiB     6.00 KiB      0 bytes",
+            "    libverylongname.so.1.2.3    500 bytes     4.00 KiB     2.00 KiB     4.00 KiB",
+        ],
+    );
+    assert!(!text.contains("smaps snapshots"), "no snapshot, no line");
+}

@@ -1,0 +1,98 @@
+//! The components of a process image in the JSON report (docs/report-json.md): who held its
+//! memory over time, its smaps snapshots and its process-wide timeline.
+
+use crate::analysis::components::{
+    Component, Components, ProcessTimeline, SnapshotSummary, TimePoint,
+};
+
+#[derive(serde::Serialize)]
+pub(super) struct ComponentJson<'a> {
+    name: &'a str,
+    peak_requested_bytes: u64,
+    peak_rss_bytes: u64,
+    peak_pss_bytes: u64,
+    peak_swap_bytes: u64,
+    /// [time_ns, bytes]
+    requested_timeline: Vec<(u64, u64)>,
+    /// [time_ns, rss, pss, swap]
+    resident_timeline: Vec<(u64, u64, u64, u64)>,
+}
+
+impl<'a> ComponentJson<'a> {
+    pub(super) fn new(component: &'a Component) -> Self {
+        ComponentJson {
+            name: &component.name,
+            peak_requested_bytes: component.peak_requested_bytes,
+            peak_rss_bytes: component.peak_rss_bytes,
+            peak_pss_bytes: component.peak_pss_bytes,
+            peak_swap_bytes: component.peak_swap_bytes,
+            requested_timeline: pairs(&component.requested),
+            resident_timeline: component
+                .resident
+                .iter()
+                .map(|point| (point.time_ns, point.rss, point.pss, point.swap))
+                .collect(),
+        }
+    }
+
+    pub(super) fn list(components: &'a Components) -> Vec<Self> {
+        components.components.iter().map(Self::new).collect()
+    }
+}
+
+#[derive(serde::Serialize)]
+pub(super) struct SnapshotJson {
+    time_ns: u64,
+    reason: &'static str,
+    cost_ns: u64,
+    mappings: u64,
+    rss: u64,
+    pss: u64,
+    swap: u64,
+    arena_rss: u64,
+    arena_requested: u64,
+    arena_overhead_rss: u64,
+}
+
+impl SnapshotJson {
+    pub(super) fn new(snapshot: &SnapshotSummary) -> Self {
+        SnapshotJson {
+            time_ns: snapshot.time_ns,
+            reason: snapshot.reason.name(),
+            cost_ns: snapshot.cost_ns,
+            mappings: snapshot.mappings,
+            rss: snapshot.rss,
+            pss: snapshot.pss,
+            swap: snapshot.swap,
+            arena_rss: snapshot.arena_rss,
+            arena_requested: snapshot.arena_requested,
+            arena_overhead_rss: snapshot.arena_overhead_rss,
+        }
+    }
+}
+
+#[derive(serde::Serialize)]
+pub(super) struct TimelineJson {
+    requested: Vec<(u64, u64)>,
+    rss: Vec<(u64, u64)>,
+    pss: Vec<(u64, u64)>,
+    swap: Vec<(u64, u64)>,
+}
+
+impl TimelineJson {
+    pub(super) fn new(timeline: &ProcessTimeline) -> Self {
+        TimelineJson {
+            requested: pairs(&timeline.requested),
+            rss: pairs(&timeline.rss),
+            pss: pairs(&timeline.pss),
+            swap: pairs(&timeline.swap),
+        }
+    }
+}
+
+fn pairs(points: &[TimePoint]) -> Vec<(u64, u64)> {
+    points
+        .iter()
+        .map(|point| (point.time_ns, point.bytes))
+        .collect()
+}

@@ -1,0 +1,119 @@
+//! A hand-built analysis with known components, shared by the renderers' tests.
+//!
+//! One image (pid 100, started 1000 ns into the recording) with three components:
+//!
+//! | component | requested (t ns: bytes)         | resident at 1500 / 2500 ns (rss, pss, swap)  |
+//! |-----------|---------------------------------|-----------------------------------------------|
+//! | app       | 1000: 1000, 2000: 3000, 3000: 2000 | (4096, 4096, 0) / (8192, 6144, 0)          |
+//! | libc      | 1000: 500, 2000: 500, 3000: 0   | (4096, 2048, 0) / (4096, 2048, 4096)          |
+//! | overhead  | none                            | (0, 0, 0) / (2048, 2048, 0)                   |
+//!
+//! Stacked requested bytes: 1500, 3500, 2000 (highest 3500 at 2000 ns); stacked RSS: 8192,
+//! 14336 (highest at 2500 ns). Process totals: requested 1500, 3500, 2000; RSS 10000, 20000,
+//! 16000; PSS 9000, 18000, 15000; swap 0, 4096, 4096 at 1000, 2000, 3000 ns.
+
+use std::path::Path;
+
+use crate::analysis::components::{
+    Component, Components, ProcessTimeline, ResidentPoint, SnapshotSummary, TimePoint, OVERHEAD,
+};
+use crate::analysis::tests::heap_profile;
+use crate::analysis::{analyze, Analysis};
+use crate::trace::format::SnapshotReason;
+
+pub(crate) fn points(values: &[(u64, u64)]) -> Vec<TimePoint> {
+    values
+        .iter()
+        .map(|&(time_ns, bytes)| TimePoint { time_ns, bytes })
+        .collect()
+}
+
+pub(crate) fn resident(values: &[(u64, u64, u64, u64)]) -> Vec<ResidentPoint> {
+    values
+        .iter()
+        .map(|&(time_ns, rss, pss, swap)| ResidentPoint {
+            time_ns,
+            rss,
+            pss,
+            swap,
+        })
+        .collect()
+}
+
+pub(crate) fn component(
+    name: &str,
+    requested: &[(u64, u64)],
+    residency: &[(u64, u64, u64, u64)],
+) -> Component {
+    let requested = points(requested);
+    let resident = resident(residency);
+    Component {
+        name: name.to_string(),
+        peak_requested_bytes: requested.iter().map(|p| p.bytes).max().unwrap_or(0),
+        peak_rss_bytes: resident.iter().map(|p| p.rss).max().unwrap_or(0),
+        peak_pss_bytes: resident.iter().map(|p| p.pss).max().unwrap_or(0),
+        peak_swap_bytes: resident.iter().map(|p| p.swap).max().unwrap_or(0),
+        requested,
+        resident,
+    }
+}
+
+pub(crate) fn sample_components() -> Components {
+    Components {
+        components: vec![
+            component(
+                "app",
+                &[(1000, 1000), (2000, 3000), (3000, 2000)],
+                &[(1500, 4096, 4096, 0), (2500, 8192, 6144, 0)],
+            ),
+            component(
+                "libc",
+                &[(1000, 500), (2000, 500), (3000, 0)],
+                &[(1500, 4096, 2048, 0), (2500, 4096, 2048, 4096)],
+            ),
+            component(OVERHEAD, &[], &[(1500, 0, 0, 0), (2500, 2048, 2048, 0)]),
+        ],
+        snapshots: vec![
+            SnapshotSummary {
+                time_ns: 1500,
+                reason: SnapshotReason::Start,
+                cost_ns: 300_000,
+                mappings: 40,
+                rss: 8192,
+                pss: 6144,
+                swap: 0,
+                arena_rss: 4096,
+                arena_requested: 1500,
+                arena_overhead_rss: 0,
+            },
+            SnapshotSummary {
+                time_ns: 2500,
+                reason: SnapshotReason::Exit,
+                cost_ns: 200_000,
+                mappings: 42,
+                rss: 14336,
+                pss: 10240,
+                swap: 4096,
+                arena_rss: 6144,
+                arena_requested: 3500,
+                arena_overhead_rss: 2048,
+            },
+        ],
+        timeline: ProcessTimeline {
+            requested: points(&[(1000, 1500), (2000, 3500), (3000, 2000)]),
+            rss: points(&[(1000, 10000), (2000, 20000), (3000, 16000)]),
+            pss: points(&[(1000, 9000), (2000, 18000), (3000, 15000)]),
+            swap: points(&[(1000, 0), (2000, 4096), (3000, 4096)]),
+        },
+    }
+}
+
+/// The analysis of the scripted heap profile, its one image given `sample_components()`.
+pub(crate) fn components_analysis() -> Analysis {
+    let mut analysis = analyze(&heap_profile(), Path::new("run.msup"));
+    assert_eq!(analysis.processes.len(), 1);
+    assert_eq!(analysis.processes[0].pid, 100);
+    assert_eq!(analysis.processes[0].start_ns, 1000);
+    analysis.processes[0].components = sample_components();
+    analysis
+}
