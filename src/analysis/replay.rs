@@ -152,6 +152,11 @@ impl<'r> Replay<'r> {
                     state.components.scratch_page(*address);
                 }
             }
+            Record::ThreadStack { pid, address, .. } => {
+                if let Some(state) = self.open.get_mut(pid) {
+                    state.components.thread_stack(*address);
+                }
+            }
             Record::ThreadStart { .. }
             | Record::ThreadExit { .. }
             | Record::UnwindCosts(_)
@@ -471,7 +476,8 @@ fn record_time(record: &Record) -> Option<u64> {
         | Record::StatusSample { time_ns, .. }
         | Record::RollupSample { time_ns, .. }
         | Record::SmapsSnapshot { time_ns, .. }
-        | Record::ScratchPage { time_ns, .. } => Some(*time_ns),
+        | Record::ScratchPage { time_ns, .. }
+        | Record::ThreadStack { time_ns, .. } => Some(*time_ns),
         Record::Symbol { .. }
         | Record::ImageCounters { .. }
         | Record::StackNode { .. }

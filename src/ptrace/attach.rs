@@ -165,6 +165,17 @@ impl Tracer<'_> {
             cause: StartCause::Attach,
         });
         self.record_exec(pid);
+        // Threads that were running before: where their stacks are.
+        for joined in threads.iter().filter(|joined| joined.tid != pid) {
+            if let Ok(registers) = regs::get_registers(joined.tid) {
+                self.sink.send(Record::ThreadStack {
+                    time_ns: self.sink.now_ns(),
+                    pid: pid as u32,
+                    tid: joined.tid as u32,
+                    address: registers.rsp,
+                });
+            }
+        }
         let injector = threads
             .iter()
             .map(|joined| joined.tid)

@@ -5,6 +5,7 @@ use crate::proc::status::{read_cmdline, read_status};
 use crate::ptrace::regs;
 use crate::ptrace::state::{Process, Thread};
 use crate::ptrace::stop::Event;
+use crate::ptrace::thread_stack::clone_stack_top;
 use crate::ptrace::tracer::Tracer;
 use crate::sampler::snapshot;
 use crate::trace::format::{ExitKind, Record, SnapshotReason, StartCause};
@@ -36,6 +37,15 @@ impl Tracer<'_> {
                 pid: parent_pid as u32,
                 tid: child as u32,
             });
+            let memory = &self.processes[&parent_pid].memory;
+            if let Some(address) = clone_stack_top(tid, memory) {
+                self.sink.send(Record::ThreadStack {
+                    time_ns,
+                    pid: parent_pid as u32,
+                    tid: child as u32,
+                    address,
+                });
+            }
         } else {
             let parent = &self.processes[&parent_pid];
             let mut process = Process::forked_from(parent, child);

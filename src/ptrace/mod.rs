@@ -14,4 +14,5 @@ pub mod signals;
 pub mod sink;
 pub mod state;
 pub mod stop;
+mod thread_stack;
 pub mod tracer;

@@ -376,6 +376,14 @@ pub enum Record {
         pid: u32,
         address: u64,
     },
+    /// Where a thread's stack is: the stack pointer its clone call gave it, or its stack
+    /// pointer when memsup attached. The mapping holding `address - 1` is that thread's stack.
+    ThreadStack {
+        time_ns: u64,
+        pid: u32,
+        tid: u32,
+        address: u64,
+    },
 }
 
 /// Why a full smaps snapshot was taken.
@@ -494,7 +502,8 @@ impl Record {
             | Record::StatusSample { pid, .. }
             | Record::RollupSample { pid, .. }
             | Record::SmapsSnapshot { pid, .. }
-            | Record::ScratchPage { pid, .. } => Some(*pid),
+            | Record::ScratchPage { pid, .. }
+            | Record::ThreadStack { pid, .. } => Some(*pid),
             Record::End { .. } | Record::UnwindCosts(_) | Record::SamplerCosts(_) => None,
         }
     }

@@ -10,6 +10,7 @@ mod attach;
 mod bad_input;
 mod code_patch;
 mod component_reports;
+mod components;
 mod cxx_exceptions;
 mod dispositions;
 mod dlopen;

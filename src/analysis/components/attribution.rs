@@ -16,6 +16,8 @@ pub(super) enum Holder {
 /// What is known of the image beside the mapping itself.
 pub(super) struct ImageFacts<'a> {
     pub scratch_pages: &'a [u64],
+    /// Addresses just above threads' stack pointers.
+    pub thread_stacks: &'a [u64],
     /// Files the image loaded as modules, and files mapped executable in the same snapshot.
     pub modules: &'a BTreeSet<String>,
     pub executable_files: &'a BTreeSet<&'a str>,
@@ -31,6 +33,15 @@ pub(super) fn holder(
     let inside = |address: u64| mapping.start <= address && address < mapping.end;
     if facts.scratch_pages.iter().any(|&page| inside(page)) {
         return component(MEMSUP);
+    }
+    // The thread's own stack pointer says so, whoever mapped it and whether or not that
+    // call's stack could be walked.
+    if facts
+        .thread_stacks
+        .iter()
+        .any(|&top| inside(top.wrapping_sub(1)))
+    {
+        return component(STACKS);
     }
     if path == "[heap]" {
         return Holder::Arena;

@@ -543,58 +543,14 @@ fn a_step_series_carries_its_value_into_empty_buckets() {
     series.set(3, 9);
     series.set(5, 1);
     series.set(700, 0);
-    let points = series.points();
-    assert_eq!(points.len(), 512);
-    assert_eq!(
-        points[0],
-        TimePoint {
-            time_ns: 0,
-            bytes: 5
-        }
-    );
-    assert_eq!(
-        points[1],
-        TimePoint {
-            time_ns: 2,
-            bytes: 9
-        }
-    );
-    // 9 held from 3 to 5: the bucket of [4, 6) shows it.
-    assert_eq!(
-        points[2],
-        TimePoint {
-            time_ns: 4,
-            bytes: 9
-        }
-    );
-    assert_eq!(
-        points[3],
-        TimePoint {
-            time_ns: 6,
-            bytes: 1
-        }
-    );
-    assert_eq!(
-        points[349],
-        TimePoint {
-            time_ns: 698,
-            bytes: 1
-        }
-    );
-    assert_eq!(
-        points[350],
-        TimePoint {
-            time_ns: 700,
-            bytes: 1
-        }
-    );
-    assert_eq!(
-        points[351],
-        TimePoint {
-            time_ns: 702,
-            bytes: 0
-        }
-    );
+    let points: Vec<(u64, u64)> = series
+        .points()
+        .iter()
+        .map(|point| (point.time_ns, point.bytes))
+        .collect();
+    // Buckets of 2 ns: 9 held from 3 to 5 shows in [2, 4) and [4, 6); 1 held until 700
+    // shows in [700, 702); the last bucket closes the series.
+    assert_eq!(points, [(0, 5), (2, 9), (6, 1), (702, 0), (1022, 0)]);
 }
 
 /// 64 blocks of 128 KiB (8 MiB) allocated by 1 s, then every other one freed (or all) by 2 s.
@@ -654,6 +610,58 @@ fn the_warning_names_the_deepest_fall() {
         "{}",
         image.warnings[0]
     );
+}
+
+#[test]
+fn a_thread_stack_is_known_by_its_stack_pointer() {
+    let rw = MAPPING_READ | MAPPING_WRITE;
+    let thread_stack = |time_ns, address| Record::ThreadStack {
+        time_ns,
+        pid: PID,
+        tid: 101,
+        address,
+    };
+    let munmap = Record::Mapping {
+        time_ns: 150,
+        pid: PID,
+        tid: PID,
+        call: MapCall::Munmap,
+        args: [0x7200_0000, 0x10000, 0, 0, 0, 0],
+        result: 0,
+        stack: APP,
+    };
+    let unrecorded = |time_ns| {
+        snapshot(
+            time_ns,
+            vec![
+                // Mapped by nobody memsup saw (before an attach, or an unwalkable stack).
+                region(0x7100_0000, 0x7101_0000, rw, "", 1 << 14, 1 << 14),
+                region(0x7200_0000, 0x7201_0000, rw, "", 1 << 13, 1 << 13),
+            ],
+        )
+    };
+    let records = image(
+        1000,
+        vec![
+            // The top of a clone'd stack (the mapping holds the byte below it), and a stack
+            // pointer in the middle of another thread's stack.
+            thread_stack(10, 0x7101_0000),
+            thread_stack(20, 0x7200_8000),
+            unrecorded(100),
+            // The second is unmapped: whatever is mapped there later is not a stack.
+            munmap,
+            unrecorded(200),
+        ],
+    );
+    let image = analyzed(&records);
+    assert_eq!(
+        first_snapshot(&image),
+        held(&[("stacks", 3 << 13, 3 << 13), ("unknown", 0, 0)])
+    );
+    let stacks = component(&image, "stacks");
+    let resident: Vec<u64> = stacks.resident.iter().map(|point| point.rss).collect();
+    assert_eq!(resident, [3 << 13, 1 << 14]);
+    assert_eq!(component(&image, "unknown").peak_rss_bytes, 1 << 13);
 }
 
 #[test]

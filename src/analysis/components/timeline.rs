@@ -37,7 +37,8 @@ impl Buckets {
 }
 
 /// A step function (a value that holds until the next change), downsampled: every bucket
-/// gives one point, the highest value held in it, the value carried in included.
+/// gives the highest value held in it, the value carried in included; a point is kept where
+/// that changes, and at the last bucket.
 #[derive(Debug, Clone)]
 pub(super) struct StepSeries {
     buckets: Buckets,
@@ -77,14 +78,20 @@ impl StepSeries {
             self.maxima.push(self.current);
         }
         let buckets = self.buckets;
-        self.maxima
-            .into_iter()
-            .enumerate()
-            .map(|(index, bytes)| TimePoint {
+        let last = self.maxima.len().saturating_sub(1);
+        let mut points: Vec<TimePoint> = Vec::new();
+        for (index, bytes) in self.maxima.into_iter().enumerate() {
+            // A bucket holding the previous one's value adds nothing to a step function;
+            // the last one stays, to say how long the value held.
+            if index != last && points.last().is_some_and(|point| point.bytes == bytes) {
+                continue;
+            }
+            points.push(TimePoint {
                 time_ns: buckets.time(index),
                 bytes,
-            })
-            .collect()
+            });
+        }
+        points
     }
 }
 

@@ -38,6 +38,8 @@ pub(super) struct PendingSnapshot {
     pub reason: SnapshotReason,
     pub cost_ns: u64,
     pub mappings: Vec<PendingMapping>,
+    /// The threads' stacks known at the snapshot's time.
+    pub thread_stacks: Vec<u64>,
 }
 
 /// Per-image state kept during the replay.
@@ -48,6 +50,8 @@ pub(in crate::analysis) struct ImageTracker {
     pub(super) deltas: Vec<HeapDelta>,
     ranges: CreatedRanges,
     pub(super) scratch_pages: Vec<u64>,
+    /// An address just above each thread's stack pointer (`ThreadStack`), unmapped ones dropped.
+    thread_stacks: Vec<u64>,
     pub(super) modules: BTreeSet<String>,
     pub(super) snapshots: Vec<PendingSnapshot>,
 }
@@ -85,6 +89,15 @@ impl ImageTracker {
 
     pub fn mapping(&mut self, call: MapCall, args: &[u64; 6], result: i64, stack: StackId) {
         self.ranges.apply(call, args, result, stack);
+        if call == MapCall::Munmap && result == 0 {
+            let (start, length) = (args[0], args[1]);
+            self.thread_stacks
+                .retain(|&top| !(start < top && top <= start.saturating_add(length)));
+        }
+    }
+
+    pub fn thread_stack(&mut self, address: u64) {
+        self.thread_stacks.push(address);
     }
 
     pub fn scratch_page(&mut self, address: u64) {
@@ -122,6 +135,7 @@ impl ImageTracker {
             reason,
             cost_ns,
             mappings,
+            thread_stacks: self.thread_stacks.clone(),
         });
     }
 

@@ -3,6 +3,7 @@
 
 pub mod build;
 pub mod expect;
+pub mod interactive;
 pub mod live_process;
 pub mod report;
 pub mod run;

@@ -1,0 +1,337 @@
+//! Components: who holds the memory of a process, requested against resident (RSS) and
+//! proportional (PSS), from the fixtures' known layouts. Sizes the kernel decides (pages of
+//! the program and its libraries) are bounded; what the fixtures allocate is exact.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::common::interactive::{only_child, run_until_ready, send_signal};
+use crate::common::live_process::wait_until;
+use crate::common::report::report_json_with;
+use crate::common::run::{assert_same_behaviour, clean_command, memsup_binary};
+use crate::common::*;
+
+const KIB: u64 = 1 << 10;
+const MIB: u64 = 1 << 20;
+/// Time memsup's sampler needs to take a snapshot asked for by SIGUSR1 (it wakes every 20 ms).
+const SNAPSHOT_WAIT: Duration = Duration::from_millis(500);
+
+/// The component `name` of an image's `components` list.
+fn component<'a>(image: &'a Value, name: &str) -> &'a Value {
+    image["components"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no components list in {image:#}"))
+        .iter()
+        .find(|component| component["name"] == name)
+        .unwrap_or_else(|| panic!("no component {name} in {:#}", image["components"]))
+}
+
+fn names(image: &Value) -> Vec<String> {
+    image["components"]
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .map(|c| c["name"].as_str().unwrap_or_default().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn assert_within(what: &str, value: u64, low: u64, high: u64) {
+    assert!(
+        (low..=high).contains(&value),
+        "{what}: {value} not within [{low}, {high}]"
+    );
+}
+
+/// Runs `fixture` natively and under memsup (with `options`), acting at its "ready" line
+/// through `at_ready(process under test, memsup's pid if any)`; checks both behave the same
+/// and returns the JSON report (with `report_options`).
+fn record_interactive(
+    fixture: &Path,
+    options: &[&str],
+    report_options: &[&str],
+    at_ready: impl Fn(u32, Option<u32>),
+) -> (Value, tempfile::TempDir) {
+    let native = run_until_ready(clean_command(fixture), |child| at_ready(child.id(), None));
+    let directory = tempfile::tempdir().unwrap();
+    let profile = directory.path().join("run.msup");
+    let mut command = clean_command(memsup_binary());
+    command.arg("run").arg("-o").arg(&profile).args(options);
+    command.arg("--").arg(fixture);
+    let supervised = run_until_ready(command, |memsup| {
+        at_ready(only_child(memsup.id()), Some(memsup.id()))
+    });
+    assert_same_behaviour(&supervised, &native);
+    (report_json_with(&profile, report_options), directory)
+}
+
+#[test]
+fn requested_memory_far_above_resident_memory() {
+    for_each_variant("untouched_malloc", |variant, program| {
+        let recording = record(program, &[], None);
+        let image = process_image(&recording.report, &file_name(program), "launch");
+        let app = component(image, "app");
+        let what = format!("untouched_malloc {variant:?}");
+        assert_eq!(number(app, "/peak_requested_bytes"), 256 * MIB, "{what}");
+        // 64 MiB written, the chunk header's page, and the program's own pages (all of the C
+        // library too when static).
+        let rss = number(app, "/peak_rss_bytes");
+        assert_within(&what, rss, 64 * MIB + 4 * KIB, 64 * MIB + 3 * MIB);
+        assert!(number(app, "/peak_pss_bytes") <= rss, "{what}");
+    });
+}
+
+#[test]
+fn fragmentation_keeps_freed_memory_resident_and_is_reported() {
+    for variant in [Variant::Dynamic, Variant::Static] {
+        let program = fixture("fragmentation", variant);
+        let recording = record(&program, &[], None);
+        let image = process_image(&recording.report, &file_name(&program), "launch");
+        let what = format!("fragmentation {variant:?}");
+        let app = component(image, "app");
+        assert_eq!(
+            number(app, "/peak_requested_bytes"),
+            160_000_000,
+            "{what}: {image:#}"
+        );
+        // At exit 80,000,000 bytes are live among 160,000,000 bytes' worth of written pages:
+        // the other half is the allocator's.
+        let overhead = component(image, "overhead");
+        assert_within(
+            &what,
+            number(overhead, "/peak_rss_bytes"),
+            76_000_000,
+            84_000_000,
+        );
+        let warnings: Vec<&str> = image["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .filter(|warning| warning.starts_with("fragmentation:"))
+            .collect();
+        assert_eq!(warnings.len(), 1, "{what}: {:#}", image["warnings"]);
+        assert!(
+            warnings[0].contains("from 152.6 MiB to 76.3 MiB"),
+            "{what}: {}",
+            warnings[0]
+        );
+    }
+}
+
+#[test]
+fn a_shared_library_holds_what_it_allocates() {
+    if !require_tool("cc") {
+        return;
+    }
+    let library = shared_object("component_lib");
+    let program = fixture("component_main", Variant::Dynamic);
+    let library_arg = library.to_str().unwrap();
+    let recording = record(&program, &[library_arg], None);
+    let image = process_image(&recording.report, &file_name(&program), "launch");
+    let library_component = component(image, "component_lib.so");
+    assert_eq!(
+        number(library_component, "/peak_requested_bytes"),
+        8 * MIB,
+        "{image:#}"
+    );
+    // The 32 blocks written whole, and the library's own file pages.
+    assert_within(
+        "component_lib.so RSS",
+        number(library_component, "/peak_rss_bytes"),
+        8 * MIB,
+        8 * MIB + 64 * KIB,
+    );
+    let app = component(image, "app");
+    assert_eq!(number(app, "/peak_requested_bytes"), 4 * MIB);
+    assert_within(
+        "app RSS",
+        number(app, "/peak_rss_bytes"),
+        4 * MIB,
+        4 * MIB + 64 * KIB,
+    );
+}
+
+#[test]
+fn thread_stacks_are_the_stacks_component() {
+    for_each_variant("thread_stacks", |variant, program| {
+        let (report, _directory) = record_interactive(program, &[], &[], |_, memsup| {
+            if let Some(memsup) = memsup {
+                send_signal(memsup, libc::SIGUSR1);
+                std::thread::sleep(SNAPSHOT_WAIT);
+            }
+        });
+        let image = process_image(&report, &file_name(program), "launch");
+        let what = format!("thread_stacks {variant:?}: {:?}", names(image));
+        let signal_snapshots = image["snapshots"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|snapshot| snapshot["reason"] == "signal")
+            .count();
+        assert_eq!(signal_snapshots, 1, "{what}");
+        let stacks = component(image, "stacks");
+        // 8 x 1 MiB written by the threads, their frames and the main thread's stack.
+        assert_within(&what, number(stacks, "/peak_rss_bytes"), 8 * MIB, 9 * MIB);
+        assert_eq!(number(stacks, "/peak_requested_bytes"), 0, "{what}");
+    });
+}
+
+#[test]
+fn pages_mapped_by_two_processes_count_half_in_each_pss() {
+    for_each_variant("shared_file", |variant, program| {
+        let directory = tempfile::tempdir().unwrap();
+        let data = directory.path().join("memsup-shared.dat");
+        let data_arg = data.to_str().unwrap();
+        let recording = record_with_options(&[], program, &[data_arg], None);
+        let report = report_json_with(&recording.profile, &["--component", "shared=memsup-shared"]);
+        let what = format!("shared_file {variant:?}");
+        let parent = process_image(&report, &file_name(program), "launch");
+        let child = process_image(&report, &file_name(program), "fork");
+        // The child read every page while the parent mapped them: each page is shared by
+        // two processes, so the child's PSS of the file is half its RSS, within a few pages.
+        let in_child = component(child, "shared");
+        assert_eq!(number(in_child, "/peak_rss_bytes"), 8 * MIB, "{what}");
+        assert_within(
+            &what,
+            number(in_child, "/peak_pss_bytes"),
+            4 * MIB - 16 * KIB,
+            4 * MIB + 16 * KIB,
+        );
+        // At the parent's exit the child is gone: the parent's pages are its own again.
+        let in_parent = component(parent, "shared");
+        assert_eq!(number(in_parent, "/peak_rss_bytes"), 8 * MIB, "{what}");
+        assert_within(
+            &what,
+            number(in_parent, "/peak_pss_bytes"),
+            8 * MIB - 16 * KIB,
+            8 * MIB,
+        );
+    });
+}
+
+/// Residency of the mappings of /proc/PID/smaps, read by the test itself.
+struct OwnSmaps {
+    total_rss: u64,
+    /// By the mapping's path ("" for anonymous memory).
+    by_path: Vec<(String, u64, u64)>,
+}
+
+fn read_own_smaps(pid: u32) -> OwnSmaps {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap();
+    let mut by_path: Vec<(String, u64, u64)> = Vec::new();
+    for line in text.lines() {
+        let first = line.split_whitespace().next().unwrap_or_default();
+        if first.contains('-') && !first.ends_with(':') {
+            let path = line
+                .split_whitespace()
+                .nth(5)
+                .unwrap_or_default()
+                .to_string();
+            let (start, end) = first.split_once('-').unwrap();
+            let length =
+                u64::from_str_radix(end, 16).unwrap() - u64::from_str_radix(start, 16).unwrap();
+            by_path.push((path, length, 0));
+        } else if let Some(value) = line.strip_prefix("Rss:") {
+            let kib: u64 = value.trim().trim_end_matches(" kB").trim().parse().unwrap();
+            by_path.last_mut().unwrap().2 = kib * KIB;
+        }
+    }
+    OwnSmaps {
+        total_rss: by_path.iter().map(|(_, _, rss)| rss).sum(),
+        by_path,
+    }
+}
+
+/// The resident point of `component` at the snapshot taken at `time_ns` (0 when absent).
+fn resident_at(image: &Value, name: &str, time_ns: u64) -> u64 {
+    let Some(component) = image["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+    else {
+        return 0;
+    };
+    component["resident_timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|point| point[0].as_u64() == Some(time_ns))
+        .map_or(0, |point| point[1].as_u64().unwrap())
+}
+
+#[test]
+fn component_totals_match_smaps_read_while_the_program_is_stopped() {
+    for variant in [Variant::Dynamic, Variant::Static] {
+        let program = fixture("smaps_crosscheck", variant);
+        let own = std::sync::Mutex::new(None);
+        let (report, _directory) = record_interactive(&program, &[], &[], |pid, memsup| {
+            send_signal(pid, libc::SIGSTOP);
+            wait_until("the program is stopped", Duration::from_secs(10), || {
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+                let state = stat.rsplit(')').next().unwrap().split_whitespace().next();
+                matches!(state, Some("T") | Some("t"))
+            });
+            if let Some(memsup) = memsup {
+                *own.lock().unwrap() = Some(read_own_smaps(pid));
+                send_signal(memsup, libc::SIGUSR1);
+                std::thread::sleep(SNAPSHOT_WAIT);
+            }
+            send_signal(pid, libc::SIGCONT);
+        });
+        let own = own.into_inner().unwrap().expect("smaps read under memsup");
+        let image = process_image(&report, &file_name(&program), "launch");
+        let what = format!("smaps_crosscheck {variant:?}");
+        let snapshot = image["snapshots"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|snapshot| snapshot["reason"] == "signal")
+            .unwrap_or_else(|| panic!("{what}: no signal snapshot in {:#}", image["snapshots"]));
+        let time_ns = number(snapshot, "/time_ns");
+        // Nothing changed between the test's read and memsup's: the totals are equal.
+        assert_eq!(number(snapshot, "/rss"), own.total_rss, "{what}");
+        let components = names(image);
+        let sum: u64 = components
+            .iter()
+            .map(|name| resident_at(image, name, time_ns))
+            .sum();
+        assert_eq!(sum, own.total_rss, "{what}: {components:?}");
+        let rss_of = |matches: &dyn Fn(&str) -> bool| -> u64 {
+            own.by_path
+                .iter()
+                .filter(|(path, _, _)| matches(path))
+                .map(|(_, _, rss)| rss)
+                .sum()
+        };
+        let stack = rss_of(&|path| path == "[stack]");
+        assert_eq!(resident_at(image, "stacks", time_ns), stack, "{what}");
+        assert_eq!(resident_at(image, "memsup", time_ns), 4 * KIB, "{what}");
+        // The program's file and its three 1 MiB blocks (each in a mapping of 1 MiB and a
+        // page; the kernel may merge the three); the 100 small blocks' share of the heap is
+        // at most their 100,000 bytes.
+        let exe = program.to_str().unwrap();
+        let app_files = rss_of(&|path| path == exe);
+        assert_within(
+            &what,
+            resident_at(image, "app", time_ns),
+            app_files + 3 * MIB,
+            app_files + 3 * MIB + 100_000 + 3 * 4 * KIB,
+        );
+        if variant == Variant::Dynamic {
+            let libc_files = rss_of(&|path| {
+                path.contains("/libc.so") || path.contains("/ld-linux") || path.starts_with("[v")
+            });
+            assert_within(
+                &what,
+                resident_at(image, "libc", time_ns),
+                libc_files,
+                libc_files + 64 * KIB,
+            );
+        }
+    }
+}
