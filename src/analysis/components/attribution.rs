@@ -60,6 +60,19 @@ pub(super) fn holder(
     if !mapping.live.is_empty() {
         return Holder::Arena;
     }
+    // A module's zero-filled data: mapped by the kernel at exec or by the dynamic linker,
+    // right after the module's last file mapping.
+    if let Some(file) = &mapping.follows {
+        let by_loader = match mapping.creator {
+            Some(creator) => resolver.raw(creator.stack).loader,
+            None => true,
+        };
+        if by_loader
+            && (facts.modules.contains(file) || facts.executable_files.contains(file.as_str()))
+        {
+            return Holder::Component(resolver.classifier.module(file));
+        }
+    }
     let Some(creator) = mapping.creator else {
         return component(UNKNOWN);
     };

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::arena::{split, Residency};
 use super::attribution::{holder, Holder, ImageFacts};
-use super::classify::Classifier;
+use super::classify::{Classifier, UNKNOWN};
 use super::fragmentation;
 use super::resolve::Resolver;
 use super::timeline::{sampled, Buckets, StepSeries};
@@ -12,7 +12,7 @@ use super::tracker::{ImageTracker, PendingSnapshot};
 use super::{Component, Components, ProcessTimeline, ResidentPoint, SnapshotSummary, OVERHEAD};
 use crate::analysis::sites::ImageStacks;
 use crate::analysis::{ProcessAnalysis, Settings};
-use crate::trace::format::MAPPING_EXECUTE;
+use crate::trace::format::{StartCause, MAPPING_EXECUTE};
 use crate::trace::stacks::StackId;
 
 /// What the replay hands over when an image ends.
@@ -47,10 +47,17 @@ pub(in crate::analysis) fn build(
     let buckets = Buckets::new(image.start_ns, image.start_ns + image.duration_ns);
 
     let requested = Requested::replay(tracker, buckets, &mut resolver);
+    // Blocks allocated before an attach were never seen: the arena pages they hold cannot be
+    // told from the allocator's own, so what no known block accounts for is `unknown`.
+    let remainder = if image.cause == StartCause::Attach {
+        UNKNOWN
+    } else {
+        OVERHEAD
+    };
     let snapshots: Vec<Attributed> = tracker
         .snapshots
         .iter()
-        .map(|snapshot| attribute(snapshot, tracker, &mut resolver))
+        .map(|snapshot| attribute(snapshot, tracker, remainder, &mut resolver))
         .collect();
 
     let mut components: BTreeMap<String, Component> = BTreeMap::new();
@@ -164,6 +171,7 @@ struct Attributed {
 fn attribute(
     snapshot: &PendingSnapshot,
     tracker: &ImageTracker,
+    remainder: &str,
     resolver: &mut Resolver,
 ) -> Attributed {
     let executable_files: BTreeSet<&str> = snapshot
@@ -218,7 +226,7 @@ fn attribute(
                 for (name, share) in live.keys().zip(arena.shares) {
                     add(name, share);
                 }
-                add(OVERHEAD, arena.overhead);
+                add(remainder, arena.overhead);
                 summary.arena_rss += mapping.rss;
                 summary.arena_requested += arena.requested;
                 summary.arena_overhead_rss += arena.overhead.rss;

@@ -14,6 +14,8 @@ pub(super) struct RawStack {
     pub allocator: bool,
     /// Made while creating a thread (its stack).
     pub thread: bool,
+    /// Made by the dynamic linker mapping a module (its zero-filled data, `.bss`).
+    pub loader: bool,
 }
 
 pub(super) struct Resolver<'a> {
@@ -66,6 +68,9 @@ impl<'a> Resolver<'a> {
                 thread: frames
                     .iter()
                     .any(|frame| is_thread_creation(&frame.function)),
+                loader: frames
+                    .iter()
+                    .any(|frame| frame.function.starts_with("_dl_map")),
             }
         })
     }

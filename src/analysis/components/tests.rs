@@ -375,6 +375,25 @@ fn an_arena_with_fewer_live_bytes_than_resident_ones_shows_overhead() {
 }
 
 #[test]
+fn after_an_attach_what_no_known_block_explains_is_unknown() {
+    let mut records = arena_image(8192, 4096, 1);
+    for record in &mut records {
+        if let Record::ProcessStart { cause, .. } = record {
+            *cause = StartCause::Attach;
+        }
+    }
+    let image = analyzed_with(&records, &[]);
+    assert_eq!(
+        first_snapshot(&image),
+        held(&[
+            ("unknown", 4192, 2096),
+            ("app", 3000, 1500),
+            ("mpi", 1000, 500)
+        ])
+    );
+}
+
+#[test]
 fn an_arena_with_more_live_bytes_than_resident_ones_is_split_in_proportion() {
     // 30000 app and 10000 MPI bytes in 10000 resident bytes: 7500 / 2500; PSS 5001 splits
     // 3750.75 / 1250.25, the rounding remainder going to the larger share.
@@ -662,6 +681,37 @@ fn a_thread_stack_is_known_by_its_stack_pointer() {
     let resident: Vec<u64> = stacks.resident.iter().map(|point| point.rss).collect();
     assert_eq!(resident, [3 << 13, 1 << 14]);
     assert_eq!(component(&image, "unknown").peak_rss_bytes, 1 << 13);
+}
+
+#[test]
+fn zero_filled_data_after_a_module_belongs_to_the_module() {
+    let rw = MAPPING_READ | MAPPING_WRITE;
+    let records = image(
+        1000,
+        vec![snapshot(
+            100,
+            vec![
+                region(0x10_0000_0000, 0x10_0001_0000, rw, EXE, 1 << 12, 1 << 12),
+                // The executable's .bss, mapped by the kernel at exec: nobody recorded it.
+                region(0x10_0001_0000, 0x10_0005_0000, rw, "", 5 << 12, 5 << 12),
+                // Anonymous memory after a data file is not that file's.
+                region(
+                    0x7700_0000,
+                    0x7701_0000,
+                    rw,
+                    "/data/other.bin",
+                    1 << 12,
+                    1 << 12,
+                ),
+                region(0x7701_0000, 0x7702_0000, rw, "", 3 << 12, 3 << 12),
+            ],
+        )],
+    );
+    let image = analyzed(&records);
+    assert_eq!(
+        first_snapshot(&image),
+        held(&[("app", 6 << 12, 6 << 12), ("unknown", 4 << 12, 4 << 12)])
+    );
 }
 
 #[test]

@@ -30,6 +30,8 @@ pub(super) struct PendingMapping {
     pub creator: Option<Creator>,
     /// Live requested bytes of the blocks starting inside, by allocating stack.
     pub live: Vec<(StackId, u64)>,
+    /// For anonymous memory right after a file's mapping: that file (a module's `.bss`).
+    pub follows: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -116,9 +118,17 @@ impl ImageTracker {
         (time_ns, reason, cost_ns): (u64, SnapshotReason, u64),
         mappings: &[MappingResidency],
     ) {
+        let follows = |index: usize| {
+            let (mapping, previous) = (&mappings[index], &mappings[index.checked_sub(1)?]);
+            let file = !previous.path.is_empty() && !previous.path.starts_with('[');
+            (mapping.path.is_empty() && file && previous.end == mapping.start)
+                .then(|| previous.path.clone())
+        };
         let mappings = mappings
             .iter()
-            .map(|mapping| PendingMapping {
+            .enumerate()
+            .map(|(index, mapping)| PendingMapping {
+                follows: follows(index),
                 start: mapping.start,
                 end: mapping.end,
                 flags: mapping.flags,
