@@ -291,22 +291,14 @@ pub fn analyze_configured(profile: &Profile, path: &Path, settings: &Settings) -
             host: header.host.clone(),
             start_unix_ns: header.start_unix_ns,
             options: header.options.clone(),
-            unwind_costs: profile
-                .records
-                .iter()
-                .rev()
-                .find_map(|record| match record {
-                    Record::UnwindCosts(costs) => Some(*costs),
-                    _ => None,
-                }),
-            sampler_costs: profile
-                .records
-                .iter()
-                .rev()
-                .find_map(|record| match record {
-                    Record::SamplerCosts(costs) => Some(*costs),
-                    _ => None,
-                }),
+            unwind_costs: last_of(&profile.records, |record| match record {
+                Record::UnwindCosts(costs) => Some(*costs),
+                _ => None,
+            }),
+            sampler_costs: last_of(&profile.records, |record| match record {
+                Record::SamplerCosts(costs) => Some(*costs),
+                _ => None,
+            }),
         },
         processes: {
             let mut images = replay::replay(&profile.records, header.mode, settings);
@@ -314,4 +306,9 @@ pub fn analyze_configured(profile: &Profile, path: &Path, settings: &Settings) -
             images
         },
     }
+}
+
+/// What `take` finds in the last record it finds anything in.
+fn last_of<T>(records: &[Record], take: impl Fn(&Record) -> Option<T>) -> Option<T> {
+    records.iter().rev().find_map(take)
 }

@@ -8,13 +8,11 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::path::Path;
-use std::process::Stdio;
 
 use serde_json::Value;
 
+use crate::common::chromium::{dumped_dom, start_chromium};
 use crate::common::report::{processes, report_output};
-use crate::common::run::{clean_command, wait_with_timeout};
 use crate::common::*;
 
 /// The residency fixture (dynamic glibc) recorded under memsup, or None without a compiler.
@@ -110,36 +108,6 @@ for (const svg of document.querySelectorAll("svg.timeline-chart")) {
 </script>
 </body>"#;
 
-fn dumped_dom(page: &Path, profile: &Path) -> String {
-    let mut command = clean_command("chromium");
-    command
-        .env("HOME", profile)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-dev-shm-usage",
-            "--dump-dom",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(format!("file://{}", page.display()))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let child = command
-        .spawn()
-        .unwrap_or_else(|error| panic!("starting chromium: {error}"));
-    let output = wait_with_timeout(child, "chromium --dump-dom");
-    let dom = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success() && dom.contains("</html>"),
-        "chromium failed ({:?}); stderr:\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    dom
-}
-
 #[test]
 fn chromium_draws_one_series_per_component() {
     if !require_tool("chromium") {
@@ -153,7 +121,7 @@ fn chromium_draws_one_series_per_component() {
     let directory = tempfile::tempdir().expect("a temporary directory");
     let page = directory.path().join("page.html");
     fs::write(&page, html.replace("</body>", MEASURE)).unwrap();
-    let dom = dumped_dom(&page, &directory.path().join("profile"));
+    let dom = dumped_dom(start_chromium(&page, &directory.path().join("profile")));
 
     for (index, (components, image)) in images.iter().zip(processes(&recording.report)).enumerate()
     {

@@ -2,6 +2,7 @@
 //! exact-number assertions.
 
 pub mod build;
+pub mod chromium;
 pub mod expect;
 pub mod interactive;
 pub mod live_process;
