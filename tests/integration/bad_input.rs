@@ -383,3 +383,17 @@ fn refused_ptrace_exits_77_with_advice() {
     assert_one_error_line(&output, 77, &[&pid, "ptrace_scope", "CAP_SYS_PTRACE"]);
     assert!(!Path::new(&profile).exists(), "no profile is left behind");
 }
+
+#[test]
+fn malformed_component_rules_exit_2() {
+    let directory = temporary_directory();
+    let profile = profile_in(directory.path());
+    for (rule, mention) in [
+        ("solver", "expected NAME=REGEX"),
+        ("=libpetsc", "the component name is empty"),
+        ("io=lib(", "bad regular expression"),
+    ] {
+        let output = run_memsup(["report", "--component", rule, &profile], None);
+        assert_one_error_line(&output, 2, &[rule, mention]);
+    }
+}

@@ -85,6 +85,38 @@ fn requested_memory_far_above_resident_memory() {
 }
 
 #[test]
+fn snapshots_follow_the_smaps_interval() {
+    let program = fixture("residency", Variant::Dynamic);
+    let recording = record_with_options(&["--smaps-interval", "100"], &program, &[], None);
+    let profile = memsup::trace::reader::read_profile(&recording.profile).unwrap();
+    assert!(profile
+        .header
+        .options
+        .contains(&"smaps-interval=100ms".to_string()));
+    let image = process_image(&recording.report, &file_name(&program), "launch");
+    let reasons: Vec<&str> = image["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|snapshot| snapshot["reason"].as_str())
+        .collect();
+    // About 560 ms of run time: 5 interval snapshots, fewer on a loaded machine; the exec
+    // one comes first, and the exit one is there too.
+    let intervals = reasons
+        .iter()
+        .filter(|&&reason| reason == "interval")
+        .count();
+    assert!((2..=6).contains(&intervals), "{reasons:?}");
+    assert_eq!(reasons.first(), Some(&"exec"), "{reasons:?}");
+    assert!(reasons.contains(&"exit"), "{reasons:?}");
+    // Each snapshot records what it cost.
+    for snapshot in image["snapshots"].as_array().unwrap() {
+        assert!(number(snapshot, "/cost_ns") > 0, "{snapshot}");
+        assert!(number(snapshot, "/mappings") > 5, "{snapshot}");
+    }
+}
+
+#[test]
 fn fragmentation_keeps_freed_memory_resident_and_is_reported() {
     for variant in [Variant::Dynamic, Variant::Static] {
         let program = fixture("fragmentation", variant);
