@@ -105,6 +105,8 @@ impl Tracer<'_> {
             }
         }
         self.record_exec(pid);
+        // The new program's first snapshot (a launch or an attach has its start snapshot).
+        self.sink.watched().request(pid, SnapshotReason::Exec);
         self.setup_image(pid)?;
         self.resume(pid)
     }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crossbeam_channel::{Sender, TrySendError};
 
 use crate::sampler::Watched;
-use crate::trace::format::{Record, SnapshotReason};
+use crate::trace::format::Record;
 use crate::unwind::StackSnapshot;
 
 /// A copy of a stopped thread's stack, for the collector to unwind.
@@ -115,11 +115,10 @@ impl RecordSink {
     pub fn send(&self, record: Record) {
         // A process is sampled only between its start and exit records, so that every
         // sample falls within the lifetime the profile records for it.
-        let (started, exited, execed) = match record {
-            Record::ProcessStart { pid, .. } => (Some(pid as i32), None, None),
-            Record::ProcessExit { pid, .. } => (None, Some(pid as i32), None),
-            Record::Exec { pid, .. } => (None, None, Some(pid as i32)),
-            _ => (None, None, None),
+        let (started, exited) = match record {
+            Record::ProcessStart { pid, .. } => (Some(pid as i32), None),
+            Record::ProcessExit { pid, .. } => (None, Some(pid as i32)),
+            _ => (None, None),
         };
         if let Some(pid) = exited {
             self.watched.remove(pid);
@@ -130,9 +129,6 @@ impl RecordSink {
         });
         if let Some(pid) = started {
             self.watched.insert(pid);
-        }
-        if let Some(pid) = execed {
-            self.watched.request(pid, SnapshotReason::Exec);
         }
     }
 

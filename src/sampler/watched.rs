@@ -16,8 +16,8 @@ pub struct Watched {
 
 #[derive(Debug, Default)]
 struct Requests {
-    /// One pending snapshot per process: a later reason replaces an earlier one (a launch's
-    /// start and exec come together, and one snapshot serves both).
+    /// One pending snapshot per process: a later reason replaces an earlier one (a fork
+    /// child that execs before its start snapshot is taken gets one, of the new program).
     snapshots: BTreeMap<i32, SnapshotReason>,
     /// New highs of live requested bytes not yet snapshotted.
     peaks: BTreeMap<i32, u64>,

@@ -100,14 +100,14 @@ fn snapshots_follow_the_smaps_interval() {
         .iter()
         .filter_map(|snapshot| snapshot["reason"].as_str())
         .collect();
-    // About 560 ms of run time: 5 interval snapshots, fewer on a loaded machine; the exec
+    // About 560 ms of run time: 5 interval snapshots, fewer on a loaded machine; the start
     // one comes first, and the exit one is there too.
     let intervals = reasons
         .iter()
         .filter(|&&reason| reason == "interval")
         .count();
     assert!((2..=6).contains(&intervals), "{reasons:?}");
-    assert_eq!(reasons.first(), Some(&"exec"), "{reasons:?}");
+    assert_eq!(reasons.first(), Some(&"start"), "{reasons:?}");
     assert!(reasons.contains(&"exit"), "{reasons:?}");
     // Each snapshot records what it cost.
     for snapshot in image["snapshots"].as_array().unwrap() {
