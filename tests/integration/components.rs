@@ -2,6 +2,7 @@
 //! proportional (PSS), from the fixtures' known layouts. Sizes the kernel decides (pages of
 //! the program and its libraries) are bounded; what the fixtures allocate is exact.
 
+use std::ffi::OsStr;
 use std::path::Path;
 use std::time::Duration;
 
@@ -242,6 +243,47 @@ fn pages_mapped_by_two_processes_count_half_in_each_pss() {
             8 * MIB - 16 * KIB,
             8 * MIB,
         );
+    });
+}
+
+#[test]
+fn an_attached_program_has_its_thread_stacks_and_unknown_earlier_memory() {
+    for_each_variant("thread_stacks", |variant, program| {
+        let native = run_until_ready(clean_command(program), |_| {});
+        let directory = tempfile::tempdir().unwrap();
+        let profile = directory.path().join("attach.msup");
+        let attached = run_until_ready(clean_command(program), |child| {
+            let output = run_memsup(
+                [
+                    OsStr::new("attach"),
+                    OsStr::new("-q"),
+                    OsStr::new("--duration"),
+                    OsStr::new("1"),
+                    OsStr::new("-o"),
+                    profile.as_os_str(),
+                    OsStr::new(&child.id().to_string()),
+                ],
+                None,
+            );
+            assert!(output.status.success(), "{output:?}");
+        });
+        assert_same_behaviour(&attached, &native);
+        let report = report_json_with(&profile, &[]);
+        let image = process_image(&report, &file_name(program), "attach");
+        let what = format!("thread_stacks attached {variant:?}: {:?}", names(image));
+        // The threads were made before the attach: their stacks are known by their stack
+        // pointers, not by the calls that mapped them.
+        let stacks = component(image, "stacks");
+        assert_within(&what, number(stacks, "/peak_rss_bytes"), 8 * MIB, 9 * MIB);
+        let reasons: Vec<&str> = image["snapshots"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|snapshot| snapshot["reason"].as_str())
+            .collect();
+        assert_eq!(reasons.first(), Some(&"start"), "{what}: {reasons:?}");
+        // Nothing is called allocator overhead when earlier blocks were never seen.
+        assert!(!names(image).contains(&"overhead".to_string()), "{what}");
     });
 }
 
