@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::components::{self, ClosedImage, ImageTracker, Samples};
+use super::components::{self, ClosedImage, ImageTracker, Images, Samples};
 use super::frames::AddressSymbol;
 use super::heap::{HeapEvent, HeapState};
 use super::mappings::MappingCall;
@@ -197,12 +197,18 @@ impl<'r> Replay<'r> {
         for pid in still_open {
             self.close_image(pid, ImageExit::Unknown, self.last_time_ns, None);
         }
-        for (index, stacks) in self.closed {
+        let stacks_by_image = std::mem::take(&mut self.closed);
+        let exes: Vec<String> = self.processes.iter().map(|p| p.exe.clone()).collect();
+        let images = Images {
+            stacks: &stacks_by_image,
+            exes: &exes,
+        };
+        for (&index, stacks) in &stacks_by_image {
             let image = &mut self.processes[index];
-            image.sites = heap_sites(&stacks, skip);
-            image.mapping_sites = mapping_sites(&stacks, skip);
+            image.sites = heap_sites(stacks, skip);
+            image.mapping_sites = mapping_sites(stacks, skip);
             let closed = self.closed_components.remove(&index).unwrap_or_default();
-            components::build(image, &stacks, closed, settings);
+            components::build(image, stacks, closed, settings, &images);
         }
         self.processes
     }
@@ -220,6 +226,12 @@ impl<'r> Replay<'r> {
             image.argv = self.processes[parent_index].argv.clone();
         }
         self.open_image(image);
+        // The child's mappings are its parent's, made by the parent's calls.
+        let parent = parent_pid.and_then(|parent| self.open.get(&parent));
+        if let (true, Some(parent)) = (forked, parent) {
+            let inherited = ImageTracker::forked_from(&parent.components, parent.index);
+            self.open.get_mut(&pid).expect("opened above").components = inherited;
+        }
     }
 
     fn open_image(&mut self, image: ProcessAnalysis) {

@@ -64,7 +64,7 @@ pub(super) fn holder(
     // right after the module's last file mapping.
     if let Some(file) = &mapping.follows {
         let by_loader = match mapping.creator {
-            Some(creator) => resolver.raw(creator.stack).loader,
+            Some(creator) => resolver.creator_raw(creator).loader,
             None => true,
         };
         if by_loader
@@ -76,18 +76,18 @@ pub(super) fn holder(
     let Some(creator) = mapping.creator else {
         return component(UNKNOWN);
     };
-    let raw = resolver.raw(creator.stack);
+    let raw = resolver.creator_raw(creator);
     if raw.allocator {
         return Holder::Arena;
     }
     if raw.thread {
         return component(STACKS);
     }
-    let name = resolver.mapping_component(creator.stack);
+    let name = resolver.creator_component(creator);
     if creator.shared && name == UNKNOWN {
         return component(SHM);
     }
-    component(name)
+    Holder::Component(name)
 }
 
 fn file_holder(mapping: &PendingMapping, facts: &ImageFacts, resolver: &mut Resolver) -> Holder {
@@ -101,8 +101,8 @@ fn file_holder(mapping: &PendingMapping, facts: &ImageFacts, resolver: &mut Reso
         .any(|prefix| path.starts_with(prefix));
     let creator_component = |resolver: &mut Resolver| {
         let creator = mapping.creator?;
-        let name = resolver.mapping_component(creator.stack);
-        (name != UNKNOWN).then(|| name.to_string())
+        let name = resolver.creator_component(creator);
+        (name != UNKNOWN).then_some(name)
     };
     let name = if shared_memory {
         creator_component(resolver).unwrap_or_else(|| SHM.to_string())

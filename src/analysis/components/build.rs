@@ -6,7 +6,7 @@ use super::arena::{split, Residency};
 use super::attribution::{holder, Holder, ImageFacts};
 use super::classify::{Classifier, UNKNOWN};
 use super::fragmentation;
-use super::resolve::Resolver;
+use super::resolve::{Images, Resolver};
 use super::timeline::{sampled, Buckets, StepSeries};
 use super::tracker::{ImageTracker, PendingSnapshot};
 use super::{Component, Components, ProcessTimeline, ResidentPoint, SnapshotSummary, OVERHEAD};
@@ -31,6 +31,7 @@ pub(in crate::analysis) fn build(
     stacks: &ImageStacks,
     closed: ClosedImage,
     settings: &Settings,
+    images: &Images,
 ) {
     let tracker = &closed.tracker;
     let mut paths: BTreeSet<&str> = tracker.modules.iter().map(String::as_str).collect();
@@ -43,7 +44,7 @@ pub(in crate::analysis) fn build(
         );
     }
     let classifier = Classifier::new(&settings.components, &image.exe, paths);
-    let mut resolver = Resolver::new(stacks, &settings.skip, classifier);
+    let mut resolver = Resolver::new(stacks, &settings.skip, classifier).with_images(images);
     let buckets = Buckets::new(image.start_ns, image.start_ns + image.duration_ns);
 
     let requested = Requested::replay(tracker, buckets, &mut resolver);

@@ -100,6 +100,11 @@ impl<'a> Classifier<'a> {
         }
     }
 
+    /// The user rules it applies.
+    pub fn rules(&self) -> &'a ComponentRules {
+        self.rules
+    }
+
     /// The component of a module (or mapped file) path.
     pub fn module(&self, path: &str) -> String {
         if let Some(name) = self.rules.first_match(std::iter::once(path)) {

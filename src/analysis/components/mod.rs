@@ -19,6 +19,7 @@ mod tracker;
 
 pub(super) use build::{build, ClosedImage};
 pub(super) use replay::Samples;
+pub(super) use resolve::Images;
 pub use rules::{ComponentRule, ComponentRules};
 pub(super) use tracker::ImageTracker;
 

@@ -16,10 +16,23 @@ pub(super) struct Creator {
     pub stack: StackId,
     /// MAP_SHARED, or System V shared memory.
     pub shared: bool,
+    /// The process image whose stack tree `stack` is in, when not this one: a fork child's
+    /// mappings were made by its parent (an index into the analysis' images).
+    pub owner: Option<usize>,
+}
+
+impl Creator {
+    fn new(stack: StackId, shared: bool) -> Creator {
+        Creator {
+            stack,
+            shared,
+            owner: None,
+        }
+    }
 }
 
 /// Non-overlapping ranges by start address: (end, creator).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(super) struct CreatedRanges {
     ranges: BTreeMap<u64, (u64, Creator)>,
 }
@@ -34,22 +47,16 @@ impl CreatedRanges {
         match call {
             MapCall::Mmap => {
                 let shared = args[3] & MAP_SHARED != 0;
-                self.insert(address, args[1], Creator { stack, shared });
+                self.insert(address, args[1], Creator::new(stack, shared));
             }
             MapCall::Mremap => {
                 let shared = self.creator(args[0]).is_some_and(|old| old.shared);
                 self.remove(args[0], args[1]);
-                self.insert(address, args[2], Creator { stack, shared });
+                self.insert(address, args[2], Creator::new(stack, shared));
             }
             // shmat does not say how long the segment is: a page is enough to find it by the
             // start address of its snapshot mapping, and shmdt removes it by that address.
-            MapCall::Shmat => {
-                let creator = Creator {
-                    stack,
-                    shared: true,
-                };
-                self.insert(address, PAGE, creator)
-            }
+            MapCall::Shmat => self.insert(address, PAGE, Creator::new(stack, true)),
             MapCall::Munmap => self.remove(args[0], args[1]),
             MapCall::Shmdt => {
                 if self.ranges.get(&args[0]).is_some_and(|(_, c)| c.shared) {
@@ -58,6 +65,15 @@ impl CreatedRanges {
             }
             MapCall::Brk => {}
         }
+    }
+
+    /// The ranges as a fork child of image `parent` inherits them: its own calls made none.
+    pub fn inherited(&self, parent: usize) -> CreatedRanges {
+        let mut ranges = self.clone();
+        for (_, creator) in ranges.ranges.values_mut() {
+            creator.owner.get_or_insert(parent);
+        }
+        ranges
     }
 
     /// The creator of the range containing `address`.

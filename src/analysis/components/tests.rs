@@ -715,6 +715,56 @@ fn zero_filled_data_after_a_module_belongs_to_the_module() {
 }
 
 #[test]
+fn a_fork_child_holds_what_its_parent_mapped_as_the_parent_would() {
+    const CHILD: u32 = PID + 1;
+    let rw = MAPPING_READ | MAPPING_WRITE;
+    let mut child_snapshot = snapshot(
+        300,
+        vec![
+            // Mapped by the parent's HDF5 call and by its thread creation before the fork.
+            region(0x7100_0000, 0x7101_0000, rw, "", 1 << 14, 1 << 13),
+            region(0x7200_0000, 0x7202_0000, rw, "", 1 << 13, 1 << 12),
+            // Mapped by nobody memsup saw.
+            region(0x7600_0000, 0x7601_0000, rw, "", 1 << 12, 1 << 12),
+        ],
+    );
+    if let Record::SmapsSnapshot { pid, .. } = &mut child_snapshot {
+        *pid = CHILD;
+    }
+    let records = image(
+        1000,
+        vec![
+            mmap(10, 0x7100_0000, 0x10000, 0x22, HDF5_MMAP),
+            mmap(20, 0x7200_0000, 0x20000, 0x22, THREAD_MMAP),
+            Record::ProcessStart {
+                time_ns: 100,
+                pid: CHILD,
+                parent_pid: Some(PID),
+                cause: StartCause::Fork,
+            },
+            child_snapshot,
+            Record::ProcessExit {
+                time_ns: 400,
+                pid: CHILD,
+                status: ExitKind::Code(0),
+                counters: ProbeCounters::default(),
+            },
+        ],
+    );
+    let settings = Settings::default();
+    let images = replay(&records, RecordMode::Run, &settings);
+    let child = images.iter().find(|image| image.pid == CHILD).unwrap();
+    assert_eq!(
+        first_snapshot(child),
+        held(&[
+            ("libhdf5.so", 1 << 14, 1 << 13),
+            ("stacks", 1 << 13, 1 << 12),
+            ("unknown", 1 << 12, 1 << 12),
+        ])
+    );
+}
+
+#[test]
 fn a_user_rule_names_data_files_and_shared_memory() {
     let rw = MAPPING_READ | MAPPING_WRITE;
     let records = image(

@@ -59,6 +59,17 @@ pub(in crate::analysis) struct ImageTracker {
 }
 
 impl ImageTracker {
+    /// A fork child of the image tracked by `parent` (at `parent_index`): a copy of its
+    /// address space, so of the ranges its calls created, its modules and memsup's page.
+    pub fn forked_from(parent: &ImageTracker, parent_index: usize) -> ImageTracker {
+        ImageTracker {
+            ranges: parent.ranges.inherited(parent_index),
+            scratch_pages: parent.scratch_pages.clone(),
+            modules: parent.modules.clone(),
+            ..ImageTracker::default()
+        }
+    }
+
     /// A block created (malloc and friends, realloc's new block).
     pub fn allocated(&mut self, time_ns: u64, address: u64, size: u64, stack: StackId) {
         if address == 0 {
