@@ -30,7 +30,8 @@ pub(super) struct ArenaSplit {
 /// Splits `arena` by the live requested bytes of each component inside it (`live`). Live
 /// bytes can be attributed at most the resident bytes (pages never touched are not resident;
 /// blocks larger than their touched pages), so a component gets `min(L, R) * L_c / L`; PSS
-/// follows RSS in proportion and swap is split the same way against the swapped bytes.
+/// follows RSS in proportion, and the live bytes not resident are split the same way against
+/// the swapped bytes.
 pub(super) fn split(arena: Residency, live: &[u64]) -> ArenaSplit {
     let requested: u64 = live.iter().sum();
     let rss_attributed = requested.min(arena.rss);
@@ -39,7 +40,8 @@ pub(super) fn split(arena: Residency, live: &[u64]) -> ArenaSplit {
     } else {
         scale(arena.pss, rss_attributed, arena.rss)
     };
-    let swap_attributed = requested.min(arena.swap);
+    // Live bytes already counted resident are not swapped out as well.
+    let swap_attributed = (requested - rss_attributed).min(arena.swap);
     let rss = proportional(rss_attributed, live);
     let pss = proportional(pss_attributed, live);
     let swap = proportional(swap_attributed, live);

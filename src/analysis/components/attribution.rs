@@ -16,8 +16,6 @@ pub(super) enum Holder {
 /// What is known of the image beside the mapping itself.
 pub(super) struct ImageFacts<'a> {
     pub scratch_pages: &'a [u64],
-    /// Addresses just above threads' stack pointers.
-    pub thread_stacks: &'a [u64],
     /// Files the image loaded as modules, and files mapped executable in the same snapshot.
     pub modules: &'a BTreeSet<String>,
     pub executable_files: &'a BTreeSet<&'a str>,
@@ -35,12 +33,9 @@ pub(super) fn holder(
         return component(MEMSUP);
     }
     // The thread's own stack pointer says so, whoever mapped it and whether or not that
-    // call's stack could be walked.
-    if facts
-        .thread_stacks
-        .iter()
-        .any(|&top| inside(top.wrapping_sub(1)))
-    {
+    // call's stack could be walked; not for a stack inside the heap (a malloc'd stack, a
+    // coroutine's), whose mapping holds blocks of its own.
+    if mapping.thread_stack && path != "[heap]" && mapping.live.is_empty() {
         return component(STACKS);
     }
     if path == "[heap]" {

@@ -183,7 +183,6 @@ fn attribute(
         .collect();
     let facts = ImageFacts {
         scratch_pages: &tracker.scratch_pages,
-        thread_stacks: &snapshot.thread_stacks,
         modules: &tracker.modules,
         executable_files: &executable_files,
     };

@@ -684,6 +684,48 @@ fn a_thread_stack_is_known_by_its_stack_pointer() {
 }
 
 #[test]
+fn a_stack_inside_the_heap_leaves_the_heap_an_arena() {
+    let mut records = arena_image(8192, 8192, 1);
+    // A thread running on a malloc'd stack, and the same cached stack given to a second one.
+    for _ in 0..2 {
+        records.insert(
+            records.len() - 12,
+            Record::ThreadStack {
+                time_ns: 50,
+                pid: PID,
+                tid: 101,
+                address: 0x10_9000,
+            },
+        );
+    }
+    let image = analyzed(&records);
+    assert_eq!(
+        first_snapshot(&image),
+        held(&[
+            ("overhead", 4192, 4192),
+            ("app", 3000, 3000),
+            ("mpi", 1000, 1000)
+        ])
+    );
+}
+
+#[test]
+fn swapped_arena_pages_are_split_by_the_live_bytes_not_resident() {
+    // 4000 live bytes in an arena with 2048 resident and 8192 swapped out.
+    let mut records = arena_image(2048, 2048, 1);
+    for record in &mut records {
+        if let Record::SmapsSnapshot { mappings, .. } = record {
+            mappings[0].swap = 8192;
+        }
+    }
+    let image = analyzed(&records);
+    let swap = |name| component(&image, name).peak_swap_bytes;
+    // 1952 of the live bytes are not resident: that much of the swap is theirs, 3 to 1.
+    assert_eq!((swap("app"), swap("mpi")), (1464, 488));
+    assert_eq!(swap("overhead"), 8192 - 1952);
+}
+
+#[test]
 fn zero_filled_data_after_a_module_belongs_to_the_module() {
     let rw = MAPPING_READ | MAPPING_WRITE;
     let records = image(

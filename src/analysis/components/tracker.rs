@@ -32,6 +32,8 @@ pub(super) struct PendingMapping {
     pub live: Vec<(StackId, u64)>,
     /// For anonymous memory right after a file's mapping: that file (a module's `.bss`).
     pub follows: Option<String>,
+    /// A thread's stack top lies in (start, end]: the mapping holds that thread's stack.
+    pub thread_stack: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -40,8 +42,6 @@ pub(super) struct PendingSnapshot {
     pub reason: SnapshotReason,
     pub cost_ns: u64,
     pub mappings: Vec<PendingMapping>,
-    /// The threads' stacks known at the snapshot's time.
-    pub thread_stacks: Vec<u64>,
 }
 
 /// Per-image state kept during the replay.
@@ -53,7 +53,7 @@ pub(in crate::analysis) struct ImageTracker {
     ranges: CreatedRanges,
     pub(super) scratch_pages: Vec<u64>,
     /// An address just above each thread's stack pointer (`ThreadStack`), unmapped ones dropped.
-    thread_stacks: Vec<u64>,
+    thread_stacks: BTreeSet<u64>,
     pub(super) modules: BTreeSet<String>,
     pub(super) snapshots: Vec<PendingSnapshot>,
 }
@@ -104,13 +104,15 @@ impl ImageTracker {
         self.ranges.apply(call, args, result, stack);
         if call == MapCall::Munmap && result == 0 {
             let (start, length) = (args[0], args[1]);
+            let end = start.saturating_add(length.saturating_add(4095) & !4095);
             self.thread_stacks
-                .retain(|&top| !(start < top && top <= start.saturating_add(length)));
+                .retain(|&top| !(start < top && top <= end));
         }
     }
 
     pub fn thread_stack(&mut self, address: u64) {
-        self.thread_stacks.push(address);
+        // glibc reuses cached stacks: the same top comes again for each new thread.
+        self.thread_stacks.insert(address);
     }
 
     pub fn scratch_page(&mut self, address: u64) {
@@ -140,6 +142,11 @@ impl ImageTracker {
             .enumerate()
             .map(|(index, mapping)| PendingMapping {
                 follows: follows(index),
+                thread_stack: self
+                    .thread_stacks
+                    .range(mapping.start.saturating_add(1)..=mapping.end)
+                    .next()
+                    .is_some(),
                 start: mapping.start,
                 end: mapping.end,
                 flags: mapping.flags,
@@ -156,7 +163,6 @@ impl ImageTracker {
             reason,
             cost_ns,
             mappings,
-            thread_stacks: self.thread_stacks.clone(),
         });
     }
 
