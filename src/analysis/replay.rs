@@ -275,8 +275,15 @@ impl<'r> Replay<'r> {
             self.open_image(successor);
         }
         let state = self.open.get_mut(&pid).expect("opened above");
-        state.had_exec = true;
         let image = &mut self.processes[state.index];
+        let forked = matches!(image.cause, StartCause::Fork | StartCause::Vfork);
+        if forked && !state.had_exec {
+            // The image takes the new program's name, but the address space is new: what the
+            // child inherited, and any snapshot of it taken before the exec, is gone.
+            state.components = ImageTracker::default();
+            self.samples.drop_snapshots_before(pid, time_ns);
+        }
+        state.had_exec = true;
         image.exe = exe.to_string();
         image.argv = argv.to_vec();
     }

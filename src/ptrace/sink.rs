@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crossbeam_channel::{Sender, TrySendError};
 
 use crate::sampler::Watched;
-use crate::trace::format::Record;
+use crate::trace::format::{Record, StartCause};
 use crate::unwind::StackSnapshot;
 
 /// A copy of a stopped thread's stack, for the collector to unwind.
@@ -116,7 +116,7 @@ impl RecordSink {
         // A process is sampled only between its start and exit records, so that every
         // sample falls within the lifetime the profile records for it.
         let (started, exited) = match record {
-            Record::ProcessStart { pid, .. } => (Some(pid as i32), None),
+            Record::ProcessStart { pid, cause, .. } => (Some((pid as i32, cause)), None),
             Record::ProcessExit { pid, .. } => (None, Some(pid as i32)),
             _ => (None, None),
         };
@@ -127,8 +127,10 @@ impl RecordSink {
             record,
             stack: None,
         });
-        if let Some(pid) = started {
-            self.watched.insert(pid);
+        if let Some((pid, cause)) = started {
+            // A fork child starts as a copy of its parent: its exec, peaks or exit say more.
+            let copy = matches!(cause, StartCause::Fork | StartCause::Vfork);
+            self.watched.insert(pid, !copy);
         }
     }
 
@@ -168,7 +170,7 @@ impl RecordSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::format::Record;
+    use crate::trace::format::{Record, StartCause};
 
     fn snapshot_of(bytes: usize) -> StackSource {
         StackSource::Snapshot(Box::new(Capture {

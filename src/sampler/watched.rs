@@ -24,10 +24,12 @@ struct Requests {
 }
 
 impl Watched {
-    /// A process came under supervision: sample it, and snapshot it at once.
-    pub fn insert(&self, pid: i32) {
+    /// A process came under supervision: sample it, and snapshot it at once when `snapshot`.
+    pub fn insert(&self, pid: i32, snapshot: bool) {
         lock(&self.pids).insert(pid);
-        self.request(pid, SnapshotReason::Start);
+        if snapshot {
+            self.request(pid, SnapshotReason::Start);
+        }
     }
 
     pub fn remove(&self, pid: i32) {
@@ -63,17 +65,27 @@ impl Watched {
         into.extend(lock(&self.pids).iter().copied());
     }
 
-    /// Takes the pending snapshot requests and peaks.
+    /// Takes the pending snapshot requests and peaks of processes still supervised (a late
+    /// request may name one that is gone).
     pub fn take_requests(
         &self,
         snapshots: &mut Vec<(i32, SnapshotReason)>,
         peaks: &mut Vec<(i32, u64)>,
     ) {
+        let pids = lock(&self.pids);
         let mut requests = lock(&self.requests);
         snapshots.clear();
-        snapshots.extend(std::mem::take(&mut requests.snapshots));
+        snapshots.extend(
+            std::mem::take(&mut requests.snapshots)
+                .into_iter()
+                .filter(|(pid, _)| pids.contains(pid)),
+        );
         peaks.clear();
-        peaks.extend(std::mem::take(&mut requests.peaks));
+        peaks.extend(
+            std::mem::take(&mut requests.peaks)
+                .into_iter()
+                .filter(|(pid, _)| pids.contains(pid)),
+        );
     }
 
     /// Puts back a peak the sampler could not snapshot yet (rate limit), unless a newer
@@ -100,9 +112,9 @@ mod tests {
     fn keeps_the_current_processes() {
         let watched = Watched::default();
         let mut pids = vec![99];
-        watched.insert(7);
-        watched.insert(3);
-        watched.insert(7);
+        watched.insert(7, true);
+        watched.insert(3, true);
+        watched.insert(7, true);
         watched.snapshot(&mut pids);
         assert_eq!(pids, [3, 7]);
         watched.remove(3);
@@ -115,8 +127,10 @@ mod tests {
     fn snapshot_requests_are_one_per_process_and_gone_with_it() {
         let watched = Watched::default();
         let (mut snapshots, mut peaks) = (Vec::new(), Vec::new());
-        watched.insert(5);
-        watched.insert(6);
+        watched.insert(5, true);
+        watched.insert(6, true);
+        // A fork child: a copy of its parent, no snapshot of its own yet.
+        watched.insert(8, false);
         watched.request(5, SnapshotReason::Exec);
         watched.note_peak(6, 100);
         watched.note_peak(6, 300);
@@ -135,7 +149,15 @@ mod tests {
         watched.remove(5);
         watched.defer_peak(5, 1);
         watched.take_requests(&mut snapshots, &mut peaks);
-        assert_eq!(snapshots, [(6, SnapshotReason::Signal)]);
+        assert_eq!(
+            snapshots,
+            [(6, SnapshotReason::Signal), (8, SnapshotReason::Signal)]
+        );
         assert_eq!(peaks, [(6, 400)]);
+        // A request that reaches a process already gone (a late peak) is dropped.
+        watched.note_peak(5, 500);
+        watched.request(5, SnapshotReason::Exec);
+        watched.take_requests(&mut snapshots, &mut peaks);
+        assert!(snapshots.is_empty() && peaks.is_empty());
     }
 }

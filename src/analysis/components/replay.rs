@@ -97,6 +97,21 @@ impl<'r> Samples<'r> {
         }
     }
 
+    /// Forgets `pid`'s snapshots taken before `time_ns` (of an address space an exec replaced).
+    pub fn drop_snapshots_before(&mut self, pid: u32, time_ns: u64) {
+        let Some(queue) = self.snapshots.get_mut(&pid) else {
+            return;
+        };
+        while let Some(&index) = queue.front() {
+            match self.records[index] {
+                Record::SmapsSnapshot { time_ns: taken, .. } if taken < time_ns => {
+                    queue.pop_front();
+                }
+                _ => break,
+            }
+        }
+    }
+
     /// Ends an image at `end_ns`: its last snapshots, and the samples taken during it.
     pub fn close(
         &mut self,

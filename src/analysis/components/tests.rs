@@ -807,6 +807,53 @@ fn a_fork_child_holds_what_its_parent_mapped_as_the_parent_would() {
 }
 
 #[test]
+fn a_snapshot_of_a_fork_child_before_its_exec_is_not_the_new_program_s() {
+    const CHILD: u32 = PID + 1;
+    let rw = MAPPING_READ | MAPPING_WRITE;
+    let mut child_snapshot = snapshot(
+        150,
+        vec![region(0x7100_0000, 0x7101_0000, rw, "", 1 << 14, 1 << 14)],
+    );
+    if let Record::SmapsSnapshot { pid, .. } = &mut child_snapshot {
+        *pid = CHILD;
+    }
+    let records = image(
+        1000,
+        vec![
+            mmap(10, 0x7100_0000, 0x10000, 0x22, HDF5_MMAP),
+            Record::ProcessStart {
+                time_ns: 100,
+                pid: CHILD,
+                parent_pid: Some(PID),
+                cause: StartCause::Fork,
+            },
+            child_snapshot,
+            Record::Exec {
+                time_ns: 200,
+                pid: CHILD,
+                exe: "/bin/sleep".to_string(),
+                argv: vec!["sleep".to_string()],
+            },
+            Record::ProcessExit {
+                time_ns: 400,
+                pid: CHILD,
+                status: ExitKind::Code(0),
+                counters: ProbeCounters::default(),
+            },
+        ],
+    );
+    let images = replay(&records, RecordMode::Run, &Settings::default());
+    let child = images.iter().find(|image| image.pid == CHILD).unwrap();
+    assert_eq!(child.exe, "/bin/sleep");
+    assert!(
+        child.components.snapshots.is_empty(),
+        "{:?}",
+        child.components
+    );
+    assert!(child.components.components.is_empty());
+}
+
+#[test]
 fn a_user_rule_names_data_files_and_shared_memory() {
     let rw = MAPPING_READ | MAPPING_WRITE;
     let records = image(
