@@ -170,7 +170,7 @@ impl RecordSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::format::{Record, StartCause};
+    use crate::trace::format::Record;
 
     fn snapshot_of(bytes: usize) -> StackSource {
         StackSource::Snapshot(Box::new(Capture {
