@@ -1,7 +1,7 @@
 //! memsup's own signal handling. Signals that must reach the tracer thread interrupt its
 //! blocking waitpid (handlers are installed without SA_RESTART) and set a flag.
 
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Signals memsup handles itself; the launched program gets them back at their defaults.
 pub const HANDLED_BY_MEMSUP: [i32; 6] = [
@@ -14,11 +14,12 @@ pub const HANDLED_BY_MEMSUP: [i32; 6] = [
     libc::SIGUSR1,
 ];
 
-/// The last signal memsup received and has not yet acted on (0 for none).
-static PENDING: AtomicI32 = AtomicI32::new(0);
+/// The signals memsup received and has not yet acted on (bit N-1 for signal N): a set, so
+/// that a SIGUSR1 arriving meanwhile does not wipe out a pending SIGINT or SIGTERM.
+static PENDING: AtomicU64 = AtomicU64::new(0);
 
 extern "C" fn note_signal(signal: i32) {
-    PENDING.store(signal, Ordering::SeqCst);
+    PENDING.fetch_or(1 << (signal - 1), Ordering::SeqCst);
 }
 
 /// Signals (bit N-1 for signal N) that were ignored when memsup started handling them: a
@@ -64,11 +65,27 @@ pub fn block_in_this_thread() {
     }
 }
 
-/// Takes the pending signal, if any.
+/// Takes a pending signal, if any: those that end or pass on the recording before SIGUSR1,
+/// which only asks for a snapshot.
 pub fn take_pending() -> Option<i32> {
-    match PENDING.swap(0, Ordering::SeqCst) {
-        0 => None,
-        signal => Some(signal),
+    let snapshot_bit = 1u64 << (libc::SIGUSR1 - 1);
+    loop {
+        let pending = PENDING.load(Ordering::SeqCst);
+        if pending == 0 {
+            return None;
+        }
+        let others = pending & !snapshot_bit;
+        let bit = if others != 0 {
+            others & others.wrapping_neg()
+        } else {
+            snapshot_bit
+        };
+        if PENDING
+            .compare_exchange(pending, pending & !bit, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            return Some(bit.trailing_zeros() as i32 + 1);
+        }
     }
 }
 
@@ -108,4 +125,21 @@ pub unsafe fn restore_inherited_dispositions() {
         libc::signal(signal, disposition);
     }
     libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_snapshot_request_does_not_hide_a_signal_that_ends_the_recording() {
+        note_signal(libc::SIGUSR1);
+        note_signal(libc::SIGTERM);
+        note_signal(libc::SIGUSR1);
+        note_signal(libc::SIGINT);
+        assert_eq!(take_pending(), Some(libc::SIGINT));
+        assert_eq!(take_pending(), Some(libc::SIGTERM));
+        assert_eq!(take_pending(), Some(libc::SIGUSR1));
+        assert_eq!(take_pending(), None);
+    }
 }
