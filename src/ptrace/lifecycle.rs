@@ -7,7 +7,6 @@ use crate::ptrace::state::{Process, Thread};
 use crate::ptrace::stop::Event;
 use crate::ptrace::thread_stack::clone_stack_top;
 use crate::ptrace::tracer::Tracer;
-use crate::sampler::snapshot;
 use crate::trace::format::{ExitKind, Record, SnapshotReason, StartCause};
 
 impl Tracer<'_> {
@@ -125,29 +124,15 @@ impl Tracer<'_> {
         });
     }
 
-    /// At a process's main thread's exit stop its memory is still all there: the last
-    /// smaps snapshot, taken here while the thread waits (once per process, and not for a
-    /// vfork child, whose memory is its parent's).
-    pub(crate) fn snapshot_at_exit(&mut self, tid: i32) {
-        let Some(process) = self.processes.get(&tid) else {
-            return;
-        };
-        if process.shares_parent_memory {
-            return;
-        }
-        let mut buffer = Vec::new();
-        let origin = self.sink.origin();
-        if let Some(record) = snapshot::take(tid, SnapshotReason::Exit, origin, &mut buffer) {
-            self.sink.send(record);
-        }
-    }
-
     pub(crate) fn on_thread_gone(&mut self, tid: i32, how: ExitKind) -> Result<()> {
         let Some(mut thread) = self.threads.remove(&tid) else {
             return Ok(());
         };
         let pending = thread.shadow.take_all();
         self.report_abandoned(thread.pid, tid, &pending);
+        if let Some(process) = self.processes.get_mut(&thread.pid) {
+            process.exiting_threads.remove(&tid);
+        }
         let time_ns = self.sink.now_ns();
         if tid != thread.pid {
             self.sink.send(Record::ThreadExit {

@@ -2,6 +2,7 @@
 pub mod attach;
 pub mod capture;
 pub mod detach;
+mod exit_snapshot;
 pub mod hits;
 pub mod inject;
 pub mod launch;

@@ -53,6 +53,9 @@ pub struct Process {
     pub probe_mapping_wrappers: bool,
     /// A vfork child until its exec: its memory is its parent's, restored by the parent.
     pub shares_parent_memory: bool,
+    /// Threads that reached their exit stop and are not reaped yet: when all of them have,
+    /// the process is ending (exit_group, or the last thread after a pthread_exit'd main).
+    pub exiting_threads: HashSet<i32>,
 }
 
 impl Process {
@@ -66,6 +69,7 @@ impl Process {
             known_modules: HashSet::new(),
             probe_mapping_wrappers,
             shares_parent_memory: false,
+            exiting_threads: HashSet::new(),
         }
     }
 

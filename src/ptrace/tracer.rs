@@ -45,6 +45,8 @@ pub struct Tracer<'a> {
     pub(crate) attached: bool,
     /// Messages for the user, printed by the caller (one line each).
     pub(crate) warnings: Vec<String>,
+    /// Time spent taking exit snapshots, which the exiting thread waits for.
+    pub(crate) exit_snapshot_ns: u64,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -64,6 +66,7 @@ impl<'a> Tracer<'a> {
             stack_mode: StackMode::Full,
             attached: false,
             warnings: Vec::new(),
+            exit_snapshot_ns: 0,
             _not_send: PhantomData,
         }
     }

@@ -73,7 +73,8 @@ struct Collector {
     output: Sender<Record>,
     files: Arc<ModuleCache>,
     images: HashMap<u32, Image>,
-    live_blocks: HashMap<(u32, u64), u64>,
+    /// Live blocks of each process: address -> size.
+    live_blocks: HashMap<u32, HashMap<u64, u64>>,
     /// New highs of live requested bytes, passed on to the sampler.
     peaks: RequestedPeaks,
     symbolizer: ImageSymbolizer,
@@ -243,7 +244,10 @@ impl Collector {
     fn remember_block(&mut self, pid: u32, address: u64, size: u64) {
         // A block at an address already live (its free was not seen) replaces it.
         self.forget_block(pid, address);
-        self.live_blocks.insert((pid, address), size);
+        self.live_blocks
+            .entry(pid)
+            .or_default()
+            .insert(address, size);
         self.peaks.add(pid, size);
         self.stats
             .live_bytes
@@ -251,7 +255,11 @@ impl Collector {
     }
 
     fn forget_block(&mut self, pid: u32, address: u64) {
-        if let Some(size) = self.live_blocks.remove(&(pid, address)) {
+        let removed = self
+            .live_blocks
+            .get_mut(&pid)
+            .and_then(|blocks| blocks.remove(&address));
+        if let Some(size) = removed {
             self.peaks.remove(pid, size);
             self.stats
                 .live_bytes
@@ -261,14 +269,10 @@ impl Collector {
 
     /// The image ended: its blocks are gone with it (an exec'd program starts afresh).
     fn forget_blocks(&mut self, pid: u32) {
-        let mut released = 0u64;
-        self.live_blocks.retain(|&(owner, _), &mut size| {
-            let keep = owner != pid;
-            if !keep {
-                released += size;
-            }
-            keep
-        });
+        let released: u64 = self
+            .live_blocks
+            .remove(&pid)
+            .map_or(0, |blocks| blocks.values().sum());
         self.peaks.forget(pid);
         self.stats
             .live_bytes

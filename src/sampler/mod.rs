@@ -119,7 +119,7 @@ impl Work {
                 let interval = self.smaps_interval.unwrap_or_default();
                 next_interval_snapshot = Some((next + interval).max(now));
             }
-            self.snapshot_round(now);
+            self.snapshot_round(now, next_status);
             if now >= next_status {
                 self.watched.snapshot(&mut self.pids);
                 let cpu = thread_cpu_ns();
@@ -154,11 +154,17 @@ impl Work {
     /// Takes the snapshots asked for since the last round, and those of new peaks the rate
     /// limit allows (at most one per `PEAK_SNAPSHOT_GAP`, and 20 times its own cost, so
     /// peak snapshots stay within the sampler's budget); the others wait.
-    fn snapshot_round(&mut self, now: Instant) {
+    fn snapshot_round(&mut self, now: Instant, status_due: Instant) {
         self.watched
             .take_requests(&mut self.requested, &mut self.peaks);
         for index in 0..self.requested.len() {
             let (pid, reason) = self.requested[index];
+            // Many snapshots at once (a signal, many processes) must not hold up the RSS
+            // timeline: past the next status round, the rest waits for the next pass.
+            if Instant::now() >= status_due {
+                self.watched.request(pid, reason);
+                continue;
+            }
             self.send_snapshot(pid, reason);
         }
         for index in 0..self.peaks.len() {
@@ -167,7 +173,7 @@ impl Work {
                 Some(&(when, cost)) => now >= when + PEAK_SNAPSHOT_GAP.max(cost * 20),
                 None => true,
             };
-            if !allowed {
+            if !allowed || Instant::now() >= status_due {
                 self.watched.defer_peak(pid, bytes);
                 continue;
             }

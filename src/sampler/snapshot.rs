@@ -23,7 +23,9 @@ pub fn take(
     let time_ns = origin.elapsed().as_nanos() as u64;
     read_into(&format!("/proc/{pid}/smaps"), buffer).ok()?;
     if buffer.is_empty() {
-        return None;
+        // A main thread that ended with pthread_exit is a zombie with no memory to show;
+        // the process's other threads still see it.
+        read_through_a_live_thread(pid, buffer)?;
     }
     let mappings: Vec<MappingResidency> = parse_smaps(buffer).iter().map(residency).collect();
     Some(Record::SmapsSnapshot {
@@ -33,6 +35,19 @@ pub fn take(
         cost_ns: thread_cpu_ns().saturating_sub(cpu),
         mappings,
     })
+}
+
+/// Reads /proc/PID/task/TID/smaps of the first thread that shows any; None when none does.
+fn read_through_a_live_thread(pid: i32, buffer: &mut Vec<u8>) -> Option<()> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    for task in tasks.flatten() {
+        let path = task.path().join("smaps");
+        let readable = read_into(&path.to_string_lossy(), buffer).is_ok();
+        if readable && !buffer.is_empty() {
+            return Some(());
+        }
+    }
+    None
 }
 
 fn residency(entry: &SmapsEntry) -> MappingResidency {

@@ -1,0 +1,90 @@
+//! The last smaps snapshot of a process, taken at its main thread's exit stop: the one moment
+//! its whole address space is still there and the program waits. The thread waits while
+//! /proc/PID/smaps is read (tens of ms for a large process), so these snapshots are bounded.
+
+use std::sync::OnceLock;
+
+use crate::ptrace::regs;
+use crate::ptrace::tracer::Tracer;
+use crate::sampler::snapshot;
+use crate::trace::format::SnapshotReason;
+
+/// Share of the recording's time the exit snapshots of processes other than the launched
+/// one may take (a program forking many short children must not slow down by much more).
+const EXIT_SNAPSHOT_SHARE: u64 = 20; // 1/20 = 5 %
+
+impl Tracer<'_> {
+    /// Called at `tid`'s exit stop: snapshots the process when every thread memsup knows of
+    /// it has reached its exit stop (the whole process is ending: exit_group, or the last
+    /// thread after a main thread that ended with pthread_exit). Until the last one is
+    /// resumed, the address space is all there.
+    pub(crate) fn snapshot_at_exit(&mut self, tid: i32) {
+        let Some(pid) = self.threads.get(&tid).map(|thread| thread.pid) else {
+            return;
+        };
+        let threads = self.threads.values().filter(|t| t.pid == pid).count();
+        let Some(process) = self.processes.get_mut(&pid) else {
+            return;
+        };
+        process.exiting_threads.insert(tid);
+        // A vfork child's memory is its parent's.
+        if process.exiting_threads.len() < threads || process.shares_parent_memory {
+            return;
+        }
+        let within_budget = self.exit_snapshot_ns * EXIT_SNAPSHOT_SHARE <= self.sink.now_ns();
+        if pid != self.root_pid && !within_budget {
+            return;
+        }
+        if killed_by_exec_on_old_kernel(tid) {
+            return;
+        }
+        let started = std::time::Instant::now();
+        let mut buffer = Vec::new();
+        let origin = self.sink.origin();
+        if let Some(record) = snapshot::take(pid, SnapshotReason::Exit, origin, &mut buffer) {
+            self.sink.send(record);
+        }
+        self.exit_snapshot_ns += started.elapsed().as_nanos() as u64;
+    }
+}
+
+/// Before Linux 5.7, opening /proc/PID/smaps takes the exec lock (cred_guard_mutex) that a
+/// thread calling execve holds while it waits for the other threads, the main one included,
+/// to die: reading it at an exit stop caused by that exec would wait forever. Those exits are
+/// the SIGKILL the exec sends.
+fn killed_by_exec_on_old_kernel(tid: i32) -> bool {
+    let killed = regs::event_message(tid).is_ok_and(|status| status & 0x7f == libc::SIGKILL as u64);
+    killed && !kernel_at_least(5, 7)
+}
+
+fn kernel_at_least(major: u32, minor: u32) -> bool {
+    static RELEASE: OnceLock<(u32, u32)> = OnceLock::new();
+    let release = *RELEASE.get_or_init(|| {
+        let text = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        parse_release(&text)
+    });
+    release >= (major, minor)
+}
+
+/// "6.1.0-18-amd64" -> (6, 1); (0, 0) when unreadable.
+fn parse_release(text: &str) -> (u32, u32) {
+    let mut numbers = text
+        .trim()
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|part| part.parse().unwrap_or(0));
+    (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_releases_are_read_as_major_and_minor() {
+        assert_eq!(parse_release("6.1.0-18-amd64\n"), (6, 1));
+        assert_eq!(parse_release("3.10.0-1160.el7.x86_64"), (3, 10));
+        assert_eq!(parse_release("5.7"), (5, 7));
+        assert_eq!(parse_release(""), (0, 0));
+        assert!((4, 18) < (5, 7) && (5, 7) <= (5, 7) && (5, 10) >= (5, 7));
+    }
+}
