@@ -40,6 +40,16 @@ fn names(image: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Why each of an image's snapshots was taken, in time order.
+fn snapshot_reasons(image: &Value) -> Vec<&str> {
+    image["snapshots"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no snapshots list in {image:#}"))
+        .iter()
+        .filter_map(|snapshot| snapshot["reason"].as_str())
+        .collect()
+}
+
 fn assert_within(what: &str, value: u64, low: u64, high: u64) {
     assert!(
         (low..=high).contains(&value),
@@ -95,12 +105,7 @@ fn snapshots_follow_the_smaps_interval() {
         .options
         .contains(&"smaps-interval=100ms".to_string()));
     let image = process_image(&recording.report, &file_name(&program), "launch");
-    let reasons: Vec<&str> = image["snapshots"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|snapshot| snapshot["reason"].as_str())
-        .collect();
+    let reasons = snapshot_reasons(image);
     // About 560 ms of run time: 5 interval snapshots, fewer on a loaded machine; the start
     // one comes first, and the exit one is there too.
     let intervals = reasons
@@ -199,11 +204,9 @@ fn thread_stacks_are_the_stacks_component() {
         });
         let image = process_image(&report, &file_name(program), "launch");
         let what = format!("thread_stacks {variant:?}: {:?}", names(image));
-        let signal_snapshots = image["snapshots"]
-            .as_array()
-            .unwrap()
+        let signal_snapshots = snapshot_reasons(image)
             .iter()
-            .filter(|snapshot| snapshot["reason"] == "signal")
+            .filter(|&&reason| reason == "signal")
             .count();
         assert_eq!(signal_snapshots, 1, "{what}");
         let stacks = component(image, "stacks");
@@ -275,12 +278,7 @@ fn an_attached_program_has_its_thread_stacks_and_unknown_earlier_memory() {
         // pointers, not by the calls that mapped them.
         let stacks = component(image, "stacks");
         assert_within(&what, number(stacks, "/peak_rss_bytes"), 8 * MIB, 9 * MIB);
-        let reasons: Vec<&str> = image["snapshots"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|snapshot| snapshot["reason"].as_str())
-            .collect();
+        let reasons = snapshot_reasons(image);
         assert_eq!(reasons.first(), Some(&"start"), "{what}: {reasons:?}");
         // Nothing is called allocator overhead when earlier blocks were never seen.
         assert!(!names(image).contains(&"overhead".to_string()), "{what}");
