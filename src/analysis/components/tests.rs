@@ -756,48 +756,58 @@ fn zero_filled_data_after_a_module_belongs_to_the_module() {
     );
 }
 
-#[test]
-fn a_fork_child_holds_what_its_parent_mapped_as_the_parent_would() {
-    const CHILD: u32 = PID + 1;
-    let rw = MAPPING_READ | MAPPING_WRITE;
-    let mut child_snapshot = snapshot(
-        300,
-        vec![
-            // Mapped by the parent's HDF5 call and by its thread creation before the fork.
-            region(0x7100_0000, 0x7101_0000, rw, "", 1 << 14, 1 << 13),
-            region(0x7200_0000, 0x7202_0000, rw, "", 1 << 13, 1 << 12),
-            // Mapped by nobody memsup saw.
-            region(0x7600_0000, 0x7601_0000, rw, "", 1 << 12, 1 << 12),
-        ],
-    );
-    if let Record::SmapsSnapshot { pid, .. } = &mut child_snapshot {
+const CHILD: u32 = PID + 1;
+
+/// The analysis of a fork child of PID 100 made at 100 ns after `parent_body`, with
+/// `child_body` (its records) before its exit at 400 ns.
+fn fork_child(parent_body: Vec<Record>, child_body: Vec<Record>) -> ProcessAnalysis {
+    let mut body = parent_body;
+    body.push(Record::ProcessStart {
+        time_ns: 100,
+        pid: CHILD,
+        parent_pid: Some(PID),
+        cause: StartCause::Fork,
+    });
+    body.extend(child_body);
+    body.push(Record::ProcessExit {
+        time_ns: 400,
+        pid: CHILD,
+        status: ExitKind::Code(0),
+        counters: ProbeCounters::default(),
+    });
+    let images = replay(&image(1000, body), RecordMode::Run, &Settings::default());
+    images.into_iter().find(|image| image.pid == CHILD).unwrap()
+}
+
+fn child_snapshot(time_ns: u64, mappings: Vec<MappingResidency>) -> Record {
+    let mut record = snapshot(time_ns, mappings);
+    if let Record::SmapsSnapshot { pid, .. } = &mut record {
         *pid = CHILD;
     }
-    let records = image(
-        1000,
+    record
+}
+
+#[test]
+fn a_fork_child_holds_what_its_parent_mapped_as_the_parent_would() {
+    let rw = MAPPING_READ | MAPPING_WRITE;
+    let child = fork_child(
         vec![
             mmap(10, 0x7100_0000, 0x10000, 0x22, HDF5_MMAP),
             mmap(20, 0x7200_0000, 0x20000, 0x22, THREAD_MMAP),
-            Record::ProcessStart {
-                time_ns: 100,
-                pid: CHILD,
-                parent_pid: Some(PID),
-                cause: StartCause::Fork,
-            },
-            child_snapshot,
-            Record::ProcessExit {
-                time_ns: 400,
-                pid: CHILD,
-                status: ExitKind::Code(0),
-                counters: ProbeCounters::default(),
-            },
         ],
+        vec![child_snapshot(
+            300,
+            vec![
+                // Mapped by the parent's HDF5 call and by its thread creation before the fork.
+                region(0x7100_0000, 0x7101_0000, rw, "", 1 << 14, 1 << 13),
+                region(0x7200_0000, 0x7202_0000, rw, "", 1 << 13, 1 << 12),
+                // Mapped by nobody memsup saw.
+                region(0x7600_0000, 0x7601_0000, rw, "", 1 << 12, 1 << 12),
+            ],
+        )],
     );
-    let settings = Settings::default();
-    let images = replay(&records, RecordMode::Run, &settings);
-    let child = images.iter().find(|image| image.pid == CHILD).unwrap();
     assert_eq!(
-        first_snapshot(child),
+        first_snapshot(&child),
         held(&[
             ("libhdf5.so", 1 << 14, 1 << 13),
             ("stacks", 1 << 13, 1 << 12),
@@ -808,42 +818,22 @@ fn a_fork_child_holds_what_its_parent_mapped_as_the_parent_would() {
 
 #[test]
 fn a_snapshot_of_a_fork_child_before_its_exec_is_not_the_new_program_s() {
-    const CHILD: u32 = PID + 1;
     let rw = MAPPING_READ | MAPPING_WRITE;
-    let mut child_snapshot = snapshot(
-        150,
-        vec![region(0x7100_0000, 0x7101_0000, rw, "", 1 << 14, 1 << 14)],
-    );
-    if let Record::SmapsSnapshot { pid, .. } = &mut child_snapshot {
-        *pid = CHILD;
-    }
-    let records = image(
-        1000,
+    let child = fork_child(
+        vec![mmap(10, 0x7100_0000, 0x10000, 0x22, HDF5_MMAP)],
         vec![
-            mmap(10, 0x7100_0000, 0x10000, 0x22, HDF5_MMAP),
-            Record::ProcessStart {
-                time_ns: 100,
-                pid: CHILD,
-                parent_pid: Some(PID),
-                cause: StartCause::Fork,
-            },
-            child_snapshot,
+            child_snapshot(
+                150,
+                vec![region(0x7100_0000, 0x7101_0000, rw, "", 1 << 14, 1 << 14)],
+            ),
             Record::Exec {
                 time_ns: 200,
                 pid: CHILD,
                 exe: "/bin/sleep".to_string(),
                 argv: vec!["sleep".to_string()],
             },
-            Record::ProcessExit {
-                time_ns: 400,
-                pid: CHILD,
-                status: ExitKind::Code(0),
-                counters: ProbeCounters::default(),
-            },
         ],
     );
-    let images = replay(&records, RecordMode::Run, &Settings::default());
-    let child = images.iter().find(|image| image.pid == CHILD).unwrap();
     assert_eq!(child.exe, "/bin/sleep");
     assert!(
         child.components.snapshots.is_empty(),

@@ -2,22 +2,16 @@
 //! process (stops it, asks memsup for a snapshot) in between, natively and under memsup alike.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 use std::thread;
 
-use super::run::wait_with_timeout;
+use super::run::{spawn_piped, wait_with_timeout};
 
 /// Starts `command`, waits for its first output line, calls `at_ready` with the child, then
 /// writes a line to its standard input and waits for it to end. The output holds everything
 /// it printed, the first line included.
-pub fn run_until_ready(mut command: Command, at_ready: impl FnOnce(&Child)) -> Output {
-    let description = format!("{command:?}");
-    let mut child = command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|error| panic!("starting {description}: {error}"));
+pub fn run_until_ready(command: Command, at_ready: impl FnOnce(&Child)) -> Output {
+    let (mut child, description) = spawn_piped(command);
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut first_line = String::new();
     stdout

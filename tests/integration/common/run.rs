@@ -72,15 +72,21 @@ pub fn wait_with_timeout(mut child: Child, what: &str) -> Output {
     }
 }
 
-/// Runs `command` with `stdin` (or an empty stdin) and captures its output.
-pub fn run_command(mut command: Command, stdin: Option<&[u8]>) -> Output {
+/// Starts `command` with all three standard streams piped; returns it with its description.
+pub fn spawn_piped(mut command: Command) -> (Child, String) {
     let description = format!("{command:?}");
-    let mut child = command
+    let child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|error| panic!("starting {description}: {error}"));
+    (child, description)
+}
+
+/// Runs `command` with `stdin` (or an empty stdin) and captures its output.
+pub fn run_command(command: Command, stdin: Option<&[u8]>) -> Output {
+    let (mut child, description) = spawn_piped(command);
     let mut pipe = child.stdin.take().unwrap();
     let input = stdin.unwrap_or_default().to_vec();
     let writer = thread::spawn(move || {
