@@ -13,6 +13,7 @@ use flate2::{Compression, Crc};
 
 use crate::error::TraceError;
 use crate::trace::format::{Header, Record, FORMAT_VERSION, MAGIC};
+use crate::trace::output_file::{open_output, OutputFile, OutputRequest};
 
 /// Uncompressed bytes buffered before a block is written regardless of age.
 pub const BLOCK_BYTES: usize = 256 * 1024;
@@ -38,13 +39,18 @@ pub struct ProfileWriter {
 }
 
 impl ProfileWriter {
-    /// Creates (or truncates) the file and writes magic, version and header at once, so an
-    /// unwritable path fails before anything is launched.
+    /// Creates a new file at `path` (refusing an existing one) and writes the header.
     pub fn create(path: &Path, header: &Header) -> Result<ProfileWriter, TraceError> {
-        let io_error = |source| TraceError::Io {
+        let request = OutputRequest::Explicit {
             path: path.to_path_buf(),
-            source,
+            force: false,
         };
+        ProfileWriter::open(&request, header)
+    }
+
+    /// Opens the file as `request` says (see `output_file`) and writes magic, version and
+    /// header at once, so an unwritable path fails before anything is launched.
+    pub fn open(request: &OutputRequest, header: &Header) -> Result<ProfileWriter, TraceError> {
         let encoded_header = encoding()
             .serialize(header)
             .map_err(|error| TraceError::Encode(error.to_string()))?;
@@ -55,11 +61,15 @@ impl ProfileWriter {
         start.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
         start.extend_from_slice(&header_length.to_le_bytes());
         start.extend_from_slice(&encoded_header);
-        let mut file = File::create(path).map_err(io_error)?;
+        let OutputFile { path, mut file } = open_output(request)?;
+        let io_error = |source| TraceError::Io {
+            path: path.clone(),
+            source,
+        };
         file.write_all(&start).map_err(io_error)?;
         file.flush().map_err(io_error)?;
         Ok(ProfileWriter {
-            path: path.to_path_buf(),
+            path,
             file,
             buffer: Vec::new(),
             buffered_records: 0,
@@ -110,6 +120,11 @@ impl ProfileWriter {
     pub fn finish(mut self) -> Result<(), TraceError> {
         self.flush_block()?;
         self.file.sync_all().map_err(|source| self.io_error(source))
+    }
+
+    /// The file written: the default name may have taken a suffix.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     /// Records written to the file in whole blocks so far.
