@@ -21,9 +21,15 @@ pub mod exit_code {
     pub const NO_SUCH_PROCESS: i32 = 71;
     /// The process is already traced by another tracer.
     pub const ALREADY_TRACED: i32 = 72;
-    /// The output file cannot be created.
+    /// The output file cannot be created: unwritable, an existing file without --force, a
+    /// symbolic link, or every default name taken.
     pub const OUTPUT_NOT_WRITABLE: i32 = 73;
-    /// ptrace was refused (ptrace_scope, capabilities, containers).
+    /// The PID is memsup's own process or one of its threads (the kernel refuses ptrace
+    /// within a thread group).
+    pub const OWN_PROCESS: i32 = 74;
+    /// The PID is a kernel thread: no user memory, and the kernel refuses to trace it.
+    pub const KERNEL_THREAD: i32 = 75;
+    /// ptrace was refused (ptrace_scope, capabilities, containers; for PID 1, init's owner).
     pub const PERMISSION_DENIED: i32 = 77;
     /// The command exists but cannot be executed.
     pub const NOT_EXECUTABLE: i32 = 126;
@@ -102,6 +108,12 @@ pub enum Error {
     },
     #[error("not permitted to trace process {pid}")]
     PermissionDenied { pid: i32 },
+    #[error(
+        "process {pid} is memsup itself; the kernel does not let a process trace its own threads"
+    )]
+    OwnProcess { pid: i32 },
+    #[error("process {pid} ({name}) is a kernel thread: it has no user memory to record, and the kernel refuses to trace kernel threads")]
+    KernelThread { pid: i32, name: String },
     #[error("cannot write the profile {path}: {source}")]
     OutputNotWritable {
         path: PathBuf,
@@ -147,6 +159,8 @@ impl Error {
             Error::NoSuchProcess(_) => NO_SUCH_PROCESS,
             Error::AlreadyTraced { .. } => ALREADY_TRACED,
             Error::PermissionDenied { .. } => PERMISSION_DENIED,
+            Error::OwnProcess { .. } => OWN_PROCESS,
+            Error::KernelThread { .. } => KERNEL_THREAD,
             Error::Ptrace {
                 source: Errno::EPERM,
                 ..

@@ -80,6 +80,22 @@ pub fn read_status(pid: i32) -> std::io::Result<Status> {
     Ok(parse_status(&text))
 }
 
+/// The kernel's PF_KTHREAD task flag (include/linux/sched.h).
+const PF_KTHREAD: u64 = 0x0020_0000;
+
+/// Whether `pid` is a kernel thread: PF_KTHREAD in the flags of /proc/PID/stat.
+pub fn is_kernel_thread(pid: i32) -> std::io::Result<bool> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    Ok(stat_flags(&text).is_some_and(|flags| flags & PF_KTHREAD != 0))
+}
+
+/// Field 9 (flags) of a /proc/PID/stat line; the name in field 2 may hold spaces and
+/// parentheses, so fields are counted after its last ')'.
+fn stat_flags(text: &str) -> Option<u64> {
+    let after_name = &text[text.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(6)?.parse().ok()
+}
+
 /// Thread ids in /proc/PID/task, sorted.
 pub fn read_tasks(pid: i32) -> std::io::Result<Vec<i32>> {
     let mut tasks = Vec::new();
@@ -161,6 +177,15 @@ mod tests {
         assert_eq!(split_cmdline(b"rewritten title"), vec!["rewritten title"]);
         assert!(split_cmdline(b"").is_empty());
         assert_eq!(split_cmdline(b"a\xff\0"), vec!["a\u{fffd}"]);
+    }
+
+    #[test]
+    fn reads_the_flags_field_of_stat() {
+        let kthreadd = "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0";
+        assert_eq!(stat_flags(kthreadd), Some(2_129_984));
+        let odd_name = "77 (a) b (c) R 1 77 77 0 -1 4194304 10 0 0 0";
+        assert_eq!(stat_flags(odd_name), Some(4_194_304));
+        assert!(!is_kernel_thread(std::process::id() as i32).unwrap());
     }
 
     #[test]

@@ -7,16 +7,27 @@ use nix::errno::Errno;
 
 use crate::error::{Error, Result};
 use crate::proc::maps::read_maps;
-use crate::proc::status::{read_status, read_tasks};
+use crate::proc::status::{is_kernel_thread, read_status, read_tasks};
 use crate::ptrace::regs;
 use crate::ptrace::state::{Process, Thread};
 use crate::ptrace::stop::{wait_for_thread, Event, Stop, GROUP_STOP_SIGNALS};
 use crate::ptrace::tracer::Tracer;
 use crate::trace::format::{Record, StartCause};
 
-/// Refuses early, with the reason, when `pid` cannot be attached to.
+/// Refuses early, with the reason, when `pid` cannot be attached to. PID 1 is not refused
+/// here: whether init may be traced is the kernel's decision (in a container it often is).
 pub fn check_attachable(pid: i32) -> Result<i32> {
     let status = read_status(pid).map_err(|_| Error::NoSuchProcess(pid))?;
+    // A TID of memsup has memsup's Tgid too; the kernel would answer EPERM.
+    if status.tgid == std::process::id() as i32 {
+        return Err(Error::OwnProcess { pid });
+    }
+    if is_kernel_thread(pid).unwrap_or(false) {
+        return Err(Error::KernelThread {
+            pid,
+            name: status.name,
+        });
+    }
     if status.tracer_pid != 0 {
         let tracer_name = read_status(status.tracer_pid)
             .map(|s| s.name)
