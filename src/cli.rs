@@ -2,12 +2,14 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::breakpoints::table::StepOverPolicy;
 use crate::ptrace::capture::StackMode;
 use crate::report::folded::Metric;
+use crate::trace::output_file::OutputRequest;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -27,6 +29,9 @@ pub enum Command {
         /// Profile to write (default: memsup.NAME.N.msup in the current directory, N being memsup's process id).
         #[arg(short, long)]
         output: Option<PathBuf>,
+        /// Overwrite the -o file if it exists (never through a symbolic link).
+        #[arg(short, long)]
+        force: bool,
         /// Print nothing of memsup's own but errors and warnings.
         #[arg(short, long)]
         quiet: bool,
@@ -48,9 +53,12 @@ pub enum Command {
         /// Profile to write (default: memsup.attach.N.msup in the current directory, N being memsup's process id).
         #[arg(short, long)]
         output: Option<PathBuf>,
-        /// Detach after this many seconds.
-        #[arg(short, long, value_name = "SECS")]
-        duration: Option<u32>,
+        /// Overwrite the -o file if it exists (never through a symbolic link).
+        #[arg(short, long)]
+        force: bool,
+        /// Detach after this long: seconds (`0.2`, `1.5s`), `500ms` or minutes (`2m`).
+        #[arg(short, long, value_name = "DURATION", value_parser = parse_duration)]
+        duration: Option<Duration>,
         /// Print nothing of memsup's own but errors and warnings.
         #[arg(short, long)]
         quiet: bool,
@@ -59,7 +67,13 @@ pub enum Command {
         #[command(flatten)]
         sampling: SampleArgs,
         /// The processes to join (every thread of each).
-        #[arg(required = true, value_name = "PID")]
+        // Negative numbers are values, so `-5` is refused as a PID rather than as a flag.
+        #[arg(
+            required = true,
+            value_name = "PID",
+            allow_negative_numbers = true,
+            value_parser = clap::value_parser!(i32).range(1..)
+        )]
         pids: Vec<i32>,
     },
     /// Analyse a profile.
@@ -207,10 +221,44 @@ impl MetricArg {
     }
 }
 
-/// memsup.NAME.PID.msup, NAME being the program's file name (or "attach").
-pub fn default_output(name: &str) -> PathBuf {
-    let base = name.rsplit('/').next().unwrap_or(name);
-    PathBuf::from(format!("memsup.{base}.{}.msup", std::process::id()))
+/// The profile `-o` names, or memsup.NAME.PID.msup (memsup.NAME.PID.N.msup when that name is
+/// taken), NAME being the program's file name (or "attach").
+pub fn output_request(output: Option<PathBuf>, force: bool, name: &str) -> OutputRequest {
+    match output {
+        Some(path) => OutputRequest::Explicit { path, force },
+        None => {
+            let base = name.rsplit('/').next().unwrap_or(name);
+            OutputRequest::Default {
+                stem: PathBuf::from(format!("memsup.{base}.{}", std::process::id())),
+            }
+        }
+    }
+}
+
+/// A `--duration`: a positive number of seconds, or of `ms`, `s` or `m`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let (number, unit_seconds) = if let Some(number) = text.strip_suffix("ms") {
+        (number, 0.001)
+    } else if let Some(number) = text.strip_suffix('s') {
+        (number, 1.0)
+    } else if let Some(number) = text.strip_suffix('m') {
+        (number, 60.0)
+    } else {
+        (text, 1.0)
+    };
+    let malformed =
+        || "expected seconds (0.2, 1.5s), milliseconds (500ms) or minutes (2m)".to_string();
+    // Only digits and one point: f64's parser would also take "inf", "NaN" and "1e3".
+    if number.is_empty() || !number.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(malformed());
+    }
+    let value: f64 = number.parse().map_err(|_| malformed())?;
+    let duration = Duration::try_from_secs_f64(value * unit_seconds).map_err(|_| malformed())?;
+    // The interval timer counts in microseconds and a zero timer never fires.
+    if duration < Duration::from_millis(1) {
+        return Err("the duration must be at least 1ms".to_string());
+    }
+    Ok(duration)
 }
 
 #[cfg(test)]
@@ -322,8 +370,56 @@ mod tests {
     }
 
     #[test]
-    fn the_default_profile_name_uses_the_program_name() {
-        let path = default_output("/usr/bin/app");
-        assert!(path.to_string_lossy().starts_with("memsup.app."));
+    fn the_default_profile_name_uses_the_program_name_and_memsup_s_pid() {
+        assert_eq!(
+            output_request(None, false, "/usr/bin/app").first_path(),
+            PathBuf::from(format!("memsup.app.{}.msup", std::process::id()))
+        );
+        assert_eq!(
+            output_request(Some("p.msup".into()), true, "/usr/bin/app"),
+            OutputRequest::Explicit {
+                path: "p.msup".into(),
+                force: true
+            }
+        );
+    }
+
+    #[test]
+    fn durations_take_fractions_and_units() {
+        let millis = Duration::from_millis;
+        for (text, expected) in [
+            ("0.2", millis(200)),
+            ("1.5s", millis(1500)),
+            ("500ms", millis(500)),
+            ("2m", millis(120_000)),
+            ("3", millis(3000)),
+            ("0.001", millis(1)),
+        ] {
+            assert_eq!(parse_duration(text), Ok(expected), "{text}");
+        }
+        for text in [
+            "0", "0s", "0.0004", "-1", "x", "", "s", "1.5x", "1..5", "inf", "1e3", " 1",
+        ] {
+            assert!(parse_duration(text).is_err(), "{text} must be refused");
+        }
+    }
+
+    #[test]
+    fn pids_are_positive_numbers() {
+        let pids = |arguments: &[&str]| {
+            Cli::try_parse_from(arguments).map(|cli| match cli.command {
+                Command::Attach { pids, .. } => pids,
+                other => panic!("parsed as {other:?}"),
+            })
+        };
+        assert_eq!(pids(&["memsup", "attach", "42", "7"]).unwrap(), [42, 7]);
+        for bad in ["-5", "0", "abc"] {
+            let error = pids(&["memsup", "attach", bad]).unwrap_err();
+            assert_eq!(
+                error.kind(),
+                clap::error::ErrorKind::ValueValidation,
+                "{bad}"
+            );
+        }
     }
 }

@@ -3,15 +3,26 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::Parser;
-use memsup::cli::{default_output, Cli, Command, Format};
-use memsup::error::{Error, Result};
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser};
+use memsup::cli::{output_request, Cli, Command, Format};
+use memsup::error::{exit_code, Error, Result};
+use memsup::ptrace::signals;
 use memsup::record::{self, AttachOptions, RunOptions};
 use memsup::trace::reader::read_profile;
 use memsup::{analysis, report};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return usage_error(&error),
+    };
+    if matches!(cli.command, Command::Run { .. } | Command::Attach { .. }) {
+        // Before any setup: a Ctrl-C or SIGTERM during it is kept for the tracer loop and
+        // handled like a later one, instead of killing memsup.
+        signals::install();
+        raise_for_tests();
+    }
     match execute(cli.command) {
         Ok(status) => ExitCode::from(status.clamp(0, 255) as u8),
         Err(error) => {
@@ -25,6 +36,7 @@ fn execute(command: Command) -> Result<i32> {
     match command {
         Command::Run {
             output,
+            force,
             quiet,
             probes,
             sampling,
@@ -34,9 +46,8 @@ fn execute(command: Command) -> Result<i32> {
                 .first()
                 .map(|c| c.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            let output = output.unwrap_or_else(|| default_output(&name));
             record::run(RunOptions {
-                output,
+                output: output_request(output, force, &name),
                 command,
                 quiet,
                 step_over: probes.step_over.policy(),
@@ -46,23 +57,21 @@ fn execute(command: Command) -> Result<i32> {
         }
         Command::Attach {
             output,
+            force,
             duration,
             quiet,
             probes,
             sampling,
             pids,
-        } => {
-            let output = output.unwrap_or_else(|| default_output("attach"));
-            record::attach(AttachOptions {
-                output,
-                pids,
-                duration_seconds: duration,
-                quiet,
-                step_over: probes.step_over.policy(),
-                stacks: probes.stacks.mode(),
-                rates: sampling.rates(),
-            })
-        }
+        } => record::attach(AttachOptions {
+            output: output_request(output, force, "attach"),
+            pids,
+            duration,
+            quiet,
+            step_over: probes.step_over.policy(),
+            stacks: probes.stacks.mode(),
+            rates: sampling.rates(),
+        }),
         Command::Report {
             format,
             top,
@@ -76,7 +85,7 @@ fn execute(command: Command) -> Result<i32> {
                 Ok(rules) => rules,
                 Err(message) => {
                     eprintln!("memsup: error: {message}");
-                    return Ok(memsup::error::exit_code::USAGE);
+                    return Ok(exit_code::USAGE);
                 }
             };
             if !profile.exists() {
@@ -110,13 +119,86 @@ fn execute(command: Command) -> Result<i32> {
     }
 }
 
+/// Help and version as clap prints them; any other command-line error as one line, exit 2.
+fn usage_error(error: &clap::Error) -> ExitCode {
+    if matches!(
+        error.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        error.exit();
+    }
+    // clap's first paragraph, its continuation lines (the missing arguments, the possible
+    // values) joined to the first; usage and tips are left to --help.
+    let rendered = error.render().to_string();
+    let paragraph: Vec<&str> = rendered
+        .lines()
+        .take_while(|line| !line.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    let joined = paragraph.join(" ");
+    let message = joined.strip_prefix("error: ").unwrap_or(&joined);
+    eprintln!("memsup: error: {message} (see {} --help)", help_command());
+    ExitCode::from(exit_code::USAGE as u8)
+}
+
+/// `memsup VERB` when the command line names a verb before anything else, else `memsup`.
+fn help_command() -> String {
+    let verbs = Cli::command();
+    let first_word = std::env::args().skip(1).find(|word| !word.starts_with('-'));
+    match first_word {
+        Some(word) if verbs.find_subcommand(&word).is_some() => format!("memsup {word}"),
+        _ => "memsup".to_string(),
+    }
+}
+
+/// Test-only: `MEMSUP_TEST_RAISE_AT_START=INT` (or `TERM`) makes memsup send itself that
+/// signal before any setup, where a real one could otherwise arrive unhandled.
+fn raise_for_tests() {
+    let signal = match std::env::var("MEMSUP_TEST_RAISE_AT_START").as_deref() {
+        Ok("INT") => libc::SIGINT,
+        Ok("TERM") => libc::SIGTERM,
+        _ => return,
+    };
+    // SAFETY: raise has no memory effects; the handler installed above only sets a flag.
+    unsafe { libc::raise(signal) };
+}
+
 /// The error, with what to do about a refused ptrace.
 fn with_advice(error: &Error) -> String {
-    match error.exit_code() {
-        memsup::error::exit_code::PERMISSION_DENIED => format!(
-            "{error}: ptrace was refused; check /proc/sys/kernel/yama/ptrace_scope (0 allows tracing any \
-             process of your user), or run as root / with CAP_SYS_PTRACE (containers: --cap-add SYS_PTRACE)"
-        ),
-        _ => error.to_string(),
+    match error {
+        Error::PermissionDenied { pid: 1 } => format!("{error}: {}", init_refusal()),
+        _ => match error.exit_code() {
+            exit_code::PERMISSION_DENIED => ptrace_scope_advice(error),
+            _ => error.to_string(),
+        },
     }
+}
+
+/// Why the kernel refuses init: ptrace_scope advice cannot help there.
+fn init_refusal() -> String {
+    use std::os::unix::fs::MetadataExt;
+    // /proc/1 belongs to init's effective user.
+    let init_uid = std::fs::metadata("/proc/1").map(|metadata| metadata.uid());
+    // SAFETY: geteuid has no side effects.
+    let our_uid = unsafe { libc::geteuid() };
+    match init_uid {
+        Ok(uid) if uid != our_uid => format!(
+            "PID 1 is init, run by uid {uid}; the kernel lets only a tracer with \
+             CAP_SYS_PTRACE in init's user namespace trace another user's process"
+        ),
+        _ => "PID 1 is init; the kernel refused although memsup runs as its user: a security \
+              module (Yama with ptrace_scope 3, SELinux, AppArmor) or a user namespace that \
+              does not own init forbids it"
+            .to_string(),
+    }
+}
+
+/// What to do about a refused ptrace.
+fn ptrace_scope_advice(error: &Error) -> String {
+    format!(
+        "{error}: ptrace was refused; check /proc/sys/kernel/yama/ptrace_scope (0 allows tracing any \
+         process of your user), or run as root / with CAP_SYS_PTRACE (containers: --cap-add SYS_PTRACE)"
+    )
 }

@@ -26,9 +26,16 @@ extern "C" fn note_signal(signal: i32) {
 /// launched program inherits them ignored, as it would without memsup (nohup, `&` in scripts).
 static ORIGINALLY_IGNORED: AtomicU64 = AtomicU64::new(0);
 
-/// Installs the handlers. Call on the tracer thread before other threads are spawned, then
-/// call `block_in_this_thread` in every other thread so only the tracer is interrupted.
+/// Installs the handlers, once: `main` calls it first thing for `run` and `attach`, so a
+/// signal that arrives during setup is kept for the tracer loop like a later one. Call on the
+/// tracer thread before other threads are spawned, then call `block_in_this_thread` in every
+/// other thread so only the tracer is interrupted.
 pub fn install() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(install_handlers);
+}
+
+fn install_handlers() {
     for signal in HANDLED_BY_MEMSUP {
         // SAFETY: queries the current disposition into a local.
         let ignored = unsafe {
@@ -89,10 +96,23 @@ pub fn take_pending() -> Option<i32> {
     }
 }
 
-/// Arranges for SIGALRM after `seconds` (attach --duration).
-pub fn alarm_after(seconds: u32) {
-    // SAFETY: alarm has no memory effects.
-    unsafe { libc::alarm(seconds) };
+/// Arranges for SIGALRM after `duration` (attach --duration), to the microsecond: alarm(2)
+/// counts whole seconds only. A zero duration would disarm the timer, so it is at least 1 µs.
+pub fn alarm_after(duration: std::time::Duration) {
+    let duration = duration.max(std::time::Duration::from_micros(1));
+    let timer = libc::itimerval {
+        it_interval: libc::timeval {
+            tv_sec: 0,
+            tv_usec: 0,
+        },
+        it_value: libc::timeval {
+            tv_sec: libc::time_t::try_from(duration.as_secs()).unwrap_or(libc::time_t::MAX),
+            tv_usec: libc::suseconds_t::from(duration.subsec_micros() as i32),
+        },
+    };
+    // SAFETY: setitimer reads the local timer and writes nothing (null old value). It fails
+    // only on a bad pointer or microseconds out of range, neither possible here.
+    unsafe { libc::setitimer(libc::ITIMER_REAL, &timer, std::ptr::null_mut()) };
 }
 
 /// Unblocks memsup's handled signals in the calling thread (the tracer thread).

@@ -23,6 +23,7 @@ use crate::ptrace::{attach, signals};
 use crate::sampler::{Rates, Sampler};
 use crate::symbols::elf::check_executable;
 use crate::trace::format::{ExitKind, Header, Record, RecordMode, StartCause};
+use crate::trace::output_file::OutputRequest;
 use crate::trace::writer::{self, ProfileWriter};
 use collector::LiveStats;
 use progress::Progress;
@@ -34,7 +35,7 @@ const CHANNEL_CAPACITY: usize = 1 << 16;
 const TRACER_CHANNEL_CAPACITY: usize = 1 << 16;
 
 pub struct RunOptions {
-    pub output: PathBuf,
+    pub output: OutputRequest,
     pub command: Vec<OsString>,
     pub quiet: bool,
     pub step_over: StepOverPolicy,
@@ -44,9 +45,10 @@ pub struct RunOptions {
 }
 
 pub struct AttachOptions {
-    pub output: PathBuf,
+    pub output: OutputRequest,
     pub pids: Vec<i32>,
-    pub duration_seconds: Option<u32>,
+    /// Detach after this long (`--duration`).
+    pub duration: Option<std::time::Duration>,
     pub quiet: bool,
     pub step_over: StepOverPolicy,
     pub stacks: StackMode,
@@ -66,14 +68,17 @@ struct Pipeline {
 
 impl Pipeline {
     /// Creates the profile (failing before anything is launched) and starts the threads.
-    fn start(output: &Path, header: Header, quiet: bool, rates: Rates) -> Result<Pipeline> {
-        let writer = ProfileWriter::create(output, &header).map_err(|error| match error {
-            TraceError::Io { source, .. } => Error::OutputNotWritable {
-                path: output.to_path_buf(),
-                source,
-            },
+    fn start(
+        output: &OutputRequest,
+        header: Header,
+        quiet: bool,
+        rates: Rates,
+    ) -> Result<Pipeline> {
+        let writer = ProfileWriter::open(output, &header).map_err(|error| match error {
+            TraceError::Io { path, source } => Error::OutputNotWritable { path, source },
             other => Error::Trace(other),
         })?;
+        let output = writer.path().to_path_buf();
         let stats = Arc::new(LiveStats::default());
         // Worker threads inherit a mask that keeps memsup's signals for the tracer thread.
         signals::install();
@@ -108,7 +113,7 @@ impl Pipeline {
             sampler,
             writer,
             progress,
-            output: output.to_path_buf(),
+            output,
             quiet,
         })
     }
@@ -222,8 +227,9 @@ pub fn run(options: RunOptions) -> Result<i32> {
     let pid = match launched {
         Ok(pid) => pid,
         Err(error) => {
+            let written_to = pipeline.output.clone();
             let _ = pipeline.finish_quietly();
-            let _ = std::fs::remove_file(&options.output);
+            let _ = std::fs::remove_file(written_to);
             return Err(error);
         }
     };
@@ -249,8 +255,8 @@ pub fn attach(options: AttachOptions) -> Result<i32> {
     }
     let target = options.pids.iter().map(|p| p.to_string()).collect();
     let duration = options
-        .duration_seconds
-        .map(|s| format!("duration={s}s"))
+        .duration
+        .map(|duration| format!("duration={}s", duration.as_secs_f64()))
         .into_iter()
         .chain([stacks_option(options.stacks)])
         .chain(rate_options(options.rates))
@@ -268,14 +274,15 @@ pub fn attach(options: AttachOptions) -> Result<i32> {
         if let Err(error) = tracer.attach(pid) {
             let _ = tracer.detach_all();
             drop(tracer);
+            let written_to = pipeline.output.clone();
             let _ = pipeline.finish_quietly();
-            let _ = std::fs::remove_file(&options.output);
+            let _ = std::fs::remove_file(written_to);
             return Err(error);
         }
     }
     tracer.attached = true;
-    if let Some(seconds) = options.duration_seconds {
-        signals::alarm_after(seconds.max(1));
+    if let Some(duration) = options.duration {
+        signals::alarm_after(duration);
     }
     print_warnings(&mut tracer);
     let outcome = tracer.run();

@@ -13,7 +13,7 @@ use crate::common::strace::{strace_mapping_totals, MappingTotals};
 use crate::common::*;
 
 /// memsup failed with `code` and said so in exactly one line that names each of `mentions`.
-fn assert_one_error_line(output: &Output, code: i32, mentions: &[&str]) {
+pub(crate) fn assert_one_error_line(output: &Output, code: i32, mentions: &[&str]) {
     let stderr = String::from_utf8_lossy(&output.stderr);
     let lines: Vec<&str> = stderr.lines().collect();
     assert_eq!(
@@ -396,4 +396,89 @@ fn malformed_component_rules_exit_2() {
         let output = run_memsup(["report", "--component", rule, &profile], None);
         assert_one_error_line(&output, 2, &[rule, mention]);
     }
+}
+
+/// clap's usage errors, cut to their first paragraph in one line that names the verb's help.
+#[test]
+fn usage_errors_are_one_line_and_exit_2() {
+    let units = "expected seconds (0.2, 1.5s), milliseconds (500ms) or minutes (2m)";
+    let pid_range = "is not in 1..=2147483647";
+    let cases: [(&[&str], String); 11] = [
+        (
+            &["attach", "--no-such-flag", "5"],
+            "unexpected argument '--no-such-flag' found (see memsup attach --help)".into(),
+        ),
+        (
+            &["attach"],
+            "the following required arguments were not provided: <PID>... (see memsup attach --help)"
+                .into(),
+        ),
+        (
+            &["attach", "-5"],
+            format!("invalid value '-5' for '<PID>...': -5 {pid_range} (see memsup attach --help)"),
+        ),
+        (
+            &["attach", "abc"],
+            "invalid value 'abc' for '<PID>...': invalid digit found in string (see memsup attach --help)"
+                .into(),
+        ),
+        (
+            &["attach", "0"],
+            format!("invalid value '0' for '<PID>...': 0 {pid_range} (see memsup attach --help)"),
+        ),
+        (
+            &["attach", "--duration", "0", "1"],
+            "invalid value '0' for '--duration <DURATION>': the duration must be at least 1ms (see memsup attach --help)"
+                .into(),
+        ),
+        (
+            &["attach", "--duration", "x", "1"],
+            format!("invalid value 'x' for '--duration <DURATION>': {units} (see memsup attach --help)"),
+        ),
+        (
+            &["attach", "--duration", "-1", "1"],
+            format!("invalid value '-1' for '--duration <DURATION>': {units} (see memsup attach --help)"),
+        ),
+        (
+            &["run"],
+            "the following required arguments were not provided: <CMD>... (see memsup run --help)"
+                .into(),
+        ),
+        (
+            &["report", "--format", "svg", "p.msup"],
+            "invalid value 'svg' for '--format <FORMAT>' [possible values: text, json, folded, html, csv, perfetto] (see memsup report --help)"
+                .into(),
+        ),
+        (
+            &["frobnicate"],
+            "unrecognized subcommand 'frobnicate' (see memsup --help)".into(),
+        ),
+    ];
+    for (arguments, message) in cases {
+        let output = run_memsup(arguments, None);
+        assert_one_error_line(&output, 2, &[]);
+        assert_eq!(
+            String::from_utf8_lossy(&output.stderr),
+            format!("memsup: error: {message}\n"),
+            "memsup {arguments:?}"
+        );
+    }
+}
+
+#[test]
+fn help_and_version_print_as_usual_and_exit_0() {
+    let version = run_memsup(["--version"], None);
+    assert_eq!(version.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&version.stdout),
+        format!("memsup {}\n", env!("CARGO_PKG_VERSION"))
+    );
+    let help = run_memsup(["attach", "--help"], None);
+    assert_eq!(help.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        text.contains("Usage: memsup attach [OPTIONS] <PID>...") && text.contains("--force"),
+        "{text}"
+    );
+    assert!(help.stderr.is_empty());
 }

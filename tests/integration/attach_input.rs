@@ -1,0 +1,283 @@
+//! Attach targets the kernel refuses get the real reason and their own exit code; a
+//! fractional `--duration` detaches on time; a SIGINT or SIGTERM that reaches memsup before
+//! any setup is handled like a later one. fixtures/signal_wait.c, exit3.c.
+
+use std::fs;
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::bad_input::assert_one_error_line;
+use crate::common::live_process::{start_fixture, tracer_pid};
+use crate::common::report::report_json;
+use crate::common::run::{assert_same_behaviour, clean_command, memsup_binary, spawn_piped};
+use crate::common::*;
+
+/// The longest a memsup that should end by itself is given.
+const END_WITHIN: Duration = Duration::from_secs(30);
+const INTERRUPTED: &str = "signal_wait: interrupted, block sum 4000\n";
+
+/// Waits for `child` at most `END_WITHIN`; kills it and fails naming `what` after that.
+fn output_within(mut child: Child, what: &str) -> Output {
+    let deadline = Instant::now() + END_WITHIN;
+    while child.try_wait().expect("waiting for memsup").is_none() {
+        if Instant::now() > deadline {
+            child.kill().ok();
+            panic!("{what} did not end within {END_WITHIN:?}");
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    child
+        .wait_with_output()
+        .expect("collecting memsup's output")
+}
+
+/// memsup attach with `options` to `pid`, with `environment`, ended within `END_WITHIN`.
+fn attach(options: &[&str], pid: u32, environment: &[(&str, &str)]) -> Output {
+    let mut command = clean_command(memsup_binary());
+    command.arg("attach").args(options).arg(pid.to_string());
+    command.envs(environment.iter().copied());
+    let (child, description) = spawn_piped(command);
+    output_within(child, &description)
+}
+
+/// signal_wait started natively and read up to "ready"; then `attach_with(pid)` runs while
+/// it waits; then a SIGINT ends it, and it must print and exit exactly as without memsup.
+fn attach_to_signal_wait(fixture: &Path, attach_with: impl FnOnce(u32)) {
+    let (mut guard, stdout) = start_fixture(fixture);
+    let child = guard.0.as_mut().unwrap();
+    let pid = child.id();
+    let mut stdout = BufReader::new(stdout);
+    let mut header = String::new();
+    for _ in 0..2 {
+        stdout.read_line(&mut header).unwrap();
+    }
+    assert_eq!(
+        header,
+        format!("signal_wait: pid {pid}\nsignal_wait: ready\n")
+    );
+    attach_with(pid);
+    assert_eq!(tracer_pid(pid), 0, "memsup detached");
+    // SAFETY: kill has no memory effects.
+    unsafe { libc::kill(pid as i32, libc::SIGINT) };
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    assert_eq!(rest, INTERRUPTED, "the program's output after the detach");
+    let mut child = guard.0.take().unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "the program's exit status");
+}
+
+/// The profile was written and memsup said so in its only line.
+fn assert_profile_written(output: &Output, profile: &Path) {
+    let (program_stderr, memsup_lines) = split_stderr(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{memsup_lines:?}");
+    assert_eq!(program_stderr, "");
+    assert_eq!(
+        memsup_lines,
+        [format!("memsup: profile written to {}", profile.display())]
+    );
+}
+
+#[test]
+fn a_fractional_duration_detaches_and_is_kept_in_the_profile() {
+    for_each_variant("signal_wait", |_, fixture| {
+        let directory = tempfile::tempdir().unwrap();
+        let profile = directory.path().join("attach.msup");
+        attach_to_signal_wait(fixture, |pid| {
+            let profile_text = profile.to_string_lossy();
+            let output = attach(&["-o", &profile_text, "--duration", "0.2"], pid, &[]);
+            assert_profile_written(&output, &profile);
+        });
+        let header = memsup::trace::reader::read_profile(&profile)
+            .unwrap()
+            .header;
+        assert!(
+            header
+                .options
+                .iter()
+                .any(|option| option == "duration=0.2s"),
+            "{:?}",
+            header.options
+        );
+        let report = report_json(&profile);
+        assert_exit(&processes_of(&report)[0], "detached", None);
+    });
+}
+
+fn processes_of(report: &serde_json::Value) -> &Vec<serde_json::Value> {
+    crate::common::report::processes(report)
+}
+
+/// A SIGINT raised before any setup (a test-only switch; without early handlers it would
+/// kill memsup by its default action) detaches as soon as memsup is attached.
+#[test]
+fn a_sigint_before_setup_detaches_as_soon_as_attached() {
+    for_each_variant("signal_wait", |_, fixture| {
+        let directory = tempfile::tempdir().unwrap();
+        let profile = directory.path().join("attach.msup");
+        attach_to_signal_wait(fixture, |pid| {
+            let profile_text = profile.to_string_lossy();
+            let raise = [("MEMSUP_TEST_RAISE_AT_START", "INT")];
+            let output = attach(&["-o", &profile_text], pid, &raise);
+            assert_profile_written(&output, &profile);
+        });
+        let report = report_json(&profile);
+        assert_image_count(&report, 1);
+        assert_exit(&processes_of(&report)[0], "detached", None);
+    });
+}
+
+/// Run mode: an early SIGINT is the program's business (ignored by memsup, as a later one);
+/// an early SIGTERM is passed on to the program once it runs, as a later one.
+#[test]
+fn early_sigint_and_sigterm_in_run_mode_act_as_later_ones() {
+    if !require_tool("gcc") {
+        return;
+    }
+    let directory = tempfile::tempdir().unwrap();
+    let profile = directory.path().join("run.msup");
+    let profile_text = profile.to_string_lossy().into_owned();
+    let exit3 = fixture("exit3", Variant::Dynamic);
+    let native = run_native(&exit3, &[], None);
+    let mut command = clean_command(memsup_binary());
+    command.args(["run", "-o", &profile_text, "--"]).arg(&exit3);
+    command.env("MEMSUP_TEST_RAISE_AT_START", "INT");
+    let (child, description) = spawn_piped(command);
+    let supervised = output_within(child, &description);
+    assert_same_behaviour(&supervised, &native);
+    assert_exit(&processes_of(&report_json(&profile))[0], "code", Some(3));
+
+    let waiter = fixture("signal_wait", Variant::Dynamic);
+    let mut command = clean_command(memsup_binary());
+    command
+        .args(["run", "-f", "-o", &profile_text, "--"])
+        .arg(&waiter);
+    command.env("MEMSUP_TEST_RAISE_AT_START", "TERM");
+    let (child, description) = spawn_piped(command);
+    let supervised = output_within(child, &description);
+    assert_eq!(supervised.status.code(), Some(128 + libc::SIGTERM));
+    // Killed by the SIGTERM somewhere before its wait: some prefix of its first two lines.
+    let stdout = String::from_utf8_lossy(&supervised.stdout);
+    let pid = processes_of(&report_json(&profile))[0]["pid"].clone();
+    let full = format!("signal_wait: pid {pid}\nsignal_wait: ready\n");
+    assert!(
+        full.starts_with(&*stdout),
+        "{stdout:?} is not a prefix of {full:?}"
+    );
+    assert_exit(
+        &processes_of(&report_json(&profile))[0],
+        "signal",
+        Some(i64::from(libc::SIGTERM)),
+    );
+}
+
+#[test]
+fn attaching_to_memsup_itself_exits_74() {
+    let directory = tempfile::tempdir().unwrap();
+    let profile = directory.path().join("self.msup");
+    // The shell's PID is memsup's once it execs: memsup is asked to attach to itself.
+    let mut command = Command::new("sh");
+    command.arg("-c").arg("exec \"$0\" attach -o \"$1\" $$");
+    command.arg(memsup_binary()).arg(&profile);
+    let (child, description) = spawn_piped(command);
+    let pid = child.id();
+    let output = output_within(child, &description);
+    assert_one_error_line(&output, 74, &[]);
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr),
+        format!(
+            "memsup: error: process {pid} is memsup itself; the kernel does not let a process \
+             trace its own threads\n"
+        )
+    );
+    assert!(!profile.exists(), "refused before the profile is created");
+}
+
+/// PF_KTHREAD in /proc/PID/stat (field 9).
+fn is_kernel_thread(pid: u32) -> bool {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let after_name = &stat[stat.rfind(')').unwrap() + 1..];
+    let flags: u64 = after_name
+        .split_whitespace()
+        .nth(6)
+        .unwrap()
+        .parse()
+        .unwrap();
+    flags & 0x0020_0000 != 0
+}
+
+/// kthreadd (PID 2) when it is visible, else any kernel thread.
+fn some_kernel_thread() -> Option<u32> {
+    if is_kernel_thread(2) {
+        return Some(2);
+    }
+    fs::read_dir("/proc")
+        .ok()?
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+        .find(|pid| is_kernel_thread(*pid))
+}
+
+#[test]
+fn attaching_to_a_kernel_thread_exits_75_naming_it() {
+    let Some(pid) = some_kernel_thread() else {
+        eprintln!("note: skipping: no kernel thread is visible in this PID namespace");
+        return;
+    };
+    let name = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap();
+    let directory = tempfile::tempdir().unwrap();
+    let profile = directory.path().join("kthread.msup");
+    let output = attach(&["-o", &profile.to_string_lossy()], pid, &[]);
+    assert_one_error_line(&output, 75, &[]);
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr),
+        format!(
+            "memsup: error: process {pid} ({}) is a kernel thread: it has no user memory to \
+             record, and the kernel refuses to trace kernel threads\n",
+            name.trim_end()
+        )
+    );
+    assert!(!profile.exists(), "refused before the profile is created");
+}
+
+/// PID 1 is not refused by memsup itself: the kernel decides (root may trace init; in a
+/// container init is often an ordinary process). Attaching to the machine's real init is not
+/// something a test suite does, so this checks the refusal an unprivileged user gets: the
+/// kernel's rule named, not ptrace_scope advice, which cannot help.
+#[test]
+fn init_refused_to_an_unprivileged_user_names_init_and_the_rule() {
+    // SAFETY: geteuid has no side effects.
+    if unsafe { libc::geteuid() } != 0 || !require_tool("setpriv") {
+        eprintln!("note: skipping: dropping privileges for this test needs root and setpriv");
+        return;
+    }
+    let init_uid = fs::metadata("/proc/1").unwrap().uid();
+    if init_uid == 65534 || tracer_pid(1) != 0 {
+        eprintln!("note: skipping: init runs as nobody or is traced already");
+        return;
+    }
+    // Creatable by `nobody`: /tmp, not the test's private directory.
+    let profile = format!("/tmp/memsup-init-{}.msup", std::process::id());
+    let output = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(memsup_binary())
+        .args(["attach", "-o", &profile, "1"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("running memsup as nobody");
+    assert_one_error_line(&output, 77, &[]);
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr),
+        format!(
+            "memsup: error: not permitted to trace process 1: PID 1 is init, run by uid \
+             {init_uid}; the kernel lets only a tracer with CAP_SYS_PTRACE in init's user \
+             namespace trace another user's process\n"
+        )
+    );
+    assert!(!Path::new(&profile).exists(), "no profile is left behind");
+}
