@@ -36,7 +36,9 @@ for rep in $(seq 1 "$R"); do
         echo "== rep $rep/$R $workload" >&2
         measure "$workload" native "$rep" "" -- "${program[@]}"
         measure "$workload" memsup "$rep" "$expected" -- \
-            "$memsup" run -q -o "$work/profiles/$workload.msup" -- "${program[@]}"
+            "$memsup" run -q -f -o "$work/profiles/$workload.msup" -- "${program[@]}"
+        # The base build may predate --force: its profile from the last repetition goes first.
+        rm -f "$work/profiles/$workload.base.msup"
         measure "$workload" memsup-base "$rep" "$expected" -- \
             "$BASE" run -q -o "$work/profiles/$workload.base.msup" -- "${program[@]}"
     done

@@ -38,11 +38,11 @@ for rep in $(seq 1 "$R"); do
         echo "== rep $rep/$R $workload" >&2
         measure "$workload" native "$rep" "" -- "${program[@]}"
         measure "$workload" memsup "$rep" "$expected" -- \
-            "$memsup" run -q -o "$profile.memsup.msup" -- "${program[@]}"
+            "$memsup" run -q -f -o "$profile.memsup.msup" -- "${program[@]}"
         measure "$workload" memsup-out-of-line "$rep" "$expected" -- \
-            "$memsup" run -q -o "$profile.memsup-out-of-line.msup" --step-over out-of-line -- "${program[@]}"
+            "$memsup" run -q -f -o "$profile.memsup-out-of-line.msup" --step-over out-of-line -- "${program[@]}"
         measure "$workload" memsup-taskset-c0 "$rep" "$expected" -- \
-            taskset -c 0 "$memsup" run -q -o "$profile.memsup-taskset-c0.msup" -- "${program[@]}"
+            taskset -c 0 "$memsup" run -q -f -o "$profile.memsup-taskset-c0.msup" -- "${program[@]}"
         if [[ $binary == churn ]]; then
             # heaptrack and massif only see the heap of dynamic programs
             # (heaptrack hangs on a static one; massif reports 0 heap bytes).

@@ -33,7 +33,7 @@ for rep in $(seq 1 "$R"); do
         measure "$workload" native "$rep" "" -- "${command[@]}"
         for stacks in caller full; do
             measure "$workload" "memsup-$stacks" "$rep" "$expected" -- \
-                "$memsup" run -q --stacks "$stacks" -o "$work/profiles/$workload.memsup-$stacks.msup" -- "${command[@]}"
+                "$memsup" run -q -f --stacks "$stacks" -o "$work/profiles/$workload.memsup-$stacks.msup" -- "${command[@]}"
         done
         measure "$workload" heaptrack "$rep" "$expected" -- \
             heaptrack -o "$work/scratch/heaptrack.$workload" "${command[@]}"
