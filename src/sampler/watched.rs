@@ -16,8 +16,10 @@ pub struct Watched {
 
 #[derive(Debug, Default)]
 struct Requests {
-    /// One pending snapshot per process: a later reason replaces an earlier one (a fork
-    /// child that execs before its start snapshot is taken gets one, of the new program).
+    /// One pending snapshot per process: a later reason for that process replaces an earlier
+    /// one (a fork child that execs before its start snapshot is taken gets one, of the new
+    /// program), except that a periodic one never replaces a pending one, so a start snapshot
+    /// delayed on a busy machine keeps its reason.
     snapshots: BTreeMap<i32, SnapshotReason>,
     /// New highs of live requested bytes not yet snapshotted.
     peaks: BTreeMap<i32, u64>,
@@ -49,7 +51,11 @@ impl Watched {
         let pids: Vec<i32> = lock(&self.pids).iter().copied().collect();
         let mut requests = lock(&self.requests);
         for pid in pids {
-            requests.snapshots.insert(pid, reason);
+            if reason == SnapshotReason::Interval {
+                requests.snapshots.entry(pid).or_insert(reason);
+            } else {
+                requests.snapshots.insert(pid, reason);
+            }
         }
     }
 
@@ -159,5 +165,25 @@ mod tests {
         watched.request(5, SnapshotReason::Exec);
         watched.take_requests(&mut snapshots, &mut peaks);
         assert!(snapshots.is_empty() && peaks.is_empty());
+    }
+
+    #[test]
+    fn a_periodic_request_keeps_the_reason_pending_before_it() {
+        let watched = Watched::default();
+        let (mut snapshots, mut peaks) = (Vec::new(), Vec::new());
+        watched.insert(5, true);
+        watched.insert(6, false);
+        watched.insert(7, false);
+        watched.request(7, SnapshotReason::Exec);
+        watched.request_all(SnapshotReason::Interval);
+        watched.take_requests(&mut snapshots, &mut peaks);
+        assert_eq!(
+            snapshots,
+            [
+                (5, SnapshotReason::Start),
+                (6, SnapshotReason::Interval),
+                (7, SnapshotReason::Exec)
+            ]
+        );
     }
 }

@@ -16,8 +16,8 @@ use crate::common::*;
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
-/// Time memsup's sampler needs to take a snapshot asked for by SIGUSR1 (it wakes every 20 ms).
-const SNAPSHOT_WAIT: Duration = Duration::from_millis(500);
+/// Bound on the wait for a snapshot asked for by SIGUSR1 to reach the profile.
+const SNAPSHOT_WAIT: Duration = Duration::from_secs(30);
 
 /// The component `name` of an image's `components` list.
 fn component<'a>(image: &'a Value, name: &str) -> &'a Value {
@@ -50,6 +50,35 @@ fn snapshot_reasons(image: &Value) -> Vec<&str> {
         .collect()
 }
 
+/// Sends SIGUSR1 to memsup and waits until the snapshot it asks for is in the profile
+/// (blocks are flushed at least every 100 ms; the reader takes the whole blocks so far).
+fn take_signal_snapshot(memsup: u32, profile: &Path) {
+    use memsup::trace::format::{Record, SnapshotReason};
+    send_signal(memsup, libc::SIGUSR1);
+    let has_signal_snapshot = || {
+        memsup::trace::reader::read_profile(profile).is_ok_and(|partial| {
+            partial.records.iter().any(|record| {
+                matches!(
+                    record,
+                    Record::SmapsSnapshot {
+                        reason: SnapshotReason::Signal,
+                        ..
+                    }
+                )
+            })
+        })
+    };
+    let deadline = std::time::Instant::now() + SNAPSHOT_WAIT;
+    while !has_signal_snapshot() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no signal snapshot in {} after {SNAPSHOT_WAIT:?}",
+            profile.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn assert_within(what: &str, value: u64, low: u64, high: u64) {
     assert!(
         (low..=high).contains(&value),
@@ -58,13 +87,13 @@ fn assert_within(what: &str, value: u64, low: u64, high: u64) {
 }
 
 /// Runs `fixture` natively and under memsup (with `options`), acting at its "ready" line
-/// through `at_ready(process under test, memsup's pid if any)`; checks both behave the same
-/// and returns the JSON report (with `report_options`).
+/// through `at_ready(process under test, memsup's pid and profile if any)`; checks both behave
+/// the same and returns the JSON report (with `report_options`).
 fn record_interactive(
     fixture: &Path,
     options: &[&str],
     report_options: &[&str],
-    at_ready: impl Fn(u32, Option<u32>),
+    at_ready: impl Fn(u32, Option<(u32, &Path)>),
 ) -> (Value, tempfile::TempDir) {
     let native = run_until_ready(clean_command(fixture), |child| at_ready(child.id(), None));
     let directory = tempfile::tempdir().unwrap();
@@ -73,7 +102,7 @@ fn record_interactive(
     command.arg("run").arg("-o").arg(&profile).args(options);
     command.arg("--").arg(fixture);
     let supervised = run_until_ready(command, |memsup| {
-        at_ready(only_child(memsup.id()), Some(memsup.id()))
+        at_ready(only_child(memsup.id()), Some((memsup.id(), &profile)))
     });
     assert_same_behaviour(&supervised, &native);
     (report_json_with(&profile, report_options), directory)
@@ -199,9 +228,8 @@ fn a_shared_library_holds_what_it_allocates() {
 fn thread_stacks_are_the_stacks_component() {
     for_each_variant("thread_stacks", |variant, program| {
         let (report, _directory) = record_interactive(program, &[], &[], |_, memsup| {
-            if let Some(memsup) = memsup {
-                send_signal(memsup, libc::SIGUSR1);
-                std::thread::sleep(SNAPSHOT_WAIT);
+            if let Some((memsup, profile)) = memsup {
+                take_signal_snapshot(memsup, profile);
             }
         });
         let image = process_image(&report, &file_name(program), "launch");
@@ -350,10 +378,9 @@ fn component_totals_match_smaps_read_while_the_program_is_stopped() {
                 let state = stat.rsplit(')').next().unwrap().split_whitespace().next();
                 matches!(state, Some("T") | Some("t"))
             });
-            if let Some(memsup) = memsup {
+            if let Some((memsup, profile)) = memsup {
                 *own.lock().unwrap() = Some(read_own_smaps(pid));
-                send_signal(memsup, libc::SIGUSR1);
-                std::thread::sleep(SNAPSHOT_WAIT);
+                take_signal_snapshot(memsup, profile);
             }
             send_signal(pid, libc::SIGCONT);
         });
