@@ -14,6 +14,12 @@ pub const HANDLED_BY_MEMSUP: [i32; 6] = [
     libc::SIGUSR1,
 ];
 
+/// Signals that end an attach recording (bit N-1 for signal N).
+const ENDING: u64 = 1 << (libc::SIGINT - 1)
+    | 1 << (libc::SIGTERM - 1)
+    | 1 << (libc::SIGHUP - 1)
+    | 1 << (libc::SIGALRM - 1);
+
 /// The signals memsup received and has not yet acted on (bit N-1 for signal N): a set, so
 /// that a SIGUSR1 arriving meanwhile does not wipe out a pending SIGINT or SIGTERM.
 static PENDING: AtomicU64 = AtomicU64::new(0);
@@ -87,6 +93,11 @@ pub fn take_pending() -> Option<i32> {
             return Some(bit.trailing_zeros() as i32 + 1);
         }
     }
+}
+
+/// Whether a signal that ends the recording is pending (it stays pending).
+pub fn ending_requested() -> bool {
+    PENDING.load(Ordering::SeqCst) & ENDING != 0
 }
 
 /// Arranges for SIGALRM after `seconds` (attach --duration).

@@ -47,6 +47,8 @@ pub struct Tracer<'a> {
     pub(crate) warnings: Vec<String>,
     /// Time spent taking exit snapshots, which the exiting thread waits for.
     pub(crate) exit_snapshot_ns: u64,
+    /// Threads that did not stop in time for the last stop of every thread.
+    pub(crate) unresponsive: Vec<i32>,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -67,6 +69,7 @@ impl<'a> Tracer<'a> {
             attached: false,
             warnings: Vec::new(),
             exit_snapshot_ns: 0,
+            unresponsive: Vec::new(),
             _not_send: PhantomData,
         }
     }

@@ -4,6 +4,7 @@
 pub mod collector;
 pub mod progress;
 mod requested_peaks;
+mod safety;
 mod symbolize;
 
 use std::ffi::OsString;
@@ -26,6 +27,7 @@ use crate::trace::format::{ExitKind, Header, Record, RecordMode, StartCause};
 use crate::trace::writer::{self, ProfileWriter};
 use collector::LiveStats;
 use progress::Progress;
+use safety::distinct_processes;
 
 /// Capacity of the collector-to-writer channel, in records.
 const CHANNEL_CAPACITY: usize = 1 << 16;
@@ -243,11 +245,8 @@ pub fn run(options: RunOptions) -> Result<i32> {
 
 /// Joins running processes until Ctrl-C, `--duration` or their exit; then detaches.
 pub fn attach(options: AttachOptions) -> Result<i32> {
-    let mut pids = Vec::new();
-    for &pid in &options.pids {
-        pids.push(attach::check_attachable(pid)?);
-    }
-    let target = options.pids.iter().map(|p| p.to_string()).collect();
+    let pids = processes_to_join(&options.pids)?;
+    let target = pids.iter().map(|p| p.to_string()).collect();
     let duration = options
         .duration_seconds
         .map(|s| format!("duration={s}s"))
@@ -264,14 +263,12 @@ pub fn attach(options: AttachOptions) -> Result<i32> {
     let mut tracer = Tracer::new(Mode::Attach, pids[0], &pipeline.sink);
     tracer.set_step_over_policy(options.step_over);
     tracer.set_stack_mode(options.stacks);
-    for &pid in &pids {
-        if let Err(error) = tracer.attach(pid) {
-            let _ = tracer.detach_all();
-            drop(tracer);
-            let _ = pipeline.finish_quietly();
-            let _ = std::fs::remove_file(&options.output);
-            return Err(error);
-        }
+    if let Err(error) = join_all(&mut tracer, &pids) {
+        let _ = tracer.detach_all();
+        drop(tracer);
+        let _ = pipeline.finish_quietly();
+        let _ = std::fs::remove_file(&options.output);
+        return Err(error);
     }
     tracer.attached = true;
     if let Some(seconds) = options.duration_seconds {
@@ -284,6 +281,33 @@ pub fn attach(options: AttachOptions) -> Result<i32> {
     pipeline.finish()?;
     outcome?;
     Ok(0)
+}
+
+/// The thread-group IDs behind the PIDs given, each once (with a note when merged).
+fn processes_to_join(given: &[i32]) -> Result<Vec<i32>> {
+    let mut named = Vec::new();
+    for &pid in given {
+        named.push((pid, attach::check_attachable(pid)?));
+    }
+    let (processes, note) = distinct_processes(&named);
+    if let Some(note) = note {
+        // Even with -q: it is about the user's own command line.
+        eprintln!("memsup: note: {note}");
+    }
+    Ok(processes)
+}
+
+/// Joins every process; memsup asked to end meanwhile stops joining (the event loop then
+/// detaches from those already joined).
+fn join_all(tracer: &mut Tracer, pids: &[i32]) -> Result<()> {
+    for &pid in pids {
+        match tracer.attach(pid) {
+            Ok(()) => {}
+            Err(Error::AttachInterrupted(_)) => break,
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(())
 }
 
 impl Pipeline {

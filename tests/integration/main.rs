@@ -7,6 +7,7 @@ mod common;
 mod aligned;
 mod alloc_script;
 mod attach;
+mod attach_safety;
 mod bad_input;
 mod code_patch;
 mod component_reports;
