@@ -12,11 +12,19 @@ use memsup::{analysis, report};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match execute(cli.command) {
-        Ok(status) => ExitCode::from(status.clamp(0, 255) as u8),
-        Err(error) => {
+    memsup::failure::install_panic_hook();
+    let executed = std::panic::catch_unwind(|| execute(cli.command));
+    match executed {
+        Ok(Ok(status)) => ExitCode::from(status.clamp(0, 255) as u8),
+        Ok(Err(error)) => {
             eprintln!("memsup: error: {}", with_advice(&error));
             ExitCode::from(error.exit_code() as u8)
+        }
+        // A panic outside a recording (one inside detaches first and returns an error).
+        Err(_) => {
+            let description = memsup::failure::panic_description().unwrap_or_default();
+            eprintln!("memsup: error: internal error: {description}");
+            ExitCode::from(memsup::error::exit_code::INTERNAL as u8)
         }
     }
 }

@@ -80,6 +80,10 @@ impl Tracer<'_> {
     pub fn detach_all(&mut self) -> Result<()> {
         let deadline = Deadline::after(STOP_TIMEOUT);
         self.unresponsive.clear();
+        // A stop whose handling failed half-way (a panic): the thread is stopped, settle it.
+        if let Some(stop) = self.in_hand.take() {
+            self.deferred.push_front(stop);
+        }
         let tids: Vec<i32> = self.threads.keys().copied().collect();
         let _ = self.stop_threads(&tids, &deadline);
         let mut first_error = None;

@@ -27,7 +27,7 @@ use crate::trace::format::{ExitKind, Header, Record, RecordMode, StartCause};
 use crate::trace::writer::{self, ProfileWriter};
 use collector::LiveStats;
 use progress::Progress;
-use safety::distinct_processes;
+use safety::{detach_on_failure, distinct_processes};
 
 /// Capacity of the collector-to-writer channel, in records.
 const CHANNEL_CAPACITY: usize = 1 << 16;
@@ -263,8 +263,7 @@ pub fn attach(options: AttachOptions) -> Result<i32> {
     let mut tracer = Tracer::new(Mode::Attach, pids[0], &pipeline.sink);
     tracer.set_step_over_policy(options.step_over);
     tracer.set_stack_mode(options.stacks);
-    if let Err(error) = join_all(&mut tracer, &pids) {
-        let _ = tracer.detach_all();
+    if let Err(error) = detach_on_failure(&mut tracer, |tracer| join_all(tracer, &pids)) {
         drop(tracer);
         let _ = pipeline.finish_quietly();
         let _ = std::fs::remove_file(&options.output);
@@ -275,11 +274,15 @@ pub fn attach(options: AttachOptions) -> Result<i32> {
         signals::alarm_after(seconds.max(1));
     }
     print_warnings(&mut tracer);
-    let outcome = tracer.run();
+    let outcome = detach_on_failure(&mut tracer, |tracer| tracer.run());
     print_warnings(&mut tracer);
     drop(tracer);
+    if outcome.is_err() {
+        // The failure is the one line to show; the profile holds what was recorded.
+        let _ = pipeline.finish_quietly();
+        return outcome.map(|_| 0);
+    }
     pipeline.finish()?;
-    outcome?;
     Ok(0)
 }
 

@@ -1,5 +1,12 @@
 //! What keeps an attach safe for the processes it joins: each process joined once however
-//! the user named it.
+//! the user named it, and every process detached before memsup reports its own failure.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::error::{Error, Result};
+use crate::failure::panic_description;
+use crate::ptrace::signals;
+use crate::ptrace::tracer::Tracer;
 
 /// The processes behind the PIDs the user gave, each given as (PID, its thread-group ID):
 /// each process once, in the order first named; and, when a PID was repeated or named a
@@ -30,6 +37,31 @@ pub(crate) fn distinct_processes(given: &[(i32, i32)]) -> (Vec<i32>, Option<Stri
         )
     });
     (processes, note)
+}
+
+/// Runs `work` on the tracer; if it panics, fails, or another memsup thread panicked
+/// meanwhile, every process is detached before the error is returned.
+pub(crate) fn detach_on_failure(
+    tracer: &mut Tracer,
+    work: impl FnOnce(&mut Tracer) -> Result<()>,
+) -> Result<()> {
+    let outcome = catch_unwind(AssertUnwindSafe(|| work(&mut *tracer)));
+    let failure = match outcome {
+        Ok(Ok(())) if !signals::failure_reported() => return Ok(()),
+        Ok(Ok(())) | Err(_) => panic_error(),
+        Ok(Err(error)) => error,
+    };
+    if let Err(detach_error) = tracer.detach_all() {
+        eprintln!("memsup: warning: detaching after the failure: {detach_error}");
+    }
+    Err(failure)
+}
+
+fn panic_error() -> Error {
+    let description = panic_description().unwrap_or_else(|| "a memsup thread panicked".into());
+    Error::Internal(format!(
+        "internal error: {description}; detached from every process"
+    ))
 }
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
 //! An attach that cannot hurt the processes it joins: a process named twice (or by one of
-//! its threads) is joined once; a process that has exited is refused, not waited for.
+//! its threads) is joined once; memsup's own failure (a panic on the tracer thread or on the
+//! writer thread, an error from the event loop) detaches every process first and exits 70
+//! with one line; a process that has exited is refused, not waited for.
 //! Fixtures: attach_loop.c (one thread), attach_threads.c (two threads).
 
 use std::ffi::OsString;
@@ -154,6 +156,79 @@ fn a_process_named_by_one_of_its_threads_is_joined_whole() {
         assert_code_unchanged(pid, &code_before);
         running.finish(THREADS_END);
     });
+}
+
+/// Each injected failure and the one line memsup must end with: (prefix, suffix), the
+/// panic's source line number lying between.
+const FAULTS: [(&str, &str, &str); 3] = [
+    (
+        "tracer-panic",
+        "memsup: error: internal error: the main thread panicked at src/ptrace/tracer.rs:",
+        ": test fault: the tracer fails after handling a stop; detached from every process",
+    ),
+    (
+        "writer-panic",
+        "memsup: error: internal error: the memsup-writer thread panicked at src/trace/writer.rs:",
+        ": test fault: the writer fails at its first allocation record; detached from every \
+         process",
+    ),
+    (
+        "tracer-error",
+        "memsup: error: test fault: the event loop fails after handling a stop",
+        "",
+    ),
+];
+
+#[test]
+fn a_failing_memsup_detaches_before_it_exits() {
+    for_each_variant("attach_loop", |_, fixture| {
+        // One program and one memsup per failure, side by side.
+        std::thread::scope(|scope| {
+            let failures: Vec<_> = FAULTS
+                .into_iter()
+                .map(|fault| scope.spawn(move || fail_while_attached(fixture, fault)))
+                .collect();
+            for failure in failures {
+                if let Err(panic) = failure.join() {
+                    std::panic::resume_unwind(panic);
+                }
+            }
+        });
+    });
+}
+
+/// Attaches to a fresh `fixture` with `fault` injected; checks memsup's one line and exit
+/// 70, and the program untouched, untraced and ending as natively.
+fn fail_while_attached(fixture: &Path, (fault, prefix, suffix): (&str, &str, &str)) {
+    let (running, _) = start(fixture, "attach_loop", 0);
+    let pid = running.pid;
+    let code_before = executable_mappings(pid);
+    let directory = tempfile::tempdir().unwrap();
+    let profile = directory.path().join("attach.msup");
+    // No --duration: only the failure ends this attach.
+    let output = attach(&profile, &[pid.to_string()], Some(fault), false);
+    let (program, memsup_lines) = split_stderr(&output.stderr);
+    assert_eq!(output.status.code(), Some(70), "{fault}: {memsup_lines:?}");
+    assert_eq!(program, "", "{fault}: stderr besides memsup's lines");
+    assert_eq!(memsup_lines.len(), 1, "{fault}: {memsup_lines:?}");
+    let line = &memsup_lines[0];
+    assert!(
+        line.starts_with(prefix) && line.ends_with(suffix),
+        "{fault}: {line}"
+    );
+    let line_number = &line[prefix.len()..line.len() - suffix.len()];
+    assert!(
+        line_number.is_empty() == suffix.is_empty()
+            && line_number.chars().all(|c| c.is_ascii_digit()),
+        "{fault}: {line}"
+    );
+    assert_eq!(
+        tracer_pid(pid),
+        0,
+        "{fault}: still traced after memsup exited"
+    );
+    assert_code_unchanged(pid, &code_before);
+    running.finish(LOOP_END);
 }
 
 /// The state letter of `pid` in /proc/PID/stat (after the parenthesised name).
