@@ -27,7 +27,7 @@ use crate::trace::format::{ExitKind, Header, Record, RecordMode, StartCause};
 use crate::trace::writer::{self, ProfileWriter};
 use collector::LiveStats;
 use progress::Progress;
-use safety::{detach_on_failure, distinct_processes};
+use safety::{detach_on_failure, distinct_processes, OomShield};
 
 /// Capacity of the collector-to-writer channel, in records.
 const CHANNEL_CAPACITY: usize = 1 << 16;
@@ -260,11 +260,13 @@ pub fn attach(options: AttachOptions) -> Result<i32> {
         options.quiet,
         options.rates,
     )?;
+    let oom_shield = OomShield::lower_score();
     let mut tracer = Tracer::new(Mode::Attach, pids[0], &pipeline.sink);
     tracer.set_step_over_policy(options.step_over);
     tracer.set_stack_mode(options.stacks);
     if let Err(error) = detach_on_failure(&mut tracer, |tracer| join_all(tracer, &pids)) {
         drop(tracer);
+        drop(oom_shield);
         let _ = pipeline.finish_quietly();
         let _ = std::fs::remove_file(&options.output);
         return Err(error);
@@ -277,6 +279,7 @@ pub fn attach(options: AttachOptions) -> Result<i32> {
     let outcome = detach_on_failure(&mut tracer, |tracer| tracer.run());
     print_warnings(&mut tracer);
     drop(tracer);
+    drop(oom_shield);
     if outcome.is_err() {
         // The failure is the one line to show; the profile holds what was recorded.
         let _ = pipeline.finish_quietly();

@@ -1,5 +1,6 @@
 //! What keeps an attach safe for the processes it joins: each process joined once however
-//! the user named it, and every process detached before memsup reports its own failure.
+//! the user named it, memsup shielded from the OOM killer while its probes are in them, and
+//! every process detached before memsup reports its own failure.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -37,6 +38,33 @@ pub(crate) fn distinct_processes(given: &[(i32, i32)]) -> (Vec<i32>, Option<Stri
         )
     });
     (processes, note)
+}
+
+const OOM_SCORE_ADJ: &str = "/proc/self/oom_score_adj";
+
+/// While attached, memsup asks the OOM killer to spare it: killed, it would leave int3s in
+/// the processes it joined, and their next hit would kill them. Lowering needs
+/// CAP_SYS_RESOURCE; without it the score stays. The previous score is put back on drop.
+pub(crate) struct OomShield {
+    previous: Option<String>,
+}
+
+impl OomShield {
+    pub(crate) fn lower_score() -> OomShield {
+        let previous = std::fs::read_to_string(OOM_SCORE_ADJ).ok();
+        let lowered = previous.is_some() && std::fs::write(OOM_SCORE_ADJ, "-1000").is_ok();
+        OomShield {
+            previous: previous.filter(|_| lowered),
+        }
+    }
+}
+
+impl Drop for OomShield {
+    fn drop(&mut self) {
+        if let Some(previous) = &self.previous {
+            let _ = std::fs::write(OOM_SCORE_ADJ, previous.trim());
+        }
+    }
 }
 
 /// Runs `work` on the tracer; if it panics, fails, or another memsup thread panicked

@@ -1,17 +1,19 @@
 //! An attach that cannot hurt the processes it joins: a process named twice (or by one of
 //! its threads) is joined once; memsup's own failure (a panic on the tracer thread or on the
 //! writer thread, an error from the event loop) detaches every process first and exits 70
-//! with one line; a process that has exited is refused, not waited for.
+//! with one line; memsup shields itself from the OOM killer while attached; a process that
+//! has exited is refused, not waited for.
 //! Fixtures: attach_loop.c (one thread), attach_threads.c (two threads).
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
-use std::process::{ChildStdout, Output};
+use std::process::{ChildStdout, Output, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::common::interactive::send_signal;
 use crate::common::live_process::{
     assert_code_unchanged, executable_mappings, start_fixture, tracer_pid, wait_until, KillOnDrop,
 };
@@ -228,6 +230,70 @@ fn fail_while_attached(fixture: &Path, (fault, prefix, suffix): (&str, &str, &st
         "{fault}: still traced after memsup exited"
     );
     assert_code_unchanged(pid, &code_before);
+    running.finish(LOOP_END);
+}
+
+/// Whether memsup may lower its OOM score here: CAP_SYS_RESOURCE in the effective set
+/// (root in a container may lack it). CI must be able to.
+fn lowering_permitted() -> bool {
+    const CAP_SYS_RESOURCE: u32 = 24;
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let effective = status
+        .lines()
+        .find_map(|line| line.strip_prefix("CapEff:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .expect("CapEff in /proc/self/status");
+    effective & (1 << CAP_SYS_RESOURCE) != 0 || std::env::var("CI").as_deref() == Ok("true")
+}
+
+#[test]
+fn memsup_asks_the_oom_killer_to_spare_it_while_attached() {
+    let permitted = lowering_permitted();
+    let own_score = std::fs::read_to_string("/proc/self/oom_score_adj").unwrap();
+    let fixture = fixture("attach_loop", Variant::Dynamic);
+    let (running, _) = start(&fixture, "attach_loop", 0);
+    let pid = running.pid;
+    let directory = tempfile::tempdir().unwrap();
+    let profile = directory.path().join("attach.msup");
+    let memsup = clean_command(memsup_binary())
+        .args(["attach", "-q", "-o"])
+        .arg(&profile)
+        .arg(pid.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting memsup attach");
+    let memsup_pid = memsup.id();
+    let memsup = KillOnDrop(Some(memsup));
+    wait_until("memsup traces the fixture", Duration::from_secs(30), || {
+        tracer_pid(pid) == memsup_pid
+    });
+    let score = std::fs::read_to_string(format!("/proc/{memsup_pid}/oom_score_adj")).unwrap();
+    let mut memsup = memsup;
+    send_signal(memsup_pid, libc::SIGINT);
+    let output = wait_with_timeout(memsup.0.take().unwrap(), "memsup attach after SIGINT");
+    if permitted {
+        assert_eq!(
+            score.trim(),
+            "-1000",
+            "memsup's oom_score_adj while attached"
+        );
+    } else {
+        eprintln!("memsup may not lower its oom_score_adj here (no CAP_SYS_RESOURCE)");
+        assert_eq!(
+            score, own_score,
+            "without the capability the score is left alone"
+        );
+    }
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{:?}",
+        split_stderr(&output.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&output.stderr), "");
+    assert_eq!(tracer_pid(pid), 0);
     running.finish(LOOP_END);
 }
 
