@@ -126,6 +126,16 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A bounded wait for a thread's stop (attach, detach, a remote system call) expired.
+    #[error("waitpid: thread {tid} did not stop within {seconds} s while {during}")]
+    ThreadDidNotStop {
+        tid: i32,
+        seconds: u64,
+        during: &'static str,
+    },
+    /// memsup was asked to end (Ctrl-C, SIGTERM) before it had joined process `0`.
+    #[error("interrupted while attaching to process {0}")]
+    AttachInterrupted(i32),
     #[error(transparent)]
     Trace(#[from] TraceError),
     #[error("{0}")]

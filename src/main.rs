@@ -17,17 +17,25 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(error) => return usage_error(&error),
     };
+    memsup::failure::install_panic_hook();
     if matches!(cli.command, Command::Run { .. } | Command::Attach { .. }) {
         // Before any setup: a Ctrl-C or SIGTERM during it is kept for the tracer loop and
         // handled like a later one, instead of killing memsup.
         signals::install();
         raise_for_tests();
     }
-    match execute(cli.command) {
-        Ok(status) => ExitCode::from(status.clamp(0, 255) as u8),
-        Err(error) => {
+    let executed = std::panic::catch_unwind(|| execute(cli.command));
+    match executed {
+        Ok(Ok(status)) => ExitCode::from(status.clamp(0, 255) as u8),
+        Ok(Err(error)) => {
             eprintln!("memsup: error: {}", with_advice(&error));
             ExitCode::from(error.exit_code() as u8)
+        }
+        // A panic outside a recording (one inside detaches first and returns an error).
+        Err(_) => {
+            let description = memsup::failure::panic_description().unwrap_or_default();
+            eprintln!("memsup: error: internal error: {description}");
+            ExitCode::from(exit_code::INTERNAL as u8)
         }
     }
 }

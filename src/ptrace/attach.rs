@@ -2,6 +2,7 @@
 //! new one; TRACECLONE catches threads born meanwhile), interrupt them, probe, resume.
 
 use std::collections::HashSet;
+use std::time::Duration;
 
 use nix::errno::Errno;
 
@@ -10,7 +11,9 @@ use crate::proc::maps::read_maps;
 use crate::proc::status::{is_kernel_thread, read_status, read_tasks};
 use crate::ptrace::regs;
 use crate::ptrace::state::{Process, Thread};
-use crate::ptrace::stop::{wait_for_thread, Event, Stop, GROUP_STOP_SIGNALS};
+use crate::ptrace::stop::{
+    wait_for_thread_until, Deadline, Event, Stop, WaitFailure, GROUP_STOP_SIGNALS, STOP_TIMEOUT,
+};
 use crate::ptrace::tracer::Tracer;
 use crate::trace::format::{Record, StartCause};
 
@@ -53,19 +56,45 @@ pub(crate) struct JoinedThread {
 /// Seizes and interrupts every thread of `pid` and waits until each is stopped. Threads
 /// and processes created meanwhile (auto-attached through the trace options) are joined or,
 /// for new processes, let go: no probe is planted yet, so there is nothing to undo in them.
+/// On failure (or when memsup is asked to end) every thread seized so far is let go.
 fn seize_all_threads(pid: i32) -> Result<Vec<JoinedThread>> {
+    let deadline = Deadline::after(STOP_TIMEOUT).interruptible();
+    let mut seized = HashSet::new();
+    let mut joined = Vec::new();
+    let outcome = seize_and_stop(pid, &deadline, &mut seized, &mut joined);
+    if let Err(error) = outcome {
+        release(&seized, joined);
+        return Err(match error {
+            Error::AttachInterrupted(_) => Error::AttachInterrupted(pid),
+            other => other,
+        });
+    }
+    Ok(joined)
+}
+
+/// Seizes every thread of `pid` into `seized`, then waits for their stops into `joined`.
+fn seize_and_stop(
+    pid: i32,
+    deadline: &Deadline,
+    seized: &mut HashSet<i32>,
+    joined: &mut Vec<JoinedThread>,
+) -> Result<()> {
     let options = regs::trace_options(false);
     let our_pid = std::process::id() as i32;
-    let mut seized = HashSet::new();
+    let mut exited = HashSet::new();
     loop {
         let tasks = read_tasks(pid).map_err(|_| Error::NoSuchProcess(pid))?;
-        let new: Vec<i32> = tasks.into_iter().filter(|t| !seized.contains(t)).collect();
+        let new: Vec<i32> = tasks
+            .into_iter()
+            .filter(|t| !seized.contains(t) && !exited.contains(t))
+            .collect();
         if new.is_empty() {
             break;
         }
         for tid in new {
             // An exited thread (a main thread ended by pthread_exit) cannot be seized.
             if crate::ptrace::detach::thread_is_zombie(pid, tid) {
+                exited.insert(tid);
                 continue;
             }
             match regs::seize(tid, options) {
@@ -93,23 +122,55 @@ fn seize_all_threads(pid: i32) -> Result<Vec<JoinedThread>> {
             seized.insert(tid);
         }
     }
-    let mut joined = Vec::new();
+    // Every thread has exited: the process is a zombie waiting for its parent.
+    if seized.is_empty() {
+        return Err(Error::NoSuchProcess(pid));
+    }
     let mut waiting: Vec<i32> = seized.iter().copied().collect();
     while let Some(tid) = waiting.pop() {
         let mut children = Vec::new();
-        if let Some(thread) = wait_for_interrupt(tid, &mut children)? {
+        if let Some(thread) = wait_for_interrupt(tid, deadline, &mut children)? {
             joined.push(thread);
         }
         for child in children.into_iter().filter(|child| seized.insert(*child)) {
             if read_status(child).map(|s| s.tgid == pid).unwrap_or(false) {
                 waiting.push(child);
             } else {
-                let _ = wait_for_interrupt(child, &mut Vec::new());
+                let _ = wait_for_interrupt(child, deadline, &mut Vec::new());
                 let _ = regs::detach(child, 0);
             }
         }
     }
-    Ok(joined)
+    Ok(())
+}
+
+/// Lets go of threads seized by a failed attach; nothing was planted in them yet. A thread
+/// that does not stop in time to be detached is released by the kernel when memsup exits.
+fn release(seized: &HashSet<i32>, joined: Vec<JoinedThread>) {
+    let mut stopped = HashSet::new();
+    for thread in joined {
+        stopped.insert(thread.tid);
+        let mut signals = thread.signals.into_iter();
+        let _ = regs::detach(thread.tid, signals.next().unwrap_or(0));
+        for signal in signals {
+            // SAFETY: tgkill has no memory effects.
+            unsafe { libc::syscall(libc::SYS_tgkill, read_tgid(thread.tid), thread.tid, signal) };
+        }
+    }
+    let deadline = Deadline::after(RELEASE_TIMEOUT);
+    for &tid in seized.iter().filter(|tid| !stopped.contains(tid)) {
+        // Detaching needs the thread stopped; the interrupt sent to it stops it.
+        if regs::detach(tid, 0).is_err() && wait_for_thread_until(tid, &deadline).is_ok() {
+            let _ = regs::detach(tid, 0);
+        }
+    }
+}
+
+/// How long a failed attach waits for each seized thread's stop to let it go.
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(1);
+
+fn read_tgid(tid: i32) -> i32 {
+    read_status(tid).map_or(tid, |status| status.tgid)
 }
 
 fn tracer_of(pid: i32, tid: i32) -> i32 {
@@ -120,13 +181,17 @@ fn tracer_of(pid: i32, tid: i32) -> i32 {
 
 /// Waits for a freshly seized thread's interrupt stop (or a new thread's first stop). None
 /// if it exited meanwhile. Threads and processes it creates first are added to `children`.
-fn wait_for_interrupt(tid: i32, children: &mut Vec<i32>) -> Result<Option<JoinedThread>> {
+fn wait_for_interrupt(
+    tid: i32,
+    deadline: &Deadline,
+    children: &mut Vec<i32>,
+) -> Result<Option<JoinedThread>> {
     let mut signals = Vec::new();
     loop {
-        let status = match wait_for_thread(tid) {
+        let status = match wait_for_thread_until(tid, deadline) {
             Ok(status) => status,
-            Err(Errno::ECHILD) => return Ok(None),
-            Err(errno) => return Err(Error::ptrace("waitpid", tid, errno)),
+            Err(WaitFailure::Failed(Errno::ECHILD)) => return Ok(None),
+            Err(failure) => return Err(failure.into_error(tid, deadline, "attaching")),
         };
         match Stop::from_wait_status(status) {
             Some(Stop::Event {
@@ -161,6 +226,10 @@ fn wait_for_interrupt(tid: i32, children: &mut Vec<i32>) -> Result<Option<Joined
 impl Tracer<'_> {
     /// Joins process `pid` (a thread-group id), probes it and lets it run on.
     pub fn attach(&mut self, pid: i32) -> Result<()> {
+        // Its threads are ours already: seizing them again would wait for stops that never come.
+        if self.processes.contains_key(&pid) {
+            return Ok(());
+        }
         let threads = seize_all_threads(pid)?;
         self.processes
             .insert(pid, Process::new(pid, true, self.step_over_policy));

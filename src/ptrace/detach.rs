@@ -2,22 +2,23 @@
 //! scratch page moved back to the original code, hijacked return addresses written back,
 //! original bytes restored (only where our int3 still is), then PTRACE_DETACH.
 
-use nix::errno::Errno;
-
 use crate::error::{Error, Result};
 use crate::ptrace::hits::return_record;
 use crate::ptrace::inject::{remote_syscall, RemoteSyscall, PAGE_SIZE};
 use crate::ptrace::memory::RemoteMemory;
 use crate::ptrace::regs;
 use crate::ptrace::state::Process;
-use crate::ptrace::stop::{wait_for_thread, Event, Stop};
+use crate::ptrace::stop::{
+    wait_for_thread, wait_for_thread_until, Deadline, Event, Stop, WaitFailure, STOP_TIMEOUT,
+};
 use crate::ptrace::tracer::Tracer;
 use crate::trace::format::{ExitKind, Record};
 
 impl Tracer<'_> {
-    /// Interrupts `tids` and waits until each is stopped. Stops that are not our interrupt
-    /// are kept for the event loop. Returns the threads stopped by the interrupt.
-    pub(crate) fn stop_threads(&mut self, tids: &[i32]) -> Vec<i32> {
+    /// Interrupts `tids` and waits until each is stopped, until `deadline` at the latest.
+    /// Stops that are not our interrupt are kept for the event loop. Returns the threads
+    /// stopped by the interrupt; those that did not stop in time go to `unresponsive`.
+    pub(crate) fn stop_threads(&mut self, tids: &[i32], deadline: &Deadline) -> Vec<i32> {
         let mut stopped = Vec::new();
         // Threads whose stop is already collected and not yet handled are stopped: an
         // interrupt would produce no new stop to wait for.
@@ -34,7 +35,7 @@ impl Tracer<'_> {
             if regs::interrupt(tid).is_err() {
                 continue;
             }
-            match wait_for_thread(tid) {
+            match wait_for_thread_until(tid, deadline) {
                 Ok(status) => match Stop::from_wait_status(status) {
                     Some(Stop::Event {
                         event: Event::Stop,
@@ -44,7 +45,7 @@ impl Tracer<'_> {
                     Some(stop) => self.deferred.push_back(stop),
                     None => {}
                 },
-                Err(Errno::ECHILD) => {}
+                Err(WaitFailure::TimedOut) => self.unresponsive.push(tid),
                 Err(_) => {}
             }
         }
@@ -73,29 +74,42 @@ impl Tracer<'_> {
         }
     }
 
-    /// Detaches from every process, leaving each running unmodified.
+    /// Detaches from every process, leaving each running unmodified. Every wait is bounded:
+    /// a thread that does not stop in time is left running (the kernel releases it when
+    /// memsup exits) and reported as the error, after everything else is detached.
     pub fn detach_all(&mut self) -> Result<()> {
+        let deadline = Deadline::after(STOP_TIMEOUT);
+        self.unresponsive.clear();
+        // A stop whose handling failed half-way (a panic): the thread is stopped, settle it.
+        if let Some(stop) = self.in_hand.take() {
+            self.deferred.push_front(stop);
+        }
         let tids: Vec<i32> = self.threads.keys().copied().collect();
-        let _ = self.stop_threads(&tids);
+        let _ = self.stop_threads(&tids, &deadline);
+        let mut first_error = None;
         // Stops that raced with the interrupt: finish returns, rewind probe hits.
         while let Some(stop) = self.deferred.pop_front() {
-            self.settle_for_detach(stop)?;
+            keep_first_error(&mut first_error, self.settle_for_detach(stop, &deadline));
         }
         let tids: Vec<i32> = self.threads.keys().copied().collect();
         for tid in tids {
-            self.consume_pending_trap(tid)?;
+            let consumed = self.consume_pending_trap(tid, &deadline);
+            keep_first_error(&mut first_error, consumed);
         }
         let pids: Vec<i32> = self.processes.keys().copied().collect();
         for pid in pids {
             self.detach_process(pid);
         }
-        Ok(())
+        if let Some(&tid) = self.unresponsive.first() {
+            return Err(WaitFailure::TimedOut.into_error(tid, &deadline, "detaching"));
+        }
+        first_error.map_or(Ok(()), Err)
     }
 
     /// A thread can report our interrupt right after executing one of our int3s, with that
     /// SIGTRAP still pending: once detached, it would kill the program. Let the thread take
     /// it now, under our control.
-    fn consume_pending_trap(&mut self, tid: i32) -> Result<()> {
+    fn consume_pending_trap(&mut self, tid: i32, deadline: &Deadline) -> Result<()> {
         let Some(pid) = self.threads.get(&tid).map(|t| t.pid) else {
             return Ok(());
         };
@@ -104,15 +118,19 @@ impl Tracer<'_> {
         }
         regs::resume(tid, 0)?;
         loop {
-            let status = match wait_for_thread(tid) {
+            let status = match wait_for_thread_until(tid, deadline) {
                 Ok(status) => status,
+                Err(WaitFailure::TimedOut) => {
+                    self.unresponsive.push(tid);
+                    return Ok(());
+                }
                 Err(_) => return Ok(()),
             };
             let Some(stop) = Stop::from_wait_status(status) else {
                 continue;
             };
             let is_trap = matches!(stop, Stop::Signal { signal, .. } if signal == libc::SIGTRAP);
-            self.settle_for_detach(stop)?;
+            self.settle_for_detach(stop, deadline)?;
             if is_trap || !self.threads.contains_key(&tid) || !matches!(stop, Stop::Signal { .. }) {
                 return Ok(());
             }
@@ -122,7 +140,7 @@ impl Tracer<'_> {
     }
 
     /// Brings a thread that reported something other than our interrupt to a clean stop.
-    fn settle_for_detach(&mut self, stop: Stop) -> Result<()> {
+    fn settle_for_detach(&mut self, stop: Stop, deadline: &Deadline) -> Result<()> {
         let tid = stop.tid();
         match stop {
             Stop::Exited { code, .. } => self.on_thread_gone(tid, ExitKind::Code(code)),
@@ -140,7 +158,7 @@ impl Tracer<'_> {
                 ..
             } => {
                 let child = self.register_child(tid, event)?;
-                self.stop_new_child(child)
+                self.stop_new_child(child, deadline)
             }
             // The image that had our probes is gone with the exec.
             Stop::Event {
@@ -158,20 +176,25 @@ impl Tracer<'_> {
     }
 
     /// Waits for the first stop of a child announced during detach.
-    fn stop_new_child(&mut self, child: i32) -> Result<()> {
+    fn stop_new_child(&mut self, child: i32, deadline: &Deadline) -> Result<()> {
         if self.early_threads.remove(&child) {
             return Ok(());
         }
         loop {
-            let Ok(status) = wait_for_thread(child) else {
-                return Ok(());
+            let status = match wait_for_thread_until(child, deadline) {
+                Ok(status) => status,
+                Err(WaitFailure::TimedOut) => {
+                    self.unresponsive.push(child);
+                    return Ok(());
+                }
+                Err(_) => return Ok(()),
             };
             match Stop::from_wait_status(status) {
                 Some(Stop::Event {
                     event: Event::Stop, ..
                 }) => return Ok(()),
                 Some(stop @ (Stop::Exited { .. } | Stop::Killed { .. })) => {
-                    return self.settle_for_detach(stop);
+                    return self.settle_for_detach(stop, deadline);
                 }
                 Some(Stop::Signal { signal, .. }) => {
                     if let Some(thread) = self.threads.get_mut(&child) {
@@ -307,6 +330,12 @@ impl Tracer<'_> {
             status: ExitKind::Detached,
             counters: process.counters,
         });
+    }
+}
+
+fn keep_first_error(first: &mut Option<Error>, outcome: Result<()>) {
+    if let Err(error) = outcome {
+        first.get_or_insert(error);
     }
 }
 

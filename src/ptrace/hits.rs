@@ -11,6 +11,7 @@ use crate::ptrace::memory::RemoteMemory;
 use crate::ptrace::regs;
 use crate::ptrace::sink::StackSource;
 use crate::ptrace::state::PendingSyscall;
+use crate::ptrace::stop::{Deadline, STOP_TIMEOUT};
 use crate::ptrace::tracer::Tracer;
 use crate::trace::format::{AllocFunction, MapCall, Record};
 use crate::trace::stacks::EMPTY_STACK;
@@ -300,7 +301,8 @@ impl Tracer<'_> {
             .filter(|(t, th)| th.pid == pid && **t != tid)
             .map(|(t, _)| *t)
             .collect();
-        let stopped = self.stop_threads(&others);
+        let deadline = Deadline::after(STOP_TIMEOUT);
+        let stopped = self.stop_threads(&others, &deadline);
         let process = self.processes.get_mut(&pid).expect("known process");
         process.counters.stop_the_world += 1;
         process.counters.single_steps += 1;

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::proc::maps::{find_gap, read_maps};
 use crate::ptrace::memory::{ProcessMemory, RemoteMemory};
 use crate::ptrace::regs;
-use crate::ptrace::stop::{wait_for_thread, Event, Stop};
+use crate::ptrace::stop::{wait_for_thread_until, Deadline, Event, Stop, STOP_TIMEOUT};
 
 pub const PAGE_SIZE: u64 = 4096;
 const SYSCALL_INT3: [u8; 3] = [0x0f, 0x05, 0xcc];
@@ -69,9 +69,12 @@ pub fn remote_syscall(
 
 fn run_until_trap(tid: i32) -> Result<Vec<i32>> {
     let mut deferred_signals = Vec::new();
+    // A system call of ours that never ends must not hold memsup (and an attach) forever.
+    let deadline = Deadline::after(STOP_TIMEOUT);
     regs::resume(tid, 0)?;
     loop {
-        let status = wait_for_thread(tid).map_err(|e| Error::ptrace("waitpid", tid, e))?;
+        let status = wait_for_thread_until(tid, &deadline)
+            .map_err(|failure| failure.into_error(tid, &deadline, "running a system call in it"))?;
         match Stop::from_wait_status(status) {
             Some(Stop::Signal { signal, .. }) if signal == libc::SIGTRAP => {
                 return Ok(deferred_signals)

@@ -1,10 +1,10 @@
 //! memsup's own signal handling. Signals that must reach the tracer thread interrupt its
 //! blocking waitpid (handlers are installed without SA_RESTART) and set a flag.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 
 /// Signals memsup handles itself; the launched program gets them back at their defaults.
-pub const HANDLED_BY_MEMSUP: [i32; 6] = [
+pub const HANDLED_BY_MEMSUP: [i32; 7] = [
     libc::SIGINT,
     libc::SIGTERM,
     libc::SIGHUP,
@@ -12,7 +12,21 @@ pub const HANDLED_BY_MEMSUP: [i32; 6] = [
     libc::SIGALRM,
     // Asks for a smaps snapshot of every supervised process.
     libc::SIGUSR1,
+    // Sent by memsup to its own tracer thread when another of its threads failed.
+    libc::SIGUSR2,
 ];
+
+/// Signals that end an attach recording (bit N-1 for signal N).
+const ENDING: u64 = 1 << (libc::SIGINT - 1)
+    | 1 << (libc::SIGTERM - 1)
+    | 1 << (libc::SIGHUP - 1)
+    | 1 << (libc::SIGALRM - 1);
+
+/// The thread that handles memsup's signals (set by `install`).
+static TRACER_THREAD: AtomicI32 = AtomicI32::new(0);
+
+/// A memsup thread failed (panicked): the tracer must detach and memsup exit with an error.
+static FAILED: AtomicBool = AtomicBool::new(false);
 
 /// The signals memsup received and has not yet acted on (bit N-1 for signal N): a set, so
 /// that a SIGUSR1 arriving meanwhile does not wipe out a pending SIGINT or SIGTERM.
@@ -36,6 +50,9 @@ pub fn install() {
 }
 
 fn install_handlers() {
+    // SAFETY: gettid has no memory effects.
+    let tracer_thread = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+    TRACER_THREAD.store(tracer_thread, Ordering::SeqCst);
     for signal in HANDLED_BY_MEMSUP {
         // SAFETY: queries the current disposition into a local.
         let ignored = unsafe {
@@ -94,6 +111,37 @@ pub fn take_pending() -> Option<i32> {
             return Some(bit.trailing_zeros() as i32 + 1);
         }
     }
+}
+
+/// Whether a signal that ends the recording is pending (it stays pending), or a memsup
+/// thread failed.
+pub fn ending_requested() -> bool {
+    PENDING.load(Ordering::SeqCst) & ENDING != 0 || failure_reported()
+}
+
+/// Records that a memsup thread failed and interrupts the tracer thread's wait so that it
+/// detaches. Async-signal-safe (called from the panic hook).
+pub fn report_failure() {
+    FAILED.store(true, Ordering::SeqCst);
+    let tracer_thread = TRACER_THREAD.load(Ordering::SeqCst);
+    // SAFETY: gettid has no memory effects.
+    let this_thread = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+    if tracer_thread != 0 && tracer_thread != this_thread {
+        // SAFETY: tgkill has no memory effects; the tracer thread handles SIGUSR2.
+        unsafe {
+            libc::syscall(
+                libc::SYS_tgkill,
+                libc::getpid(),
+                tracer_thread,
+                libc::SIGUSR2,
+            )
+        };
+    }
+}
+
+/// Whether a memsup thread failed.
+pub fn failure_reported() -> bool {
+    FAILED.load(Ordering::SeqCst)
 }
 
 /// Arranges for SIGALRM after `duration` (attach --duration), to the microsecond: alarm(2)

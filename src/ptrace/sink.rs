@@ -150,6 +150,8 @@ impl RecordSink {
                 self.stalls.fetch_add(1, Ordering::Relaxed);
                 while self.copies.bytes.load(Ordering::Relaxed) + bytes > COPIES_IN_FLIGHT_LIMIT
                     && !self.sender.is_empty()
+                    // A collector that panicked never drains the channel.
+                    && !crate::ptrace::signals::failure_reported()
                 {
                     std::thread::sleep(Duration::from_micros(100));
                 }

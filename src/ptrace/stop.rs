@@ -1,7 +1,14 @@
-//! Every wait status decoded once into a typed `Stop`.
+//! Every wait status decoded once into a typed `Stop`, and the waits for one thread's stop.
 
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
 use nix::sys::signal::Signal;
-use nix::sys::wait::WaitStatus;
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+
+use crate::error::Error;
+use crate::ptrace::signals;
 
 /// ptrace event numbers (PTRACE_EVENT_*).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,12 +100,134 @@ pub const GROUP_STOP_SIGNALS: [i32; 4] =
 /// Waits for the next stop of thread `tid`, retrying when one of memsup's own signals
 /// interrupts the wait (their handlers do not restart system calls, on purpose: the main
 /// loop's waitpid must notice them; these inner waits must not give up).
-pub fn wait_for_thread(tid: i32) -> nix::Result<nix::sys::wait::WaitStatus> {
-    use nix::sys::wait::{waitpid, WaitPidFlag};
+pub fn wait_for_thread(tid: i32) -> nix::Result<WaitStatus> {
     loop {
-        match waitpid(nix::unistd::Pid::from_raw(tid), Some(WaitPidFlag::__WALL)) {
-            Err(nix::errno::Errno::EINTR) => continue,
+        match waitpid(Pid::from_raw(tid), Some(WaitPidFlag::__WALL)) {
+            Err(Errno::EINTR) => continue,
             other => return other,
         }
+    }
+}
+
+/// How long attach and detach wait for any one thread to stop. A thread that was told to
+/// stop does so within microseconds; one that does not (a thread the kernel never stops for
+/// us) must not keep memsup, and with it the traced program, waiting forever.
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Longest pause between two polls of a bounded wait.
+const LONGEST_POLL_PAUSE: Duration = Duration::from_millis(5);
+
+/// When a bounded wait gives up.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline {
+    at: Instant,
+    /// The wait allowed, for messages.
+    allowed: Duration,
+    /// Also give up when memsup is asked to end (attach: stop attaching and detach).
+    interruptible: bool,
+}
+
+impl Deadline {
+    pub fn after(duration: Duration) -> Deadline {
+        Deadline {
+            at: Instant::now() + duration,
+            allowed: duration,
+            interruptible: false,
+        }
+    }
+
+    /// The same deadline, also ended by a signal that ends memsup's recording.
+    pub fn interruptible(self) -> Deadline {
+        Deadline {
+            interruptible: true,
+            ..self
+        }
+    }
+}
+
+/// Why a bounded wait returned without a status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitFailure {
+    /// waitpid failed (ECHILD: the thread is gone or not ours).
+    Failed(Errno),
+    /// The deadline passed.
+    TimedOut,
+    /// memsup received a signal that ends the recording.
+    Interrupted,
+}
+
+impl WaitFailure {
+    /// The error for a wait of thread `tid` that failed while memsup was `during` something.
+    pub fn into_error(self, tid: i32, deadline: &Deadline, during: &'static str) -> Error {
+        match self {
+            WaitFailure::Failed(errno) => Error::ptrace("waitpid", tid, errno),
+            WaitFailure::TimedOut => Error::ThreadDidNotStop {
+                tid,
+                seconds: deadline.allowed.as_secs(),
+                during,
+            },
+            WaitFailure::Interrupted => Error::AttachInterrupted(tid),
+        }
+    }
+}
+
+/// As `wait_for_thread`, but gives up at `deadline`: polls with WNOHANG and short sleeps
+/// (never used by the main loop, only by attach, detach and remote calls).
+pub fn wait_for_thread_until(tid: i32, deadline: &Deadline) -> Result<WaitStatus, WaitFailure> {
+    let flags = WaitPidFlag::__WALL | WaitPidFlag::WNOHANG;
+    let mut pause = Duration::from_micros(10);
+    loop {
+        match waitpid(Pid::from_raw(tid), Some(flags)) {
+            Ok(WaitStatus::StillAlive) | Err(Errno::EINTR) => {}
+            Ok(status) => return Ok(status),
+            Err(errno) => return Err(WaitFailure::Failed(errno)),
+        }
+        if deadline.interruptible && signals::ending_requested() {
+            return Err(WaitFailure::Interrupted);
+        }
+        let now = Instant::now();
+        if now >= deadline.at {
+            return Err(WaitFailure::TimedOut);
+        }
+        std::thread::sleep(pause.min(deadline.at - now));
+        pause = (pause * 2).min(LONGEST_POLL_PAUSE);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A child of this test process that waits to be killed.
+    fn paused_child() -> Pid {
+        // SAFETY: the child only calls async-signal-safe functions before it is killed.
+        match unsafe { libc::fork() } {
+            0 => loop {
+                unsafe { libc::pause() };
+            },
+            -1 => panic!("fork failed: {}", Errno::last()),
+            pid => Pid::from_raw(pid),
+        }
+    }
+
+    #[test]
+    fn a_bounded_wait_gives_up_at_its_deadline_and_still_sees_a_later_stop() {
+        let child = paused_child();
+        let deadline = Deadline::after(Duration::from_millis(30));
+        assert_eq!(
+            wait_for_thread_until(child.as_raw(), &deadline),
+            Err(WaitFailure::TimedOut)
+        );
+        assert!(Instant::now() >= deadline.at);
+        nix::sys::signal::kill(child, Signal::SIGKILL).unwrap();
+        let later = Deadline::after(Duration::from_secs(10));
+        assert_eq!(
+            wait_for_thread_until(child.as_raw(), &later),
+            Ok(WaitStatus::Signaled(child, Signal::SIGKILL, false))
+        );
+        assert_eq!(
+            wait_for_thread_until(child.as_raw(), &later),
+            Err(WaitFailure::Failed(Errno::ECHILD))
+        );
     }
 }

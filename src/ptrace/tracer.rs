@@ -9,6 +9,7 @@ use nix::sys::wait::{waitpid, WaitPidFlag};
 
 use crate::breakpoints::table::StepOverPolicy;
 use crate::error::{Error, Result};
+use crate::failure::{test_fault, TestFault};
 use crate::ptrace::capture::StackMode;
 use crate::ptrace::regs;
 use crate::ptrace::signals;
@@ -47,6 +48,12 @@ pub struct Tracer<'a> {
     pub(crate) warnings: Vec<String>,
     /// Time spent taking exit snapshots, which the exiting thread waits for.
     pub(crate) exit_snapshot_ns: u64,
+    /// The stop being handled: if memsup fails half-way, the detach settles it.
+    pub(crate) in_hand: Option<Stop>,
+    /// Threads that did not stop in time for the last stop of every thread.
+    pub(crate) unresponsive: Vec<i32>,
+    /// Test-only failure to inject (`MEMSUP_TEST_FAULT`), attach mode only.
+    test_fault: Option<TestFault>,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -67,6 +74,9 @@ impl<'a> Tracer<'a> {
             attached: false,
             warnings: Vec::new(),
             exit_snapshot_ns: 0,
+            in_hand: None,
+            unresponsive: Vec::new(),
+            test_fault: test_fault().filter(|_| mode == Mode::Attach),
             _not_send: PhantomData,
         }
     }
@@ -120,7 +130,12 @@ impl<'a> Tracer<'a> {
                     Err(errno) => return Err(Error::ptrace("waitpid", -1, errno)),
                 },
             };
+            self.in_hand = Some(stop);
             self.handle_or_recover(stop);
+            self.in_hand = None;
+            if let Some(fault) = self.test_fault {
+                inject(fault)?;
+            }
         }
         Ok(())
     }
@@ -147,6 +162,11 @@ impl<'a> Tracer<'a> {
                     unsafe { libc::kill(pid, signal) };
                 }
                 Ok(false)
+            }
+            // Another memsup thread failed: leave the processes as they were.
+            (Mode::Attach, libc::SIGUSR2) if signals::failure_reported() => {
+                self.detach_all()?;
+                Ok(true)
             }
             // A smaps snapshot of every process, on the user's demand.
             (_, libc::SIGUSR1) => {
@@ -223,5 +243,16 @@ impl<'a> Tracer<'a> {
             .and_then(|t| (!t.pending_signals.is_empty()).then(|| t.pending_signals.remove(0)))
             .unwrap_or(0);
         regs::resume(tid, signal)
+    }
+}
+
+/// Fails the way the tests asked, once a stop has been handled.
+fn inject(fault: TestFault) -> Result<()> {
+    match fault {
+        TestFault::TracerPanic => panic!("test fault: the tracer fails after handling a stop"),
+        TestFault::TracerError => Err(Error::Internal(
+            "test fault: the event loop fails after handling a stop".into(),
+        )),
+        TestFault::WriterPanic => Ok(()),
     }
 }

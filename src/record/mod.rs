@@ -4,6 +4,7 @@
 pub mod collector;
 pub mod progress;
 mod requested_peaks;
+mod safety;
 mod symbolize;
 
 use std::ffi::OsString;
@@ -27,6 +28,7 @@ use crate::trace::output_file::OutputRequest;
 use crate::trace::writer::{self, ProfileWriter};
 use collector::LiveStats;
 use progress::Progress;
+use safety::{detach_on_failure, distinct_processes, OomShield};
 
 /// Capacity of the collector-to-writer channel, in records.
 const CHANNEL_CAPACITY: usize = 1 << 16;
@@ -249,11 +251,8 @@ pub fn run(options: RunOptions) -> Result<i32> {
 
 /// Joins running processes until Ctrl-C, `--duration` or their exit; then detaches.
 pub fn attach(options: AttachOptions) -> Result<i32> {
-    let mut pids = Vec::new();
-    for &pid in &options.pids {
-        pids.push(attach::check_attachable(pid)?);
-    }
-    let target = options.pids.iter().map(|p| p.to_string()).collect();
+    let pids = processes_to_join(&options.pids)?;
+    let target = pids.iter().map(|p| p.to_string()).collect();
     let duration = options
         .duration
         .map(|duration| format!("duration={}s", duration.as_secs_f64()))
@@ -267,30 +266,61 @@ pub fn attach(options: AttachOptions) -> Result<i32> {
         options.quiet,
         options.rates,
     )?;
+    let oom_shield = OomShield::lower_score();
     let mut tracer = Tracer::new(Mode::Attach, pids[0], &pipeline.sink);
     tracer.set_step_over_policy(options.step_over);
     tracer.set_stack_mode(options.stacks);
-    for &pid in &pids {
-        if let Err(error) = tracer.attach(pid) {
-            let _ = tracer.detach_all();
-            drop(tracer);
-            let written_to = pipeline.output.clone();
-            let _ = pipeline.finish_quietly();
-            let _ = std::fs::remove_file(written_to);
-            return Err(error);
-        }
+    if let Err(error) = detach_on_failure(&mut tracer, |tracer| join_all(tracer, &pids)) {
+        drop(tracer);
+        drop(oom_shield);
+        let written_to = pipeline.output.clone();
+        let _ = pipeline.finish_quietly();
+        let _ = std::fs::remove_file(written_to);
+        return Err(error);
     }
     tracer.attached = true;
     if let Some(duration) = options.duration {
         signals::alarm_after(duration);
     }
     print_warnings(&mut tracer);
-    let outcome = tracer.run();
+    let outcome = detach_on_failure(&mut tracer, |tracer| tracer.run());
     print_warnings(&mut tracer);
     drop(tracer);
+    drop(oom_shield);
+    if outcome.is_err() {
+        // The failure is the one line to show; the profile holds what was recorded.
+        let _ = pipeline.finish_quietly();
+        return outcome.map(|_| 0);
+    }
     pipeline.finish()?;
-    outcome?;
     Ok(0)
+}
+
+/// The thread-group IDs behind the PIDs given, each once (with a note when merged).
+fn processes_to_join(given: &[i32]) -> Result<Vec<i32>> {
+    let mut named = Vec::new();
+    for &pid in given {
+        named.push((pid, attach::check_attachable(pid)?));
+    }
+    let (processes, note) = distinct_processes(&named);
+    if let Some(note) = note {
+        // Even with -q: it is about the user's own command line.
+        eprintln!("memsup: note: {note}");
+    }
+    Ok(processes)
+}
+
+/// Joins every process; memsup asked to end meanwhile stops joining (the event loop then
+/// detaches from those already joined).
+fn join_all(tracer: &mut Tracer, pids: &[i32]) -> Result<()> {
+    for &pid in pids {
+        match tracer.attach(pid) {
+            Ok(()) => {}
+            Err(Error::AttachInterrupted(_)) => break,
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(())
 }
 
 impl Pipeline {

@@ -12,6 +12,7 @@ use flate2::write::DeflateEncoder;
 use flate2::{Compression, Crc};
 
 use crate::error::TraceError;
+use crate::failure::{test_fault, TestFault};
 use crate::trace::format::{Header, Record, FORMAT_VERSION, MAGIC};
 use crate::trace::output_file::{open_output, OutputFile, OutputRequest};
 
@@ -175,6 +176,7 @@ pub fn spawn(
 }
 
 fn drain(mut writer: ProfileWriter, records: &Receiver<Record>) -> Result<u64, TraceError> {
+    let fail_at_first_allocation = test_fault() == Some(TestFault::WriterPanic);
     loop {
         // With nothing buffered there is no deadline, so wait for the next record as long as it takes.
         let received = match writer.flush_deadline() {
@@ -184,7 +186,12 @@ fn drain(mut writer: ProfileWriter, records: &Receiver<Record>) -> Result<u64, T
             None => records.recv().map_err(|_| RecvTimeoutError::Disconnected),
         };
         match received {
-            Ok(record) => writer.push(&record)?,
+            Ok(record) => {
+                if fail_at_first_allocation && matches!(record, Record::Alloc { .. }) {
+                    panic!("test fault: the writer fails at its first allocation record");
+                }
+                writer.push(&record)?
+            }
             Err(RecvTimeoutError::Timeout) => writer.flush_block()?,
             Err(RecvTimeoutError::Disconnected) => break,
         }

@@ -8,6 +8,7 @@ mod aligned;
 mod alloc_script;
 mod attach;
 mod attach_input;
+mod attach_safety;
 mod bad_input;
 mod code_patch;
 mod component_reports;

@@ -1,0 +1,339 @@
+//! An attach that cannot hurt the processes it joins: a process named twice (or by one of
+//! its threads) is joined once; memsup's own failure (a panic on the tracer thread or on the
+//! writer thread, an error from the event loop) detaches every process first and exits 70
+//! with one line; memsup shields itself from the OOM killer while attached; a process that
+//! has exited is refused, not waited for.
+//! Fixtures: attach_loop.c (one thread), attach_threads.c (two threads).
+
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{ChildStdout, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::common::interactive::send_signal;
+use crate::common::live_process::{
+    assert_code_unchanged, executable_mappings, start_fixture, tracer_pid, wait_until, KillOnDrop,
+};
+use crate::common::report::{processes, report_json};
+use crate::common::run::{clean_command, memsup_binary, run_command, wait_with_timeout};
+use crate::common::*;
+
+const LOOP_END: &str = "attach_loop: 4000000 iterations, checksum 8037224905761941632\n";
+const THREADS_END: &str = "attach_threads: main 2000000 iterations, checksum \
+    12166240544171611200\nattach_threads: worker 2000000 iterations, checksum \
+    12166240544171611200\n";
+
+/// A fixture running natively, its first lines read.
+struct Running {
+    guard: KillOnDrop,
+    stdout: BufReader<ChildStdout>,
+    pid: u32,
+}
+
+/// Starts `fixture` and reads its announcement: "NAME: pid N", then `extra_lines` lines
+/// (returned), then "NAME: ready".
+fn start(fixture: &Path, name: &str, extra_lines: usize) -> (Running, Vec<String>) {
+    let (guard, stdout) = start_fixture(fixture);
+    let pid = guard.0.as_ref().unwrap().id();
+    let mut stdout = BufReader::new(stdout);
+    let mut lines = Vec::new();
+    for _ in 0..extra_lines + 2 {
+        let mut line = String::new();
+        stdout
+            .read_line(&mut line)
+            .unwrap_or_else(|error| panic!("reading {name}'s first lines: {error}"));
+        lines.push(line.trim_end().to_string());
+    }
+    assert_eq!(lines[0], format!("{name}: pid {pid}"));
+    assert_eq!(lines[extra_lines + 1], format!("{name}: ready"));
+    let extra = lines[1..=extra_lines].to_vec();
+    (Running { guard, stdout, pid }, extra)
+}
+
+impl Running {
+    /// Reads the rest of the output and checks the program ended as natively: `end`, exit 0.
+    fn finish(mut self, end: &str) {
+        let mut rest = String::new();
+        self.stdout
+            .read_to_string(&mut rest)
+            .expect("reading the fixture's output");
+        let finished = wait_with_timeout(self.guard.0.take().unwrap(), "the fixture");
+        assert_eq!(finished.status.code(), Some(0), "the fixture's exit status");
+        assert_eq!(String::from_utf8_lossy(&finished.stderr), "");
+        assert_eq!(rest, end);
+    }
+}
+
+/// `memsup attach -o PROFILE --duration 1 TARGETS...`, with `MEMSUP_TEST_FAULT` when given.
+fn attach(profile: &Path, targets: &[String], fault: Option<&str>, duration: bool) -> Output {
+    let mut command = clean_command(memsup_binary());
+    if let Some(fault) = fault {
+        command.env("MEMSUP_TEST_FAULT", fault);
+    }
+    let mut arguments: Vec<OsString> = vec!["attach".into(), "-o".into(), profile.into()];
+    if duration {
+        arguments.extend(["--duration".into(), "1".into()]);
+    }
+    arguments.extend(targets.iter().map(OsString::from));
+    command.args(arguments);
+    run_command(command, None)
+}
+
+/// Attaches for a second to `targets`, all naming process `pid`; checks memsup ended 0 with
+/// `note` and the profile line, and the profile holds one detached image of `pid`.
+fn attach_once_for_a_second(pid: u32, targets: &[String], note: &str) -> Value {
+    let directory = tempfile::tempdir().unwrap();
+    let profile = directory.path().join("attach.msup");
+    let output = attach(&profile, targets, None, true);
+    let (program, memsup_lines) = split_stderr(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "memsup: {memsup_lines:?}");
+    assert_eq!(program, "");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "");
+    assert_eq!(
+        memsup_lines,
+        [
+            format!("memsup: note: attaching to each process once, as a whole: {note}"),
+            format!("memsup: profile written to {}", profile.display()),
+        ]
+    );
+    let report = report_json(&profile);
+    assert_profile(&report, "attach", &[pid.to_string()]);
+    assert_image_count(&report, 1);
+    let image = &processes(&report)[0];
+    assert_eq!(image["pid"], pid);
+    assert_eq!(image["cause"], "attach");
+    assert_exit(image, "detached", None);
+    assert!(
+        number(image, "/allocations") > 0,
+        "a second saw no allocation"
+    );
+    report
+}
+
+#[test]
+fn a_process_named_twice_is_joined_once() {
+    for_each_variant("attach_loop", |_, fixture| {
+        let (running, _) = start(fixture, "attach_loop", 0);
+        let pid = running.pid;
+        let code_before = executable_mappings(pid);
+        let twice = [pid.to_string(), pid.to_string()];
+        attach_once_for_a_second(
+            pid,
+            &twice,
+            &format!("process {pid} (given as {pid}, {pid})"),
+        );
+        assert_eq!(tracer_pid(pid), 0, "still traced after the detach");
+        assert_code_unchanged(pid, &code_before);
+        running.finish(LOOP_END);
+    });
+}
+
+#[test]
+fn a_process_named_by_one_of_its_threads_is_joined_whole() {
+    for_each_variant("attach_threads", |_, fixture| {
+        let (running, extra) = start(fixture, "attach_threads", 1);
+        let pid = running.pid;
+        let thread: u32 = extra[0]
+            .strip_prefix("attach_threads: thread ")
+            .and_then(|tid| tid.parse().ok())
+            .unwrap_or_else(|| panic!("no thread ID in {:?}", extra[0]));
+        assert_ne!(thread, pid);
+        let code_before = executable_mappings(pid);
+        let both = [pid.to_string(), thread.to_string()];
+        let report = attach_once_for_a_second(
+            pid,
+            &both,
+            &format!("process {pid} (given as {pid}, {thread})"),
+        );
+        // Both threads allocate: the image has more than one thread's calls in it.
+        assert!(number(&processes(&report)[0], "/calls/malloc") > 0);
+        assert_eq!(tracer_pid(pid), 0, "still traced after the detach");
+        assert_code_unchanged(pid, &code_before);
+        let alone = [thread.to_string()];
+        attach_once_for_a_second(pid, &alone, &format!("process {pid} (given as {thread})"));
+        assert_eq!(tracer_pid(pid), 0, "still traced after the second detach");
+        assert_code_unchanged(pid, &code_before);
+        running.finish(THREADS_END);
+    });
+}
+
+/// Each injected failure and the one line memsup must end with: (prefix, suffix), the
+/// panic's source line number lying between.
+const FAULTS: [(&str, &str, &str); 3] = [
+    (
+        "tracer-panic",
+        "memsup: error: internal error: the main thread panicked at src/ptrace/tracer.rs:",
+        ": test fault: the tracer fails after handling a stop; detached from every process",
+    ),
+    (
+        "writer-panic",
+        "memsup: error: internal error: the memsup-writer thread panicked at src/trace/writer.rs:",
+        ": test fault: the writer fails at its first allocation record; detached from every \
+         process",
+    ),
+    (
+        "tracer-error",
+        "memsup: error: test fault: the event loop fails after handling a stop",
+        "",
+    ),
+];
+
+#[test]
+fn a_failing_memsup_detaches_before_it_exits() {
+    for_each_variant("attach_loop", |_, fixture| {
+        // One program and one memsup per failure, side by side.
+        std::thread::scope(|scope| {
+            let failures: Vec<_> = FAULTS
+                .into_iter()
+                .map(|fault| scope.spawn(move || fail_while_attached(fixture, fault)))
+                .collect();
+            for failure in failures {
+                if let Err(panic) = failure.join() {
+                    std::panic::resume_unwind(panic);
+                }
+            }
+        });
+    });
+}
+
+/// Attaches to a fresh `fixture` with `fault` injected; checks memsup's one line and exit
+/// 70, and the program untouched, untraced and ending as natively.
+fn fail_while_attached(fixture: &Path, (fault, prefix, suffix): (&str, &str, &str)) {
+    let (running, _) = start(fixture, "attach_loop", 0);
+    let pid = running.pid;
+    let code_before = executable_mappings(pid);
+    let directory = tempfile::tempdir().unwrap();
+    let profile = directory.path().join("attach.msup");
+    // No --duration: only the failure ends this attach.
+    let output = attach(&profile, &[pid.to_string()], Some(fault), false);
+    let (program, memsup_lines) = split_stderr(&output.stderr);
+    assert_eq!(output.status.code(), Some(70), "{fault}: {memsup_lines:?}");
+    assert_eq!(program, "", "{fault}: stderr besides memsup's lines");
+    assert_eq!(memsup_lines.len(), 1, "{fault}: {memsup_lines:?}");
+    let line = &memsup_lines[0];
+    assert!(
+        line.starts_with(prefix) && line.ends_with(suffix),
+        "{fault}: {line}"
+    );
+    let line_number = &line[prefix.len()..line.len() - suffix.len()];
+    assert!(
+        line_number.is_empty() == suffix.is_empty()
+            && line_number.chars().all(|c| c.is_ascii_digit()),
+        "{fault}: {line}"
+    );
+    assert_eq!(
+        tracer_pid(pid),
+        0,
+        "{fault}: still traced after memsup exited"
+    );
+    assert_code_unchanged(pid, &code_before);
+    running.finish(LOOP_END);
+}
+
+/// Whether memsup may lower its OOM score here: CAP_SYS_RESOURCE in the effective set
+/// (root in a container may lack it). CI must be able to.
+fn lowering_permitted() -> bool {
+    const CAP_SYS_RESOURCE: u32 = 24;
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let effective = status
+        .lines()
+        .find_map(|line| line.strip_prefix("CapEff:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .expect("CapEff in /proc/self/status");
+    effective & (1 << CAP_SYS_RESOURCE) != 0 || std::env::var("CI").as_deref() == Ok("true")
+}
+
+#[test]
+fn memsup_asks_the_oom_killer_to_spare_it_while_attached() {
+    let permitted = lowering_permitted();
+    let own_score = std::fs::read_to_string("/proc/self/oom_score_adj").unwrap();
+    let fixture = fixture("attach_loop", Variant::Dynamic);
+    let (running, _) = start(&fixture, "attach_loop", 0);
+    let pid = running.pid;
+    let directory = tempfile::tempdir().unwrap();
+    let profile = directory.path().join("attach.msup");
+    let memsup = clean_command(memsup_binary())
+        .args(["attach", "-q", "-o"])
+        .arg(&profile)
+        .arg(pid.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting memsup attach");
+    let memsup_pid = memsup.id();
+    let memsup = KillOnDrop(Some(memsup));
+    wait_until("memsup traces the fixture", Duration::from_secs(30), || {
+        tracer_pid(pid) == memsup_pid
+    });
+    let score = std::fs::read_to_string(format!("/proc/{memsup_pid}/oom_score_adj")).unwrap();
+    let mut memsup = memsup;
+    send_signal(memsup_pid, libc::SIGINT);
+    let output = wait_with_timeout(memsup.0.take().unwrap(), "memsup attach after SIGINT");
+    if permitted {
+        assert_eq!(
+            score.trim(),
+            "-1000",
+            "memsup's oom_score_adj while attached"
+        );
+    } else {
+        eprintln!("memsup may not lower its oom_score_adj here (no CAP_SYS_RESOURCE)");
+        assert_eq!(
+            score, own_score,
+            "without the capability the score is left alone"
+        );
+    }
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{:?}",
+        split_stderr(&output.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&output.stderr), "");
+    assert_eq!(tracer_pid(pid), 0);
+    running.finish(LOOP_END);
+}
+
+/// The state letter of `pid` in /proc/PID/stat (after the parenthesised name).
+fn process_state(pid: u32) -> String {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after_name = &stat[stat.rfind(')').unwrap() + 1..];
+    after_name.split_whitespace().next().unwrap().to_string()
+}
+
+#[test]
+fn a_process_that_exited_and_awaits_its_parent_is_refused() {
+    let fixture = fixture("exit3", Variant::Dynamic);
+    let (mut exited, mut stdout) = start_fixture(&fixture);
+    let pid = exited.0.as_ref().unwrap().id();
+    wait_until("exit3 is a zombie", Duration::from_secs(30), || {
+        process_state(pid) == "Z"
+    });
+    let directory = tempfile::tempdir().unwrap();
+    let profile = directory.path().join("attach.msup");
+    let output = attach(&profile, &[pid.to_string()], None, true);
+    assert_eq!(
+        split_stderr(&output.stderr),
+        (
+            String::new(),
+            vec![format!("memsup: error: no process with PID {pid}")]
+        )
+    );
+    assert_eq!(output.status.code(), Some(71));
+    assert!(!profile.exists(), "a refused attach leaves no profile");
+    let mut output_text = String::new();
+    stdout.read_to_string(&mut output_text).unwrap();
+    let finished = wait_with_timeout(exited.0.take().unwrap(), "exit3");
+    assert_eq!(finished.status.code(), Some(3));
+    assert_eq!(
+        output_text,
+        "exit3: leaking 400 bytes in 2 blocks, sum 195, exiting with status 3\n"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&finished.stderr),
+        "exit3: this line goes to stderr\n"
+    );
+}
