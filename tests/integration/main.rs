@@ -25,6 +25,7 @@ mod portable_profile;
 mod progress;
 mod realloc_chain;
 mod residency;
+mod scratch_page;
 mod signals;
 mod site_metrics;
 mod stack_tree;
