@@ -8,6 +8,7 @@ mod aligned;
 mod alloc_script;
 mod attach;
 mod bad_input;
+mod chaos;
 mod code_patch;
 mod component_reports;
 mod components;
