@@ -9,6 +9,7 @@ use nix::errno::Errno;
 use crate::error::{Error, Result};
 use crate::proc::maps::read_maps;
 use crate::proc::status::{is_kernel_thread, read_status, read_tasks};
+use crate::ptrace::inject::choose_live_injector;
 use crate::ptrace::regs;
 use crate::ptrace::state::{Process, Thread};
 use crate::ptrace::stop::{
@@ -256,15 +257,9 @@ impl Tracer<'_> {
                 });
             }
         }
-        let injector = threads
-            .iter()
-            .map(|joined| joined.tid)
-            .find(|tid| {
-                regs::get_registers(*tid)
-                    .map(|r| r.orig_rax == u64::MAX)
-                    .unwrap_or(false)
-            })
-            .unwrap_or(pid);
+        // Any stopped thread can map the page, even when every one sits in a system call.
+        let tids: Vec<i32> = threads.iter().map(|joined| joined.tid).collect();
+        let injector = choose_live_injector(&tids, None).unwrap_or(pid);
         let maps = read_maps(pid).map_err(|e| Error::io(format!("/proc/{pid}/maps"), e))?;
         let anchor = maps
             .iter()

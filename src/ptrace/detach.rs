@@ -4,7 +4,7 @@
 
 use crate::error::{Error, Result};
 use crate::ptrace::hits::return_record;
-use crate::ptrace::inject::{remote_syscall, RemoteSyscall, PAGE_SIZE};
+use crate::ptrace::inject::{choose_live_injector, remote_syscall, RemoteSyscall, PAGE_SIZE};
 use crate::ptrace::memory::RemoteMemory;
 use crate::ptrace::regs;
 use crate::ptrace::state::Process;
@@ -243,19 +243,13 @@ impl Tracer<'_> {
         Ok(())
     }
 
-    /// Removes the scratch page, run from a thread that is not inside a system call (one
-    /// that is would need its restart state preserved). With none, the page stays: unused
-    /// and harmless once nothing points into it.
+    /// Removes the scratch page, run from any stopped thread whose rip is outside it: one
+    /// interrupted inside a system call gets its restart state back (see `remote_syscall`).
     fn unmap_scratch(&mut self, process: &mut Process, tids: &[i32]) {
         let Some(scratch) = process.scratch.take() else {
             return;
         };
-        let idle = tids.iter().copied().find(|tid| {
-            regs::get_registers(*tid)
-                .map(|r| r.orig_rax == u64::MAX)
-                .unwrap_or(false)
-        });
-        let Some(tid) = idle else {
+        let Some(tid) = choose_live_injector(tids, Some(&scratch)) else {
             return;
         };
         let munmap = RemoteSyscall {

@@ -28,7 +28,9 @@ pub struct RemoteSyscall {
 
 /// Runs `call` in thread `tid` (stopped), at `stub` (a `syscall; int3` already in the tracee)
 /// or, with no stub yet, by writing one over the current instruction and putting it back.
-/// Signals that arrive meanwhile are returned for the caller to deliver later.
+/// The thread may be stopped between instructions or inside an interrupted system call: it
+/// runs the call with no restart state, then gets every register back exactly (see
+/// `call_registers`). Signals that arrive meanwhile are returned for the caller to deliver.
 pub fn remote_syscall(
     memory: &mut ProcessMemory,
     tid: i32,
@@ -36,35 +38,82 @@ pub fn remote_syscall(
     call: &RemoteSyscall,
 ) -> Result<(i64, Vec<i32>)> {
     let original = regs::get_registers(tid)?;
-    let mut saved_code = None;
-    let code_address = match stub {
-        Some(address) => address,
+    let code_address = stub.unwrap_or(original.rip);
+    let saved_code = match stub {
+        Some(_) => None,
         None => {
-            let mut bytes = [0u8; 3];
-            memory.read(original.rip, &mut bytes)?;
-            memory.write_code(original.rip, &SYSCALL_INT3)?;
-            saved_code = Some(bytes);
-            original.rip
+            let mut bytes = [0u8; SYSCALL_INT3.len()];
+            memory.read(code_address, &mut bytes)?;
+            memory.write_code(code_address, &SYSCALL_INT3)?;
+            Some(bytes)
         }
     };
-    let mut call_regs: user_regs_struct = original;
+    let outcome = regs::set_registers(tid, &call_registers(&original, code_address, call))
+        .and_then(|()| run_until_trap(tid))
+        .and_then(|signals| Ok((regs::get_registers(tid)?.rax as i64, signals)));
+    // Registers first: a thread interrupted in a system call gets back its orig_rax, its
+    // -ERESTART* rax and its rip, so on resume the kernel restarts the call or returns EINTR
+    // exactly as it would have without us.
+    let restored = regs::set_registers(tid, &original);
+    if let Some(bytes) = saved_code {
+        memory.write_code(code_address, &bytes)?;
+    }
+    restored?;
+    outcome
+}
+
+/// The registers that run `call` at `code_address` from the state `original`. orig_rax is -1:
+/// the call starts from user mode, and no restart logic of an interrupted system call applies
+/// to it on resume (the kernel restarts only when orig_rax >= 0 and rax is -ERESTART*).
+pub fn call_registers(
+    original: &user_regs_struct,
+    code_address: u64,
+    call: &RemoteSyscall,
+) -> user_regs_struct {
+    let mut call_regs = *original;
     call_regs.rip = code_address;
     call_regs.rax = call.number;
-    call_regs.orig_rax = u64::MAX; // not inside a syscall: no restart logic on resume
+    call_regs.orig_rax = u64::MAX;
     call_regs.rdi = call.args[0];
     call_regs.rsi = call.args[1];
     call_regs.rdx = call.args[2];
     call_regs.r10 = call.args[3];
     call_regs.r8 = call.args[4];
     call_regs.r9 = call.args[5];
-    regs::set_registers(tid, &call_regs)?;
-    let outcome = run_until_trap(tid);
-    let result = outcome.and_then(|signals| Ok((regs::get_registers(tid)?.rax as i64, signals)));
-    if let Some(bytes) = saved_code {
-        memory.write_code(code_address, &bytes)?;
-    }
-    regs::set_registers(tid, &original)?;
-    result
+    call_regs
+}
+
+/// The thread to run remote system calls from, among stopped threads and their registers:
+/// one running user code if any (nothing to preserve), else one interrupted inside a system
+/// call. Never one whose rip is in `avoid` (the scratch page about to be unmapped: the stub
+/// written at its rip would vanish under it).
+pub fn choose_injector(
+    candidates: &[(i32, user_regs_struct)],
+    avoid: Option<&ScratchPage>,
+) -> Option<i32> {
+    let usable = || {
+        candidates
+            .iter()
+            .filter(move |(_, registers)| !avoid.is_some_and(|page| page.contains(registers.rip)))
+    };
+    usable()
+        .find(|(_, registers)| !in_system_call(registers))
+        .or_else(|| usable().next())
+        .map(|(tid, _)| *tid)
+}
+
+/// Whether the thread stopped inside a system call (its number kept in orig_rax).
+pub fn in_system_call(registers: &user_regs_struct) -> bool {
+    (registers.orig_rax as i64) >= 0
+}
+
+/// `choose_injector` over live threads: those whose registers can be read (not zombies).
+pub fn choose_live_injector(tids: &[i32], avoid: Option<&ScratchPage>) -> Option<i32> {
+    let candidates: Vec<(i32, user_regs_struct)> = tids
+        .iter()
+        .filter_map(|&tid| regs::get_registers(tid).ok().map(|r| (tid, r)))
+        .collect();
+    choose_injector(&candidates, avoid)
 }
 
 fn run_until_trap(tid: i32) -> Result<Vec<i32>> {
@@ -239,4 +288,97 @@ fn map_page(memory: &mut ProcessMemory, tid: i32, hint: Option<u64>) -> Result<(
         )));
     }
     Ok((result as u64, signals))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Registers of a thread interrupted in read(2): orig_rax 0, rax -ERESTARTSYS, rip just
+    /// after its `syscall` instruction.
+    fn interrupted_read(rip: u64) -> user_regs_struct {
+        // SAFETY: user_regs_struct is plain integers; all-zero is a valid value.
+        let mut registers: user_regs_struct = unsafe { std::mem::zeroed() };
+        registers.orig_rax = 0;
+        registers.rax = (-512i64) as u64;
+        registers.rip = rip;
+        registers.rsp = 0x7ffd_0000_1000;
+        registers.rbx = 0x1234;
+        registers.rdi = 7;
+        registers
+    }
+
+    fn running(rip: u64) -> user_regs_struct {
+        let mut registers = interrupted_read(rip);
+        registers.orig_rax = u64::MAX;
+        registers.rax = 42;
+        registers
+    }
+
+    fn page_at(base: u64) -> ScratchPage {
+        ScratchPage {
+            base,
+            next_slot: base + FIRST_SLOT_OFFSET,
+            slots: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_call_runs_with_no_restart_state_and_its_arguments_in_the_syscall_registers() {
+        let original = interrupted_read(0x40_1002);
+        let call = RemoteSyscall {
+            number: libc::SYS_munmap as u64,
+            args: [0x7000_0000, 4096, 3, 4, 5, 6],
+        };
+        let registers = call_registers(&original, 0x40_1002, &call);
+        assert_eq!(registers.orig_rax, u64::MAX);
+        assert_eq!(registers.rax, libc::SYS_munmap as u64);
+        assert_eq!(registers.rip, 0x40_1002);
+        let arguments = [
+            registers.rdi,
+            registers.rsi,
+            registers.rdx,
+            registers.r10,
+            registers.r8,
+            registers.r9,
+        ];
+        assert_eq!(arguments, [0x7000_0000, 4096, 3, 4, 5, 6]);
+        // Everything else is the thread's own.
+        assert_eq!(registers.rsp, original.rsp);
+        assert_eq!(registers.rbx, original.rbx);
+        assert_eq!(registers.eflags, original.eflags);
+    }
+
+    #[test]
+    fn orig_rax_tells_an_interrupted_system_call() {
+        assert!(in_system_call(&interrupted_read(0x1000)));
+        assert!(!in_system_call(&running(0x1000)));
+    }
+
+    #[test]
+    fn the_injector_prefers_a_running_thread_and_else_takes_one_in_a_system_call() {
+        let mixed = [(11, interrupted_read(0x1000)), (12, running(0x2000))];
+        assert_eq!(choose_injector(&mixed, None), Some(12));
+        let all_in_calls = [
+            (11, interrupted_read(0x1000)),
+            (12, interrupted_read(0x2000)),
+        ];
+        assert_eq!(choose_injector(&all_in_calls, None), Some(11));
+        assert_eq!(choose_injector(&[], None), None);
+    }
+
+    #[test]
+    fn the_injector_is_never_a_thread_inside_the_page_being_unmapped() {
+        let page = page_at(0x7000_0000);
+        let threads = [
+            (11, running(0x7000_0010)),
+            (12, interrupted_read(0x7000_0fff)),
+            (13, interrupted_read(0x40_1002)),
+        ];
+        assert_eq!(choose_injector(&threads, Some(&page)), Some(13));
+        assert_eq!(choose_injector(&threads[..2], Some(&page)), None);
+        // Just past the page is outside it.
+        let after = [(14, running(0x7000_1000))];
+        assert_eq!(choose_injector(&after, Some(&page)), Some(14));
+    }
 }
