@@ -165,6 +165,7 @@ fn check_detached_image(image: &Value) {
 
 fn check_detached_numbers(image: &Value) {
     assert_eq!(image["cause"], "attach", "cause");
+    assert_eq!(image["warnings"], serde_json::json!([]), "warnings");
     assert_exit(image, "detached", None);
     let malloc = number(image, "/calls/malloc");
     let free = number(image, "/calls/free");

@@ -2,6 +2,7 @@
 //! observed (a line the program printed), never after a fixed time: SIGINT detaches.
 
 use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
 use std::process::{Child, Output};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::thread;
@@ -109,6 +110,11 @@ impl AttachWindow {
         window
     }
 
+    /// The profile memsup writes.
+    pub fn profile(&self) -> PathBuf {
+        self.directory.path().join("attach.msup")
+    }
+
     /// Ends the window with SIGINT, requires memsup to exit 0, and returns its output and
     /// the profile's JSON report.
     pub fn close(mut self) -> (Output, Value) {
@@ -122,7 +128,7 @@ impl AttachWindow {
             Some(0),
             "memsup attach failed: {memsup_lines:?}"
         );
-        let report = report_json(&self.directory.path().join("attach.msup"));
+        let report = report_json(&self.profile());
         (output, report)
     }
 }

@@ -15,7 +15,7 @@ fn debian_package(tool: &str) -> &'static str {
         "strace" => "strace",
         "gdb" => "gdb",
         "strip" => "binutils",
-        "setpriv" => "util-linux",
+        "setpriv" | "flock" => "util-linux",
         "script" => "bsdutils",
         "chromium" => "chromium",
         _ => "the package that provides it",
