@@ -133,10 +133,18 @@ fn the_loop_checksum_is_the_fixtures() {
 fn attach_until_marks(programs: &[&Announced]) -> Value {
     let pids: Vec<u32> = programs.iter().map(|program| program.pid).collect();
     let window = AttachWindow::open(&pids, &[]);
+    let profile = window.profile();
     for program in programs {
         program.mark();
     }
-    let (_, report) = window.close();
+    let (output, report) = window.close();
+    // A warning here would say memsup could not probe or name something.
+    let (_, memsup_lines) = split_stderr(&output.stderr);
+    assert_eq!(
+        memsup_lines,
+        [format!("memsup: profile written to {}", profile.display())],
+        "memsup's lines"
+    );
     report
 }
 
