@@ -48,12 +48,15 @@ pub fn require_tool(tool: &str) -> bool {
         return true;
     }
     let package = debian_package(tool);
+    let missing = if hidden(tool) {
+        format!("{tool} is hidden by MEMSUP_TEST_HIDE_TOOLS")
+    } else {
+        format!("{tool} is not installed (Debian package {package})")
+    };
     if env::var("CI").as_deref() == Ok("true") {
-        panic!("{tool} is required but not installed: apt-get install {package}");
+        panic!("{missing}, and CI=true requires it: apt-get install {package}");
     }
-    record_skip(&format!(
-        "{tool} is not installed (Debian package {package})"
-    ));
+    record_skip(&missing);
     false
 }
 
