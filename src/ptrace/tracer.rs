@@ -235,14 +235,24 @@ impl<'a> Tracer<'a> {
         }
     }
 
-    /// Resumes a thread, delivering one signal held back while memsup ran code in it.
+    /// Resumes a thread and sends again (tgkill) the signals held back while memsup ran code
+    /// in it. A signal given to PTRACE_CONT is delivered only from a signal-delivery stop; at
+    /// an event stop (fork, exec, exit, interrupt) or a system call stop, where memsup often
+    /// resumes, the kernel drops it silently: a SIGUSR2 sent during an attach was lost at the
+    /// program's next fork. Sent again, each comes back as a signal stop of its own and is
+    /// passed on there.
     pub(crate) fn resume(&mut self, tid: i32) -> Result<()> {
-        let signal = self
-            .threads
-            .get_mut(&tid)
-            .and_then(|t| (!t.pending_signals.is_empty()).then(|| t.pending_signals.remove(0)))
-            .unwrap_or(0);
-        regs::resume(tid, signal)
+        let Some(thread) = self.threads.get_mut(&tid) else {
+            return regs::resume(tid, 0);
+        };
+        let held = std::mem::take(&mut thread.pending_signals);
+        let pid = thread.pid;
+        regs::resume(tid, 0)?;
+        for signal in held {
+            // SAFETY: tgkill has no memory effects.
+            unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, signal) };
+        }
+        Ok(())
     }
 }
 

@@ -1,60 +1,179 @@
-//! fixtures/attach_loop.c: attach to a running process for a second, detach, attach again,
-//! and check the program's code is untouched and it ends exactly as a native run does.
+//! fixtures/attach_loop.c: attach to a running process, detach, attach again, and check the
+//! program's code is untouched and it ends exactly as a native run does. Each window ends by
+//! an event: the program prints a mark once it has run a known number of iterations under
+//! memsup, then the test sends memsup SIGINT.
 
-use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
-use std::process::ChildStdout;
-use std::thread;
+use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::common::live_process::{
-    assert_code_unchanged, executable_mappings, start_fixture, KillOnDrop,
-};
-use crate::common::report::{processes, report_json};
-use crate::common::run::wait_with_timeout;
+use crate::common::attach_window::{send_signal, AttachWindow, Lines};
+use crate::common::live_process::{assert_code_unchanged, executable_mappings, KillOnDrop};
+use crate::common::report::processes;
+use crate::common::run::{clean_command, wait_with_timeout};
 use crate::common::*;
 
-/// Starts the fixture natively and waits for its "ready" line.
-fn start_loop(fixture: &Path) -> (KillOnDrop, BufReader<ChildStdout>, u32, String) {
-    start_announced(fixture, "attach_loop")
+/// More iterations than any test waits for: the loop runs until SIGUSR1.
+const UNTIL_STOPPED: &str = "1000000000";
+
+/// A fixture started natively, its pid, and its lines after "ready".
+struct Announced {
+    guard: KillOnDrop,
+    lines: Lines,
+    pid: u32,
+    name: String,
 }
 
 /// Starts a fixture that first prints "NAME: pid N" and "NAME: ready", and reads those.
-fn start_announced(
-    fixture: &Path,
-    name: &str,
-) -> (KillOnDrop, BufReader<ChildStdout>, u32, String) {
-    let (guard, stdout) = start_fixture(fixture);
-    let pid = guard.0.as_ref().unwrap().id();
-    let mut stdout = BufReader::new(stdout);
-    let mut header = String::new();
-    for _ in 0..2 {
-        stdout
-            .read_line(&mut header)
-            .unwrap_or_else(|error| panic!("reading {name}'s first lines: {error}"));
+fn start_announced(fixture: &Path, name: &str, args: &[&str]) -> Announced {
+    let mut child = clean_command(fixture)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|error| panic!("starting {}: {error}", fixture.display()));
+    let lines = Lines::new(child.stdout.take().expect("piped stdout"));
+    let pid = child.id();
+    let guard = KillOnDrop(Some(child));
+    let header = [lines.next("the pid line"), lines.next("the ready line")];
+    assert_eq!(
+        header,
+        [format!("{name}: pid {pid}"), format!("{name}: ready")]
+    );
+    Announced {
+        guard,
+        lines,
+        pid,
+        name: name.to_string(),
     }
-    assert_eq!(header, format!("{name}: pid {pid}\n{name}: ready\n"));
-    (guard, stdout, pid, header)
+}
+
+/// Starts attach_loop running until SIGUSR1.
+fn start_loop(fixture: &Path) -> Announced {
+    start_announced(fixture, "attach_loop", &[UNTIL_STOPPED])
+}
+
+impl Announced {
+    /// Asks for a mark (SIGUSR2) and waits for it.
+    fn mark(&self) {
+        send_signal(self.pid, libc::SIGUSR2);
+        let what = format!("{}'s mark", self.name);
+        assert_eq!(self.lines.next(&what), format!("{}: mark", self.name));
+    }
+
+    /// Stops the program (SIGUSR1), requires exit status 0 and no stderr, and returns the
+    /// lines it printed after the last mark.
+    fn finish(mut self) -> Vec<String> {
+        send_signal(self.pid, libc::SIGUSR1);
+        let rest = self.lines.rest(&self.name);
+        let child = self.guard.0.take().expect("not waited for yet");
+        let finished = wait_with_timeout(child, &self.name);
+        assert_eq!(
+            finished.status.code(),
+            Some(0),
+            "{}'s exit status",
+            self.name
+        );
+        assert_eq!(String::from_utf8_lossy(&finished.stderr), "");
+        rest
+    }
+}
+
+/// attach_loop's checksum after `iterations` iterations (fixtures/attach_loop.c).
+fn loop_checksum(iterations: u64) -> u64 {
+    let mut checksum = 0u64;
+    for i in 0..iterations {
+        let size = 16 + (i % 64) * 8;
+        let first = i & 0xff;
+        let last = (i >> 8) & 0xff;
+        checksum = checksum.wrapping_mul(31).wrapping_add(first + last + size);
+    }
+    checksum
+}
+
+/// Stops attach_loop and checks it ended as a native run of as many iterations does.
+fn finish_loop(program: Announced) {
+    let rest = program.finish();
+    assert_eq!(rest.len(), 1, "attach_loop's last lines: {rest:?}");
+    let iterations: u64 = rest[0]
+        .strip_prefix("attach_loop: ")
+        .and_then(|line| line.split(' ').next())
+        .and_then(|count| count.parse().ok())
+        .unwrap_or_else(|| panic!("attach_loop's last line: {rest:?}"));
+    assert_eq!(
+        rest[0],
+        format!(
+            "attach_loop: {iterations} iterations, checksum {}",
+            loop_checksum(iterations)
+        )
+    );
+}
+
+/// The checksum formula is the fixture's: a native run of a given length prints it, and the
+/// default run's documented line holds.
+#[test]
+fn the_loop_checksum_is_the_fixtures() {
+    assert_eq!(loop_checksum(4_000_000), 8037224905761941632);
+    for_each_variant("attach_loop", |_, fixture| {
+        let native = run_native(fixture, &["100000"], None);
+        assert_eq!(native.status.code(), Some(0));
+        let stdout = String::from_utf8_lossy(&native.stdout);
+        assert_eq!(
+            stdout.lines().nth(2),
+            Some("attach_loop: 100000 iterations, checksum 15923887291240253904")
+        );
+        assert_eq!(loop_checksum(100_000), 15923887291240253904);
+    });
+}
+
+/// Attaches to `programs`, waits for a mark from each, and detaches.
+fn attach_until_marks(programs: &[&Announced]) -> Value {
+    let pids: Vec<u32> = programs.iter().map(|program| program.pid).collect();
+    let window = AttachWindow::open(&pids, &[]);
+    let profile = window.profile();
+    for program in programs {
+        program.mark();
+    }
+    let (output, report) = window.close();
+    // A warning here would say memsup could not probe or name something.
+    let (_, memsup_lines) = split_stderr(&output.stderr);
+    assert_eq!(
+        memsup_lines,
+        [format!("memsup: profile written to {}", profile.display())],
+        "memsup's lines"
+    );
+    report
 }
 
 /// What one attach window must show (see fixtures/attach_loop.c), for every process in it.
 fn check_window(report: &Value, pids: &[u32]) {
     let targets: Vec<String> = pids.iter().map(u32::to_string).collect();
-    assert_profile(report, "attach", &targets);
-    assert_image_count(report, pids.len());
+    showing_on_failure(&format_args!("report: {report}"), || {
+        assert_profile(report, "attach", &targets);
+        assert_image_count(report, pids.len());
+    });
     for &pid in pids {
         let image = processes(report)
             .iter()
             .find(|image| image["pid"] == pid)
-            .unwrap_or_else(|| panic!("no image of process {pid}"));
-        assert_eq!(image["cause"], "attach");
+            .unwrap_or_else(|| panic!("no image of process {pid} in the report: {report}"));
         check_detached_image(image);
     }
 }
 
+/// Checks one detached image; a failed assertion also prints the whole image.
 fn check_detached_image(image: &Value) {
+    showing_on_failure(&format_args!("image: {image}"), || {
+        check_detached_numbers(image)
+    });
+}
+
+fn check_detached_numbers(image: &Value) {
+    assert_eq!(image["cause"], "attach", "cause");
+    assert_eq!(image["warnings"], serde_json::json!([]), "warnings");
     assert_exit(image, "detached", None);
     let malloc = number(image, "/calls/malloc");
     let free = number(image, "/calls/free");
@@ -69,8 +188,8 @@ fn check_detached_image(image: &Value) {
     }
     let allocations = number(image, "/allocations");
     assert!(
-        allocations > 0,
-        "an attach window of a second saw no allocation"
+        allocations >= 4096,
+        "a window that saw a mark saw its 4096 iterations: {allocations} allocations"
     );
     // A malloc in flight at detach is counted as a call but has no result.
     assert!(
@@ -91,110 +210,69 @@ fn check_detached_image(image: &Value) {
         free,
         "every free is known or unknown"
     );
-    assert_eq!(number(image, "/null_frees"), 0);
-    assert_eq!(number(image, "/failed_allocations"), 0);
+    assert_eq!(number(image, "/null_frees"), 0, "null frees");
+    assert_eq!(
+        number(image, "/failed_allocations"),
+        0,
+        "failed allocations"
+    );
     assert_eq!(number(image, "/peak_live_blocks"), 1, "one block at a time");
-    let peak = number(image, "/peak_live_bytes");
-    assert!((16..=520).contains(&peak), "peak {peak}");
-    assert!(number(image, "/live_blocks_at_exit") <= 1);
-    assert!(number(image, "/live_bytes_at_exit") <= 520);
-    let largest = number(image, "/largest_allocation");
-    assert!((16..=520).contains(&largest), "largest {largest}");
-    if allocations >= 64 {
-        assert_eq!(
-            largest, 520,
-            "64 consecutive iterations include the 520-byte size"
-        );
-    }
+    assert_eq!(
+        number(image, "/peak_live_bytes"),
+        520,
+        "64 consecutive iterations include the 520-byte size"
+    );
+    let live_blocks = number(image, "/live_blocks_at_exit");
+    assert!(live_blocks <= 1, "{live_blocks} blocks live at the detach");
+    let live_bytes = number(image, "/live_bytes_at_exit");
+    assert!(live_bytes <= 520, "{live_bytes} bytes live at the detach");
+    assert_eq!(
+        number(image, "/largest_allocation"),
+        520,
+        "largest allocation"
+    );
     let bytes = number(image, "/bytes_allocated");
     assert!(
         (16 * allocations..=520 * allocations).contains(&bytes),
         "bytes {bytes}"
     );
-    assert_eq!(number(image, "/probes/nested_calls"), 0);
-    assert_eq!(number(image, "/probes/single_steps"), 0);
-    assert_eq!(number(image, "/probes/stop_the_world"), 0);
-    assert_eq!(leaf_function(&image["sites"][0]), "main");
-}
-
-fn attach_for_a_second(pids: &[u32]) {
-    let directory = tempfile::tempdir().unwrap();
-    let profile = directory.path().join("attach.msup");
-    let mut arguments: Vec<std::ffi::OsString> = ["attach", "-o"].map(Into::into).to_vec();
-    arguments.push(profile.clone().into());
-    arguments.extend(["--duration", "1"].map(Into::into));
-    arguments.extend(pids.iter().map(|pid| pid.to_string().into()));
-    let output = run_memsup(arguments, None);
-    let (_, memsup_lines) = split_stderr(&output.stderr);
+    assert_eq!(number(image, "/probes/nested_calls"), 0, "nested calls");
+    assert_eq!(number(image, "/probes/single_steps"), 0, "single steps");
+    assert_eq!(number(image, "/probes/stop_the_world"), 0, "stop the world");
     assert_eq!(
-        output.status.code(),
-        Some(0),
-        "memsup attach failed: {memsup_lines:?}"
+        leaf_function(&image["sites"][0]),
+        "main",
+        "the first site's leaf"
     );
-    check_window(&report_json(&profile), pids);
 }
 
 #[test]
 fn attach_detach_twice_leaves_the_program_unchanged() {
     for_each_variant("attach_loop", |_, fixture| {
-        let reference_fixture = fixture.to_path_buf();
-        let native = thread::spawn(move || run_native(&reference_fixture, &[], None));
-
-        let (mut guard, mut stdout, pid, header) = start_loop(fixture);
-        let code_before = executable_mappings(pid);
-        attach_for_a_second(&[pid]);
-        assert_code_unchanged(pid, &code_before);
-        attach_for_a_second(&[pid]);
-        assert_code_unchanged(pid, &code_before);
-
-        let mut rest = String::new();
-        stdout
-            .read_to_string(&mut rest)
-            .expect("reading attach_loop's output");
-        let child = guard.0.take().unwrap();
-        let finished = wait_with_timeout(child, "attach_loop after two attaches");
-        assert_eq!(finished.status.code(), Some(0), "attach_loop's exit status");
-        assert_eq!(String::from_utf8_lossy(&finished.stderr), "");
-
-        let native = native.join().unwrap();
-        let native_stdout = String::from_utf8_lossy(&native.stdout).into_owned();
-        let native_rest = native_stdout.lines().skip(2).collect::<Vec<_>>().join("\n") + "\n";
-        assert_eq!(native.status.code(), Some(0));
-        assert_eq!(format!("{header}{rest}"), format!("{header}{native_rest}"));
-        assert_eq!(
-            rest,
-            "attach_loop: 4000000 iterations, checksum 8037224905761941632\n"
-        );
+        let program = start_loop(fixture);
+        let code_before = executable_mappings(program.pid);
+        for _ in 0..2 {
+            let report = attach_until_marks(&[&program]);
+            check_window(&report, &[program.pid]);
+            assert_code_unchanged(program.pid, &code_before);
+        }
+        finish_loop(program);
     });
-}
-
-/// Reads the rest of a loop's output and checks it ended as a native run does.
-fn finish_loop(mut guard: KillOnDrop, mut stdout: BufReader<ChildStdout>) {
-    let mut rest = String::new();
-    stdout
-        .read_to_string(&mut rest)
-        .expect("reading attach_loop's output");
-    let finished = wait_with_timeout(guard.0.take().unwrap(), "attach_loop after the attach");
-    assert_eq!(finished.status.code(), Some(0), "attach_loop's exit status");
-    assert_eq!(String::from_utf8_lossy(&finished.stderr), "");
-    assert_eq!(
-        rest,
-        "attach_loop: 4000000 iterations, checksum 8037224905761941632\n"
-    );
 }
 
 #[test]
 fn one_attach_joins_two_processes() {
     for_each_variant("attach_loop", |_, fixture| {
-        let (first_guard, first_stdout, first_pid, _) = start_loop(fixture);
-        let (second_guard, second_stdout, second_pid, _) = start_loop(fixture);
-        let first_code = executable_mappings(first_pid);
-        let second_code = executable_mappings(second_pid);
-        attach_for_a_second(&[first_pid, second_pid]);
-        assert_code_unchanged(first_pid, &first_code);
-        assert_code_unchanged(second_pid, &second_code);
-        finish_loop(first_guard, first_stdout);
-        finish_loop(second_guard, second_stdout);
+        let first = start_loop(fixture);
+        let second = start_loop(fixture);
+        let first_code = executable_mappings(first.pid);
+        let second_code = executable_mappings(second.pid);
+        let report = attach_until_marks(&[&first, &second]);
+        check_window(&report, &[first.pid, second.pid]);
+        assert_code_unchanged(first.pid, &first_code);
+        assert_code_unchanged(second.pid, &second_code);
+        finish_loop(first);
+        finish_loop(second);
     });
 }
 
@@ -211,36 +289,21 @@ fn process_state(pid: u32) -> String {
 #[test]
 fn a_process_stopped_by_job_control_stays_stopped_while_attached() {
     for_each_variant("attach_loop", |_, fixture| {
-        let (guard, stdout, pid, _) = start_loop(fixture);
-        // SAFETY: kill has no memory effects.
-        unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+        let program = start_loop(fixture);
+        let pid = program.pid;
+        send_signal(pid, libc::SIGSTOP);
         crate::common::live_process::wait_until("the loop stops", Duration::from_secs(10), || {
             process_state(pid) == "T"
         });
-        let directory = tempfile::tempdir().unwrap();
-        let profile = directory.path().join("stopped.msup");
-        let profile_argument = profile.to_str().unwrap();
-        let pid_argument = pid.to_string();
-        let output = run_memsup(
-            [
-                "attach",
-                "-q",
-                "-o",
-                profile_argument,
-                "--duration",
-                "1",
-                &pid_argument,
-            ],
-            None,
-        );
+        // The window ends as soon as memsup holds the process: SIGINT is served once the
+        // attach is complete, and a stopped program has nothing more to show.
+        let (output, report) = AttachWindow::open(&[pid], &["-q"]).close();
         assert_eq!(
-            output.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
+            String::from_utf8_lossy(&output.stderr),
+            "",
+            "memsup -q's stderr"
         );
         assert_eq!(process_state(pid), "T", "still stopped after the detach");
-        let report = report_json(&profile);
         let image = &processes(&report)[0];
         assert_exit(image, "detached", None);
         assert_eq!(
@@ -248,49 +311,31 @@ fn a_process_stopped_by_job_control_stays_stopped_while_attached() {
             0,
             "a stopped process allocates nothing"
         );
-        // SAFETY: kill has no memory effects.
-        unsafe { libc::kill(pid as i32, libc::SIGCONT) };
-        finish_loop(guard, stdout);
+        send_signal(pid, libc::SIGCONT);
+        program.mark();
+        finish_loop(program);
     });
 }
 
 /// Detaching while the program forks: a child born as memsup stops everyone carries memsup's
 /// int3s and must be cleaned before it runs free (fixtures/fork_loop.c counts children that
-/// did not exit normally). Without that, about one detach in three killed a child.
+/// did not exit normally). Without that, about one detach in three killed a child. Each
+/// window lasts until two children have ended under memsup; the detach then often lands
+/// during the next fork, which is slow.
 #[test]
 fn children_forked_during_a_detach_carry_no_probes() {
     for_each_variant("fork_loop", |_, fixture| {
-        let (guard, mut stdout, pid, _) = start_announced(fixture, "fork_loop");
+        let program = start_announced(fixture, "fork_loop", &[]);
         for _ in 0..5 {
-            let directory = tempfile::tempdir().unwrap();
-            let profile = directory.path().join("forks.msup");
-            let pid_argument = pid.to_string();
-            let arguments = [
-                "attach",
-                "-q",
-                "-o",
-                profile.to_str().unwrap(),
-                "--duration",
-                "1",
-                &pid_argument,
-            ];
-            let output = run_memsup(arguments, None);
+            let window = AttachWindow::open(&[program.pid], &["-q"]);
+            program.mark();
+            let (output, _) = window.close();
             assert_eq!(
-                output.status.code(),
-                Some(0),
-                "{}",
-                String::from_utf8_lossy(&output.stderr)
+                String::from_utf8_lossy(&output.stderr),
+                "",
+                "memsup -q's stderr"
             );
         }
-        // SAFETY: kill has no memory effects.
-        unsafe { libc::kill(pid as i32, libc::SIGUSR1) };
-        let mut rest = String::new();
-        stdout
-            .read_to_string(&mut rest)
-            .expect("reading fork_loop's output");
-        let mut guard = guard;
-        let finished = wait_with_timeout(guard.0.take().unwrap(), "fork_loop");
-        assert_eq!(finished.status.code(), Some(0));
-        assert_eq!(rest, "fork_loop: bad children 0\n");
+        assert_eq!(program.finish(), ["fork_loop: bad children 0"]);
     });
 }

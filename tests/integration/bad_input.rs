@@ -358,7 +358,7 @@ fn report_of_a_truncated_profile_says_truncated() {
 fn refused_ptrace_exits_77_with_advice() {
     // SAFETY: geteuid has no side effects.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("note: skipping: dropping privileges for this test needs root");
+        crate::common::tools::record_skip("dropping privileges for this test needs root");
         return;
     }
     if !require_tool("setpriv") {

@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::fs;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -233,6 +234,31 @@ pub fn shared_object_with(name: &str, codegen: CodeGen) -> PathBuf {
     build(name, Artifact::SharedObject, codegen)
 }
 
+/// Holds an exclusive `flock` on `OUTPUT.lock` until dropped. Test processes running at the
+/// same time (two `cargo test`, nextest) would otherwise both find a fixture stale and both
+/// build it, and the second rename would replace a binary the first may already be running:
+/// its mapping turns "(deleted)", and memsup can neither probe nor name it (an attach test saw
+/// its allocations under a nameless site).
+fn lock_across_processes(output: &Path) -> fs::File {
+    let path = output.with_extension("lock");
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .unwrap_or_else(|error| panic!("opening {}: {error}", path.display()));
+    // SAFETY: flock on a descriptor we own has no memory effects.
+    let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+    assert_eq!(
+        locked,
+        0,
+        "flock {}: {}",
+        path.display(),
+        std::io::Error::last_os_error()
+    );
+    file
+}
+
 fn build(name: &str, kind: Artifact, codegen: CodeGen) -> PathBuf {
     type Locks = Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>;
     static LOCKS: OnceLock<Locks> = OnceLock::new();
@@ -249,6 +275,7 @@ fn build(name: &str, kind: Artifact, codegen: CodeGen) -> PathBuf {
         locks.entry(output.clone()).or_default().clone()
     };
     let _guard = lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _other_processes = lock_across_processes(&output);
     let inputs = [
         source_of(name),
         fixtures_source_dir().join("fixture_output.h"),
@@ -257,4 +284,31 @@ fn build(name: &str, kind: Artifact, codegen: CodeGen) -> PathBuf {
         compile(name, kind, codegen, &output);
     }
     output
+}
+
+/// While one process builds a fixture, another waits: `flock -n` on the same lock fails.
+#[test]
+fn a_fixture_build_excludes_other_processes() {
+    if !require_tool("flock") {
+        return;
+    }
+    let directory = tempfile::tempdir().expect("a temporary directory");
+    let output = directory.path().join("fixture-dynamic");
+    let try_lock = || {
+        Command::new("flock")
+            .args(["-n", "-E", "75"])
+            .arg(output.with_extension("lock"))
+            .arg("true")
+            .status()
+            .expect("running flock")
+            .code()
+    };
+    let held = lock_across_processes(&output);
+    assert_eq!(
+        try_lock(),
+        Some(75),
+        "flock -n while the build lock is held"
+    );
+    drop(held);
+    assert_eq!(try_lock(), Some(0), "flock -n once it is released");
 }

@@ -2,6 +2,7 @@
 //! exact-number assertions.
 
 pub mod attach_cycle;
+pub mod attach_window;
 pub mod build;
 pub mod chromium;
 pub mod expect;
@@ -42,15 +43,28 @@ pub fn for_each_variant(name: &str, check: impl Fn(Variant, &Path)) {
         let path = fixture(name, variant);
         let outcome = catch_unwind(AssertUnwindSafe(|| check(variant, &path)));
         if let Err(panic) = outcome {
-            let message = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|text| text.to_string()))
-                .unwrap_or_else(|| "(no message)".to_string());
+            let message = panic_message(panic.as_ref());
             failures.push(format!("--- {name} {}:\n{message}", variant.suffix()));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The text a panic was raised with.
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|text| text.to_string()))
+        .unwrap_or_else(|| "(no message)".to_string())
+}
+
+/// Runs `check`; when it fails, fails again with its message followed by `shown`, so every
+/// assertion inside prints, say, the whole image it looked at.
+pub fn showing_on_failure(shown: &dyn std::fmt::Display, check: impl FnOnce()) {
+    if let Err(panic) = catch_unwind(AssertUnwindSafe(check)) {
+        panic!("{}\n{shown}", panic_message(panic.as_ref()));
+    }
 }
 
 /// The command line `record` runs, as the profile header shows it.

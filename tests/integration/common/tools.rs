@@ -1,27 +1,39 @@
 //! External tools the tests need, and what to do when one is missing.
 
 use std::env;
+use std::fs::OpenOptions;
+use std::io::Write;
 use std::path::PathBuf;
 
 /// The Debian package that provides `tool`.
 fn debian_package(tool: &str) -> &'static str {
     match tool {
-        "gcc" => "gcc (or build-essential)",
+        "gcc" | "cc" => "gcc (or build-essential)",
         "g++" => "g++",
         "gfortran" => "gfortran",
         "musl-gcc" => "musl-tools",
         "strace" => "strace",
         "gdb" => "gdb",
         "strip" => "binutils",
-        "setpriv" => "util-linux",
+        "setpriv" | "flock" => "util-linux",
         "script" => "bsdutils",
         "chromium" => "chromium",
         _ => "the package that provides it",
     }
 }
 
+/// Tools the tests pretend are missing: `MEMSUP_TEST_HIDE_TOOLS=musl-gcc,chromium` checks
+/// how a machine without them runs the suite (scripts/test's skip accounting).
+fn hidden(tool: &str) -> bool {
+    env::var("MEMSUP_TEST_HIDE_TOOLS")
+        .is_ok_and(|hidden| hidden.split(',').any(|name| name.trim() == tool))
+}
+
 /// Finds `tool` in PATH.
 pub fn find_tool(tool: &str) -> Option<PathBuf> {
+    if hidden(tool) {
+        return None;
+    }
     let path = env::var_os("PATH")?;
     env::split_paths(&path)
         .map(|directory| directory.join(tool))
@@ -29,15 +41,42 @@ pub fn find_tool(tool: &str) -> Option<PathBuf> {
 }
 
 /// True when `tool` is installed. When it is not: with `CI=true` the test fails, naming the
-/// Debian package to install; otherwise the test prints a note and should return early.
+/// Debian package to install; otherwise the skip is recorded (`record_skip`) and the test
+/// should leave out what needs the tool.
 pub fn require_tool(tool: &str) -> bool {
     if find_tool(tool).is_some() {
         return true;
     }
     let package = debian_package(tool);
+    let missing = if hidden(tool) {
+        format!("{tool} is hidden by MEMSUP_TEST_HIDE_TOOLS")
+    } else {
+        format!("{tool} is not installed (Debian package {package})")
+    };
     if env::var("CI").as_deref() == Ok("true") {
-        panic!("{tool} is required but not installed: apt-get install {package}");
+        panic!("{missing}, and CI=true requires it: apt-get install {package}");
     }
-    eprintln!("note: skipping: {tool} is not installed (Debian package {package})");
+    record_skip(&missing);
     false
+}
+
+/// Records that the running test left something out, and why: a note in the test's output,
+/// and a `TEST<TAB>REASON` line in the file `MEMSUP_TEST_SKIPS` names, so that scripts/test
+/// counts the test as skipped, not passed. The test is named by its thread, which the test
+/// harness names after it.
+pub fn record_skip(reason: &str) {
+    eprintln!("note: skipping: {reason}");
+    let Some(path) = env::var_os("MEMSUP_TEST_SKIPS") else {
+        return;
+    };
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("(unnamed test thread)");
+    let mut file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .unwrap_or_else(|error| panic!("opening MEMSUP_TEST_SKIPS {path:?}: {error}"));
+    // One write of one short line: concurrent tests append whole lines.
+    file.write_all(format!("{test}\t{reason}\n").as_bytes())
+        .unwrap_or_else(|error| panic!("writing MEMSUP_TEST_SKIPS {path:?}: {error}"));
 }

@@ -1,0 +1,153 @@
+//! memsup attached to running processes for a window that the test ends by an event it has
+//! observed (a line the program printed), never after a fixed time: SIGINT detaches.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::process::{Child, Output};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+use super::live_process::tracer_pid;
+use super::report::report_json;
+use super::run::{clean_command, memsup_binary, spawn_piped, split_stderr, wait_with_timeout};
+
+/// How long a loaded machine may take to attach, or a program to print its next line.
+pub const EVENT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The lines a program prints, read on a thread of their own so that every wait for one is
+/// bounded.
+pub struct Lines {
+    receiver: Receiver<String>,
+}
+
+impl Lines {
+    pub fn new(pipe: impl Read + Send + 'static) -> Lines {
+        let (sender, receiver) = channel();
+        thread::spawn(move || {
+            for line in BufReader::new(pipe).lines() {
+                let Ok(line) = line else { break };
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Lines { receiver }
+    }
+
+    /// The next line (without its newline); fails naming `what` after EVENT_TIMEOUT, or when
+    /// the program closed its output.
+    pub fn next(&self, what: &str) -> String {
+        match self.receiver.recv_timeout(EVENT_TIMEOUT) {
+            Ok(line) => line,
+            Err(RecvTimeoutError::Timeout) => {
+                panic!("no line within {EVENT_TIMEOUT:?} while waiting for {what}")
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                panic!("the program closed its output while waiting for {what}")
+            }
+        }
+    }
+
+    /// The remaining lines, up to the end of the output.
+    pub fn rest(&self, what: &str) -> Vec<String> {
+        let mut lines = Vec::new();
+        loop {
+            match self.receiver.recv_timeout(EVENT_TIMEOUT) {
+                Ok(line) => lines.push(line),
+                Err(RecvTimeoutError::Disconnected) => return lines,
+                Err(RecvTimeoutError::Timeout) => {
+                    panic!("{what} did not end its output within {EVENT_TIMEOUT:?}: {lines:?}")
+                }
+            }
+        }
+    }
+}
+
+/// `memsup attach -o PROFILE OPTIONS PIDS`, running until `close`.
+pub struct AttachWindow {
+    /// None once closed.
+    memsup: Option<Child>,
+    pub directory: TempDir,
+}
+
+impl AttachWindow {
+    /// Starts memsup and returns once it traces every process of `pids` (it has seized
+    /// them; what it does next happens before any signal sent to them from now on is
+    /// delivered, since ptrace hands such signals to memsup first).
+    pub fn open(pids: &[u32], options: &[&str]) -> AttachWindow {
+        let directory = tempfile::tempdir().expect("a temporary directory");
+        let mut command = clean_command(memsup_binary());
+        command
+            .arg("attach")
+            .arg("-o")
+            .arg(directory.path().join("attach.msup"))
+            .args(options)
+            .args(pids.iter().map(u32::to_string));
+        let (memsup, _) = spawn_piped(command);
+        let mut window = AttachWindow {
+            memsup: Some(memsup),
+            directory,
+        };
+        let memsup_pid = window.memsup.as_ref().expect("just started").id();
+        let deadline = Instant::now() + EVENT_TIMEOUT;
+        for &pid in pids {
+            while tracer_pid(pid) != memsup_pid {
+                if let Some(status) = window.memsup.as_mut().and_then(|m| m.try_wait().ok()?) {
+                    let output = window.memsup.take().map(|m| wait_with_timeout(m, "memsup"));
+                    panic!("memsup attach ended ({status}) before tracing {pid}: {output:?}");
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "memsup did not attach to {pid} within {EVENT_TIMEOUT:?}"
+                );
+                thread::sleep(Duration::from_millis(1));
+            }
+        }
+        window
+    }
+
+    /// The profile memsup writes.
+    pub fn profile(&self) -> PathBuf {
+        self.directory.path().join("attach.msup")
+    }
+
+    /// Ends the window with SIGINT, requires memsup to exit 0, and returns its output and
+    /// the profile's JSON report.
+    pub fn close(mut self) -> (Output, Value) {
+        let memsup = self.memsup.take().expect("a window is closed once");
+        // SAFETY: kill has no memory effects.
+        unsafe { libc::kill(memsup.id() as i32, libc::SIGINT) };
+        let output = wait_with_timeout(memsup, "memsup attach after SIGINT");
+        let (_, memsup_lines) = split_stderr(&output.stderr);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "memsup attach failed: {memsup_lines:?}"
+        );
+        let report = report_json(&self.profile());
+        (output, report)
+    }
+}
+
+impl Drop for AttachWindow {
+    /// A test that failed inside the window still detaches (SIGINT), so memsup never dies
+    /// with its probes in the program.
+    fn drop(&mut self) {
+        if let Some(memsup) = self.memsup.take() {
+            // SAFETY: kill has no memory effects.
+            unsafe { libc::kill(memsup.id() as i32, libc::SIGINT) };
+            let _ = wait_with_timeout(memsup, "memsup attach after SIGINT");
+        }
+    }
+}
+
+/// Sends `signal` to `pid`.
+pub fn send_signal(pid: u32, signal: i32) {
+    // SAFETY: kill has no memory effects.
+    let result = unsafe { libc::kill(pid as i32, signal) };
+    assert_eq!(result, 0, "kill({pid}, {signal})");
+}
