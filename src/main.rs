@@ -154,9 +154,12 @@ fn usage_error(error: &clap::Error) -> ExitCode {
 /// `memsup VERB` when the command line names a verb before anything else, else `memsup`.
 fn help_command() -> String {
     let verbs = Cli::command();
-    let first_word = std::env::args().skip(1).find(|word| !word.starts_with('-'));
-    match first_word {
-        Some(word) if verbs.find_subcommand(&word).is_some() => format!("memsup {word}"),
+    // args_os: a program argument need not be UTF-8.
+    let first_word = std::env::args_os()
+        .skip(1)
+        .find(|word| !word.to_string_lossy().starts_with('-'));
+    match first_word.as_deref().and_then(|word| word.to_str()) {
+        Some(word) if verbs.find_subcommand(word).is_some() => format!("memsup {word}"),
         _ => "memsup".to_string(),
     }
 }

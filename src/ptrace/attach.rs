@@ -151,9 +151,9 @@ fn release(seized: &HashSet<i32>, joined: Vec<JoinedThread>) {
     let mut stopped = HashSet::new();
     for thread in joined {
         stopped.insert(thread.tid);
-        let mut signals = thread.signals.into_iter();
-        let _ = regs::detach(thread.tid, signals.next().unwrap_or(0));
-        for signal in signals {
+        // From an interrupt stop PTRACE_DETACH would drop a signal: each is sent again.
+        let _ = regs::detach(thread.tid, 0);
+        for signal in thread.signals {
             // SAFETY: tgkill has no memory effects.
             unsafe { libc::syscall(libc::SYS_tgkill, read_tgid(thread.tid), thread.tid, signal) };
         }

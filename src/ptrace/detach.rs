@@ -80,6 +80,7 @@ impl Tracer<'_> {
     pub fn detach_all(&mut self) -> Result<()> {
         let deadline = Deadline::after(STOP_TIMEOUT);
         self.unresponsive.clear();
+        self.inside_event.clear();
         // A stop whose handling failed half-way (a panic): the thread is stopped, settle it.
         if let Some(stop) = self.in_hand.take() {
             self.deferred.push_front(stop);
@@ -142,6 +143,11 @@ impl Tracer<'_> {
     /// Brings a thread that reported something other than our interrupt to a clean stop.
     fn settle_for_detach(&mut self, stop: Stop, deadline: &Deadline) -> Result<()> {
         let tid = stop.tid();
+        if matches!(stop, Stop::Syscall { .. })
+            || matches!(stop, Stop::Event { event, .. } if event != Event::Stop)
+        {
+            self.inside_event.insert(tid);
+        }
         match stop {
             Stop::Exited { code, .. } => self.on_thread_gone(tid, ExitKind::Code(code)),
             Stop::Killed { signal, .. } => self.on_thread_gone(tid, ExitKind::Signal(signal)),
@@ -249,7 +255,12 @@ impl Tracer<'_> {
         let Some(scratch) = process.scratch.take() else {
             return;
         };
-        let Some(tid) = choose_live_injector(tids, Some(&scratch)) else {
+        let candidates: Vec<i32> = tids
+            .iter()
+            .copied()
+            .filter(|tid| !self.inside_event.contains(tid))
+            .collect();
+        let Some(tid) = choose_live_injector(&candidates, Some(&scratch)) else {
             return;
         };
         let munmap = RemoteSyscall {
@@ -305,14 +316,15 @@ impl Tracer<'_> {
             self.unmap_scratch(&mut process, &tids);
         }
         for &tid in &tids {
-            // The first held-back signal goes with the detach, the others are sent again.
-            let mut signals = self
+            // Held-back signals are sent again once the thread runs free: a signal given to
+            // PTRACE_DETACH reaches the thread only from a signal-delivery stop, and most
+            // threads here sit in an interrupt stop.
+            let signals = self
                 .threads
                 .remove(&tid)
                 .map(|t| t.pending_signals)
-                .unwrap_or_default()
-                .into_iter();
-            let _ = regs::detach(tid, signals.next().unwrap_or(0));
+                .unwrap_or_default();
+            let _ = regs::detach(tid, 0);
             for signal in signals {
                 // SAFETY: tgkill has no memory effects.
                 unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, signal) };

@@ -113,6 +113,15 @@ pub fn take_pending() -> Option<i32> {
     }
 }
 
+/// A pending SIGINT, SIGTERM, SIGHUP or SIGQUIT (left pending): before a launch, each means
+/// the user wants memsup to stop rather than start the program.
+pub fn pending_interruption() -> Option<i32> {
+    let pending = PENDING.load(Ordering::SeqCst);
+    [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT]
+        .into_iter()
+        .find(|signal| pending & (1 << (signal - 1)) != 0)
+}
+
 /// Whether a signal that ends the recording is pending (it stays pending), or a memsup
 /// thread failed.
 pub fn ending_requested() -> bool {

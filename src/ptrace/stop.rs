@@ -116,6 +116,10 @@ pub const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Longest pause between two polls of a bounded wait.
 const LONGEST_POLL_PAUSE: Duration = Duration::from_millis(5);
+/// How long an interruptible wait must have lasted before memsup's being asked to end gives it
+/// up: a stop that comes sooner (the usual case) completes the join, so the outcome does not
+/// depend on whether the signal came a moment before or after the stop; a stuck join ends.
+const INTERRUPT_GRACE: Duration = Duration::from_secs(1);
 
 /// When a bounded wait gives up.
 #[derive(Debug, Clone, Copy)]
@@ -176,16 +180,18 @@ impl WaitFailure {
 pub fn wait_for_thread_until(tid: i32, deadline: &Deadline) -> Result<WaitStatus, WaitFailure> {
     let flags = WaitPidFlag::__WALL | WaitPidFlag::WNOHANG;
     let mut pause = Duration::from_micros(10);
+    let started = Instant::now();
     loop {
         match waitpid(Pid::from_raw(tid), Some(flags)) {
             Ok(WaitStatus::StillAlive) | Err(Errno::EINTR) => {}
             Ok(status) => return Ok(status),
             Err(errno) => return Err(WaitFailure::Failed(errno)),
         }
-        if deadline.interruptible && signals::ending_requested() {
+        let now = Instant::now();
+        if deadline.interruptible && now >= started + INTERRUPT_GRACE && signals::ending_requested()
+        {
             return Err(WaitFailure::Interrupted);
         }
-        let now = Instant::now();
         if now >= deadline.at {
             return Err(WaitFailure::TimedOut);
         }

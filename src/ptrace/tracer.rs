@@ -52,6 +52,10 @@ pub struct Tracer<'a> {
     pub(crate) in_hand: Option<Stop>,
     /// Threads that did not stop in time for the last stop of every thread.
     pub(crate) unresponsive: Vec<i32>,
+    /// At detach: threads held at a ptrace event or syscall stop, still inside a system call
+    /// that will complete on resume (a fork writes the child's id into rax): never used to
+    /// run a remote call.
+    pub(crate) inside_event: HashSet<i32>,
     /// Test-only failure to inject (`MEMSUP_TEST_FAULT`), attach mode only.
     test_fault: Option<TestFault>,
     _not_send: PhantomData<*const ()>,
@@ -76,6 +80,7 @@ impl<'a> Tracer<'a> {
             exit_snapshot_ns: 0,
             in_hand: None,
             unresponsive: Vec::new(),
+            inside_event: HashSet::new(),
             test_fault: test_fault().filter(|_| mode == Mode::Attach),
             _not_send: PhantomData,
         }

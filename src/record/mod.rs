@@ -225,6 +225,18 @@ pub fn run(options: RunOptions) -> Result<i32> {
         options.quiet,
         options.rates,
     )?;
+    // Interrupted during setup: the program has not started and was sent nothing, so it is
+    // not started at all (a later Ctrl-C reaches the program from the terminal instead).
+    if let Some(signal) = signals::pending_interruption() {
+        let written_to = pipeline.output.clone();
+        let _ = pipeline.finish_quietly();
+        let _ = std::fs::remove_file(written_to);
+        eprintln!(
+            "memsup: {} before the program was started: nothing was run",
+            signal_name(signal)
+        );
+        return Ok(128 + signal);
+    }
     let launched = launch(&path, &options.command, true);
     let pid = match launched {
         Ok(pid) => pid,
@@ -310,10 +322,13 @@ fn processes_to_join(given: &[i32]) -> Result<Vec<i32>> {
     Ok(processes)
 }
 
-/// Joins every process; memsup asked to end meanwhile stops joining (the event loop then
-/// detaches from those already joined).
+/// Joins every process; memsup asked to end (before or meanwhile) joins no further process,
+/// and the event loop then detaches from those already joined.
 fn join_all(tracer: &mut Tracer, pids: &[i32]) -> Result<()> {
     for &pid in pids {
+        if signals::ending_requested() {
+            break;
+        }
         match tracer.attach(pid) {
             Ok(()) => {}
             Err(Error::AttachInterrupted(_)) => break,
@@ -328,6 +343,10 @@ impl Pipeline {
         self.quiet = true;
         self.finish()
     }
+}
+
+fn signal_name(signal: i32) -> &'static str {
+    nix::sys::signal::Signal::try_from(signal).map_or("a signal", |signal| signal.as_str())
 }
 
 fn is_script(path: &Path) -> bool {

@@ -6,7 +6,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::TraceError;
@@ -91,9 +91,24 @@ fn open_forced(path: &Path) -> io::Result<File> {
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
         .open(path)?;
-    if !file.metadata()?.is_file() {
+    let metadata = file.metadata()?;
+    if !metadata.is_file() {
         return Err(io::Error::other(
             "not a regular file; memsup writes profiles to regular files only",
+        ));
+    }
+    // A file of another user, or one with a second name, may be someone's trap for a memsup
+    // run by root in a shared directory: the owner could read the profile, or the other name
+    // be a file that matters.
+    // SAFETY: geteuid has no side effects.
+    if metadata.uid() != unsafe { libc::geteuid() } {
+        return Err(io::Error::other(
+            "it belongs to another user; memsup overwrites only its user's own files",
+        ));
+    }
+    if metadata.nlink() > 1 {
+        return Err(io::Error::other(
+            "it has other hard links; memsup does not overwrite a file with several names",
         ));
     }
     file.set_len(0)?;
@@ -242,6 +257,44 @@ mod tests {
         drop(output);
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "new\n");
         assert_eq!(mode(&path), 0o600);
+    }
+
+    #[test]
+    fn force_refuses_a_file_with_a_second_name_or_another_owner() {
+        let directory = tempfile::tempdir().unwrap();
+        let victim = directory.path().join("victim");
+        std::fs::write(&victim, "precious\n").unwrap();
+        let path = directory.path().join("p.msup");
+        std::fs::hard_link(&victim, &path).unwrap();
+        let request = OutputRequest::Explicit {
+            path: path.clone(),
+            force: true,
+        };
+        let error = open_output(&request).unwrap_err().to_string();
+        assert_eq!(
+            error,
+            format!(
+                "{}: it has other hard links; memsup does not overwrite a file with several names",
+                path.display()
+            )
+        );
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, "someone else's\n").unwrap();
+        // Only root can give a file away; as another user the check is not reachable here.
+        // SAFETY: geteuid has no side effects.
+        if unsafe { libc::geteuid() } == 0 {
+            std::os::unix::fs::chown(&path, Some(65534), None).unwrap();
+            let error = open_output(&request).unwrap_err().to_string();
+            assert_eq!(
+                error,
+                format!(
+                    "{}: it belongs to another user; memsup overwrites only its user's own files",
+                    path.display()
+                )
+            );
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), "someone else's\n");
+        }
     }
 
     #[test]

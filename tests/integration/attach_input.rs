@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 use crate::bad_input::assert_one_error_line;
 use crate::common::live_process::{start_fixture, tracer_pid};
 use crate::common::report::report_json;
-use crate::common::run::{assert_same_behaviour, clean_command, memsup_binary, spawn_piped};
+use crate::common::run::{clean_command, memsup_binary, spawn_piped};
+use crate::common::tools::record_skip;
 use crate::common::*;
 
 /// The longest a memsup that should end by itself is given.
@@ -104,7 +105,15 @@ fn a_fractional_duration_detaches_and_is_kept_in_the_profile() {
             header.options
         );
         let report = report_json(&profile);
-        assert_exit(&processes_of(&report)[0], "detached", None);
+        let image = &processes_of(&report)[0];
+        assert_exit(image, "detached", None);
+        // Joined, then detached 0.2 s after the join: well under the whole second that a
+        // timer of whole seconds would take.
+        let joined_for = number(image, "/duration_ns");
+        assert!(
+            (200_000_000..950_000_000).contains(&joined_for),
+            "attached for {joined_for} ns with --duration 0.2"
+        );
     });
 }
 
@@ -113,9 +122,9 @@ fn processes_of(report: &serde_json::Value) -> &Vec<serde_json::Value> {
 }
 
 /// A SIGINT raised before any setup (a test-only switch; without early handlers it would
-/// kill memsup by its default action) detaches as soon as memsup is attached.
+/// kill memsup by its default action) ends the recording before any process is joined.
 #[test]
-fn a_sigint_before_setup_detaches_as_soon_as_attached() {
+fn a_sigint_before_setup_joins_nothing_and_leaves_the_program_untouched() {
     for_each_variant("signal_wait", |_, fixture| {
         let directory = tempfile::tempdir().unwrap();
         let profile = directory.path().join("attach.msup");
@@ -125,54 +134,54 @@ fn a_sigint_before_setup_detaches_as_soon_as_attached() {
             let output = attach(&["-o", &profile_text], pid, &raise);
             assert_profile_written(&output, &profile);
         });
+        // Asked to end before joining: no process is joined, as a SIGINT that comes while
+        // memsup joins several processes stops it joining more.
         let report = report_json(&profile);
-        assert_image_count(&report, 1);
-        assert_exit(&processes_of(&report)[0], "detached", None);
+        assert_image_count(&report, 0);
     });
 }
 
-/// Run mode: an early SIGINT is the program's business (ignored by memsup, as a later one);
-/// an early SIGTERM is passed on to the program once it runs, as a later one.
+/// Run mode: a SIGINT, SIGTERM, SIGHUP or SIGQUIT that comes before the program was started
+/// (the program was sent nothing) stops memsup there: nothing is launched, no profile is
+/// left, one line says so, and the exit status is 128+N.
 #[test]
-fn early_sigint_and_sigterm_in_run_mode_act_as_later_ones() {
+fn an_interruption_before_the_launch_starts_nothing() {
     if !require_tool("gcc") {
         return;
     }
-    let directory = tempfile::tempdir().unwrap();
-    let profile = directory.path().join("run.msup");
-    let profile_text = profile.to_string_lossy().into_owned();
-    let exit3 = fixture("exit3", Variant::Dynamic);
-    let native = run_native(&exit3, &[], None);
-    let mut command = clean_command(memsup_binary());
-    command.args(["run", "-o", &profile_text, "--"]).arg(&exit3);
-    command.env("MEMSUP_TEST_RAISE_AT_START", "INT");
-    let (child, description) = spawn_piped(command);
-    let supervised = output_within(child, &description);
-    assert_same_behaviour(&supervised, &native);
-    assert_exit(&processes_of(&report_json(&profile))[0], "code", Some(3));
-
-    let waiter = fixture("signal_wait", Variant::Dynamic);
-    let mut command = clean_command(memsup_binary());
-    command
-        .args(["run", "-f", "-o", &profile_text, "--"])
-        .arg(&waiter);
-    command.env("MEMSUP_TEST_RAISE_AT_START", "TERM");
-    let (child, description) = spawn_piped(command);
-    let supervised = output_within(child, &description);
-    assert_eq!(supervised.status.code(), Some(128 + libc::SIGTERM));
-    // Killed by the SIGTERM somewhere before its wait: some prefix of its first two lines.
-    let stdout = String::from_utf8_lossy(&supervised.stdout);
-    let pid = processes_of(&report_json(&profile))[0]["pid"].clone();
-    let full = format!("signal_wait: pid {pid}\nsignal_wait: ready\n");
-    assert!(
-        full.starts_with(&*stdout),
-        "{stdout:?} is not a prefix of {full:?}"
-    );
-    assert_exit(
-        &processes_of(&report_json(&profile))[0],
-        "signal",
-        Some(i64::from(libc::SIGTERM)),
-    );
+    let marker_program = fixture("exitcode_marker", Variant::Dynamic);
+    for (name, signal, line) in [
+        (
+            "INT",
+            libc::SIGINT,
+            "memsup: SIGINT before the program was started: nothing was run\n",
+        ),
+        (
+            "TERM",
+            libc::SIGTERM,
+            "memsup: SIGTERM before the program was started: nothing was run\n",
+        ),
+    ] {
+        let directory = tempfile::tempdir().unwrap();
+        let profile = directory.path().join("run.msup");
+        let marker = directory.path().join("launched");
+        let mut command = clean_command(memsup_binary());
+        command
+            .arg("run")
+            .arg("-o")
+            .arg(&profile)
+            .arg("--")
+            .arg(&marker_program)
+            .arg(&marker);
+        command.env("MEMSUP_TEST_RAISE_AT_START", name);
+        let (child, description) = spawn_piped(command);
+        let output = output_within(child, &description);
+        assert_eq!(output.status.code(), Some(128 + signal), "{name}");
+        assert_eq!(String::from_utf8_lossy(&output.stderr), line, "{name}");
+        assert_eq!(String::from_utf8_lossy(&output.stdout), "", "{name}");
+        assert!(!marker.exists(), "{name}: the program was launched");
+        assert!(!profile.exists(), "{name}: a profile was left");
+    }
 }
 
 #[test]
@@ -226,7 +235,7 @@ fn some_kernel_thread() -> Option<u32> {
 #[test]
 fn attaching_to_a_kernel_thread_exits_75_naming_it() {
     let Some(pid) = some_kernel_thread() else {
-        eprintln!("note: skipping: no kernel thread is visible in this PID namespace");
+        record_skip("no kernel thread is visible in this PID namespace");
         return;
     };
     let name = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap();
@@ -252,13 +261,16 @@ fn attaching_to_a_kernel_thread_exits_75_naming_it() {
 #[test]
 fn init_refused_to_an_unprivileged_user_names_init_and_the_rule() {
     // SAFETY: geteuid has no side effects.
-    if unsafe { libc::geteuid() } != 0 || !require_tool("setpriv") {
-        eprintln!("note: skipping: dropping privileges for this test needs root and setpriv");
+    if unsafe { libc::geteuid() } != 0 {
+        record_skip("dropping privileges for this test needs root");
+        return;
+    }
+    if !require_tool("setpriv") {
         return;
     }
     let init_uid = fs::metadata("/proc/1").unwrap().uid();
     if init_uid == 65534 || tracer_pid(1) != 0 {
-        eprintln!("note: skipping: init runs as nobody or is traced already");
+        record_skip("init runs as nobody or is traced already");
         return;
     }
     // Creatable by `nobody`: /tmp, not the test's private directory.
