@@ -3,37 +3,24 @@
 //! any setup is handled like a later one. fixtures/signal_wait.c, exit3.c.
 
 use std::fs;
-use std::io::{BufRead, BufReader, Read};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 use crate::bad_input::assert_one_error_line;
-use crate::common::live_process::{start_fixture, tracer_pid};
+use crate::common::announced::{start_announced, Start};
+use crate::common::interactive::send_signal;
+use crate::common::live_process::tracer_pid;
 use crate::common::report::report_json;
-use crate::common::run::{assert_same_behaviour, clean_command, memsup_binary, spawn_piped};
+use crate::common::run::{
+    assert_same_behaviour, clean_command, memsup_binary, spawn_piped, wait_within,
+};
 use crate::common::*;
 
 /// The longest a memsup that should end by itself is given.
 const END_WITHIN: Duration = Duration::from_secs(30);
 const INTERRUPTED: &str = "signal_wait: interrupted, block sum 4000\n";
-
-/// Waits for `child` at most `END_WITHIN`; kills it and fails naming `what` after that.
-fn output_within(mut child: Child, what: &str) -> Output {
-    let deadline = Instant::now() + END_WITHIN;
-    while child.try_wait().expect("waiting for memsup").is_none() {
-        if Instant::now() > deadline {
-            child.kill().ok();
-            panic!("{what} did not end within {END_WITHIN:?}");
-        }
-        thread::sleep(Duration::from_millis(10));
-    }
-    child
-        .wait_with_output()
-        .expect("collecting memsup's output")
-}
 
 /// memsup attach with `options` to `pid`, with `environment`, ended within `END_WITHIN`.
 fn attach(options: &[&str], pid: u32, environment: &[(&str, &str)]) -> Output {
@@ -41,34 +28,20 @@ fn attach(options: &[&str], pid: u32, environment: &[(&str, &str)]) -> Output {
     command.arg("attach").args(options).arg(pid.to_string());
     command.envs(environment.iter().copied());
     let (child, description) = spawn_piped(command);
-    output_within(child, &description)
+    wait_within(child, &description, END_WITHIN)
 }
 
 /// signal_wait started natively and read up to "ready"; then `attach_with(pid)` runs while
 /// it waits; then a SIGINT ends it, and it must print and exit exactly as without memsup.
 fn attach_to_signal_wait(fixture: &Path, attach_with: impl FnOnce(u32)) {
-    let (mut guard, stdout) = start_fixture(fixture);
-    let child = guard.0.as_mut().unwrap();
-    let pid = child.id();
-    let mut stdout = BufReader::new(stdout);
-    let mut header = String::new();
-    for _ in 0..2 {
-        stdout.read_line(&mut header).unwrap();
-    }
-    assert_eq!(
-        header,
-        format!("signal_wait: pid {pid}\nsignal_wait: ready\n")
-    );
+    let program = start_announced(fixture, "signal_wait", Start::default());
+    let pid = program.pid;
     attach_with(pid);
     assert_eq!(tracer_pid(pid), 0, "memsup detached");
-    // SAFETY: kill has no memory effects.
-    unsafe { libc::kill(pid as i32, libc::SIGINT) };
-    let mut rest = String::new();
-    stdout.read_to_string(&mut rest).unwrap();
+    send_signal(pid, libc::SIGINT);
+    let (rest, finished) = program.finish();
     assert_eq!(rest, INTERRUPTED, "the program's output after the detach");
-    let mut child = guard.0.take().unwrap();
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(0), "the program's exit status");
+    assert_eq!(finished.status.code(), Some(0), "the program's exit status");
 }
 
 /// The profile was written and memsup said so in its only line.
@@ -147,7 +120,7 @@ fn early_sigint_and_sigterm_in_run_mode_act_as_later_ones() {
     command.args(["run", "-o", &profile_text, "--"]).arg(&exit3);
     command.env("MEMSUP_TEST_RAISE_AT_START", "INT");
     let (child, description) = spawn_piped(command);
-    let supervised = output_within(child, &description);
+    let supervised = wait_within(child, &description, END_WITHIN);
     assert_same_behaviour(&supervised, &native);
     assert_exit(&processes_of(&report_json(&profile))[0], "code", Some(3));
 
@@ -158,7 +131,7 @@ fn early_sigint_and_sigterm_in_run_mode_act_as_later_ones() {
         .arg(&waiter);
     command.env("MEMSUP_TEST_RAISE_AT_START", "TERM");
     let (child, description) = spawn_piped(command);
-    let supervised = output_within(child, &description);
+    let supervised = wait_within(child, &description, END_WITHIN);
     assert_eq!(supervised.status.code(), Some(128 + libc::SIGTERM));
     // Killed by the SIGTERM somewhere before its wait: some prefix of its first two lines.
     let stdout = String::from_utf8_lossy(&supervised.stdout);
@@ -185,7 +158,7 @@ fn attaching_to_memsup_itself_exits_74() {
     command.arg(memsup_binary()).arg(&profile);
     let (child, description) = spawn_piped(command);
     let pid = child.id();
-    let output = output_within(child, &description);
+    let output = wait_within(child, &description, END_WITHIN);
     assert_one_error_line(&output, 74, &[]);
     assert_eq!(
         String::from_utf8_lossy(&output.stderr),
