@@ -4,82 +4,41 @@
 //! memsup, then the test sends memsup SIGINT.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::common::attach_window::{send_signal, AttachWindow, Lines};
-use crate::common::live_process::{assert_code_unchanged, executable_mappings, KillOnDrop};
+use crate::common::announced::{start_announced, Running, Start};
+use crate::common::attach_window::AttachWindow;
+use crate::common::interactive::send_signal;
+use crate::common::live_process::{assert_code_unchanged, executable_mappings, process_state};
 use crate::common::report::processes;
-use crate::common::run::{clean_command, wait_with_timeout};
 use crate::common::*;
 
 /// More iterations than any test waits for: the loop runs until SIGUSR1.
 const UNTIL_STOPPED: &str = "1000000000";
 
-/// A fixture started natively, its pid, and its lines after "ready".
-struct Announced {
-    guard: KillOnDrop,
-    lines: Lines,
-    pid: u32,
-    name: String,
-}
-
-/// Starts a fixture that first prints "NAME: pid N" and "NAME: ready", and reads those.
-fn start_announced(fixture: &Path, name: &str, args: &[&str]) -> Announced {
-    let mut child = clean_command(fixture)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|error| panic!("starting {}: {error}", fixture.display()));
-    let lines = Lines::new(child.stdout.take().expect("piped stdout"));
-    let pid = child.id();
-    let guard = KillOnDrop(Some(child));
-    let header = [lines.next("the pid line"), lines.next("the ready line")];
-    assert_eq!(
-        header,
-        [format!("{name}: pid {pid}"), format!("{name}: ready")]
-    );
-    Announced {
-        guard,
-        lines,
-        pid,
-        name: name.to_string(),
-    }
-}
-
 /// Starts attach_loop running until SIGUSR1.
-fn start_loop(fixture: &Path) -> Announced {
-    start_announced(fixture, "attach_loop", &[UNTIL_STOPPED])
+fn start_loop(fixture: &Path) -> Running {
+    let start = Start {
+        args: &[UNTIL_STOPPED],
+        ..Start::default()
+    };
+    start_announced(fixture, "attach_loop", start)
 }
 
-impl Announced {
-    /// Asks for a mark (SIGUSR2) and waits for it.
-    fn mark(&self) {
-        send_signal(self.pid, libc::SIGUSR2);
-        let what = format!("{}'s mark", self.name);
-        assert_eq!(self.lines.next(&what), format!("{}: mark", self.name));
-    }
+/// Asks `program` for a mark (SIGUSR2) and waits for it.
+fn mark(program: &Running) {
+    send_signal(program.pid, libc::SIGUSR2);
+    let mark = program.next_line("its mark");
+    assert_eq!(mark, format!("{}: mark", program.name));
+}
 
-    /// Stops the program (SIGUSR1), requires exit status 0 and no stderr, and returns the
-    /// lines it printed after the last mark.
-    fn finish(mut self) -> Vec<String> {
-        send_signal(self.pid, libc::SIGUSR1);
-        let rest = self.lines.rest(&self.name);
-        let child = self.guard.0.take().expect("not waited for yet");
-        let finished = wait_with_timeout(child, &self.name);
-        assert_eq!(
-            finished.status.code(),
-            Some(0),
-            "{}'s exit status",
-            self.name
-        );
-        assert_eq!(String::from_utf8_lossy(&finished.stderr), "");
-        rest
-    }
+/// Stops `program` (SIGUSR1), requires exit status 0 and no stderr, and returns what it
+/// printed after the last mark.
+fn finish(program: Running) -> String {
+    send_signal(program.pid, libc::SIGUSR1);
+    program.finish_cleanly()
 }
 
 /// attach_loop's checksum after `iterations` iterations (fixtures/attach_loop.c).
@@ -95,8 +54,9 @@ fn loop_checksum(iterations: u64) -> u64 {
 }
 
 /// Stops attach_loop and checks it ended as a native run of as many iterations does.
-fn finish_loop(program: Announced) {
-    let rest = program.finish();
+fn finish_loop(program: Running) {
+    let rest = finish(program);
+    let rest: Vec<&str> = rest.lines().collect();
     assert_eq!(rest.len(), 1, "attach_loop's last lines: {rest:?}");
     let iterations: u64 = rest[0]
         .strip_prefix("attach_loop: ")
@@ -130,12 +90,12 @@ fn the_loop_checksum_is_the_fixtures() {
 }
 
 /// Attaches to `programs`, waits for a mark from each, and detaches.
-fn attach_until_marks(programs: &[&Announced]) -> Value {
+fn attach_until_marks(programs: &[&Running]) -> Value {
     let pids: Vec<u32> = programs.iter().map(|program| program.pid).collect();
     let window = AttachWindow::open(&pids, &[]);
     let profile = window.profile();
     for program in programs {
-        program.mark();
+        mark(program);
     }
     let (output, report) = window.close();
     // A warning here would say memsup could not probe or name something.
@@ -276,16 +236,6 @@ fn one_attach_joins_two_processes() {
     });
 }
 
-fn process_state(pid: u32) -> String {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("reading stat");
-    let after_name = &stat[stat.rfind(')').expect("command name") + 1..];
-    after_name
-        .split_whitespace()
-        .next()
-        .unwrap_or_default()
-        .to_string()
-}
-
 #[test]
 fn a_process_stopped_by_job_control_stays_stopped_while_attached() {
     for_each_variant("attach_loop", |_, fixture| {
@@ -312,7 +262,7 @@ fn a_process_stopped_by_job_control_stays_stopped_while_attached() {
             "a stopped process allocates nothing"
         );
         send_signal(pid, libc::SIGCONT);
-        program.mark();
+        mark(&program);
         finish_loop(program);
     });
 }
@@ -325,10 +275,10 @@ fn a_process_stopped_by_job_control_stays_stopped_while_attached() {
 #[test]
 fn children_forked_during_a_detach_carry_no_probes() {
     for_each_variant("fork_loop", |_, fixture| {
-        let program = start_announced(fixture, "fork_loop", &[]);
+        let program = start_announced(fixture, "fork_loop", Start::default());
         for _ in 0..5 {
             let window = AttachWindow::open(&[program.pid], &["-q"]);
-            program.mark();
+            mark(&program);
             let (output, _) = window.close();
             assert_eq!(
                 String::from_utf8_lossy(&output.stderr),
@@ -336,6 +286,6 @@ fn children_forked_during_a_detach_carry_no_probes() {
                 "memsup -q's stderr"
             );
         }
-        assert_eq!(program.finish(), ["fork_loop: bad children 0"]);
+        assert_eq!(finish(program), "fork_loop: bad children 0\n");
     });
 }

@@ -3,17 +3,17 @@
 //! any setup is handled like a later one. fixtures/signal_wait.c, exit3.c.
 
 use std::fs;
-use std::io::{BufRead, BufReader, Read};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 use crate::bad_input::assert_one_error_line;
-use crate::common::live_process::{start_fixture, tracer_pid};
+use crate::common::announced::{start_announced, Start};
+use crate::common::interactive::send_signal;
+use crate::common::live_process::tracer_pid;
 use crate::common::report::report_json;
-use crate::common::run::{clean_command, memsup_binary, spawn_piped};
+use crate::common::run::{clean_command, memsup_binary, spawn_piped, wait_within};
 use crate::common::tools::record_skip;
 use crate::common::*;
 
@@ -21,55 +21,26 @@ use crate::common::*;
 const END_WITHIN: Duration = Duration::from_secs(30);
 const INTERRUPTED: &str = "signal_wait: interrupted, block sum 4000\n";
 
-/// Waits for `child` at most `END_WITHIN`; kills it and fails naming `what` after that.
-fn output_within(mut child: Child, what: &str) -> Output {
-    let deadline = Instant::now() + END_WITHIN;
-    while child.try_wait().expect("waiting for memsup").is_none() {
-        if Instant::now() > deadline {
-            child.kill().ok();
-            panic!("{what} did not end within {END_WITHIN:?}");
-        }
-        thread::sleep(Duration::from_millis(10));
-    }
-    child
-        .wait_with_output()
-        .expect("collecting memsup's output")
-}
-
 /// memsup attach with `options` to `pid`, with `environment`, ended within `END_WITHIN`.
 fn attach(options: &[&str], pid: u32, environment: &[(&str, &str)]) -> Output {
     let mut command = clean_command(memsup_binary());
     command.arg("attach").args(options).arg(pid.to_string());
     command.envs(environment.iter().copied());
     let (child, description) = spawn_piped(command);
-    output_within(child, &description)
+    wait_within(child, &description, END_WITHIN)
 }
 
 /// signal_wait started natively and read up to "ready"; then `attach_with(pid)` runs while
 /// it waits; then a SIGINT ends it, and it must print and exit exactly as without memsup.
 fn attach_to_signal_wait(fixture: &Path, attach_with: impl FnOnce(u32)) {
-    let (mut guard, stdout) = start_fixture(fixture);
-    let child = guard.0.as_mut().unwrap();
-    let pid = child.id();
-    let mut stdout = BufReader::new(stdout);
-    let mut header = String::new();
-    for _ in 0..2 {
-        stdout.read_line(&mut header).unwrap();
-    }
-    assert_eq!(
-        header,
-        format!("signal_wait: pid {pid}\nsignal_wait: ready\n")
-    );
+    let program = start_announced(fixture, "signal_wait", Start::default());
+    let pid = program.pid;
     attach_with(pid);
     assert_eq!(tracer_pid(pid), 0, "memsup detached");
-    // SAFETY: kill has no memory effects.
-    unsafe { libc::kill(pid as i32, libc::SIGINT) };
-    let mut rest = String::new();
-    stdout.read_to_string(&mut rest).unwrap();
+    send_signal(pid, libc::SIGINT);
+    let (rest, finished) = program.finish();
     assert_eq!(rest, INTERRUPTED, "the program's output after the detach");
-    let mut child = guard.0.take().unwrap();
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(0), "the program's exit status");
+    assert_eq!(finished.status.code(), Some(0), "the program's exit status");
 }
 
 /// The profile was written and memsup said so in its only line.
@@ -175,7 +146,7 @@ fn an_interruption_before_the_launch_starts_nothing() {
             .arg(&marker);
         command.env("MEMSUP_TEST_RAISE_AT_START", name);
         let (child, description) = spawn_piped(command);
-        let output = output_within(child, &description);
+        let output = wait_within(child, &description, END_WITHIN);
         assert_eq!(output.status.code(), Some(128 + signal), "{name}");
         assert_eq!(String::from_utf8_lossy(&output.stderr), line, "{name}");
         assert_eq!(String::from_utf8_lossy(&output.stdout), "", "{name}");
@@ -194,7 +165,7 @@ fn attaching_to_memsup_itself_exits_74() {
     command.arg(memsup_binary()).arg(&profile);
     let (child, description) = spawn_piped(command);
     let pid = child.id();
-    let output = output_within(child, &description);
+    let output = wait_within(child, &description, END_WITHIN);
     assert_one_error_line(&output, 74, &[]);
     assert_eq!(
         String::from_utf8_lossy(&output.stderr),

@@ -6,19 +6,19 @@
 //! Fixtures: attach_loop.c (one thread), attach_threads.c (two threads).
 
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
-use std::process::{ChildStdout, Output, Stdio};
+use std::process::Output;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::common::interactive::send_signal;
+use crate::common::announced::{start_announced, start_native, Running, Start};
+use crate::common::attach_window::AttachWindow;
 use crate::common::live_process::{
-    assert_code_unchanged, executable_mappings, start_fixture, tracer_pid, wait_until, KillOnDrop,
+    assert_code_unchanged, executable_mappings, process_state, tracer_pid, wait_until,
 };
 use crate::common::report::{processes, report_json};
-use crate::common::run::{clean_command, memsup_binary, run_command, wait_with_timeout};
+use crate::common::run::{clean_command, memsup_binary, run_command};
 use crate::common::*;
 
 const LOOP_END: &str = "attach_loop: 4000000 iterations, checksum 8037224905761941632\n";
@@ -26,45 +26,19 @@ const THREADS_END: &str = "attach_threads: main 2000000 iterations, checksum \
     12166240544171611200\nattach_threads: worker 2000000 iterations, checksum \
     12166240544171611200\n";
 
-/// A fixture running natively, its first lines read.
-struct Running {
-    guard: KillOnDrop,
-    stdout: BufReader<ChildStdout>,
-    pid: u32,
+/// Starts attach_loop (or, with `extra_lines`, attach_threads) and reads its announcement.
+fn start(fixture: &Path, name: &str, extra_lines: usize) -> Running {
+    let start = Start {
+        extra_lines,
+        ..Start::default()
+    };
+    start_announced(fixture, name, start)
 }
 
-/// Starts `fixture` and reads its announcement: "NAME: pid N", then `extra_lines` lines
-/// (returned), then "NAME: ready".
-fn start(fixture: &Path, name: &str, extra_lines: usize) -> (Running, Vec<String>) {
-    let (guard, stdout) = start_fixture(fixture);
-    let pid = guard.0.as_ref().unwrap().id();
-    let mut stdout = BufReader::new(stdout);
-    let mut lines = Vec::new();
-    for _ in 0..extra_lines + 2 {
-        let mut line = String::new();
-        stdout
-            .read_line(&mut line)
-            .unwrap_or_else(|error| panic!("reading {name}'s first lines: {error}"));
-        lines.push(line.trim_end().to_string());
-    }
-    assert_eq!(lines[0], format!("{name}: pid {pid}"));
-    assert_eq!(lines[extra_lines + 1], format!("{name}: ready"));
-    let extra = lines[1..=extra_lines].to_vec();
-    (Running { guard, stdout, pid }, extra)
-}
-
-impl Running {
-    /// Reads the rest of the output and checks the program ended as natively: `end`, exit 0.
-    fn finish(mut self, end: &str) {
-        let mut rest = String::new();
-        self.stdout
-            .read_to_string(&mut rest)
-            .expect("reading the fixture's output");
-        let finished = wait_with_timeout(self.guard.0.take().unwrap(), "the fixture");
-        assert_eq!(finished.status.code(), Some(0), "the fixture's exit status");
-        assert_eq!(String::from_utf8_lossy(&finished.stderr), "");
-        assert_eq!(rest, end);
-    }
+/// Reads the rest of the output and checks the program ended as natively: `end`, exit 0,
+/// no stderr.
+fn finish(running: Running, end: &str) {
+    assert_eq!(running.finish_cleanly(), end);
 }
 
 /// `memsup attach -o PROFILE --duration 1 TARGETS...`, with `MEMSUP_TEST_FAULT` when given.
@@ -116,7 +90,7 @@ fn attach_once_for_a_second(pid: u32, targets: &[String], note: &str) -> Value {
 #[test]
 fn a_process_named_twice_is_joined_once() {
     for_each_variant("attach_loop", |_, fixture| {
-        let (running, _) = start(fixture, "attach_loop", 0);
+        let running = start(fixture, "attach_loop", 0);
         let pid = running.pid;
         let code_before = executable_mappings(pid);
         let twice = [pid.to_string(), pid.to_string()];
@@ -127,19 +101,20 @@ fn a_process_named_twice_is_joined_once() {
         );
         assert_eq!(tracer_pid(pid), 0, "still traced after the detach");
         assert_code_unchanged(pid, &code_before);
-        running.finish(LOOP_END);
+        finish(running, LOOP_END);
     });
 }
 
 #[test]
 fn a_process_named_by_one_of_its_threads_is_joined_whole() {
     for_each_variant("attach_threads", |_, fixture| {
-        let (running, extra) = start(fixture, "attach_threads", 1);
+        let running = start(fixture, "attach_threads", 1);
         let pid = running.pid;
-        let thread: u32 = extra[0]
+        let thread_line = &running.extra[0];
+        let thread: u32 = thread_line
             .strip_prefix("attach_threads: thread ")
             .and_then(|tid| tid.parse().ok())
-            .unwrap_or_else(|| panic!("no thread ID in {:?}", extra[0]));
+            .unwrap_or_else(|| panic!("no thread ID in {thread_line:?}"));
         assert_ne!(thread, pid);
         let code_before = executable_mappings(pid);
         let both = [pid.to_string(), thread.to_string()];
@@ -156,7 +131,7 @@ fn a_process_named_by_one_of_its_threads_is_joined_whole() {
         attach_once_for_a_second(pid, &alone, &format!("process {pid} (given as {thread})"));
         assert_eq!(tracer_pid(pid), 0, "still traced after the second detach");
         assert_code_unchanged(pid, &code_before);
-        running.finish(THREADS_END);
+        finish(running, THREADS_END);
     });
 }
 
@@ -202,7 +177,7 @@ fn a_failing_memsup_detaches_before_it_exits() {
 /// Attaches to a fresh `fixture` with `fault` injected; checks memsup's one line and exit
 /// 70, and the program untouched, untraced and ending as natively.
 fn fail_while_attached(fixture: &Path, (fault, prefix, suffix): (&str, &str, &str)) {
-    let (running, _) = start(fixture, "attach_loop", 0);
+    let running = start(fixture, "attach_loop", 0);
     let pid = running.pid;
     let code_before = executable_mappings(pid);
     let directory = tempfile::tempdir().unwrap();
@@ -230,7 +205,7 @@ fn fail_while_attached(fixture: &Path, (fault, prefix, suffix): (&str, &str, &st
         "{fault}: still traced after memsup exited"
     );
     assert_code_unchanged(pid, &code_before);
-    running.finish(LOOP_END);
+    finish(running, LOOP_END);
 }
 
 /// Whether memsup may lower its OOM score here: CAP_SYS_RESOURCE in the effective set
@@ -251,28 +226,13 @@ fn memsup_asks_the_oom_killer_to_spare_it_while_attached() {
     let permitted = lowering_permitted();
     let own_score = std::fs::read_to_string("/proc/self/oom_score_adj").unwrap();
     let fixture = fixture("attach_loop", Variant::Dynamic);
-    let (running, _) = start(&fixture, "attach_loop", 0);
+    let running = start(&fixture, "attach_loop", 0);
     let pid = running.pid;
-    let directory = tempfile::tempdir().unwrap();
-    let profile = directory.path().join("attach.msup");
-    let memsup = clean_command(memsup_binary())
-        .args(["attach", "-q", "-o"])
-        .arg(&profile)
-        .arg(pid.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting memsup attach");
-    let memsup_pid = memsup.id();
-    let memsup = KillOnDrop(Some(memsup));
-    wait_until("memsup traces the fixture", Duration::from_secs(30), || {
-        tracer_pid(pid) == memsup_pid
-    });
+    let window = AttachWindow::open(&[pid], &["-q"]);
+    let memsup_pid = window.memsup_pid();
     let score = std::fs::read_to_string(format!("/proc/{memsup_pid}/oom_score_adj")).unwrap();
-    let mut memsup = memsup;
-    send_signal(memsup_pid, libc::SIGINT);
-    let output = wait_with_timeout(memsup.0.take().unwrap(), "memsup attach after SIGINT");
+    // Requires exit 0 and a readable profile.
+    let (output, _) = window.close();
     if permitted {
         assert_eq!(
             score.trim(),
@@ -288,29 +248,16 @@ fn memsup_asks_the_oom_killer_to_spare_it_while_attached() {
             "without the capability the score is left alone"
         );
     }
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{:?}",
-        split_stderr(&output.stderr)
-    );
     assert_eq!(String::from_utf8_lossy(&output.stderr), "");
     assert_eq!(tracer_pid(pid), 0);
-    running.finish(LOOP_END);
-}
-
-/// The state letter of `pid` in /proc/PID/stat (after the parenthesised name).
-fn process_state(pid: u32) -> String {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let after_name = &stat[stat.rfind(')').unwrap() + 1..];
-    after_name.split_whitespace().next().unwrap().to_string()
+    finish(running, LOOP_END);
 }
 
 #[test]
 fn a_process_that_exited_and_awaits_its_parent_is_refused() {
     let fixture = fixture("exit3", Variant::Dynamic);
-    let (mut exited, mut stdout) = start_fixture(&fixture);
-    let pid = exited.0.as_ref().unwrap().id();
+    let exited = start_native(&fixture, "exit3", Start::default());
+    let pid = exited.pid;
     wait_until("exit3 is a zombie", Duration::from_secs(30), || {
         process_state(pid) == "Z"
     });
@@ -326,9 +273,7 @@ fn a_process_that_exited_and_awaits_its_parent_is_refused() {
     );
     assert_eq!(output.status.code(), Some(71));
     assert!(!profile.exists(), "a refused attach leaves no profile");
-    let mut output_text = String::new();
-    stdout.read_to_string(&mut output_text).unwrap();
-    let finished = wait_with_timeout(exited.0.take().unwrap(), "exit3");
+    let (output_text, finished) = exited.finish();
     assert_eq!(finished.status.code(), Some(3));
     assert_eq!(
         output_text,

@@ -3,12 +3,12 @@
 //! `memsup run` records it. The moments come from a seeded generator; the seed is printed
 //! with every run (the test's captured output) and `MEMSUP_CHAOS_SEED=N` replays it.
 
-use std::io::Read;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::common::attach_cycle::{attach_then_interrupt, maps, start_announced};
+use crate::common::announced::{start_announced, Start};
+use crate::common::attach_cycle::{attach_then_interrupt, maps};
 use crate::common::live_process::{assert_code_unchanged, executable_mappings, wait_until};
 use crate::common::report::report_json;
 use crate::common::run::{clean_command, memsup_binary, spawn_piped, wait_with_timeout};
@@ -81,7 +81,12 @@ fn fifty_detaches_at_random_moments_leave_the_program_unchanged() {
     for_each_variant("chaos_threads", |variant, fixture| {
         let mut moments = Moments::new(seed_for(seed, variant));
         let native = run_native(fixture, &[], None);
-        let mut process = start_announced(fixture, "chaos_threads", &[]);
+        // Its main thread reads stdin to the end: the pipe stays open until `finish`.
+        let start = Start {
+            piped_stdin: true,
+            ..Start::default()
+        };
+        let process = start_announced(fixture, "chaos_threads", start);
         let pid = process.pid;
         let maps_before = steady_maps(pid, variant);
         let code_before = executable_mappings(pid);
@@ -102,11 +107,8 @@ fn fifty_detaches_at_random_moments_leave_the_program_unchanged() {
             assert!(added.is_empty(), "{what}: mappings added {added:#?}");
             assert_eq!(maps_now, maps_before, "{what}: mappings");
         }
-        drop(process.stdin.take());
-        let mut rest = String::new();
-        process.stdout.read_to_string(&mut rest).unwrap();
-        let finished = wait_with_timeout(process.guard.0.take().unwrap(), "chaos_threads");
-        let output = format!("{}{rest}", process.header);
+        let (_, finished) = process.finish();
+        let output = String::from_utf8_lossy(&finished.stdout);
         let native_stdout = String::from_utf8_lossy(&native.stdout);
         assert_eq!(after_pid(&output), after_pid(&native_stdout), "seed {seed}");
         assert_eq!(

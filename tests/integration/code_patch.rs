@@ -4,18 +4,17 @@
 //! restore every other byte of code.
 
 use std::ffi::OsStr;
-use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
-use std::process::{ChildStdout, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::thread;
 use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
+use crate::common::announced::{start_announced, Running, Start};
 use crate::common::live_process::{
-    assert_code_unchanged_except, executable_mappings, read_byte, start_fixture, tracer_pid,
-    wait_until, KillOnDrop,
+    assert_code_unchanged_except, executable_mappings, read_byte, tracer_pid, wait_until,
 };
 use crate::common::report::report_json;
 use crate::common::run::{clean_command, memsup_binary, wait_with_timeout};
@@ -26,40 +25,27 @@ const RET: u8 = 0xc3;
 /// Generous: the machine may be shared and busy.
 const TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The fixture running natively, its stdout, and what its first three lines said.
+/// The fixture running natively, and the address of shmdt its announcement gave.
 struct Patcher {
-    guard: KillOnDrop,
-    stdout: BufReader<ChildStdout>,
-    pid: u32,
+    program: Running,
     shmdt_address: u64,
 }
 
 fn start_patcher(fixture: &Path) -> Patcher {
-    let (guard, stdout) = start_fixture(fixture);
-    let pid = guard.0.as_ref().unwrap().id();
-    let mut stdout = BufReader::new(stdout);
-    let pid_line = read_line(&mut stdout);
-    assert_eq!(pid_line, format!("code_patcher: pid {pid}\n"));
-    let address_line = read_line(&mut stdout);
+    let start = Start {
+        extra_lines: 1,
+        ..Start::default()
+    };
+    let program = start_announced(fixture, "code_patcher", start);
+    let address_line = &program.extra[0];
     let shmdt_address = address_line
         .strip_prefix("code_patcher: shmdt at 0x")
-        .and_then(|hex| u64::from_str_radix(hex.trim_end(), 16).ok())
+        .and_then(|hex| u64::from_str_radix(hex, 16).ok())
         .unwrap_or_else(|| panic!("unexpected line {address_line:?}"));
-    assert_eq!(read_line(&mut stdout), "code_patcher: ready\n");
     Patcher {
-        guard,
-        stdout,
-        pid,
+        program,
         shmdt_address,
     }
-}
-
-fn read_line(stdout: &mut BufReader<ChildStdout>) -> String {
-    let mut line = String::new();
-    stdout
-        .read_line(&mut line)
-        .expect("reading code_patcher's output");
-    line
 }
 
 fn send_usr1(pid: u32) {
@@ -67,36 +53,25 @@ fn send_usr1(pid: u32) {
 }
 
 fn patched_line(byte: u8) -> String {
-    format!("code_patcher: patched, entry byte was {byte:#04x}\n")
+    format!("code_patcher: patched, entry byte was {byte:#04x}")
 }
 
 /// Sends the second SIGUSR1 and checks the last line, the exit status and an empty stderr.
-fn finish(mut patcher: Patcher) {
-    send_usr1(patcher.pid);
-    let mut rest = String::new();
-    patcher
-        .stdout
-        .read_to_string(&mut rest)
-        .expect("reading code_patcher's output");
+fn finish(patcher: Patcher) {
+    send_usr1(patcher.program.pid);
+    let rest = patcher.program.finish_cleanly();
     assert_eq!(rest, format!("code_patcher: entry byte now {RET:#04x}\n"));
-    let child = patcher.guard.0.take().unwrap();
-    let finished = wait_with_timeout(child, "code_patcher");
-    assert_eq!(
-        finished.status.code(),
-        Some(0),
-        "code_patcher's exit status"
-    );
-    assert_eq!(String::from_utf8_lossy(&finished.stderr), "");
 }
 
 /// Without memsup: the patcher finds the original byte and leaves 0xc3. Returns the original.
 fn native_entry_byte(fixture: &Path) -> u8 {
-    let mut patcher = start_patcher(fixture);
-    let original = read_byte(patcher.pid, patcher.shmdt_address);
+    let patcher = start_patcher(fixture);
+    let original = read_byte(patcher.program.pid, patcher.shmdt_address);
     assert_ne!(original, INT3, "shmdt natively starts with an int3");
-    send_usr1(patcher.pid);
-    assert_eq!(read_line(&mut patcher.stdout), patched_line(original));
-    assert_eq!(read_byte(patcher.pid, patcher.shmdt_address), RET);
+    send_usr1(patcher.program.pid);
+    let patched = patcher.program.next_line("the patched line");
+    assert_eq!(patched, patched_line(original));
+    assert_eq!(read_byte(patcher.program.pid, patcher.shmdt_address), RET);
     finish(patcher);
     original
 }
@@ -126,8 +101,8 @@ fn a_foreign_patch_over_a_probe_is_left_alone_at_detach() {
     for_each_variant("code_patcher", |_, fixture| {
         let original = native_entry_byte(fixture);
 
-        let mut patcher = start_patcher(fixture);
-        let (pid, address) = (patcher.pid, patcher.shmdt_address);
+        let patcher = start_patcher(fixture);
+        let (pid, address) = (patcher.program.pid, patcher.shmdt_address);
         let code_before = executable_mappings(pid);
         let snapshot_byte = code_before
             .iter()
@@ -147,7 +122,8 @@ fn a_foreign_patch_over_a_probe_is_left_alone_at_detach() {
         });
         send_usr1(pid);
         // The patcher saw memsup's int3, as a real patcher would.
-        assert_eq!(read_line(&mut patcher.stdout), patched_line(INT3));
+        let patched = patcher.program.next_line("the patched line");
+        assert_eq!(patched, patched_line(INT3));
 
         let output = memsup.join().unwrap();
         let (_, memsup_lines) = split_stderr(&output.stderr);

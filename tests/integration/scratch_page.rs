@@ -4,37 +4,43 @@
 //! restarted through -ERESTARTSYS) and fixtures/sleep_check.c (clock_nanosleep, restarted
 //! through -ERESTART_RESTARTBLOCK and restart_syscall).
 
-use std::io::{BufRead, Read, Write};
+use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::common::announced::{start_announced, Running, Start};
 use crate::common::attach_cycle::{
-    assert_same_maps, attach_then_interrupt, blocked_syscall, maps, start_announced,
-    wait_until_blocked_in, Announced,
+    assert_same_maps, attach_then_interrupt, blocked_syscall, maps, wait_until_blocked_in,
 };
 use crate::common::live_process::{assert_code_unchanged, executable_mappings};
-use crate::common::run::wait_with_timeout;
 use crate::common::*;
 
 const SYS_READ: &str = "0";
 const SYS_CLOCK_NANOSLEEP: &str = "230";
 const SYS_RESTART_SYSCALL: &str = "219";
 
-/// Reads the rest of the fixture's output, waits for it, and returns (stdout, exit code).
-fn finish(mut process: Announced, what: &str) -> (String, Option<i32>) {
-    drop(process.stdin.take());
-    let mut rest = String::new();
-    process
-        .stdout
-        .read_to_string(&mut rest)
-        .unwrap_or_else(|error| panic!("reading {what}'s output: {error}"));
-    let finished = wait_with_timeout(process.guard.0.take().unwrap(), what);
+/// Starts `fixture` with its stdin a pipe the test holds, and reads its announcement.
+fn start(fixture: &Path, name: &str, args: &[&str]) -> Running {
+    let start = Start {
+        args,
+        piped_stdin: true,
+        ..Start::default()
+    };
+    start_announced(fixture, name, start)
+}
+
+/// Closes the fixture's stdin, reads the rest of its output, waits for it, requires an empty
+/// stderr, and returns (everything it printed, exit code).
+fn finish(process: Running) -> (String, Option<i32>) {
+    let name = process.name.clone();
+    let (_, finished) = process.finish();
     assert_eq!(
         String::from_utf8_lossy(&finished.stderr),
         "",
-        "{what}'s stderr"
+        "{name}'s stderr"
     );
-    (format!("{}{rest}", process.header), finished.status.code())
+    let stdout = String::from_utf8(finished.stdout).expect("text");
+    (stdout, finished.status.code())
 }
 
 #[test]
@@ -42,7 +48,7 @@ fn four_attaches_to_a_process_blocked_in_read_leave_no_page_and_the_read_restart
     for_each_variant("blocked_read", |_, fixture| {
         let input = b"first line\nsecond\n";
         let native = run_native(fixture, &[], Some(input));
-        let mut process = start_announced(fixture, "blocked_read", &[]);
+        let mut process = start(fixture, "blocked_read", &[]);
         let pid = process.pid;
         wait_until_blocked_in(pid, SYS_READ);
         let maps_before = maps(pid);
@@ -54,19 +60,11 @@ fn four_attaches_to_a_process_blocked_in_read_leave_no_page_and_the_read_restart
             // Still in read: the interrupted call was restarted, not returned.
             assert_eq!(blocked_syscall(pid), SYS_READ, "after cycle {cycle}");
         }
-        let stdin = process.stdin.as_mut().unwrap();
-        stdin.write_all(b"first line\n").unwrap();
-        let mut echoed = String::new();
-        process.stdout.read_line(&mut echoed).unwrap();
-        assert_eq!(echoed, "blocked_read: line 1: first line (11 bytes)\n");
-        process.header.push_str(&echoed);
-        process
-            .stdin
-            .as_mut()
-            .unwrap()
-            .write_all(b"second\n")
-            .unwrap();
-        let (output, status) = finish(process, "blocked_read");
+        process.write_stdin(b"first line\n");
+        let echoed = process.next_line("the first line echoed");
+        assert_eq!(echoed, "blocked_read: line 1: first line (11 bytes)");
+        process.write_stdin(b"second\n");
+        let (output, status) = finish(process);
         let native_stdout = String::from_utf8_lossy(&native.stdout).into_owned();
         let after_pid = |text: &str| text.lines().skip(1).collect::<Vec<_>>().join("\n");
         assert_eq!(
@@ -95,14 +93,11 @@ const SLEEP_SECONDS: &str = "10";
 fn attaching_to_a_sleeping_process_keeps_the_whole_sleep_and_leaves_no_page() {
     // All variants sleep at once, and are all attached to before any is waited for: the test
     // lasts about one sleep, not three.
-    let sleeping: Vec<(Variant, Announced)> = variants("sleep_check")
+    let sleeping: Vec<(Variant, Running)> = variants("sleep_check")
         .into_iter()
         .map(|variant| {
             let fixture = fixture("sleep_check", variant);
-            (
-                variant,
-                start_announced(&fixture, "sleep_check", &[SLEEP_SECONDS]),
-            )
+            (variant, start(&fixture, "sleep_check", &[SLEEP_SECONDS]))
         })
         .collect();
     let sleeping = Mutex::new(sleeping);
@@ -132,7 +127,7 @@ fn attaching_to_a_sleeping_process_keeps_the_whole_sleep_and_leaves_no_page() {
             sleeping.remove(index).1
         };
         let pid = process.pid;
-        let (output, status) = finish(process, "sleep_check");
+        let (output, status) = finish(process);
         assert_eq!(
             output,
             format!(

@@ -3,13 +3,11 @@
 //! state a detach must leave as it found: the full list of mappings.
 
 use std::fs;
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, ChildStdin, ChildStdout, Output, Stdio};
+use std::process::{Child, Output};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::live_process::{tracer_pid, KillOnDrop};
+use super::live_process::tracer_pid;
 use super::run::{clean_command, memsup_binary, spawn_piped, split_stderr, wait_with_timeout};
 
 /// How long memsup may take to seize a process before the test gives up.
@@ -51,44 +49,6 @@ pub fn wait_until_blocked_in(pid: u32, number: &str) {
         Duration::from_secs(10),
         || blocked_syscall(pid) == number,
     );
-}
-
-/// A fixture started natively with piped stdin, stdout and stderr, after its two announcement
-/// lines "NAME: pid N" and "NAME: ready" were read and checked.
-pub struct Announced {
-    pub guard: KillOnDrop,
-    pub stdin: Option<ChildStdin>,
-    pub stdout: BufReader<ChildStdout>,
-    pub pid: u32,
-    pub header: String,
-}
-
-pub fn start_announced(fixture: &Path, name: &str, args: &[&str]) -> Announced {
-    let mut child = clean_command(fixture)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|error| panic!("starting {}: {error}", fixture.display()));
-    let pid = child.id();
-    let stdin = child.stdin.take();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let guard = KillOnDrop(Some(child));
-    let mut header = String::new();
-    for _ in 0..2 {
-        stdout
-            .read_line(&mut header)
-            .unwrap_or_else(|error| panic!("reading {name}'s first lines: {error}"));
-    }
-    assert_eq!(header, format!("{name}: pid {pid}\n{name}: ready\n"));
-    Announced {
-        guard,
-        stdin,
-        stdout,
-        pid,
-        header,
-    }
 }
 
 /// Runs `memsup attach PID`, waits until it traces `pid`, waits `delay`, sends it SIGINT and

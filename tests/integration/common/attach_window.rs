@@ -1,10 +1,8 @@
 //! memsup attached to running processes for a window that the test ends by an event it has
 //! observed (a line the program printed), never after a fixed time: SIGINT detaches.
 
-use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::process::{Child, Output};
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -17,55 +15,6 @@ use super::run::{clean_command, memsup_binary, spawn_piped, split_stderr, wait_w
 
 /// How long a loaded machine may take to attach, or a program to print its next line.
 pub const EVENT_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// The lines a program prints, read on a thread of their own so that every wait for one is
-/// bounded.
-pub struct Lines {
-    receiver: Receiver<String>,
-}
-
-impl Lines {
-    pub fn new(pipe: impl Read + Send + 'static) -> Lines {
-        let (sender, receiver) = channel();
-        thread::spawn(move || {
-            for line in BufReader::new(pipe).lines() {
-                let Ok(line) = line else { break };
-                if sender.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Lines { receiver }
-    }
-
-    /// The next line (without its newline); fails naming `what` after EVENT_TIMEOUT, or when
-    /// the program closed its output.
-    pub fn next(&self, what: &str) -> String {
-        match self.receiver.recv_timeout(EVENT_TIMEOUT) {
-            Ok(line) => line,
-            Err(RecvTimeoutError::Timeout) => {
-                panic!("no line within {EVENT_TIMEOUT:?} while waiting for {what}")
-            }
-            Err(RecvTimeoutError::Disconnected) => {
-                panic!("the program closed its output while waiting for {what}")
-            }
-        }
-    }
-
-    /// The remaining lines, up to the end of the output.
-    pub fn rest(&self, what: &str) -> Vec<String> {
-        let mut lines = Vec::new();
-        loop {
-            match self.receiver.recv_timeout(EVENT_TIMEOUT) {
-                Ok(line) => lines.push(line),
-                Err(RecvTimeoutError::Disconnected) => return lines,
-                Err(RecvTimeoutError::Timeout) => {
-                    panic!("{what} did not end its output within {EVENT_TIMEOUT:?}: {lines:?}")
-                }
-            }
-        }
-    }
-}
 
 /// `memsup attach -o PROFILE OPTIONS PIDS`, running until `close`.
 pub struct AttachWindow {
@@ -110,6 +59,11 @@ impl AttachWindow {
         window
     }
 
+    /// memsup's PID.
+    pub fn memsup_pid(&self) -> u32 {
+        self.memsup.as_ref().expect("an open window").id()
+    }
+
     /// The profile memsup writes.
     pub fn profile(&self) -> PathBuf {
         self.directory.path().join("attach.msup")
@@ -143,11 +97,4 @@ impl Drop for AttachWindow {
             let _ = wait_with_timeout(memsup, "memsup attach after SIGINT");
         }
     }
-}
-
-/// Sends `signal` to `pid`.
-pub fn send_signal(pid: u32, signal: i32) {
-    // SAFETY: kill has no memory effects.
-    let result = unsafe { libc::kill(pid as i32, signal) };
-    assert_eq!(result, 0, "kill({pid}, {signal})");
 }

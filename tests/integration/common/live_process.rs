@@ -1,14 +1,11 @@
-//! A fixture started natively (for memsup to attach to), and snapshots of its code read from
-//! /proc/PID/mem, to check what a detach left behind.
+//! A process running natively (for memsup to attach to): its state, its tracer, and
+//! snapshots of its code read from /proc/PID/mem, to check what a detach left behind.
 
 use std::fs::{self, File};
 use std::os::unix::fs::FileExt;
-use std::path::Path;
-use std::process::{Child, ChildStdout, Stdio};
+use std::process::Child;
 use std::thread;
 use std::time::{Duration, Instant};
-
-use super::run::clean_command;
 
 /// Kills the process when the test fails half-way, so no fixture outlives the test.
 pub struct KillOnDrop(pub Option<Child>);
@@ -20,18 +17,6 @@ impl Drop for KillOnDrop {
             child.wait().ok();
         }
     }
-}
-
-/// Starts `fixture` natively with piped stdout and stderr; the caller reads its lines.
-pub fn start_fixture(fixture: &Path) -> (KillOnDrop, ChildStdout) {
-    let mut child = clean_command(fixture)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|error| panic!("starting {}: {error}", fixture.display()));
-    let stdout = child.stdout.take().unwrap();
-    (KillOnDrop(Some(child)), stdout)
 }
 
 /// Polls `condition` every millisecond until it holds; fails the test naming `what` after
@@ -56,6 +41,18 @@ pub fn tracer_pid(pid: u32) -> u32 {
         .find_map(|line| line.strip_prefix("TracerPid:"))
         .and_then(|value| value.trim().parse().ok())
         .unwrap_or_else(|| panic!("no TracerPid in /proc/{pid}/status"))
+}
+
+/// The state letter of `pid` in /proc/PID/stat (after the parenthesised command name).
+pub fn process_state(pid: u32) -> String {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat"))
+        .unwrap_or_else(|error| panic!("reading /proc/{pid}/stat: {error}"));
+    let after_name = &stat[stat.rfind(')').expect("a command name in /proc/PID/stat") + 1..];
+    after_name
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// The byte at `address` in the memory of `pid`.

@@ -1,6 +1,7 @@
 //! Shared test harness: fixture builds, running memsup and fixtures, reading reports, and the
 //! exact-number assertions.
 
+pub mod announced;
 pub mod attach_cycle;
 pub mod attach_window;
 pub mod build;

@@ -36,7 +36,13 @@ pub fn clean_command(program: impl AsRef<OsStr>) -> Command {
 }
 
 /// Waits for `child`, killing it and failing the test if it runs longer than the timeout.
-pub fn wait_with_timeout(mut child: Child, what: &str) -> Output {
+pub fn wait_with_timeout(child: Child, what: &str) -> Output {
+    wait_within(child, what, COMMAND_TIMEOUT)
+}
+
+/// Waits for `child` at most `limit`, reading its output meanwhile; kills it and fails the
+/// test naming `what` after that.
+pub fn wait_within(mut child: Child, what: &str, limit: Duration) -> Output {
     let mut stdout = child.stdout.take();
     let mut stderr = child.stderr.take();
     let stdout_reader = thread::spawn(move || {
@@ -53,7 +59,7 @@ pub fn wait_with_timeout(mut child: Child, what: &str) -> Output {
         }
         bytes
     });
-    let deadline = Instant::now() + COMMAND_TIMEOUT;
+    let deadline = Instant::now() + limit;
     let status = loop {
         if let Some(status) = child.try_wait().expect("waiting for a child") {
             break status;
@@ -61,7 +67,7 @@ pub fn wait_with_timeout(mut child: Child, what: &str) -> Output {
         if Instant::now() > deadline {
             child.kill().ok();
             child.wait().ok();
-            panic!("{what} did not finish within {COMMAND_TIMEOUT:?}");
+            panic!("{what} did not finish within {limit:?}");
         }
         thread::sleep(Duration::from_millis(10));
     };
