@@ -15,6 +15,9 @@ pub enum TestFault {
     WriterPanic,
     /// The event loop returns an error after handling its first stop while attached.
     TracerError,
+    /// Joining a process fails once its threads are seized and stopped, before anything is
+    /// put into it.
+    AttachError,
 }
 
 /// The fault the tests asked for, if any.
@@ -24,6 +27,7 @@ pub fn test_fault() -> Option<TestFault> {
         Ok("tracer-panic") => Some(TestFault::TracerPanic),
         Ok("writer-panic") => Some(TestFault::WriterPanic),
         Ok("tracer-error") => Some(TestFault::TracerError),
+        Ok("attach-error") => Some(TestFault::AttachError),
         _ => None,
     })
 }

@@ -238,6 +238,7 @@ impl Tracer<'_> {
             let mut thread = Thread::new(pid);
             thread.pending_signals = joined.signals.clone();
             self.threads.insert(joined.tid, thread);
+            self.joining.insert(joined.tid);
         }
         self.sink.send(Record::ProcessStart {
             time_ns: self.sink.now_ns(),
@@ -260,6 +261,11 @@ impl Tracer<'_> {
         // Any stopped thread can map the page, even when every one sits in a system call.
         let tids: Vec<i32> = threads.iter().map(|joined| joined.tid).collect();
         let injector = choose_live_injector(&tids, None).unwrap_or(pid);
+        if crate::failure::test_fault() == Some(crate::failure::TestFault::AttachError) {
+            return Err(Error::Internal(
+                "test fault: joining fails with every thread stopped".into(),
+            ));
+        }
         let maps = read_maps(pid).map_err(|e| Error::io(format!("/proc/{pid}/maps"), e))?;
         let anchor = maps
             .iter()
@@ -272,6 +278,7 @@ impl Tracer<'_> {
         self.create_scratch(pid, injector, anchor)?;
         self.scan_modules(pid)?;
         for joined in threads {
+            self.joining.remove(&joined.tid);
             if !joined.group_stopped {
                 let _ = self.resume(joined.tid);
             } else if regs::listen(joined.tid).is_err() {

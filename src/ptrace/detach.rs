@@ -28,6 +28,7 @@ impl Tracer<'_> {
             // A zombie thread (a main thread ended by pthread_exit) never stops again.
             if already_stopped.contains(&tid)
                 || self.early_threads.contains(&tid)
+                || self.joining.contains(&tid)
                 || thread_is_zombie(pid, tid)
             {
                 continue;
@@ -101,6 +102,7 @@ impl Tracer<'_> {
         for pid in pids {
             self.detach_process(pid);
         }
+        self.joining.clear();
         if let Some(&tid) = self.unresponsive.first() {
             return Err(WaitFailure::TimedOut.into_error(tid, &deadline, "detaching"));
         }

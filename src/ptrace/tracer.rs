@@ -56,6 +56,9 @@ pub struct Tracer<'a> {
     /// that will complete on resume (a fork writes the child's id into rax): never used to
     /// run a remote call.
     pub(crate) inside_event: HashSet<i32>,
+    /// Threads joined by an attach still in progress: stopped, their stop already collected,
+    /// so a detach after a failed attach must not wait for another.
+    pub(crate) joining: HashSet<i32>,
     /// Test-only failure to inject (`MEMSUP_TEST_FAULT`), attach mode only.
     test_fault: Option<TestFault>,
     _not_send: PhantomData<*const ()>,
@@ -81,6 +84,7 @@ impl<'a> Tracer<'a> {
             in_hand: None,
             unresponsive: Vec::new(),
             inside_event: HashSet::new(),
+            joining: HashSet::new(),
             test_fault: test_fault().filter(|_| mode == Mode::Attach),
             _not_send: PhantomData,
         }
@@ -268,6 +272,6 @@ fn inject(fault: TestFault) -> Result<()> {
         TestFault::TracerError => Err(Error::Internal(
             "test fault: the event loop fails after handling a stop".into(),
         )),
-        TestFault::WriterPanic => Ok(()),
+        TestFault::WriterPanic | TestFault::AttachError => Ok(()),
     }
 }

@@ -137,7 +137,7 @@ fn a_process_named_by_one_of_its_threads_is_joined_whole() {
 
 /// Each injected failure and the one line memsup must end with: (prefix, suffix), the
 /// panic's source line number lying between.
-const FAULTS: [(&str, &str, &str); 3] = [
+const FAULTS: [(&str, &str, &str); 4] = [
     (
         "tracer-panic",
         "memsup: error: internal error: the main thread panicked at src/ptrace/tracer.rs:",
@@ -152,6 +152,13 @@ const FAULTS: [(&str, &str, &str); 3] = [
     (
         "tracer-error",
         "memsup: error: test fault: the event loop fails after handling a stop",
+        "",
+    ),
+    // Every thread is stopped with its stop collected: the detach must not wait for another
+    // (it would take 10 s and add a line saying a thread did not stop).
+    (
+        "attach-error",
+        "memsup: error: test fault: joining fails with every thread stopped",
         "",
     ),
 ];
