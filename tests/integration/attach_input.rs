@@ -13,7 +13,9 @@ use crate::common::announced::{start_announced, Start};
 use crate::common::interactive::send_signal;
 use crate::common::live_process::tracer_pid;
 use crate::common::report::report_json;
-use crate::common::run::{clean_command, memsup_binary, spawn_piped, wait_within};
+use crate::common::run::{
+    clean_command, memsup_binary, memsup_run_command, spawn_piped, wait_within,
+};
 use crate::common::tools::record_skip;
 use crate::common::*;
 
@@ -136,14 +138,8 @@ fn an_interruption_before_the_launch_starts_nothing() {
         let directory = tempfile::tempdir().unwrap();
         let profile = directory.path().join("run.msup");
         let marker = directory.path().join("launched");
-        let mut command = clean_command(memsup_binary());
-        command
-            .arg("run")
-            .arg("-o")
-            .arg(&profile)
-            .arg("--")
-            .arg(&marker_program)
-            .arg(&marker);
+        let mut command = memsup_run_command(&profile, &marker_program);
+        command.arg(&marker);
         command.env("MEMSUP_TEST_RAISE_AT_START", name);
         let (child, description) = spawn_piped(command);
         let output = wait_within(child, &description, END_WITHIN);

@@ -16,7 +16,8 @@ use tempfile::TempDir;
 
 use crate::common::report::report_json;
 use crate::common::run::{
-    assert_same_behaviour, clean_command, memsup_binary, run_command, wait_with_timeout,
+    assert_same_behaviour, clean_command, memsup_binary, memsup_run_command, run_command,
+    wait_with_timeout,
 };
 use crate::common::*;
 
@@ -130,14 +131,11 @@ fn send_to_group(group: i32, signal: i32) {
 fn start_under_memsup(fixture: &Path, name: &str) -> (Started, PathBuf, TempDir) {
     let directory = tempfile::tempdir().expect("creating a temporary directory");
     let profile = directory.path().join("run.msup");
-    let mut command = clean_command(memsup_binary());
-    command
-        .arg("run")
-        .arg("-o")
-        .arg(&profile)
-        .arg("--")
-        .arg(fixture);
-    (start(command, name), profile, directory)
+    (
+        start(memsup_run_command(&profile, fixture), name),
+        profile,
+        directory,
+    )
 }
 
 /// The state letter of /proc/PID/stat (after the parenthesised command name), if it exists.

@@ -35,6 +35,19 @@ pub fn clean_command(program: impl AsRef<OsStr>) -> Command {
     command
 }
 
+/// `memsup run -o PROFILE -- PROGRAM` in the controlled environment (more arguments of the
+/// program may follow).
+pub fn memsup_run_command(profile: &Path, program: &Path) -> Command {
+    let mut command = clean_command(memsup_binary());
+    command
+        .arg("run")
+        .arg("-o")
+        .arg(profile)
+        .arg("--")
+        .arg(program);
+    command
+}
+
 /// Waits for `child`, killing it and failing the test if it runs longer than the timeout.
 pub fn wait_with_timeout(child: Child, what: &str) -> Output {
     wait_within(child, what, COMMAND_TIMEOUT)
