@@ -2,7 +2,7 @@
 //! return address is replaced by the trampoline, and the original is kept here.
 
 use crate::breakpoints::table::ProbeKind;
-use crate::ptrace::sink::StackSource;
+use crate::events::sink::StackSource;
 
 /// A probed call that has not returned yet.
 #[derive(Debug)]

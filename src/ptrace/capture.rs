@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::Result;
+use crate::events::sink::{Capture, StackSource};
 use crate::proc::maps::{mapping_containing, read_maps};
 use crate::ptrace::memory::RemoteMemory;
-use crate::ptrace::sink::{Capture, StackSource};
 use crate::ptrace::tracer::Tracer;
 use crate::unwind::StackSnapshot;
 

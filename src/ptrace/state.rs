@@ -4,10 +4,10 @@ use std::collections::HashSet;
 
 use crate::breakpoints::returns::ShadowStack;
 use crate::breakpoints::table::{BreakpointTable, StepOverPolicy};
+use crate::events::sink::StackSource;
 use crate::ptrace::capture::StackCopyState;
 use crate::ptrace::inject::ScratchPage;
 use crate::ptrace::memory::ProcessMemory;
-use crate::ptrace::sink::StackSource;
 use crate::trace::format::{MapCall, ProbeCounters};
 
 /// A mapping system call seen at its seccomp stop, waiting for its result.

@@ -9,11 +9,11 @@ use nix::sys::wait::{waitpid, WaitPidFlag};
 
 use crate::breakpoints::table::StepOverPolicy;
 use crate::error::{Error, Result};
+use crate::events::sink::RecordSink;
 use crate::failure::{test_fault, TestFault};
 use crate::ptrace::capture::StackMode;
 use crate::ptrace::regs;
 use crate::ptrace::signals;
-use crate::ptrace::sink::RecordSink;
 use crate::ptrace::state::{Process, Thread};
 use crate::ptrace::stop::{Event, Stop, GROUP_STOP_SIGNALS};
 use crate::symbols::SymbolCache;

@@ -1,11 +1,8 @@
 //! `memsup run` and `memsup attach`: the tracer on this thread, the collector and the writer
 //! on their own threads, fed over bounded channels.
 
-pub mod collector;
 pub mod progress;
-mod requested_peaks;
 mod safety;
-mod symbolize;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -15,9 +12,10 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crate::breakpoints::table::StepOverPolicy;
 use crate::error::{Error, Result, TraceError};
+use crate::events::sink::{CopiesInFlight, RecordSink};
+use crate::interpret::{self as collector, LiveStats};
 use crate::ptrace::capture::StackMode;
 use crate::ptrace::launch::{launch, resolve_command};
-use crate::ptrace::sink::{CopiesInFlight, RecordSink};
 use crate::ptrace::state::{Process, Thread};
 use crate::ptrace::tracer::{Mode, Tracer};
 use crate::ptrace::{attach, signals};
@@ -26,7 +24,6 @@ use crate::symbols::elf::check_executable;
 use crate::trace::format::{ExitKind, Header, Record, RecordMode, StartCause};
 use crate::trace::output_file::OutputRequest;
 use crate::trace::writer::{self, ProfileWriter};
-use collector::LiveStats;
 use progress::Progress;
 use safety::{detach_on_failure, distinct_processes, OomShield};
 

@@ -5,7 +5,6 @@
 
 mod budget;
 pub mod snapshot;
-pub mod watched;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,11 +13,11 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
+pub use crate::events::watched::Watched;
 use crate::proc::smaps::{parse_smaps_rollup, read_into};
 use crate::proc::status::parse_status_memory;
 use crate::trace::format::{Record, SamplerCosts, SnapshotReason};
 use budget::{thread_cpu_ns, RollupRate};
-pub use watched::Watched;
 
 /// Default interval between /proc/PID/status rounds.
 pub const DEFAULT_INTERVAL_MS: u32 = 20;

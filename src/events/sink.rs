@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crossbeam_channel::{Sender, TrySendError};
 
-use crate::sampler::Watched;
+use crate::events::watched::Watched;
 use crate::trace::format::{Record, StartCause};
 use crate::unwind::StackSnapshot;
 

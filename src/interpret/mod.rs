@@ -12,15 +12,18 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, Sender};
 use indicatif::MultiProgress;
 
-use super::requested_peaks::RequestedPeaks;
-use super::symbolize::{ImageSymbolizer, SignalFrames};
+mod requested_peaks;
+mod symbolize;
+
+use crate::events::sink::{copy_bytes, Capture, CopiesInFlight, Message, StackSource};
+use crate::events::watched::Watched;
 use crate::ptrace::capture::MAX_WINDOW;
-use crate::ptrace::sink::{copy_bytes, Capture, CopiesInFlight, Message, StackSource};
-use crate::sampler::Watched;
 use crate::trace::format::{Record, UnwindCosts, TRUNCATED_FRAME};
 use crate::trace::stacks::{StackInterner, StackNode};
 use crate::unwind::modules::ModuleCache;
 use crate::unwind::{Stack, Unwinder};
+use requested_peaks::RequestedPeaks;
+use symbolize::{ImageSymbolizer, SignalFrames};
 
 /// Counters shared with the progress line.
 #[derive(Default)]

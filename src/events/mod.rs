@@ -1,0 +1,4 @@
+//! The event seam between the sources and the interpret stage.
+
+pub mod sink;
+pub mod watched;
