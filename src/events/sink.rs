@@ -1,212 +1,147 @@
-//! Where the tracer sends records: a bounded channel, never a file, so it never waits on disk.
+//! Where every source sends its events: one bounded channel to the interpret stage, never a
+//! file, so no source waits on disk. Each event is stamped with the clock while the channel
+//! is held, so the channel's order is time order whichever threads send.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
-
-use std::sync::atomic::AtomicU32;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use crossbeam_channel::{Sender, TrySendError};
 
-use crate::events::watched::Watched;
-use crate::trace::format::{Record, StartCause};
-use crate::unwind::StackSnapshot;
+use super::stack::CopyWindows;
+use super::{Event, EventKind};
 
-/// A copy of a stopped thread's stack, for the collector to unwind.
-#[derive(Debug, Clone)]
-pub struct Capture {
-    pub snapshot: StackSnapshot,
-    /// The copy ends before the stack mapping does (a walk that runs off it was cut short).
-    pub window_limited: bool,
-    /// memsup's return trampoline in this process, if any.
-    pub trampoline: Option<u64>,
-    /// The return addresses the trampoline stands in for on this stack, innermost first.
-    pub hijacked: Vec<u64>,
-    /// The thread's copy size, grown by the collector when `window_limited` cut a walk short.
-    pub window: Arc<AtomicU32>,
+/// A raw CLOCK_MONOTONIC reading in nanoseconds: the clock of every event, and one that code
+/// injected into a target can read too.
+pub fn monotonic_ns() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes only the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
 }
 
-/// How the collector learns the stack of an event.
-#[derive(Debug, Clone)]
-pub enum StackSource {
-    /// Only the return address into the caller (`--stacks caller`).
-    Caller(u64),
-    /// With full stacks, a stack that could not be copied: the caller is known, the rest is
-    /// recorded as truncated.
-    Uncopied(u64),
-    Snapshot(Box<Capture>),
-}
-
-/// What the tracer sends: a record, and for allocator and mapping events, its stack.
-#[derive(Debug)]
-pub struct Message {
-    pub record: Record,
-    pub stack: Option<StackSource>,
-}
-
-/// Bytes of stack copies sent and not yet unwound, shared by the tracer and the collector.
+/// Bytes of stack copies sent and not yet unwound, shared by the sources and the interpret
+/// stage; and whether that stage is still there to release them.
 #[derive(Debug, Default)]
 pub struct CopiesInFlight {
     bytes: AtomicU64,
+    closed: AtomicBool,
 }
 
 impl CopiesInFlight {
-    /// The collector is done with a copy of `bytes` (`copy_bytes` of its message).
+    /// The interpret stage is done with a copy of `bytes` (`RawStack::copy_bytes`).
     pub fn release(&self, bytes: u64) {
         self.bytes.fetch_sub(bytes, Ordering::Relaxed);
     }
-}
 
-/// Bytes of stack copy a message carries.
-pub fn copy_bytes(stack: &Option<StackSource>) -> u64 {
-    match stack {
-        Some(StackSource::Snapshot(capture)) => capture.snapshot.stack.len() as u64,
-        _ => 0,
+    /// The interpret stage is gone (it ended, or panicked): nobody waits for it any more.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Relaxed);
+    }
+
+    pub fn in_flight(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
     }
 }
 
-/// Stack copies the collector may be behind by before the tracer waits: enough for the
+/// Stack copies the interpret stage may be behind by before a source waits: enough for the
 /// seconds an image's symbolisation can take at tens of thousands of events per second,
 /// and a bound on memory however large the copies grow.
 pub const COPIES_IN_FLIGHT_LIMIT: u64 = 256 << 20;
 
-pub struct RecordSink {
-    sender: Sender<Message>,
-    origin: Instant,
-    copies: Arc<CopiesInFlight>,
-    /// Times the channel was full and the tracer had to wait (backpressure, reported).
-    pub stalls: AtomicU64,
-    /// The processes under supervision, for the residency sampler: every process start and
-    /// exit passes through here, whichever part of the tracer records it.
-    watched: Arc<Watched>,
+/// Cloned for each source; all clones feed one channel.
+#[derive(Clone)]
+pub struct EventSink {
+    shared: Arc<Shared>,
 }
 
-impl RecordSink {
+struct Shared {
+    /// Held while an event is stamped and queued.
+    sender: Mutex<Sender<Event>>,
+    origin_ns: u64,
+    copies: Arc<CopiesInFlight>,
+    windows: Arc<CopyWindows>,
+    /// Times the channel was full and a source had to wait (backpressure, reported).
+    stalls: AtomicU64,
+}
+
+impl EventSink {
+    /// `origin_ns` is time 0 of the recording (a `monotonic_ns` reading).
     pub fn new(
-        sender: Sender<Message>,
-        origin: Instant,
+        sender: Sender<Event>,
+        origin_ns: u64,
         copies: Arc<CopiesInFlight>,
-    ) -> RecordSink {
-        RecordSink {
-            sender,
-            origin,
-            copies,
-            stalls: AtomicU64::new(0),
-            watched: Arc::new(Watched::default()),
+        windows: Arc<CopyWindows>,
+    ) -> EventSink {
+        EventSink {
+            shared: Arc::new(Shared {
+                sender: Mutex::new(sender),
+                origin_ns,
+                copies,
+                windows,
+                stalls: AtomicU64::new(0),
+            }),
         }
-    }
-
-    /// Time 0 of the records.
-    pub fn origin(&self) -> Instant {
-        self.origin
-    }
-
-    /// The processes started and not yet exited, as recorded so far.
-    pub fn watched(&self) -> Arc<Watched> {
-        Arc::clone(&self.watched)
     }
 
     /// Nanoseconds since the recording started.
-    pub fn now_ns(&self) -> u64 {
-        self.origin.elapsed().as_nanos() as u64
+    pub fn elapsed_ns(&self) -> u64 {
+        monotonic_ns().saturating_sub(self.shared.origin_ns)
     }
 
-    /// Sends without dropping: waits when the consumers are behind, and counts it.
-    pub fn send(&self, record: Record) {
-        // A process is sampled only between its start and exit records, so that every
-        // sample falls within the lifetime the profile records for it.
-        let (started, exited) = match record {
-            Record::ProcessStart { pid, cause, .. } => (Some((pid as i32, cause)), None),
-            Record::ProcessExit { pid, .. } => (None, Some(pid as i32)),
-            _ => (None, None),
-        };
-        if let Some(pid) = exited {
-            self.watched.remove(pid);
-        }
-        self.send_message(Message {
-            record,
-            stack: None,
-        });
-        if let Some((pid, cause)) = started {
-            // A fork child starts as a copy of its parent: its exec, peaks or exit say more.
-            let copy = matches!(cause, StartCause::Fork | StartCause::Vfork);
-            self.watched.insert(pid, !copy);
-        }
+    /// Where the interpret stage reports copies that were too short.
+    pub fn copy_windows(&self) -> &CopyWindows {
+        &self.shared.windows
     }
 
-    /// Sends an event whose stack the collector fills in.
-    pub fn send_with_stack(&self, record: Record, stack: StackSource) {
-        self.send_message(Message {
-            record,
-            stack: Some(stack),
-        });
+    pub fn stalls(&self) -> u64 {
+        self.shared.stalls.load(Ordering::Relaxed)
     }
 
-    fn send_message(&self, message: Message) {
-        let bytes = copy_bytes(&message.stack);
+    /// Sends without dropping: waits when the interpret stage is behind, and counts it.
+    /// The event's time is taken here, now.
+    pub fn send(&self, pid: u32, tid: u32, kind: EventKind) {
+        let bytes = kind.stack().map_or(0, |stack| stack.copy_bytes());
+        let sender = self
+            .shared
+            .sender
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         if bytes > 0 {
-            // Lossless backpressure by bytes, as the channel gives by count.
-            if self.copies.bytes.load(Ordering::Relaxed) + bytes > COPIES_IN_FLIGHT_LIMIT {
-                self.stalls.fetch_add(1, Ordering::Relaxed);
-                while self.copies.bytes.load(Ordering::Relaxed) + bytes > COPIES_IN_FLIGHT_LIMIT
-                    && !self.sender.is_empty()
-                    // A collector that panicked never drains the channel.
-                    && !crate::ptrace::signals::failure_reported()
-                {
-                    std::thread::sleep(Duration::from_micros(100));
-                }
-            }
-            self.copies.bytes.fetch_add(bytes, Ordering::Relaxed);
+            self.wait_for_room(&sender, bytes);
         }
-        match self.sender.try_send(message) {
+        let event = Event {
+            time_ns: monotonic_ns(),
+            pid,
+            tid,
+            kind,
+        };
+        match sender.try_send(event) {
             Ok(()) => {}
-            Err(TrySendError::Full(message)) => {
-                self.stalls.fetch_add(1, Ordering::Relaxed);
-                let _ = self.sender.send(message);
+            Err(TrySendError::Full(event)) => {
+                self.shared.stalls.fetch_add(1, Ordering::Relaxed);
+                let _ = sender.send(event);
             }
             Err(TrySendError::Disconnected(_)) => {}
         }
     }
+
+    /// Lossless backpressure by bytes of stack copies, as the channel gives by count.
+    fn wait_for_room(&self, sender: &Sender<Event>, bytes: u64) {
+        let copies = &self.shared.copies;
+        let full = || copies.in_flight() + bytes > COPIES_IN_FLIGHT_LIMIT;
+        if full() {
+            self.shared.stalls.fetch_add(1, Ordering::Relaxed);
+            while full() && !sender.is_empty() && !copies.closed.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        }
+        copies.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::trace::format::Record;
-
-    fn snapshot_of(bytes: usize) -> StackSource {
-        StackSource::Snapshot(Box::new(Capture {
-            snapshot: StackSnapshot {
-                stack: vec![0; bytes],
-                ..StackSnapshot::default()
-            },
-            window_limited: false,
-            trampoline: None,
-            hijacked: Vec::new(),
-            window: Arc::new(AtomicU32::new(0)),
-        }))
-    }
-
-    #[test]
-    fn copies_in_flight_are_counted_until_released() {
-        let (sender, receiver) = crossbeam_channel::unbounded();
-        let copies = Arc::new(CopiesInFlight::default());
-        let sink = RecordSink::new(sender, Instant::now(), Arc::clone(&copies));
-        let end = || Record::End { time_ns: 0 };
-        sink.send_with_stack(end(), snapshot_of(4096));
-        sink.send_with_stack(end(), StackSource::Caller(0x1000));
-        sink.send_with_stack(end(), snapshot_of(100));
-        sink.send(end());
-        assert_eq!(copies.bytes.load(Ordering::Relaxed), 4196);
-        let carried: Vec<u64> = receiver
-            .try_iter()
-            .map(|message| copy_bytes(&message.stack))
-            .collect();
-        assert_eq!(carried, [4096, 0, 100, 0]);
-        for bytes in carried {
-            copies.release(bytes);
-        }
-        assert_eq!(copies.bytes.load(Ordering::Relaxed), 0);
-        assert_eq!(sink.stalls.load(Ordering::Relaxed), 0);
-    }
-}
+mod tests;

@@ -1,9 +1,17 @@
-//! Between the tracer and the writer: unwinds each event's stack copy (the traced thread
-//! already runs on), interns the stacks of each process image in a prefix tree, symbolises
-//! every address of the tree once when the image ends (exec, exit, end of recording) so
-//! profiles report without the binaries, and keeps the live counters the progress line shows.
+//! The one stage that turns events into profile records, between the sources and the writer:
+//! unwinds each event's stack copy (the traced thread already runs on), interns the stacks of
+//! each process image in a prefix tree, symbolises every address of the tree once when the
+//! image ends (exec, exit, end of recording) so profiles report without the binaries, keeps
+//! the set of supervised processes for the sampler, and the live counters the progress line
+//! shows. Events arrive in time order (the sink stamps them as it queues them), and no record
+//! it writes goes back in time.
 
-use std::collections::{BTreeMap, HashMap};
+mod records;
+mod requested_peaks;
+mod stacks;
+mod symbolize;
+
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -12,18 +20,15 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, Sender};
 use indicatif::MultiProgress;
 
-mod requested_peaks;
-mod symbolize;
-
-use crate::events::sink::{copy_bytes, Capture, CopiesInFlight, Message, StackSource};
-use crate::events::watched::Watched;
-use crate::ptrace::capture::MAX_WINDOW;
-use crate::trace::format::{Record, UnwindCosts, TRUNCATED_FRAME};
-use crate::trace::stacks::{StackInterner, StackNode};
+use crate::events::{CopiesInFlight, CopyWindows, Event, EventKind, RawStack, Watched};
+use crate::trace::format::{Record, SnapshotReason, StartCause, UnwindCosts};
+use crate::trace::stacks::{StackId, StackNode, EMPTY_STACK};
 use crate::unwind::modules::ModuleCache;
-use crate::unwind::{Stack, Unwinder};
 use requested_peaks::RequestedPeaks;
-use symbolize::{ImageSymbolizer, SignalFrames};
+use stacks::{Image, StackWalk};
+use symbolize::ImageSymbolizer;
+
+pub use stacks::ModuleRange;
 
 /// Counters shared with the progress line.
 #[derive(Default)]
@@ -33,46 +38,18 @@ pub struct LiveStats {
     pub live_bytes: AtomicI64,
 }
 
-/// A module of a process image: (path, start, end, bias).
-pub type ModuleRange = (String, u64, u64, u64);
-
-/// What the collector keeps per process image.
-struct Image {
-    modules: Vec<ModuleRange>,
-    unwinder: Unwinder,
-    stacks: StackInterner,
-    /// Every address in the image's stack tree, symbolised when the image ends, with the
-    /// index in `modules` of the module that held it when it was first seen (a library
-    /// dlclose()d later may leave its place to another one).
-    addresses: BTreeMap<u64, Option<usize>>,
-    /// Which of them are signal frames (named at the address itself, not at `a - 1`).
-    signal_frames: SignalFrames,
+/// What the interpret stage shares with the rest of the pipeline.
+pub struct Shared {
+    pub stats: Arc<LiveStats>,
+    pub bars: MultiProgress,
+    pub copies: Arc<CopiesInFlight>,
+    pub windows: Arc<CopyWindows>,
+    pub watched: Arc<Watched>,
+    /// Time 0 of the records, on the events' clock.
+    pub origin_ns: u64,
 }
 
-impl Image {
-    fn new(files: &Arc<ModuleCache>) -> Image {
-        Image {
-            modules: Vec::new(),
-            unwinder: Unwinder::with_module_cache(Arc::clone(files)),
-            stacks: StackInterner::default(),
-            addresses: BTreeMap::new(),
-            signal_frames: SignalFrames::default(),
-        }
-    }
-
-    /// A forked child's image: the parent's modules, a stack tree of its own.
-    fn inherit(&self) -> Image {
-        Image {
-            modules: self.modules.clone(),
-            unwinder: self.unwinder.clone(),
-            stacks: StackInterner::default(),
-            addresses: BTreeMap::new(),
-            signal_frames: SignalFrames::default(),
-        }
-    }
-}
-
-struct Collector {
+struct Interpreter {
     output: Sender<Record>,
     files: Arc<ModuleCache>,
     images: HashMap<u32, Image>,
@@ -82,135 +59,118 @@ struct Collector {
     peaks: RequestedPeaks,
     symbolizer: ImageSymbolizer,
     stats: Arc<LiveStats>,
+    windows: Arc<CopyWindows>,
+    watched: Arc<Watched>,
+    /// Processes whose start snapshot shows their first image: its exec asks for none.
+    start_shows_image: HashSet<u32>,
+    origin_ns: u64,
+    /// The time of the last timed record written.
+    last_time_ns: u64,
     new_nodes: Vec<StackNode>,
     costs: UnwindCosts,
 }
 
-pub fn spawn(
-    input: Receiver<Message>,
-    output: Sender<Record>,
-    stats: Arc<LiveStats>,
-    bars: MultiProgress,
-    copies: Arc<CopiesInFlight>,
-    watched: Arc<Watched>,
-) -> JoinHandle<()> {
+pub fn spawn(input: Receiver<Event>, output: Sender<Record>, shared: Shared) -> JoinHandle<()> {
     std::thread::Builder::new()
-        .name("memsup-collector".into())
+        .name("memsup-interpret".into())
         .spawn(move || {
-            let mut collector = Collector {
-                output,
-                files: Arc::new(ModuleCache::new()),
-                images: HashMap::new(),
-                live_blocks: HashMap::new(),
-                peaks: RequestedPeaks::new(watched),
-                symbolizer: ImageSymbolizer::new(bars),
-                stats,
-                new_nodes: Vec::new(),
-                costs: UnwindCosts::default(),
-            };
-            for message in input {
-                let bytes = copy_bytes(&message.stack);
-                collector.take(message);
+            let copies = Arc::clone(&shared.copies);
+            // Sources waiting for copies to be released stop waiting if this thread dies.
+            let _closed = CloseOnDrop(Arc::clone(&copies));
+            let mut interpreter = Interpreter::new(output, shared);
+            for event in input {
+                let bytes = event.kind.stack().map_or(0, RawStack::copy_bytes);
+                interpreter.take(event);
                 copies.release(bytes);
             }
-            collector.symbolize_all();
+            interpreter.symbolize_all();
         })
-        .expect("spawning the collector thread")
+        .expect("spawning the interpret thread")
 }
 
-impl Collector {
-    fn take(&mut self, message: Message) {
+struct CloseOnDrop(Arc<CopiesInFlight>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
+impl Interpreter {
+    fn new(output: Sender<Record>, shared: Shared) -> Interpreter {
+        Interpreter {
+            output,
+            files: Arc::new(ModuleCache::new()),
+            images: HashMap::new(),
+            live_blocks: HashMap::new(),
+            peaks: RequestedPeaks::new(Arc::clone(&shared.watched)),
+            symbolizer: ImageSymbolizer::new(shared.bars),
+            stats: shared.stats,
+            windows: shared.windows,
+            watched: shared.watched,
+            start_shows_image: HashSet::new(),
+            origin_ns: shared.origin_ns,
+            last_time_ns: 0,
+            new_nodes: Vec::new(),
+            costs: UnwindCosts::default(),
+        }
+    }
+
+    fn take(&mut self, event: Event) {
         self.stats.events.fetch_add(1, Ordering::Relaxed);
-        let Message { mut record, stack } = message;
-        if let Some(source) = stack {
-            self.attach_stack(&mut record, source);
+        let Event {
+            time_ns,
+            pid,
+            tid,
+            mut kind,
+        } = event;
+        // A sample is recorded only within the lifetime the profile records for its process.
+        if kind.is_sample() && !self.watched.contains(pid as i32) {
+            return;
         }
-        match &record {
-            Record::ProcessStart {
-                pid, parent_pid, ..
-            } => {
-                let image = match parent_pid.and_then(|p| self.images.get(&p)) {
-                    Some(parent) => parent.inherit(),
-                    None => Image::new(&self.files),
-                };
-                self.images.insert(*pid, image);
-                self.stats.processes.fetch_add(1, Ordering::Relaxed);
+        let time_ns = self.record_time(time_ns);
+        let stack = match &mut kind {
+            EventKind::Alloc { stack, .. }
+            | EventKind::Realloc { stack, .. }
+            | EventKind::Mapping { stack, .. } => {
+                let raw = std::mem::replace(stack, RawStack::Caller(0));
+                self.stack_id(pid, tid, raw)
             }
-            Record::Module {
-                pid,
-                path,
-                start,
-                end,
-                bias,
-                ..
-            } => {
-                let files = &self.files;
-                let image = self.images.entry(*pid).or_insert_with(|| Image::new(files));
-                // A file the unwinder cannot read is walked through by frame pointers only.
-                let _ = image.unwinder.add_module(path, *start, *end, *bias);
-                image.modules.push((path.clone(), *start, *end, *bias));
-            }
-            Record::Exec { pid, .. } => {
-                self.symbolize(*pid);
-                self.images.insert(*pid, Image::new(&self.files));
-                self.forget_blocks(*pid);
-            }
-            Record::ProcessExit { pid, .. } => {
-                self.symbolize(*pid);
-                self.forget_blocks(*pid);
-                self.images.remove(pid);
-                self.stats.processes.fetch_sub(1, Ordering::Relaxed);
-            }
-            Record::End { .. } => {
-                self.symbolize_all();
-                let _ = self.output.send(Record::UnwindCosts(self.costs));
-            }
-            _ => self.track_heap(&record),
-        }
+            _ => EMPTY_STACK,
+        };
+        self.before(pid, &kind);
+        let Some(record) = records::record_of(time_ns, pid, tid, kind, stack) else {
+            return;
+        };
+        self.follow(&record);
         let _ = self.output.send(record);
     }
 
-    /// Unwinds the event's stack, interns it, writes the new tree nodes and sets the id.
-    fn attach_stack(&mut self, record: &mut Record, source: StackSource) {
-        let (pid, slot) = match record {
-            Record::Alloc { pid, stack, .. }
-            | Record::Realloc { pid, stack, .. }
-            | Record::Mapping { pid, stack, .. } => (*pid, stack),
-            _ => return,
-        };
+    /// Nanoseconds since the recording started, never before the last record's.
+    fn record_time(&mut self, time_ns: u64) -> u64 {
+        let time_ns = time_ns
+            .saturating_sub(self.origin_ns)
+            .max(self.last_time_ns);
+        self.last_time_ns = time_ns;
+        time_ns
+    }
+
+    /// Unwinds or looks up the event's stack, interns it and writes the new tree nodes.
+    fn stack_id(&mut self, pid: u32, tid: u32, stack: RawStack) -> StackId {
         let files = &self.files;
         let image = self.images.entry(pid).or_insert_with(|| Image::new(files));
-        let frames = match source {
-            StackSource::Caller(caller) => vec![caller],
-            StackSource::Uncopied(caller) => {
-                self.costs.truncated += 1;
-                vec![caller, TRUNCATED_FRAME]
-            }
-            StackSource::Snapshot(capture) => {
-                let started = Instant::now();
-                let (frames, truncated, signal_frames) = unwind(&image.unwinder, &capture);
-                for index in signal_frames {
-                    image.signal_frames.trampolines.insert(frames[index]);
-                    if let Some(&interrupted) = frames.get(index + 1) {
-                        image.signal_frames.interrupted.insert(interrupted);
-                    }
-                }
-                self.costs.unwind_ns += started.elapsed().as_nanos() as u64;
-                self.costs.stacks += 1;
-                self.costs.frames += frames.len() as u64 - u64::from(truncated);
-                self.costs.truncated += u64::from(truncated);
-                self.costs.copied_bytes += capture.snapshot.stack.len() as u64;
-                frames
-            }
+        let mut walk = StackWalk {
+            costs: &mut self.costs,
+            windows: &self.windows,
+            tid,
         };
-        self.new_nodes.clear();
-        *slot = image.stacks.intern(&frames, &mut self.new_nodes);
-        for node in &self.new_nodes {
-            let module = image
-                .modules
-                .iter()
-                .rposition(|(_, start, end, _)| (*start..*end).contains(&node.address));
-            image.addresses.entry(node.address).or_insert(module);
+        let id = walk.resolve(image, stack, &mut self.new_nodes);
+        self.write_new_nodes(pid);
+        id
+    }
+
+    fn write_new_nodes(&mut self, pid: u32) {
+        for node in self.new_nodes.drain(..) {
             let _ = self.output.send(Record::StackNode {
                 pid,
                 id: node.id,
@@ -220,7 +180,66 @@ impl Collector {
         }
     }
 
-    fn track_heap(&mut self, record: &Record) {
+    /// What an event changes before its record is written: images, the watched set.
+    fn before(&mut self, pid: u32, kind: &EventKind) {
+        match kind {
+            EventKind::ProcessStart { parent_pid, cause } => {
+                let image = match parent_pid.and_then(|p| self.images.get(&p)) {
+                    Some(parent) => parent.inherit(),
+                    None => Image::new(&self.files),
+                };
+                self.images.insert(pid, image);
+                self.stats.processes.fetch_add(1, Ordering::Relaxed);
+                // A fork child starts as a copy of its parent: its exec, peaks or exit say more.
+                let copy = matches!(cause, StartCause::Fork | StartCause::Vfork);
+                if !copy {
+                    self.start_shows_image.insert(pid);
+                }
+                self.watched.insert(pid as i32, !copy);
+            }
+            EventKind::Module {
+                path,
+                start,
+                end,
+                bias,
+            } => {
+                let files = &self.files;
+                let image = self.images.entry(pid).or_insert_with(|| Image::new(files));
+                // A file the unwinder cannot read is walked through by frame pointers only.
+                let _ = image.unwinder.add_module(path, *start, *end, *bias);
+                image.modules.push((path.clone(), *start, *end, *bias));
+            }
+            EventKind::KnownStack { id, frames } => {
+                let files = &self.files;
+                let image = self.images.entry(pid).or_insert_with(|| Image::new(files));
+                image.register_known(*id, frames, &mut self.new_nodes);
+                self.write_new_nodes(pid);
+            }
+            EventKind::Exec { .. } => {
+                self.symbolize(pid);
+                self.images.insert(pid, Image::new(&self.files));
+                self.forget_blocks(pid);
+            }
+            EventKind::ProcessExit { .. } => {
+                self.watched.remove(pid as i32);
+                self.start_shows_image.remove(&pid);
+                self.symbolize(pid);
+                self.forget_blocks(pid);
+                self.images.remove(&pid);
+                self.stats.processes.fetch_sub(1, Ordering::Relaxed);
+            }
+            EventKind::End => {
+                self.symbolize_all();
+                let _ = self.output.send(Record::UnwindCosts(self.costs));
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Interpreter {
+    /// Live blocks and snapshot requests, as the record changes them.
+    fn follow(&mut self, record: &Record) {
         match *record {
             Record::Alloc {
                 pid, address, size, ..
@@ -240,7 +259,16 @@ impl Collector {
                 }
             }
             Record::Free { pid, address, .. } => self.forget_block(pid, address),
+            Record::Exec { pid, .. } => self.request_exec_snapshot(pid),
             _ => {}
+        }
+    }
+
+    /// The new program's first snapshot; a launch or an attach has its start snapshot,
+    /// which shows the first image.
+    fn request_exec_snapshot(&mut self, pid: u32) {
+        if !self.start_shows_image.remove(&pid) {
+            self.watched.request(pid as i32, SnapshotReason::Exec);
         }
     }
 
@@ -307,40 +335,6 @@ impl Collector {
         for record in records {
             let _ = self.output.send(record);
         }
-    }
-}
-
-/// The frames of a captured stack, caller first: the return address into the code that
-/// called the allocator (or the system call wrapper's own address), then outwards. A walk
-/// that stopped early ends in `TRUNCATED_FRAME`; when the copy was too short for it, the
-/// thread's next copies are made larger.
-/// Also returns the indices of the signal return trampolines among the frames.
-fn unwind(unwinder: &Unwinder, capture: &Capture) -> (Vec<u64>, bool, Vec<usize>) {
-    let mut hijacked = capture.hijacked.iter();
-    let mut substitute = |address: u64| {
-        if Some(address) == capture.trampoline {
-            hijacked.next().copied()
-        } else {
-            None
-        }
-    };
-    let stack = unwinder.unwind(&capture.snapshot, &mut substitute);
-    grow_window(capture, &stack);
-    let mut frames = stack.frames;
-    if stack.truncated {
-        frames.push(TRUNCATED_FRAME);
-    }
-    (frames, stack.truncated, stack.signal_frames)
-}
-
-/// Doubles the thread's copy window (up to `MAX_WINDOW`) when this walk stopped at the end
-/// of a copy that the window, not the stack mapping, had cut short.
-fn grow_window(capture: &Capture, stack: &Stack) {
-    if stack.ran_off_copy && capture.window_limited {
-        let larger = (capture.snapshot.stack.len() as u32)
-            .saturating_mul(2)
-            .min(MAX_WINDOW);
-        capture.window.fetch_max(larger, Ordering::Relaxed);
     }
 }
 

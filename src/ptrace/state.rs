@@ -4,7 +4,7 @@ use std::collections::HashSet;
 
 use crate::breakpoints::returns::ShadowStack;
 use crate::breakpoints::table::{BreakpointTable, StepOverPolicy};
-use crate::events::sink::StackSource;
+use crate::events::RawStack;
 use crate::ptrace::capture::StackCopyState;
 use crate::ptrace::inject::ScratchPage;
 use crate::ptrace::memory::ProcessMemory;
@@ -15,9 +15,8 @@ use crate::trace::format::{MapCall, ProbeCounters};
 pub struct PendingSyscall {
     pub call: MapCall,
     pub args: [u64; 6],
-    pub time_ns: u64,
     /// The stack captured at the system call's entry.
-    pub stack: Option<StackSource>,
+    pub stack: RawStack,
 }
 
 pub struct Thread {
