@@ -2,7 +2,7 @@
 //! return address is replaced by the trampoline, and the original is kept here.
 
 use crate::breakpoints::table::ProbeKind;
-use crate::ptrace::sink::StackSource;
+use crate::events::RawStack;
 
 /// A probed call that has not returned yet.
 #[derive(Debug)]
@@ -13,9 +13,8 @@ pub struct PendingReturn {
     pub kind: ProbeKind,
     /// rdi, rsi, rdx, r10, r8, r9 at entry.
     pub args: [u64; 6],
-    pub time_ns: u64,
-    /// The stack captured at entry, sent with the call's record when it returns.
-    pub stack: Option<StackSource>,
+    /// The stack captured at entry, sent with the call's event when it returns.
+    pub stack: Option<RawStack>,
 }
 
 /// Deepest nesting kept per thread; older entries are dropped (a runaway recursion of
@@ -121,7 +120,6 @@ mod tests {
             original_return: slot + 1,
             kind: ProbeKind::Alloc(AllocFunction::Malloc),
             args: [0; 6],
-            time_ns: 0,
             stack: None,
         }
     }
@@ -168,14 +166,14 @@ mod tests {
     fn a_forked_copy_keeps_the_calls_and_their_stacks() {
         let mut stack = ShadowStack::default();
         let mut pending = entry(0x7000_1000);
-        pending.stack = Some(StackSource::Caller(0x1234));
+        pending.stack = Some(RawStack::Caller(0x1234));
         stack.push(pending);
         stack.push(entry(0x7000_0f00));
         let copy = stack.fork_copy();
         assert_eq!(slots(copy.entries()), [0x7000_1000, 0x7000_0f00]);
         assert!(matches!(
             copy.entries()[0].stack,
-            Some(StackSource::Caller(0x1234))
+            Some(RawStack::Caller(0x1234))
         ));
         assert!(copy.entries()[1].stack.is_none());
     }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use nix::errno::Errno;
 
 use crate::error::{Error, Result};
+use crate::events::EventKind;
 use crate::proc::maps::read_maps;
 use crate::proc::status::{is_kernel_thread, read_status, read_tasks};
 use crate::ptrace::inject::choose_live_injector;
@@ -16,7 +17,7 @@ use crate::ptrace::stop::{
     wait_for_thread_until, Deadline, Event, Stop, WaitFailure, GROUP_STOP_SIGNALS, STOP_TIMEOUT,
 };
 use crate::ptrace::tracer::Tracer;
-use crate::trace::format::{Record, StartCause};
+use crate::trace::format::StartCause;
 
 /// Refuses early, with the reason, when `pid` cannot be attached to. PID 1 is not refused
 /// here: whether init may be traced is the kernel's decision (in a container it often is).
@@ -240,22 +241,20 @@ impl Tracer<'_> {
             self.threads.insert(joined.tid, thread);
             self.joining.insert(joined.tid);
         }
-        self.sink.send(Record::ProcessStart {
-            time_ns: self.sink.now_ns(),
-            pid: pid as u32,
-            parent_pid: None,
-            cause: StartCause::Attach,
-        });
+        self.send(
+            pid,
+            pid,
+            EventKind::ProcessStart {
+                parent_pid: None,
+                cause: StartCause::Attach,
+            },
+        );
         self.record_exec(pid);
         // Threads that were running before: where their stacks are.
         for joined in threads.iter().filter(|joined| joined.tid != pid) {
             if let Ok(registers) = regs::get_registers(joined.tid) {
-                self.sink.send(Record::ThreadStack {
-                    time_ns: self.sink.now_ns(),
-                    pid: pid as u32,
-                    tid: joined.tid as u32,
-                    address: registers.rsp,
-                });
+                let address = registers.rsp;
+                self.send(pid, joined.tid, EventKind::ThreadStack { address });
             }
         }
         // Any stopped thread can map the page, even when every one sits in a system call.

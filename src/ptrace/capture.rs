@@ -1,19 +1,17 @@
 //! Stack capture at a stop: the registers an unwind needs and one `process_vm_readv` of the
-//! stack above rsp. The thread is resumed right after; the collector unwinds the copy.
+//! stack above rsp. The thread is resumed right after; the interpret stage unwinds the copy.
 
 use std::ops::Range;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::Result;
+use crate::events::{RawStack, StackCopy};
 use crate::proc::maps::{mapping_containing, read_maps};
 use crate::ptrace::memory::RemoteMemory;
-use crate::ptrace::sink::{Capture, StackSource};
 use crate::ptrace::tracer::Tracer;
 use crate::unwind::StackSnapshot;
 
-/// First copy size of a thread's stack; the collector doubles it when a walk ran off the end.
+/// First copy size of a thread's stack; doubled when a walk ran off the end of a copy.
 pub const INITIAL_WINDOW: u32 = 32 << 10;
 /// The largest copy ever made of one stack.
 pub const MAX_WINDOW: u32 = 1 << 20;
@@ -32,17 +30,23 @@ pub enum StackMode {
 pub struct StackCopyState {
     /// The mapping the stack pointer was last found in.
     mapping: Option<Range<u64>>,
-    /// How many bytes to copy; shared with the collector, which grows it.
-    pub window: Arc<AtomicU32>,
+    /// How many bytes to copy.
+    pub window: u32,
 }
 
 impl Default for StackCopyState {
     fn default() -> StackCopyState {
         StackCopyState {
             mapping: None,
-            window: Arc::new(AtomicU32::new(INITIAL_WINDOW)),
+            window: INITIAL_WINDOW,
         }
     }
+}
+
+/// The window after a walk ran off the end of a copy of `length` bytes: twice that, at most
+/// `MAX_WINDOW`, never smaller than it was.
+pub fn grown_window(window: u32, length: u32) -> u32 {
+    window.max(length.saturating_mul(2).min(MAX_WINDOW))
 }
 
 impl Tracer<'_> {
@@ -56,18 +60,18 @@ impl Tracer<'_> {
         entry_ip: u64,
         entry_rsp: u64,
         bp: u64,
-    ) -> Result<(u64, StackSource)> {
+    ) -> Result<(u64, RawStack)> {
         if self.stack_mode == StackMode::Full {
             if let Some(capture) = self.copy_stack(tid, pid, entry_ip, entry_rsp, bp, true) {
                 if let Some(original_return) = capture.snapshot.read_word(entry_rsp) {
-                    return Ok((original_return, StackSource::Snapshot(capture)));
+                    return Ok((original_return, RawStack::Copy(capture)));
                 }
             }
         }
         let original_return = self.processes[&pid].memory.read_u64(entry_rsp)?;
         let stack = match self.stack_mode {
-            StackMode::Full => StackSource::Uncopied(original_return),
-            StackMode::Caller => StackSource::Caller(original_return),
+            StackMode::Full => RawStack::Uncopied(original_return),
+            StackMode::Caller => RawStack::Caller(original_return),
         };
         Ok((original_return, stack))
     }
@@ -78,14 +82,14 @@ impl Tracer<'_> {
         tid: i32,
         pid: i32,
         regs: &libc::user_regs_struct,
-    ) -> StackSource {
+    ) -> RawStack {
         if self.stack_mode == StackMode::Full {
             if let Some(capture) = self.copy_stack(tid, pid, regs.rip, regs.rsp, regs.rbp, false) {
-                return StackSource::Snapshot(capture);
+                return RawStack::Copy(capture);
             }
-            return StackSource::Uncopied(regs.rip);
+            return RawStack::Uncopied(regs.rip);
         }
-        StackSource::Caller(regs.rip)
+        RawStack::Caller(regs.rip)
     }
 
     /// One read of the stack from `sp` to the end of its mapping, at most the thread's window.
@@ -97,13 +101,14 @@ impl Tracer<'_> {
         sp: u64,
         bp: u64,
         at_function_entry: bool,
-    ) -> Option<Box<Capture>> {
+    ) -> Option<Box<StackCopy>> {
         let trampoline = self
             .processes
             .get(&pid)
             .and_then(|p| p.scratch.as_ref())
             .map(|s| s.trampoline());
         let started = Instant::now();
+        self.grow_windows();
         let thread = self.threads.get_mut(&tid)?;
         let copy = &mut thread.stack_copy;
         if !copy.mapping.as_ref().is_some_and(|m| m.contains(&sp)) {
@@ -112,8 +117,7 @@ impl Tracer<'_> {
                 .and_then(|maps| mapping_containing(&maps, sp).map(|m| m.start..m.end));
         }
         let mapping = copy.mapping.clone()?;
-        let window = Arc::clone(&copy.window);
-        let limit = u64::from(window.load(Ordering::Relaxed));
+        let limit = u64::from(copy.window);
         let length = (mapping.end - sp).min(limit) as usize;
         let stack = read_stack(tid, sp, length)?;
         let hijacked = thread
@@ -128,7 +132,7 @@ impl Tracer<'_> {
             process.counters.stack_copies += 1;
             process.counters.stack_copy_ns += started.elapsed().as_nanos() as u64;
         }
-        Some(Box::new(Capture {
+        Some(Box::new(StackCopy {
             snapshot: StackSnapshot {
                 ip,
                 at_function_entry,
@@ -137,10 +141,20 @@ impl Tracer<'_> {
                 stack,
             },
             window_limited: (length as u64) < mapping.end - sp,
-            trampoline,
-            hijacked,
-            window,
+            substitute: trampoline,
+            substituted: hijacked,
         }))
+    }
+
+    /// Copies more of the stacks of threads whose copies the interpret stage found too short.
+    fn grow_windows(&mut self) {
+        let threads = &mut self.threads;
+        self.sink.copy_windows().take(|tid, length| {
+            if let Some(thread) = threads.get_mut(&(tid as i32)) {
+                let copy = &mut thread.stack_copy;
+                copy.window = grown_window(copy.window, length);
+            }
+        });
     }
 }
 
@@ -164,4 +178,24 @@ fn read_stack(tid: i32, address: u64, length: usize) -> Option<Vec<u8>> {
     // SAFETY: the kernel initialised the first `read` bytes.
     unsafe { buffer.set_len(read as usize) };
     Some(buffer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_window_doubles_the_short_copy_up_to_its_maximum() {
+        assert_eq!(
+            grown_window(INITIAL_WINDOW, INITIAL_WINDOW),
+            2 * INITIAL_WINDOW
+        );
+        // A report about an older, shorter copy does not shrink a window grown since.
+        assert_eq!(
+            grown_window(4 * INITIAL_WINDOW, INITIAL_WINDOW),
+            4 * INITIAL_WINDOW
+        );
+        assert_eq!(grown_window(INITIAL_WINDOW, MAX_WINDOW), MAX_WINDOW);
+        assert_eq!(grown_window(INITIAL_WINDOW, 3 * MAX_WINDOW / 4), MAX_WINDOW);
+    }
 }

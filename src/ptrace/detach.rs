@@ -3,7 +3,8 @@
 //! original bytes restored (only where our int3 still is), then PTRACE_DETACH.
 
 use crate::error::{Error, Result};
-use crate::ptrace::hits::return_record;
+use crate::events::EventKind;
+use crate::ptrace::hits::return_event;
 use crate::ptrace::inject::{choose_live_injector, remote_syscall, RemoteSyscall, PAGE_SIZE};
 use crate::ptrace::memory::RemoteMemory;
 use crate::ptrace::regs;
@@ -12,7 +13,7 @@ use crate::ptrace::stop::{
     wait_for_thread, wait_for_thread_until, Deadline, Event, Stop, WaitFailure, STOP_TIMEOUT,
 };
 use crate::ptrace::tracer::Tracer;
-use crate::trace::format::{ExitKind, Record};
+use crate::trace::format::ExitKind;
 
 impl Tracer<'_> {
     /// Interrupts `tids` and waits until each is stopped, until `deadline` at the latest.
@@ -235,9 +236,8 @@ impl Tracer<'_> {
                 // The call returned just as everyone was stopped: it still counts.
                 let memory = &self.processes[&pid].memory;
                 let original_return = entry.original_return;
-                if let Ok(record) = return_record(pid as u32, tid as u32, &entry, regs.rax, memory)
-                {
-                    self.send_event(record, entry.stack);
+                if let Ok(event) = return_event(entry, regs.rax, memory) {
+                    self.send(pid, tid, event);
                 }
                 regs.rip = original_return;
                 regs::set_registers(tid, &regs)?;
@@ -332,12 +332,14 @@ impl Tracer<'_> {
                 unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, signal) };
             }
         }
-        self.sink.send(Record::ProcessExit {
-            time_ns: self.sink.now_ns(),
-            pid: pid as u32,
-            status: ExitKind::Detached,
-            counters: process.counters,
-        });
+        self.send(
+            pid,
+            pid,
+            EventKind::ProcessExit {
+                status: ExitKind::Detached,
+                counters: process.counters,
+            },
+        );
     }
 }
 

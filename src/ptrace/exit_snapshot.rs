@@ -6,7 +6,6 @@ use std::sync::OnceLock;
 
 use crate::ptrace::regs;
 use crate::ptrace::tracer::Tracer;
-use crate::sampler::snapshot;
 use crate::trace::format::SnapshotReason;
 
 /// Share of the recording's time the exit snapshots of processes other than the launched
@@ -31,7 +30,7 @@ impl Tracer<'_> {
         if process.exiting_threads.len() < threads || process.shares_parent_memory {
             return;
         }
-        let within_budget = self.exit_snapshot_ns * EXIT_SNAPSHOT_SHARE <= self.sink.now_ns();
+        let within_budget = self.exit_snapshot_ns * EXIT_SNAPSHOT_SHARE <= self.sink.elapsed_ns();
         if pid != self.root_pid && !within_budget {
             return;
         }
@@ -39,10 +38,8 @@ impl Tracer<'_> {
             return;
         }
         let started = std::time::Instant::now();
-        let mut buffer = Vec::new();
-        let origin = self.sink.origin();
-        if let Some(record) = snapshot::take(pid, SnapshotReason::Exit, origin, &mut buffer) {
-            self.sink.send(record);
+        if let Some(snapshot) = self.residency.snapshot_now(pid, SnapshotReason::Exit) {
+            self.send(pid, pid, snapshot);
         }
         self.exit_snapshot_ns += started.elapsed().as_nanos() as u64;
     }

@@ -7,14 +7,13 @@ use crate::breakpoints::probes::needs_return;
 use crate::breakpoints::returns::PendingReturn;
 use crate::breakpoints::table::{Breakpoint, ProbeKind, StepOver, INT3};
 use crate::error::{Error, Result};
+use crate::events::{EventKind, RawStack};
 use crate::ptrace::memory::RemoteMemory;
 use crate::ptrace::regs;
-use crate::ptrace::sink::StackSource;
 use crate::ptrace::state::PendingSyscall;
 use crate::ptrace::stop::{Deadline, STOP_TIMEOUT};
 use crate::ptrace::tracer::Tracer;
-use crate::trace::format::{AllocFunction, MapCall, Record};
-use crate::trace::stacks::EMPTY_STACK;
+use crate::trace::format::{AllocFunction, MapCall};
 
 fn arguments(regs: &user_regs_struct) -> [u64; 6] {
     // The C calling convention (rcx is the 4th argument of a function, r10 of a syscall).
@@ -63,7 +62,6 @@ impl Tracer<'_> {
         mut regs: user_regs_struct,
         breakpoint: &Breakpoint,
     ) -> Result<()> {
-        let time_ns = self.sink.now_ns();
         let entry_rsp = regs.rsp;
         let trampoline = self.processes[&pid]
             .scratch
@@ -89,12 +87,10 @@ impl Tracer<'_> {
         }
         let mut hijack = None;
         match breakpoint.kind {
-            ProbeKind::Alloc(AllocFunction::Free) if !nested => self.sink.send(Record::Free {
-                time_ns,
-                pid: pid as u32,
-                tid: tid as u32,
-                address: regs.rdi,
-            }),
+            ProbeKind::Alloc(AllocFunction::Free) if !nested => {
+                let free = EventKind::Free { address: regs.rdi };
+                self.sink.send(pid as u32, tid as u32, free)
+            }
             ProbeKind::Alloc(function) if !nested && needs_return(function) => {
                 hijack = Some(breakpoint.kind)
             }
@@ -121,7 +117,6 @@ impl Tracer<'_> {
                     original_return,
                     kind,
                     args: arguments(&regs),
-                    time_ns,
                     stack,
                 });
                 hijack_slot = Some(trampoline);
@@ -211,37 +206,24 @@ impl Tracer<'_> {
             )));
         };
         self.report_abandoned(pid, tid, &abandoned);
+        regs.rip = entry.original_return;
         let process = self.processes.get_mut(&pid).expect("known process");
         if let ProbeKind::IfuncResolver(function) = entry.kind {
             self.probe_ifunc_target(pid, function, regs.rax);
         } else {
             process.counters.return_hits += 1;
-            let record = return_record(pid as u32, tid as u32, &entry, regs.rax, &process.memory)?;
-            self.send_event(record, entry.stack);
+            let event = return_event(entry, regs.rax, &process.memory)?;
+            self.send(pid, tid, event);
         }
-        regs.rip = entry.original_return;
         regs::set_registers(tid, &regs)?;
         self.resume(tid)
-    }
-
-    /// Sends an allocator or mapping event with the stack captured for it.
-    pub(crate) fn send_event(&self, record: Record, stack: Option<StackSource>) {
-        match stack {
-            Some(stack) => self.sink.send_with_stack(record, stack),
-            None => self.sink.send(record),
-        }
     }
 
     /// Allocator calls that will never return still count as calls.
     pub(crate) fn report_abandoned(&mut self, pid: i32, tid: i32, abandoned: &[PendingReturn]) {
         for entry in abandoned {
             if let ProbeKind::Alloc(function) = entry.kind {
-                self.sink.send(Record::AbandonedCall {
-                    time_ns: self.sink.now_ns(),
-                    pid: pid as u32,
-                    tid: tid as u32,
-                    function,
-                });
+                self.send(pid, tid, EventKind::AbandonedCall { function });
             }
         }
     }
@@ -255,8 +237,7 @@ impl Tracer<'_> {
             thread.pending_syscall = Some(PendingSyscall {
                 call,
                 args: [regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9],
-                time_ns: self.sink.now_ns(),
-                stack: Some(stack),
+                stack,
             });
         }
         if let Some(process) = self.processes.get_mut(&pid) {
@@ -270,16 +251,13 @@ impl Tracer<'_> {
         let pid = thread.pid;
         if let Some(pending) = thread.pending_syscall.take() {
             let result = regs::get_registers(tid)?.rax as i64;
-            let record = Record::Mapping {
-                time_ns: pending.time_ns,
-                pid: pid as u32,
-                tid: tid as u32,
+            let event = EventKind::Mapping {
                 call: pending.call,
                 args: pending.args,
                 result,
-                stack: EMPTY_STACK,
+                stack: pending.stack,
             };
-            self.send_event(record, pending.stack);
+            self.send(pid, tid, event);
             if let Some(process) = self.processes.get_mut(&pid) {
                 process.counters.syscall_stops += 1;
             }
@@ -319,22 +297,15 @@ impl Tracer<'_> {
     }
 }
 
-/// The record for a probed call that just returned `result`.
-pub(crate) fn return_record(
-    pid: u32,
-    tid: u32,
-    entry: &PendingReturn,
+/// The event of a probed call that just returned `result`, with the stack taken at its entry.
+pub(crate) fn return_event(
+    entry: PendingReturn,
     result: u64,
     memory: &dyn RemoteMemory,
-) -> Result<Record> {
+) -> Result<EventKind> {
     let args = entry.args;
-    // The collector fills in the stack.
-    let stack = EMPTY_STACK;
-    let time_ns = entry.time_ns;
-    let alloc = |function, address, size| Record::Alloc {
-        time_ns,
-        pid,
-        tid,
+    let stack = entry.stack.unwrap_or(RawStack::Frames(Vec::new()));
+    let alloc = |function, address, size, stack| EventKind::Alloc {
         function,
         address,
         size,
@@ -343,14 +314,15 @@ pub(crate) fn return_record(
     Ok(match entry.kind {
         ProbeKind::Alloc(
             function @ (AllocFunction::Malloc | AllocFunction::Valloc | AllocFunction::Pvalloc),
-        ) => alloc(function, result, args[0]),
+        ) => alloc(function, result, args[0], stack),
         ProbeKind::Alloc(AllocFunction::Calloc) => alloc(
             AllocFunction::Calloc,
             result,
             args[0].saturating_mul(args[1]),
+            stack,
         ),
         ProbeKind::Alloc(function @ (AllocFunction::AlignedAlloc | AllocFunction::Memalign)) => {
-            alloc(function, result, args[1])
+            alloc(function, result, args[1], stack)
         }
         ProbeKind::Alloc(AllocFunction::PosixMemalign) => {
             let address = if result == 0 {
@@ -358,13 +330,10 @@ pub(crate) fn return_record(
             } else {
                 0
             };
-            alloc(AllocFunction::PosixMemalign, address, args[2])
+            alloc(AllocFunction::PosixMemalign, address, args[2], stack)
         }
         ProbeKind::Alloc(function @ (AllocFunction::Realloc | AllocFunction::Reallocarray)) => {
-            Record::Realloc {
-                time_ns,
-                pid,
-                tid,
+            EventKind::Realloc {
                 function,
                 old_address: args[0],
                 new_address: result,
@@ -376,10 +345,7 @@ pub(crate) fn return_record(
                 stack,
             }
         }
-        ProbeKind::Map(call) => Record::Mapping {
-            time_ns,
-            pid,
-            tid,
+        ProbeKind::Map(call) => EventKind::Mapping {
             call,
             args,
             result: wrapper_result(call, &args, result),

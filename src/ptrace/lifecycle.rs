@@ -1,13 +1,14 @@
 //! Threads and processes coming and going: clone, fork, vfork, exec, exit.
 
 use crate::error::Result;
+use crate::events::EventKind;
 use crate::proc::status::{read_cmdline, read_status};
 use crate::ptrace::regs;
 use crate::ptrace::state::{Process, Thread};
 use crate::ptrace::stop::Event;
 use crate::ptrace::thread_stack::clone_stack_top;
 use crate::ptrace::tracer::Tracer;
-use crate::trace::format::{ExitKind, Record, SnapshotReason, StartCause};
+use crate::trace::format::{ExitKind, StartCause};
 
 impl Tracer<'_> {
     pub(crate) fn on_new_child(&mut self, tid: i32, event: Event) -> Result<()> {
@@ -23,7 +24,6 @@ impl Tracer<'_> {
     pub(crate) fn register_child(&mut self, tid: i32, event: Event) -> Result<i32> {
         let child = regs::event_message(tid)? as i32;
         let parent_pid = self.threads[&tid].pid;
-        let time_ns = self.sink.now_ns();
         // A clone without CLONE_THREAD makes a process too; the kernel's Tgid tells.
         let is_thread = event == Event::Clone
             && read_status(child)
@@ -31,19 +31,10 @@ impl Tracer<'_> {
                 .unwrap_or(true);
         if is_thread {
             self.threads.insert(child, Thread::new(parent_pid));
-            self.sink.send(Record::ThreadStart {
-                time_ns,
-                pid: parent_pid as u32,
-                tid: child as u32,
-            });
+            self.send(parent_pid, child, EventKind::ThreadStart);
             let memory = &self.processes[&parent_pid].memory;
             if let Some(address) = clone_stack_top(tid, memory) {
-                self.sink.send(Record::ThreadStack {
-                    time_ns,
-                    pid: parent_pid as u32,
-                    tid: child as u32,
-                    address,
-                });
+                self.send(parent_pid, child, EventKind::ThreadStack { address });
             }
         } else {
             let parent = &self.processes[&parent_pid];
@@ -59,19 +50,12 @@ impl Tracer<'_> {
             } else {
                 StartCause::Fork
             };
-            self.sink.send(Record::ProcessStart {
-                time_ns,
-                pid: child as u32,
-                parent_pid: Some(parent_pid as u32),
-                cause,
-            });
+            let parent_pid = Some(parent_pid as u32);
+            self.send(child, child, EventKind::ProcessStart { parent_pid, cause });
             // The child has the parent's scratch page at the same address.
             if let Some(scratch) = &self.processes[&child].scratch {
-                self.sink.send(Record::ScratchPage {
-                    time_ns,
-                    pid: child as u32,
-                    address: scratch.base,
-                });
+                let address = scratch.base;
+                self.send(child, child, EventKind::ScratchPage { address });
             }
         }
         Ok(child)
@@ -79,10 +63,8 @@ impl Tracer<'_> {
 
     pub(crate) fn on_exec(&mut self, pid: i32) -> Result<()> {
         if let Some(process) = self.processes.get(&pid) {
-            self.sink.send(Record::ImageCounters {
-                pid: pid as u32,
-                counters: process.counters,
-            });
+            let counters = process.counters;
+            self.send(pid, pid, EventKind::ImageCounters { counters });
         }
         // Every other thread is gone; the execing thread now has the leader's id.
         self.threads
@@ -104,8 +86,6 @@ impl Tracer<'_> {
             }
         }
         self.record_exec(pid);
-        // The new program's first snapshot (a launch or an attach has its start snapshot).
-        self.sink.watched().request(pid, SnapshotReason::Exec);
         self.setup_image(pid)?;
         self.resume(pid)
     }
@@ -116,12 +96,7 @@ impl Tracer<'_> {
             .map(|p| p.to_string_lossy().into_owned())
             .unwrap_or_default();
         let argv = read_cmdline(pid).unwrap_or_default();
-        self.sink.send(Record::Exec {
-            time_ns: self.sink.now_ns(),
-            pid: pid as u32,
-            exe,
-            argv,
-        });
+        self.send(pid, pid, EventKind::Exec { exe, argv });
     }
 
     pub(crate) fn on_thread_gone(&mut self, tid: i32, how: ExitKind) -> Result<()> {
@@ -133,23 +108,21 @@ impl Tracer<'_> {
         if let Some(process) = self.processes.get_mut(&thread.pid) {
             process.exiting_threads.remove(&tid);
         }
-        let time_ns = self.sink.now_ns();
         if tid != thread.pid {
-            self.sink.send(Record::ThreadExit {
-                time_ns,
-                pid: thread.pid as u32,
-                tid: tid as u32,
-            });
+            self.send(thread.pid, tid, EventKind::ThreadExit);
             return Ok(());
         }
         self.threads.retain(|_, t| t.pid != tid);
         if let Some(process) = self.processes.remove(&tid) {
-            self.sink.send(Record::ProcessExit {
-                time_ns,
-                pid: tid as u32,
-                status: how,
-                counters: process.counters,
-            });
+            let counters = process.counters;
+            self.send(
+                tid,
+                tid,
+                EventKind::ProcessExit {
+                    status: how,
+                    counters,
+                },
+            );
         }
         if tid == self.root_pid {
             self.root_exit = Some(how);

@@ -12,7 +12,6 @@ pub mod modules;
 pub mod regs;
 pub mod seccomp;
 pub mod signals;
-pub mod sink;
 pub mod state;
 pub mod stop;
 mod thread_stack;

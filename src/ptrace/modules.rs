@@ -8,13 +8,14 @@ use crate::breakpoints::probes::{
 };
 use crate::breakpoints::table::ProbeKind;
 use crate::error::{Error, Result};
+use crate::events::EventKind;
 use crate::proc::auxv::{read_auxv_value, AT_BASE};
 use crate::proc::maps::{mapping_containing, read_maps, MapEntry};
 use crate::ptrace::inject::ScratchPage;
 use crate::ptrace::memory::RemoteMemory;
 use crate::ptrace::tracer::{Mode, Tracer};
 use crate::symbols::elf::ElfFile;
-use crate::trace::format::{AllocFunction, Record};
+use crate::trace::format::AllocFunction;
 
 /// A file mapped with at least one executable segment.
 struct LoadedModule {
@@ -86,11 +87,10 @@ impl Tracer<'_> {
             .get_mut(&pid)
             .ok_or(Error::ProcessGone(pid))?;
         let (scratch, signals) = ScratchPage::create(&mut process.memory, tid, anchor)?;
-        self.sink.send(Record::ScratchPage {
-            time_ns: self.sink.now_ns(),
-            pid: pid as u32,
+        let page = EventKind::ScratchPage {
             address: scratch.base,
-        });
+        };
+        self.sink.send(pid as u32, pid as u32, page);
         process.scratch = Some(scratch);
         if let Some(thread) = self.threads.get_mut(&tid) {
             thread.pending_signals.extend(signals);
@@ -158,14 +158,16 @@ impl Tracer<'_> {
     fn probe_module(&mut self, pid: i32, module: &LoadedModule) -> Result<()> {
         let elf = self.symbols.get(&module.path)?;
         let bias = elf.module_load_bias(&module.mappings).unwrap_or(0);
-        self.sink.send(Record::Module {
-            time_ns: self.sink.now_ns(),
-            pid: pid as u32,
-            path: module.path.clone(),
-            start: module.start,
-            end: module.end,
-            bias,
-        });
+        self.send(
+            pid,
+            pid,
+            EventKind::Module {
+                path: module.path.clone(),
+                start: module.start,
+                end: module.end,
+                bias,
+            },
+        );
         let mut targets: Vec<(u64, ProbeKind)> = Vec::new();
         if is_dynamic_linker(&module.path) {
             for symbol in elf.find_functions(&[RENDEZVOUS_SYMBOL]) {

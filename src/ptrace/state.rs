@@ -4,10 +4,10 @@ use std::collections::HashSet;
 
 use crate::breakpoints::returns::ShadowStack;
 use crate::breakpoints::table::{BreakpointTable, StepOverPolicy};
+use crate::events::RawStack;
 use crate::ptrace::capture::StackCopyState;
 use crate::ptrace::inject::ScratchPage;
 use crate::ptrace::memory::ProcessMemory;
-use crate::ptrace::sink::StackSource;
 use crate::trace::format::{MapCall, ProbeCounters};
 
 /// A mapping system call seen at its seccomp stop, waiting for its result.
@@ -15,9 +15,8 @@ use crate::trace::format::{MapCall, ProbeCounters};
 pub struct PendingSyscall {
     pub call: MapCall,
     pub args: [u64; 6],
-    pub time_ns: u64,
     /// The stack captured at the system call's entry.
-    pub stack: Option<StackSource>,
+    pub stack: RawStack,
 }
 
 pub struct Thread {

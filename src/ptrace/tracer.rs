@@ -9,15 +9,15 @@ use nix::sys::wait::{waitpid, WaitPidFlag};
 
 use crate::breakpoints::table::StepOverPolicy;
 use crate::error::{Error, Result};
+use crate::events::{EventKind, EventSink, Residency};
 use crate::failure::{test_fault, TestFault};
 use crate::ptrace::capture::StackMode;
 use crate::ptrace::regs;
 use crate::ptrace::signals;
-use crate::ptrace::sink::RecordSink;
 use crate::ptrace::state::{Process, Thread};
 use crate::ptrace::stop::{Event, Stop, GROUP_STOP_SIGNALS};
 use crate::symbols::SymbolCache;
-use crate::trace::format::{ExitKind, Record, SnapshotReason};
+use crate::trace::format::{ExitKind, SnapshotReason};
 
 /// What memsup does when the user interrupts it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,7 +36,9 @@ pub struct Tracer<'a> {
     pub(crate) early_threads: HashSet<i32>,
     /// Stops collected while stopping the world, handled before waiting again.
     pub(crate) deferred: VecDeque<Stop>,
-    pub(crate) sink: &'a RecordSink,
+    pub(crate) sink: &'a EventSink,
+    /// Snapshots asked of the residency sampler, or taken at an exit stop.
+    pub(crate) residency: &'a dyn Residency,
     pub(crate) symbols: SymbolCache,
     pub(crate) root_pid: i32,
     pub(crate) root_exit: Option<ExitKind>,
@@ -65,7 +67,12 @@ pub struct Tracer<'a> {
 }
 
 impl<'a> Tracer<'a> {
-    pub fn new(mode: Mode, root_pid: i32, sink: &'a RecordSink) -> Tracer<'a> {
+    pub fn new(
+        mode: Mode,
+        root_pid: i32,
+        sink: &'a EventSink,
+        residency: &'a dyn Residency,
+    ) -> Tracer<'a> {
         Tracer {
             mode,
             processes: HashMap::new(),
@@ -73,6 +80,7 @@ impl<'a> Tracer<'a> {
             early_threads: HashSet::new(),
             deferred: VecDeque::new(),
             sink,
+            residency,
             symbols: SymbolCache::default(),
             root_pid,
             root_exit: None,
@@ -110,12 +118,19 @@ impl<'a> Tracer<'a> {
     }
 
     pub(crate) fn warn(&mut self, pid: i32, message: String) {
-        self.sink.send(Record::Warning {
-            time_ns: self.sink.now_ns(),
-            pid: pid as u32,
-            message: message.clone(),
-        });
+        self.send(
+            pid,
+            pid,
+            EventKind::Warning {
+                message: message.clone(),
+            },
+        );
         self.warnings.push(message);
+    }
+
+    /// Sends an event of process `pid`, seen on its thread `tid`.
+    pub(crate) fn send(&self, pid: i32, tid: i32, kind: EventKind) {
+        self.sink.send(pid as u32, tid as u32, kind);
     }
 
     /// Runs until every supervised process is gone or memsup detached.
@@ -179,7 +194,7 @@ impl<'a> Tracer<'a> {
             }
             // A smaps snapshot of every process, on the user's demand.
             (_, libc::SIGUSR1) => {
-                self.sink.watched().request_all(SnapshotReason::Signal);
+                self.residency.request_all(SnapshotReason::Signal);
                 Ok(false)
             }
             _ => Ok(false),

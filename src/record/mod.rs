@@ -1,40 +1,39 @@
-//! `memsup run` and `memsup attach`: the tracer on this thread, the collector and the writer
-//! on their own threads, fed over bounded channels.
+//! `memsup run` and `memsup attach`: the pipeline. The tracer runs on this thread; the
+//! sampler, the interpret stage and the writer on their own, fed over bounded channels. The
+//! pipeline owns what its stages share: the event clock's origin, the set of supervised
+//! processes, the stack-copy feedback.
 
-pub mod collector;
 pub mod progress;
-mod requested_peaks;
 mod safety;
-mod symbolize;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::breakpoints::table::StepOverPolicy;
 use crate::error::{Error, Result, TraceError};
+use crate::events::{monotonic_ns, EventKind, EventSink, Watched};
+use crate::interpret::{self, LiveStats};
 use crate::ptrace::capture::StackMode;
 use crate::ptrace::launch::{launch, resolve_command};
-use crate::ptrace::sink::{CopiesInFlight, RecordSink};
 use crate::ptrace::state::{Process, Thread};
 use crate::ptrace::tracer::{Mode, Tracer};
 use crate::ptrace::{attach, signals};
-use crate::sampler::{Rates, Sampler};
+use crate::sampler::{Rates, Sampler, Snapshots};
 use crate::symbols::elf::check_executable;
-use crate::trace::format::{ExitKind, Header, Record, RecordMode, StartCause};
+use crate::trace::format::{ExitKind, Header, RecordMode, StartCause};
 use crate::trace::output_file::OutputRequest;
 use crate::trace::writer::{self, ProfileWriter};
-use collector::LiveStats;
 use progress::Progress;
 use safety::{detach_on_failure, distinct_processes, OomShield};
 
-/// Capacity of the collector-to-writer channel, in records.
+/// Capacity of the interpret-to-writer channel, in records.
 const CHANNEL_CAPACITY: usize = 1 << 16;
-/// Capacity of the tracer-to-collector channel, in messages; the stack copies they carry are
-/// bounded by bytes (`sink::COPIES_IN_FLIGHT_LIMIT`).
-const TRACER_CHANNEL_CAPACITY: usize = 1 << 16;
+/// Capacity of the sources-to-interpret channel, in events; the stack copies they carry are
+/// bounded by bytes (`events::sink::COPIES_IN_FLIGHT_LIMIT`).
+const EVENT_CHANNEL_CAPACITY: usize = 1 << 16;
 
 pub struct RunOptions {
     pub output: OutputRequest,
@@ -59,8 +58,10 @@ pub struct AttachOptions {
 
 /// The threads behind the tracer, and how to wind them down.
 struct Pipeline {
-    sink: RecordSink,
-    collector: JoinHandle<()>,
+    sink: EventSink,
+    /// What the tracer may ask of the sampler.
+    snapshots: Snapshots,
+    interpret: JoinHandle<()>,
     sampler: Sampler,
     writer: JoinHandle<std::result::Result<u64, TraceError>>,
     progress: Progress,
@@ -85,33 +86,33 @@ impl Pipeline {
         // Worker threads inherit a mask that keeps memsup's signals for the tracer thread.
         signals::install();
         signals::block_in_this_thread();
-        let (tracer_sender, collector_receiver) =
-            crossbeam_channel::bounded(TRACER_CHANNEL_CAPACITY);
-        let (collector_sender, writer_receiver) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
+        let (event_sender, event_receiver) = crossbeam_channel::bounded(EVENT_CHANNEL_CAPACITY);
+        let (record_sender, writer_receiver) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
         let bars = progress::bars(quiet);
-        let copies = Arc::new(CopiesInFlight::default());
-        let sink = RecordSink::new(tracer_sender, Instant::now(), copies.clone());
-        // Samples go straight to the writer: they carry no stacks for the collector.
-        let sampler = Sampler::spawn(
-            sink.watched(),
-            collector_sender.clone(),
-            sink.origin(),
-            rates,
+        let shared = interpret::Shared {
+            stats: stats.clone(),
+            bars: bars.clone(),
+            copies: Arc::default(),
+            windows: Arc::default(),
+            watched: Arc::new(Watched::default()),
+            origin_ns: monotonic_ns(),
+        };
+        let sink = EventSink::new(
+            event_sender,
+            shared.origin_ns,
+            Arc::clone(&shared.copies),
+            Arc::clone(&shared.windows),
         );
-        let collector = collector::spawn(
-            collector_receiver,
-            collector_sender,
-            stats.clone(),
-            bars.clone(),
-            Arc::clone(&copies),
-            sink.watched(),
-        );
+        let snapshots = Snapshots::new(Arc::clone(&shared.watched));
+        let sampler = Sampler::spawn(Arc::clone(&shared.watched), sink.clone(), rates);
+        let interpret = interpret::spawn(event_receiver, record_sender, shared);
         let writer = writer::spawn(writer, writer_receiver);
         let progress = Progress::start(stats, &bars);
         signals::unblock_in_this_thread();
         Ok(Pipeline {
             sink,
-            collector,
+            snapshots,
+            interpret,
             sampler,
             writer,
             progress,
@@ -123,7 +124,8 @@ impl Pipeline {
     fn finish(self) -> Result<()> {
         let Pipeline {
             sink,
-            collector,
+            snapshots: _,
+            interpret,
             sampler,
             writer,
             progress,
@@ -132,11 +134,9 @@ impl Pipeline {
         } = self;
         // The sampler's records, its costs last, are all sent before End.
         sampler.stop();
-        sink.send(Record::End {
-            time_ns: sink.now_ns(),
-        });
+        sink.send(0, 0, EventKind::End);
         drop(sink);
-        let _ = collector.join();
+        let _ = interpret.join();
         let written = writer
             .join()
             .map_err(|_| Error::Internal("the writer thread panicked".into()))?;
@@ -247,7 +247,7 @@ pub fn run(options: RunOptions) -> Result<i32> {
             return Err(error);
         }
     };
-    let mut tracer = Tracer::new(Mode::Run, pid, &pipeline.sink);
+    let mut tracer = Tracer::new(Mode::Run, pid, &pipeline.sink, &pipeline.snapshots);
     tracer.set_step_over_policy(options.step_over);
     tracer.set_stack_mode(options.stacks);
     tracer.adopt_launched(pid)?;
@@ -279,7 +279,7 @@ pub fn attach(options: AttachOptions) -> Result<i32> {
         options.rates,
     )?;
     let oom_shield = OomShield::lower_score();
-    let mut tracer = Tracer::new(Mode::Attach, pids[0], &pipeline.sink);
+    let mut tracer = Tracer::new(Mode::Attach, pids[0], &pipeline.sink, &pipeline.snapshots);
     tracer.set_step_over_policy(options.step_over);
     tracer.set_stack_mode(options.stacks);
     if let Err(error) = detach_on_failure(&mut tracer, |tracer| join_all(tracer, &pids)) {
@@ -363,12 +363,11 @@ impl Tracer<'_> {
         self.processes
             .insert(pid, Process::new(pid, false, self.step_over_policy));
         self.threads.insert(pid, Thread::new(pid));
-        self.sink.send(Record::ProcessStart {
-            time_ns: self.sink.now_ns(),
-            pid: pid as u32,
+        let start = EventKind::ProcessStart {
             parent_pid: None,
             cause: StartCause::Launch,
-        });
+        };
+        self.send(pid, pid, start);
         self.record_exec(pid);
         self.setup_image(pid)?;
         self.resume(pid)

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::record::collector::LiveStats;
+use crate::interpret::LiveStats;
 
 pub struct Progress {
     done: Arc<AtomicBool>,

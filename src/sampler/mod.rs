@@ -1,11 +1,11 @@
 //! Residency sampling without ptrace: a thread per recording reads /proc/PID/status of every
 //! supervised process at a fixed interval, /proc/PID/smaps_rollup at a rate adapted to
 //! what the reads cost, and full /proc/PID/smaps when asked (start, exec, new peaks, SIGUSR1,
-//! `--smaps-interval`), and sends the samples to the profile writer.
+//! `--smaps-interval`), and sends the samples as events through the recording's sink, like
+//! any other source.
 
 mod budget;
 pub mod snapshot;
-pub mod watched;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,11 +14,11 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
+use crate::events::{EventKind, EventSink, Residency, RollupCounters, StatusCounters, Watched};
 use crate::proc::smaps::{parse_smaps_rollup, read_into};
 use crate::proc::status::parse_status_memory;
-use crate::trace::format::{Record, SamplerCosts, SnapshotReason};
+use crate::trace::format::{SamplerCosts, SnapshotReason};
 use budget::{thread_cpu_ns, RollupRate};
-pub use watched::Watched;
 
 /// Default interval between /proc/PID/status rounds.
 pub const DEFAULT_INTERVAL_MS: u32 = 20;
@@ -43,18 +43,13 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    /// Starts sampling the processes in `watched`, with `origin` the time 0 of the records.
-    pub fn spawn(
-        watched: Arc<Watched>,
-        output: Sender<Record>,
-        origin: Instant,
-        rates: Rates,
-    ) -> Sampler {
+    /// Starts sampling the processes in `watched`, sending to `output`.
+    pub fn spawn(watched: Arc<Watched>, output: EventSink, rates: Rates) -> Sampler {
         let (stop, stopped) = crossbeam_channel::bounded(1);
         let thread = std::thread::Builder::new()
             .name("memsup-sampler".into())
             .spawn(move || {
-                let mut work = Work::new(watched, output, origin, rates);
+                let mut work = Work::new(watched, output, rates);
                 work.run(&stopped);
             })
             .expect("spawning the sampler thread");
@@ -70,8 +65,7 @@ impl Sampler {
 
 struct Work {
     watched: Arc<Watched>,
-    output: Sender<Record>,
-    origin: Instant,
+    output: EventSink,
     interval: Duration,
     smaps_interval: Option<Duration>,
     rollup: RollupRate,
@@ -85,12 +79,11 @@ struct Work {
 }
 
 impl Work {
-    fn new(watched: Arc<Watched>, output: Sender<Record>, origin: Instant, rates: Rates) -> Work {
+    fn new(watched: Arc<Watched>, output: EventSink, rates: Rates) -> Work {
         let interval = rates.interval;
         Work {
             watched,
             output,
-            origin,
             interval,
             smaps_interval: rates.smaps_interval,
             rollup: RollupRate::new(interval),
@@ -148,7 +141,7 @@ impl Work {
         }
         self.costs.rollup_interval_ns = self.rollup.interval().as_nanos() as u64;
         self.costs.elapsed_ns = started.elapsed().as_nanos() as u64;
-        let _ = self.output.send(Record::SamplerCosts(self.costs));
+        self.output.send(0, 0, EventKind::SamplerCosts(self.costs));
     }
 
     /// Takes the snapshots asked for since the last round, and those of new peaks the rate
@@ -185,24 +178,19 @@ impl Work {
 
     /// Returns what the snapshot cost, None when the process had none to take.
     fn send_snapshot(&mut self, pid: i32, reason: SnapshotReason) -> Option<Duration> {
-        let record = snapshot::take(pid, reason, self.origin, &mut self.buffer)?;
-        let cost = match record {
-            Record::SmapsSnapshot { cost_ns, .. } => Duration::from_nanos(cost_ns),
+        let snapshot = snapshot::take(pid, reason, &mut self.buffer)?;
+        let cost = match snapshot {
+            EventKind::SmapsSnapshot { cost_ns, .. } => Duration::from_nanos(cost_ns),
             _ => Duration::ZERO,
         };
-        let _ = self.output.send(record);
+        self.output.send(pid as u32, pid as u32, snapshot);
         Some(cost)
-    }
-
-    fn now_ns(&self) -> u64 {
-        self.origin.elapsed().as_nanos() as u64
     }
 
     fn status_round(&mut self) {
         let cpu = thread_cpu_ns();
         for index in 0..self.pids.len() {
             let pid = self.pids[index];
-            let time_ns = self.now_ns();
             // A process gone meanwhile, or a zombie, has nothing to sample.
             if read_into(&format!("/proc/{pid}/status"), &mut self.buffer).is_err() {
                 continue;
@@ -211,15 +199,16 @@ impl Work {
                 continue;
             };
             self.costs.status_samples += 1;
-            let _ = self.output.send(Record::StatusSample {
-                time_ns,
-                pid: pid as u32,
+            let counters = StatusCounters {
                 rss: memory.rss,
                 anon: memory.anon,
                 file: memory.file,
                 shmem: memory.shmem,
                 swap: memory.swap,
-            });
+            };
+            let pid = pid as u32;
+            self.output
+                .send(pid, pid, EventKind::StatusSample(counters));
         }
         self.costs.status_cpu_ns += thread_cpu_ns().saturating_sub(cpu);
     }
@@ -228,7 +217,6 @@ impl Work {
         let cpu = thread_cpu_ns();
         for index in 0..self.pids.len() {
             let pid = self.pids[index];
-            let time_ns = self.now_ns();
             // Reopened every time: an open smaps_rollup keeps the address space it was
             // opened on, which an exec replaces.
             if read_into(&format!("/proc/{pid}/smaps_rollup"), &mut self.buffer).is_err()
@@ -238,9 +226,7 @@ impl Work {
             }
             let rollup = parse_smaps_rollup(&self.buffer);
             self.costs.rollup_samples += 1;
-            let _ = self.output.send(Record::RollupSample {
-                time_ns,
-                pid: pid as u32,
+            let counters = RollupCounters {
                 rss: rollup.rss,
                 pss: rollup.pss,
                 pss_anon: rollup.pss_anon,
@@ -248,8 +234,32 @@ impl Work {
                 pss_shmem: rollup.pss_shmem,
                 swap: rollup.swap,
                 swap_pss: rollup.swap_pss,
-            });
+            };
+            let pid = pid as u32;
+            self.output
+                .send(pid, pid, EventKind::RollupSample(counters));
         }
         self.costs.rollup_cpu_ns += thread_cpu_ns().saturating_sub(cpu);
+    }
+}
+
+/// The sampler's side of `Residency`, for sources that ask for snapshots.
+pub struct Snapshots {
+    watched: Arc<Watched>,
+}
+
+impl Snapshots {
+    pub fn new(watched: Arc<Watched>) -> Snapshots {
+        Snapshots { watched }
+    }
+}
+
+impl Residency for Snapshots {
+    fn request_all(&self, reason: SnapshotReason) {
+        self.watched.request_all(reason);
+    }
+
+    fn snapshot_now(&self, pid: i32, reason: SnapshotReason) -> Option<EventKind> {
+        snapshot::take(pid, reason, &mut Vec::new())
     }
 }

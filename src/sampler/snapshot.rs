@@ -2,25 +2,17 @@
 //! memory to components. They cost far more than a rollup (text per mapping), so they are
 //! taken at key moments only, and each one records its own CPU time.
 
-use std::time::Instant;
-
 use super::budget::thread_cpu_ns;
+use crate::events::EventKind;
 use crate::proc::smaps::{parse_smaps, read_into, SmapsEntry};
 use crate::trace::format::{
-    MappingResidency, Record, SnapshotReason, MAPPING_EXECUTE, MAPPING_READ, MAPPING_SHARED,
-    MAPPING_WRITE,
+    MappingResidency, SnapshotReason, MAPPING_EXECUTE, MAPPING_READ, MAPPING_SHARED, MAPPING_WRITE,
 };
 
-/// Reads /proc/PID/smaps into a `SmapsSnapshot` record; None when the process is gone or
+/// Reads /proc/PID/smaps into a `SmapsSnapshot` event; None when the process is gone or
 /// has no address space left (a zombie).
-pub fn take(
-    pid: i32,
-    reason: SnapshotReason,
-    origin: Instant,
-    buffer: &mut Vec<u8>,
-) -> Option<Record> {
+pub fn take(pid: i32, reason: SnapshotReason, buffer: &mut Vec<u8>) -> Option<EventKind> {
     let cpu = thread_cpu_ns();
-    let time_ns = origin.elapsed().as_nanos() as u64;
     read_into(&format!("/proc/{pid}/smaps"), buffer).ok()?;
     if buffer.is_empty() {
         // A main thread that ended with pthread_exit is a zombie with no memory to show;
@@ -28,9 +20,7 @@ pub fn take(
         read_through_a_live_thread(pid, buffer)?;
     }
     let mappings: Vec<MappingResidency> = parse_smaps(buffer).iter().map(residency).collect();
-    Some(Record::SmapsSnapshot {
-        time_ns,
-        pid: pid as u32,
+    Some(EventKind::SmapsSnapshot {
         reason,
         cost_ns: thread_cpu_ns().saturating_sub(cpu),
         mappings,
@@ -83,23 +73,18 @@ mod tests {
         // A page-touched block that shows up as resident in some writable mapping.
         let block = vec![1u8; 4 << 20];
         let mut buffer = Vec::new();
-        let record = take(
+        let snapshot = take(
             std::process::id() as i32,
             SnapshotReason::Signal,
-            Instant::now(),
             &mut buffer,
         )
         .expect("this process has a smaps file");
-        let Record::SmapsSnapshot {
-            pid,
-            reason,
-            mappings,
-            ..
-        } = record
+        let EventKind::SmapsSnapshot {
+            reason, mappings, ..
+        } = snapshot
         else {
-            panic!("not a snapshot: {record:?}");
+            panic!("not a snapshot: {snapshot:?}");
         };
-        assert_eq!(pid, std::process::id());
         assert_eq!(reason, SnapshotReason::Signal);
         let address = block.as_ptr() as u64;
         let holding = mappings
@@ -118,6 +103,6 @@ mod tests {
     #[test]
     fn a_process_that_does_not_exist_has_no_snapshot() {
         let mut buffer = Vec::new();
-        assert!(take(i32::MAX, SnapshotReason::Exit, Instant::now(), &mut buffer).is_none());
+        assert!(take(i32::MAX, SnapshotReason::Exit, &mut buffer).is_none());
     }
 }

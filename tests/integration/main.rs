@@ -37,4 +37,5 @@ mod stacks;
 mod stdin_lines;
 mod step_over;
 mod threads;
+mod time_order;
 mod vfork_exec;

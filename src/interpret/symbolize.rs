@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
-use super::collector::ModuleRange;
+use super::stacks::ModuleRange;
 use crate::symbols::{SymbolCache, SymbolFrame, Symbolizer};
 use crate::trace::format::{Record, TRUNCATED_FRAME};
 

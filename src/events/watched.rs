@@ -1,6 +1,6 @@
-//! The processes the sampler reads, and the smaps snapshots asked of it. The set is kept by
-//! the tracer's record sink, which sees every `ProcessStart`, `Exec` and `ProcessExit`
-//! whatever made them (launch, fork, attach, exec, exit, detach); the collector reports new
+//! The processes under supervision, which the sampler reads, and the smaps snapshots asked of
+//! it. The pipeline owns the set; the interpret stage keeps it, as it sees every process
+//! start, exec and exit in the event stream whichever source sent them, and reports new
 //! highs of live requested bytes; memsup's SIGUSR1 asks for a snapshot of every process.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -32,6 +32,10 @@ impl Watched {
         if snapshot {
             self.request(pid, SnapshotReason::Start);
         }
+    }
+
+    pub fn contains(&self, pid: i32) -> bool {
+        lock(&self.pids).contains(&pid)
     }
 
     pub fn remove(&self, pid: i32) {

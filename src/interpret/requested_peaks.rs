@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::sampler::Watched;
+use crate::events::Watched;
 
 /// Live requested bytes below which no peak snapshot is asked for.
 const FIRST_PEAK: u64 = 1 << 20;

@@ -1,0 +1,168 @@
+//! The vocabulary every source speaks and the interpret stage reads: an `Event` is something a
+//! source saw happen to a process, with a common envelope (when, which process, which thread)
+//! and stacks as raw data. Sources (the ptrace tracer, the residency sampler, later a ring of
+//! injected hooks or a snapshot) send events through one `EventSink`; only `interpret` turns
+//! them into profile records. Nothing here knows which source made an event.
+
+pub mod sink;
+pub mod stack;
+pub mod watched;
+
+pub use sink::{monotonic_ns, CopiesInFlight, EventSink};
+pub use stack::{CopyWindows, RawStack, StackCopy};
+pub use watched::Watched;
+
+use crate::trace::format::{
+    AllocFunction, ExitKind, MapCall, MappingResidency, ProbeCounters, SamplerCosts,
+    SnapshotReason, StartCause,
+};
+
+/// One thing a source saw. `time_ns` is a raw CLOCK_MONOTONIC reading, the clock code inside
+/// a target can read too; the pipeline keeps the recording's origin. Process-wide events
+/// carry the process id as `tid`; `End` carries 0 for both.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    pub time_ns: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub kind: EventKind,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum EventKind {
+    /// A process came under supervision.
+    ProcessStart {
+        parent_pid: Option<u32>,
+        cause: StartCause,
+    },
+    /// The process now runs this program: a new image begins.
+    Exec {
+        exe: String,
+        argv: Vec<String>,
+    },
+    ThreadStart,
+    ThreadExit,
+    /// Where the thread's stack is (its clone's stack pointer, or its rsp when joined).
+    ThreadStack {
+        address: u64,
+    },
+    /// A file mapped into the process image.
+    Module {
+        path: String,
+        start: u64,
+        end: u64,
+        bias: u64,
+    },
+    /// memsup's scratch page in this process.
+    ScratchPage {
+        address: u64,
+    },
+    /// An allocation returned `address` (0 when it failed).
+    Alloc {
+        function: AllocFunction,
+        address: u64,
+        size: u64,
+        stack: RawStack,
+    },
+    Free {
+        address: u64,
+    },
+    Realloc {
+        function: AllocFunction,
+        old_address: u64,
+        new_address: u64,
+        size: u64,
+        stack: RawStack,
+    },
+    /// A mapping system call and its result.
+    Mapping {
+        call: MapCall,
+        args: [u64; 6],
+        result: i64,
+        stack: RawStack,
+    },
+    /// A probed call that never returned (longjmp, or the thread died in it).
+    AbandonedCall {
+        function: AllocFunction,
+    },
+    Warning {
+        message: String,
+    },
+    /// What watching the current image cost, just before an exec replaces it.
+    ImageCounters {
+        counters: ProbeCounters,
+    },
+    ProcessExit {
+        status: ExitKind,
+        counters: ProbeCounters,
+    },
+    /// A stack a source names by `id` from now on in this process image (`RawStack::Known`).
+    KnownStack {
+        id: u64,
+        frames: Vec<u64>,
+    },
+    /// /proc/PID/status memory counters (bytes).
+    StatusSample(StatusCounters),
+    /// /proc/PID/smaps_rollup (bytes).
+    RollupSample(RollupCounters),
+    /// Every mapping of /proc/PID/smaps with its residency.
+    SmapsSnapshot {
+        reason: SnapshotReason,
+        cost_ns: u64,
+        mappings: Vec<MappingResidency>,
+    },
+    SamplerCosts(SamplerCosts),
+    /// The recording ends: nothing follows.
+    End,
+}
+
+/// VmRSS and its parts RssAnon, RssFile, RssShmem, and VmSwap.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StatusCounters {
+    pub rss: u64,
+    pub anon: u64,
+    pub file: u64,
+    pub shmem: u64,
+    pub swap: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RollupCounters {
+    pub rss: u64,
+    pub pss: u64,
+    pub pss_anon: u64,
+    pub pss_file: u64,
+    pub pss_shmem: u64,
+    pub swap: u64,
+    pub swap_pss: u64,
+}
+
+impl EventKind {
+    /// The stack the event carries, if any.
+    pub fn stack(&self) -> Option<&RawStack> {
+        match self {
+            EventKind::Alloc { stack, .. }
+            | EventKind::Realloc { stack, .. }
+            | EventKind::Mapping { stack, .. } => Some(stack),
+            _ => None,
+        }
+    }
+
+    /// A residency sample: meaningful only while its process is supervised.
+    pub fn is_sample(&self) -> bool {
+        matches!(
+            self,
+            EventKind::StatusSample(_)
+                | EventKind::RollupSample(_)
+                | EventKind::SmapsSnapshot { .. }
+        )
+    }
+}
+
+/// What a source may ask of the residency sampler without knowing it: snapshots at its next
+/// round, or one taken now on the caller's thread (a process held at its exit stop).
+pub trait Residency {
+    fn request_all(&self, reason: SnapshotReason);
+    /// The smaps snapshot of `pid` as an event kind; None when it has no address space left.
+    fn snapshot_now(&self, pid: i32, reason: SnapshotReason) -> Option<EventKind>;
+}

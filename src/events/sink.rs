@@ -1,0 +1,147 @@
+//! Where every source sends its events: one bounded channel to the interpret stage, never a
+//! file, so no source waits on disk. Each event is stamped with the clock while the channel
+//! is held, so the channel's order is time order whichever threads send.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crossbeam_channel::{Sender, TrySendError};
+
+use super::stack::CopyWindows;
+use super::{Event, EventKind};
+
+/// A raw CLOCK_MONOTONIC reading in nanoseconds: the clock of every event, and one that code
+/// injected into a target can read too.
+pub fn monotonic_ns() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes only the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
+}
+
+/// Bytes of stack copies sent and not yet unwound, shared by the sources and the interpret
+/// stage; and whether that stage is still there to release them.
+#[derive(Debug, Default)]
+pub struct CopiesInFlight {
+    bytes: AtomicU64,
+    closed: AtomicBool,
+}
+
+impl CopiesInFlight {
+    /// The interpret stage is done with a copy of `bytes` (`RawStack::copy_bytes`).
+    pub fn release(&self, bytes: u64) {
+        self.bytes.fetch_sub(bytes, Ordering::Relaxed);
+    }
+
+    /// The interpret stage is gone (it ended, or panicked): nobody waits for it any more.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Relaxed);
+    }
+
+    pub fn in_flight(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+}
+
+/// Stack copies the interpret stage may be behind by before a source waits: enough for the
+/// seconds an image's symbolisation can take at tens of thousands of events per second,
+/// and a bound on memory however large the copies grow.
+pub const COPIES_IN_FLIGHT_LIMIT: u64 = 256 << 20;
+
+/// Cloned for each source; all clones feed one channel.
+#[derive(Clone)]
+pub struct EventSink {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    /// Held while an event is stamped and queued.
+    sender: Mutex<Sender<Event>>,
+    origin_ns: u64,
+    copies: Arc<CopiesInFlight>,
+    windows: Arc<CopyWindows>,
+    /// Times the channel was full and a source had to wait (backpressure, reported).
+    stalls: AtomicU64,
+}
+
+impl EventSink {
+    /// `origin_ns` is time 0 of the recording (a `monotonic_ns` reading).
+    pub fn new(
+        sender: Sender<Event>,
+        origin_ns: u64,
+        copies: Arc<CopiesInFlight>,
+        windows: Arc<CopyWindows>,
+    ) -> EventSink {
+        EventSink {
+            shared: Arc::new(Shared {
+                sender: Mutex::new(sender),
+                origin_ns,
+                copies,
+                windows,
+                stalls: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// Nanoseconds since the recording started.
+    pub fn elapsed_ns(&self) -> u64 {
+        monotonic_ns().saturating_sub(self.shared.origin_ns)
+    }
+
+    /// Where the interpret stage reports copies that were too short.
+    pub fn copy_windows(&self) -> &CopyWindows {
+        &self.shared.windows
+    }
+
+    pub fn stalls(&self) -> u64 {
+        self.shared.stalls.load(Ordering::Relaxed)
+    }
+
+    /// Sends without dropping: waits when the interpret stage is behind, and counts it.
+    /// The event's time is taken here, now.
+    pub fn send(&self, pid: u32, tid: u32, kind: EventKind) {
+        let bytes = kind.stack().map_or(0, |stack| stack.copy_bytes());
+        let sender = self
+            .shared
+            .sender
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if bytes > 0 {
+            self.wait_for_room(&sender, bytes);
+        }
+        let event = Event {
+            time_ns: monotonic_ns(),
+            pid,
+            tid,
+            kind,
+        };
+        match sender.try_send(event) {
+            Ok(()) => {}
+            Err(TrySendError::Full(event)) => {
+                self.shared.stalls.fetch_add(1, Ordering::Relaxed);
+                let _ = sender.send(event);
+            }
+            Err(TrySendError::Disconnected(_)) => {}
+        }
+    }
+
+    /// Lossless backpressure by bytes of stack copies, as the channel gives by count.
+    fn wait_for_room(&self, sender: &Sender<Event>, bytes: u64) {
+        let copies = &self.shared.copies;
+        let full = || copies.in_flight() + bytes > COPIES_IN_FLIGHT_LIMIT;
+        if full() {
+            self.shared.stalls.fetch_add(1, Ordering::Relaxed);
+            while full() && !sender.is_empty() && !copies.closed.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        }
+        copies.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,342 @@
+//! The one stage that turns events into profile records, between the sources and the writer:
+//! unwinds each event's stack copy (the traced thread already runs on), interns the stacks of
+//! each process image in a prefix tree, symbolises every address of the tree once when the
+//! image ends (exec, exit, end of recording) so profiles report without the binaries, keeps
+//! the set of supervised processes for the sampler, and the live counters the progress line
+//! shows. Events arrive in time order (the sink stamps them as it queues them), and no record
+//! it writes goes back in time.
+
+mod records;
+mod requested_peaks;
+mod stacks;
+mod symbolize;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, Sender};
+use indicatif::MultiProgress;
+
+use crate::events::{CopiesInFlight, CopyWindows, Event, EventKind, RawStack, Watched};
+use crate::trace::format::{Record, SnapshotReason, StartCause, UnwindCosts};
+use crate::trace::stacks::{StackId, StackNode, EMPTY_STACK};
+use crate::unwind::modules::ModuleCache;
+use requested_peaks::RequestedPeaks;
+use stacks::{Image, StackWalk};
+use symbolize::ImageSymbolizer;
+
+pub use stacks::ModuleRange;
+
+/// Counters shared with the progress line.
+#[derive(Default)]
+pub struct LiveStats {
+    pub events: AtomicU64,
+    pub processes: AtomicU64,
+    pub live_bytes: AtomicI64,
+}
+
+/// What the interpret stage shares with the rest of the pipeline.
+pub struct Shared {
+    pub stats: Arc<LiveStats>,
+    pub bars: MultiProgress,
+    pub copies: Arc<CopiesInFlight>,
+    pub windows: Arc<CopyWindows>,
+    pub watched: Arc<Watched>,
+    /// Time 0 of the records, on the events' clock.
+    pub origin_ns: u64,
+}
+
+struct Interpreter {
+    output: Sender<Record>,
+    files: Arc<ModuleCache>,
+    images: HashMap<u32, Image>,
+    /// Live blocks of each process: address -> size.
+    live_blocks: HashMap<u32, HashMap<u64, u64>>,
+    /// New highs of live requested bytes, passed on to the sampler.
+    peaks: RequestedPeaks,
+    symbolizer: ImageSymbolizer,
+    stats: Arc<LiveStats>,
+    windows: Arc<CopyWindows>,
+    watched: Arc<Watched>,
+    /// Processes whose start snapshot shows their first image: its exec asks for none.
+    start_shows_image: HashSet<u32>,
+    origin_ns: u64,
+    /// The time of the last timed record written.
+    last_time_ns: u64,
+    new_nodes: Vec<StackNode>,
+    costs: UnwindCosts,
+}
+
+pub fn spawn(input: Receiver<Event>, output: Sender<Record>, shared: Shared) -> JoinHandle<()> {
+    std::thread::Builder::new()
+        .name("memsup-interpret".into())
+        .spawn(move || {
+            let copies = Arc::clone(&shared.copies);
+            // Sources waiting for copies to be released stop waiting if this thread dies.
+            let _closed = CloseOnDrop(Arc::clone(&copies));
+            let mut interpreter = Interpreter::new(output, shared);
+            for event in input {
+                let bytes = event.kind.stack().map_or(0, RawStack::copy_bytes);
+                interpreter.take(event);
+                copies.release(bytes);
+            }
+            interpreter.symbolize_all();
+        })
+        .expect("spawning the interpret thread")
+}
+
+struct CloseOnDrop(Arc<CopiesInFlight>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
+impl Interpreter {
+    fn new(output: Sender<Record>, shared: Shared) -> Interpreter {
+        Interpreter {
+            output,
+            files: Arc::new(ModuleCache::new()),
+            images: HashMap::new(),
+            live_blocks: HashMap::new(),
+            peaks: RequestedPeaks::new(Arc::clone(&shared.watched)),
+            symbolizer: ImageSymbolizer::new(shared.bars),
+            stats: shared.stats,
+            windows: shared.windows,
+            watched: shared.watched,
+            start_shows_image: HashSet::new(),
+            origin_ns: shared.origin_ns,
+            last_time_ns: 0,
+            new_nodes: Vec::new(),
+            costs: UnwindCosts::default(),
+        }
+    }
+
+    fn take(&mut self, event: Event) {
+        self.stats.events.fetch_add(1, Ordering::Relaxed);
+        let Event {
+            time_ns,
+            pid,
+            tid,
+            mut kind,
+        } = event;
+        // A sample is recorded only within the lifetime the profile records for its process.
+        if kind.is_sample() && !self.watched.contains(pid as i32) {
+            return;
+        }
+        let time_ns = self.record_time(time_ns);
+        let stack = match &mut kind {
+            EventKind::Alloc { stack, .. }
+            | EventKind::Realloc { stack, .. }
+            | EventKind::Mapping { stack, .. } => {
+                let raw = std::mem::replace(stack, RawStack::Caller(0));
+                self.stack_id(pid, tid, raw)
+            }
+            _ => EMPTY_STACK,
+        };
+        self.before(pid, &kind);
+        let Some(record) = records::record_of(time_ns, pid, tid, kind, stack) else {
+            return;
+        };
+        self.follow(&record);
+        let _ = self.output.send(record);
+    }
+
+    /// Nanoseconds since the recording started, never before the last record's.
+    fn record_time(&mut self, time_ns: u64) -> u64 {
+        let time_ns = time_ns
+            .saturating_sub(self.origin_ns)
+            .max(self.last_time_ns);
+        self.last_time_ns = time_ns;
+        time_ns
+    }
+
+    /// Unwinds or looks up the event's stack, interns it and writes the new tree nodes.
+    fn stack_id(&mut self, pid: u32, tid: u32, stack: RawStack) -> StackId {
+        let files = &self.files;
+        let image = self.images.entry(pid).or_insert_with(|| Image::new(files));
+        let mut walk = StackWalk {
+            costs: &mut self.costs,
+            windows: &self.windows,
+            tid,
+        };
+        let id = walk.resolve(image, stack, &mut self.new_nodes);
+        self.write_new_nodes(pid);
+        id
+    }
+
+    fn write_new_nodes(&mut self, pid: u32) {
+        for node in self.new_nodes.drain(..) {
+            let _ = self.output.send(Record::StackNode {
+                pid,
+                id: node.id,
+                parent: node.parent,
+                address: node.address,
+            });
+        }
+    }
+
+    /// What an event changes before its record is written: images, the watched set.
+    fn before(&mut self, pid: u32, kind: &EventKind) {
+        match kind {
+            EventKind::ProcessStart { parent_pid, cause } => {
+                let image = match parent_pid.and_then(|p| self.images.get(&p)) {
+                    Some(parent) => parent.inherit(),
+                    None => Image::new(&self.files),
+                };
+                self.images.insert(pid, image);
+                self.stats.processes.fetch_add(1, Ordering::Relaxed);
+                // A fork child starts as a copy of its parent: its exec, peaks or exit say more.
+                let copy = matches!(cause, StartCause::Fork | StartCause::Vfork);
+                if !copy {
+                    self.start_shows_image.insert(pid);
+                }
+                self.watched.insert(pid as i32, !copy);
+            }
+            EventKind::Module {
+                path,
+                start,
+                end,
+                bias,
+            } => {
+                let files = &self.files;
+                let image = self.images.entry(pid).or_insert_with(|| Image::new(files));
+                // A file the unwinder cannot read is walked through by frame pointers only.
+                let _ = image.unwinder.add_module(path, *start, *end, *bias);
+                image.modules.push((path.clone(), *start, *end, *bias));
+            }
+            EventKind::KnownStack { id, frames } => {
+                let files = &self.files;
+                let image = self.images.entry(pid).or_insert_with(|| Image::new(files));
+                image.register_known(*id, frames, &mut self.new_nodes);
+                self.write_new_nodes(pid);
+            }
+            EventKind::Exec { .. } => {
+                self.symbolize(pid);
+                self.images.insert(pid, Image::new(&self.files));
+                self.forget_blocks(pid);
+            }
+            EventKind::ProcessExit { .. } => {
+                self.watched.remove(pid as i32);
+                self.start_shows_image.remove(&pid);
+                self.symbolize(pid);
+                self.forget_blocks(pid);
+                self.images.remove(&pid);
+                self.stats.processes.fetch_sub(1, Ordering::Relaxed);
+            }
+            EventKind::End => {
+                self.symbolize_all();
+                let _ = self.output.send(Record::UnwindCosts(self.costs));
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Interpreter {
+    /// Live blocks and snapshot requests, as the record changes them.
+    fn follow(&mut self, record: &Record) {
+        match *record {
+            Record::Alloc {
+                pid, address, size, ..
+            } if address != 0 => self.remember_block(pid, address, size),
+            Record::Realloc {
+                pid,
+                old_address,
+                new_address,
+                size,
+                ..
+            } => {
+                if new_address != 0 || size == 0 {
+                    self.forget_block(pid, old_address);
+                }
+                if new_address != 0 {
+                    self.remember_block(pid, new_address, size);
+                }
+            }
+            Record::Free { pid, address, .. } => self.forget_block(pid, address),
+            Record::Exec { pid, .. } => self.request_exec_snapshot(pid),
+            _ => {}
+        }
+    }
+
+    /// The new program's first snapshot; a launch or an attach has its start snapshot,
+    /// which shows the first image.
+    fn request_exec_snapshot(&mut self, pid: u32) {
+        if !self.start_shows_image.remove(&pid) {
+            self.watched.request(pid as i32, SnapshotReason::Exec);
+        }
+    }
+
+    fn remember_block(&mut self, pid: u32, address: u64, size: u64) {
+        // A block at an address already live (its free was not seen) replaces it.
+        self.forget_block(pid, address);
+        self.live_blocks
+            .entry(pid)
+            .or_default()
+            .insert(address, size);
+        self.peaks.add(pid, size);
+        self.stats
+            .live_bytes
+            .fetch_add(size as i64, Ordering::Relaxed);
+    }
+
+    fn forget_block(&mut self, pid: u32, address: u64) {
+        let removed = self
+            .live_blocks
+            .get_mut(&pid)
+            .and_then(|blocks| blocks.remove(&address));
+        if let Some(size) = removed {
+            self.peaks.remove(pid, size);
+            self.stats
+                .live_bytes
+                .fetch_sub(size as i64, Ordering::Relaxed);
+        }
+    }
+
+    /// The image ended: its blocks are gone with it (an exec'd program starts afresh).
+    fn forget_blocks(&mut self, pid: u32) {
+        let released: u64 = self
+            .live_blocks
+            .remove(&pid)
+            .map_or(0, |blocks| blocks.values().sum());
+        self.peaks.forget(pid);
+        self.stats
+            .live_bytes
+            .fetch_sub(released as i64, Ordering::Relaxed);
+    }
+
+    fn symbolize_all(&mut self) {
+        let mut pids: Vec<u32> = self.images.keys().copied().collect();
+        pids.sort_unstable();
+        for pid in pids {
+            self.symbolize(pid);
+        }
+    }
+
+    /// Emits a Symbol record for every address of the image's stacks not yet symbolised,
+    /// before the record that ends the image.
+    fn symbolize(&mut self, pid: u32) {
+        let Some(image) = self.images.get_mut(&pid) else {
+            return;
+        };
+        let addresses: Vec<(u64, Option<usize>)> =
+            std::mem::take(&mut image.addresses).into_iter().collect();
+        let started = Instant::now();
+        self.costs.addresses += addresses.len() as u64;
+        let records =
+            self.symbolizer
+                .symbolize(pid, &image.modules, addresses, &image.signal_frames);
+        self.costs.symbolize_ns += started.elapsed().as_nanos() as u64;
+        for record in records {
+            let _ = self.output.send(record);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

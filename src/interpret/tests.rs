@@ -1,0 +1,296 @@
+//! The interpret stage on scripted events: stack ids, known and walked stacks, symbols of
+//! unloaded libraries, copy windows, time, and the watched set.
+
+use crossbeam_channel::unbounded;
+use indicatif::ProgressDrawTarget;
+
+use super::stacks::{report_short_copy, unwind};
+use super::*;
+use crate::events::{StackCopy, StatusCounters};
+use crate::symbols::elf::ElfFile;
+use crate::trace::format::{AllocFunction, ExitKind, TRUNCATED_FRAME};
+use crate::unwind::{Stack, StackSnapshot, Unwinder};
+
+const LIBC: &str = "/lib/x86_64-linux-gnu/libc.so.6";
+const LD_SO: &str = "/lib64/ld-linux-x86-64.so.2";
+const PID: u32 = 7;
+const ORIGIN: u64 = 1_000_000;
+
+fn interpreter(output: Sender<Record>, watched: &Arc<Watched>) -> Interpreter {
+    Interpreter::new(
+        output,
+        Shared {
+            stats: Arc::default(),
+            bars: MultiProgress::with_draw_target(ProgressDrawTarget::hidden()),
+            copies: Arc::default(),
+            windows: Arc::default(),
+            watched: Arc::clone(watched),
+            origin_ns: ORIGIN,
+        },
+    )
+}
+
+/// Runs `events` (times relative to the origin) through a fresh stage; returns its records.
+fn interpret(events: Vec<(u64, EventKind)>, watched: &Arc<Watched>) -> Vec<Record> {
+    let (sender, receiver) = unbounded();
+    let mut stage = interpreter(sender, watched);
+    for (time_ns, kind) in events {
+        stage.take(Event {
+            time_ns: ORIGIN + time_ns,
+            pid: PID,
+            tid: PID,
+            kind,
+        });
+    }
+    drop(stage);
+    receiver.try_iter().collect()
+}
+
+fn start() -> EventKind {
+    EventKind::ProcessStart {
+        parent_pid: None,
+        cause: StartCause::Launch,
+    }
+}
+
+fn exit() -> EventKind {
+    EventKind::ProcessExit {
+        status: ExitKind::Code(0),
+        counters: Default::default(),
+    }
+}
+
+fn module(path: &str, start: u64) -> EventKind {
+    EventKind::Module {
+        path: path.to_string(),
+        start,
+        end: start + (4 << 20),
+        bias: start,
+    }
+}
+
+fn malloc(address: u64, stack: RawStack) -> EventKind {
+    EventKind::Alloc {
+        function: AllocFunction::Malloc,
+        address,
+        size: 10,
+        stack,
+    }
+}
+
+/// (id, parent, address) of the stack nodes, and the stack ids of the allocations.
+fn stacks_of(records: &[Record]) -> (Vec<(u32, u32, u64)>, Vec<u32>) {
+    let nodes = records
+        .iter()
+        .filter_map(|record| match *record {
+            Record::StackNode {
+                id,
+                parent,
+                address,
+                ..
+            } => Some((id, parent, address)),
+            _ => None,
+        })
+        .collect();
+    let ids = records
+        .iter()
+        .filter_map(|record| match *record {
+            Record::Alloc { stack, .. } => Some(stack),
+            _ => None,
+        })
+        .collect();
+    (nodes, ids)
+}
+
+/// A library dlclose()d and replaced by another at the same address: the stacks recorded
+/// while the first one was mapped are named from it, not from the newest module there.
+#[test]
+fn addresses_are_named_from_the_module_mapped_when_they_were_recorded() {
+    const START: u64 = 0x7f00_0000_0000;
+    let elf = ElfFile::open(LIBC).unwrap();
+    let malloc_address = elf.find_functions(&["malloc"])[0].address;
+    let (name, _) = elf.symbolize(malloc_address + 4).unwrap();
+    let caller = START + malloc_address + 5;
+    let events = vec![
+        (0, start()),
+        (0, module(LIBC, START)),
+        (1, malloc(0x1000, RawStack::Caller(caller))),
+        (1, module(LD_SO, START)),
+        (2, exit()),
+    ];
+    let symbols: Vec<(String, String)> = interpret(events, &Arc::default())
+        .into_iter()
+        .filter_map(|record| match record {
+            Record::Symbol {
+                address,
+                function,
+                module,
+                ..
+            } if address == caller => Some((function, module)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(symbols, [(name, LIBC.to_string())]);
+}
+
+/// Frames a source walked itself share the tree with unwound ones; a known stack is named by
+/// the id its source registered, and one never registered is recorded as truncated.
+#[test]
+fn walked_and_known_stacks_are_interned_in_the_image_tree() {
+    let registered = EventKind::KnownStack {
+        id: 42,
+        frames: vec![0x10, 0x20, 0x30],
+    };
+    let events = vec![
+        (0, start()),
+        (1, malloc(0x1000, RawStack::Frames(vec![0x10, 0x20]))),
+        (2, registered),
+        (3, malloc(0x2000, RawStack::Known(42))),
+        (4, malloc(0x3000, RawStack::Known(42))),
+        (5, malloc(0x4000, RawStack::Known(9))),
+    ];
+    let records = interpret(events, &Arc::default());
+    let (nodes, ids) = stacks_of(&records);
+    // Nodes hang from the outermost frame inwards: 0x20 <- 0x10 first, then 0x30 <- 0x20 <- 0x10.
+    assert_eq!(
+        nodes,
+        [
+            (1, 0, 0x20),
+            (2, 1, 0x10),
+            (3, 0, 0x30),
+            (4, 3, 0x20),
+            (5, 4, 0x10),
+            (6, 0, TRUNCATED_FRAME)
+        ]
+    );
+    assert_eq!(ids, [2, 5, 5, 6]);
+    // Registering writes no record of its own.
+    assert_eq!(records.len(), 1 + nodes.len() + ids.len());
+}
+
+/// Time 0 is the pipeline's origin, and no record goes back in time, whatever a source's
+/// clock said.
+#[test]
+fn record_times_start_at_the_origin_and_never_go_back() {
+    let events = vec![
+        (5, start()),
+        (9, EventKind::ThreadStart),
+        (7, EventKind::ThreadExit),
+        (12, EventKind::End),
+    ];
+    let times: Vec<u64> = interpret(events, &Arc::default())
+        .iter()
+        .filter_map(|record| match *record {
+            Record::ProcessStart { time_ns, .. }
+            | Record::ThreadStart { time_ns, .. }
+            | Record::ThreadExit { time_ns, .. }
+            | Record::End { time_ns } => Some(time_ns),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(times, [5, 9, 9, 12]);
+}
+
+/// The stage keeps the watched set: a process is sampled from its start to its exit, and a
+/// sample that arrives outside that lifetime is not recorded.
+#[test]
+fn samples_are_kept_within_the_process_lifetime() {
+    let sample = |rss| {
+        EventKind::StatusSample(StatusCounters {
+            rss,
+            ..StatusCounters::default()
+        })
+    };
+    let watched = Arc::new(Watched::default());
+    let events = vec![(0, sample(1)), (1, start()), (2, sample(2))];
+    let mut records = interpret(events, &watched);
+    assert!(watched.contains(PID as i32));
+    records.extend(interpret(vec![(3, exit()), (4, sample(3))], &watched));
+    assert!(!watched.contains(PID as i32));
+    let rss: Vec<u64> = records
+        .iter()
+        .filter_map(|record| match *record {
+            Record::StatusSample { rss, .. } => Some(rss),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(rss, [2]);
+}
+
+/// A launched process's start snapshot shows its first program; each later exec asks for
+/// one of the new program.
+#[test]
+fn an_exec_asks_for_a_snapshot_unless_the_start_snapshot_shows_it() {
+    let exec = || EventKind::Exec {
+        exe: "/bin/true".into(),
+        argv: Vec::new(),
+    };
+    let watched = Arc::new(Watched::default());
+    let (mut snapshots, mut peaks) = (Vec::new(), Vec::new());
+    interpret(vec![(0, start()), (1, exec())], &watched);
+    watched.take_requests(&mut snapshots, &mut peaks);
+    assert_eq!(snapshots, [(PID as i32, SnapshotReason::Start)]);
+    interpret(vec![(2, exec())], &watched);
+    watched.take_requests(&mut snapshots, &mut peaks);
+    assert_eq!(snapshots, [(PID as i32, SnapshotReason::Exec)]);
+}
+
+use crate::ptrace::capture::{INITIAL_WINDOW, MAX_WINDOW};
+
+fn copy_of(window_limited: bool, length: usize) -> StackCopy {
+    StackCopy {
+        snapshot: StackSnapshot {
+            ip: 0x1000,
+            at_function_entry: false,
+            sp: 0x7000_0000,
+            bp: 0,
+            stack: vec![0; length],
+        },
+        window_limited,
+        substitute: None,
+        substituted: Vec::new(),
+    }
+}
+
+fn walk(truncated: bool, ran_off_copy: bool) -> Stack {
+    Stack {
+        frames: vec![0x1000],
+        truncated,
+        signal_frames: Vec::new(),
+        ran_off_copy,
+    }
+}
+
+fn reports(copy: &StackCopy, stack: Stack) -> Vec<(u32, u32)> {
+    let windows = CopyWindows::default();
+    report_short_copy(copy, &stack, &windows, 3);
+    let mut seen = Vec::new();
+    windows.take(|tid, length| seen.push((tid, length)));
+    seen
+}
+
+#[test]
+fn only_a_walk_that_ran_off_a_window_limited_copy_is_reported() {
+    let length = INITIAL_WINDOW as usize;
+    let limited = copy_of(true, length);
+    assert_eq!(reports(&limited, walk(true, true)), [(3, INITIAL_WINDOW)]);
+    // The whole mapping was copied: a larger window would not help.
+    assert!(reports(&copy_of(false, length), walk(true, true)).is_empty());
+    // Stopped for another reason (unknown code, too deep): the copy was long enough.
+    assert!(reports(&limited, walk(true, false)).is_empty());
+    assert!(reports(&limited, walk(false, false)).is_empty());
+    let largest = copy_of(true, MAX_WINDOW as usize);
+    assert_eq!(reports(&largest, walk(true, true)), [(3, MAX_WINDOW)]);
+}
+
+#[test]
+fn a_walk_from_outside_every_module_is_truncated_and_not_reported() {
+    let copy = copy_of(true, INITIAL_WINDOW as usize);
+    let windows = CopyWindows::default();
+    let (frames, truncated, _) = unwind(&Unwinder::new(), &copy, &windows, 3);
+    assert!(truncated);
+    assert_eq!(frames, [0x1000, TRUNCATED_FRAME]);
+    let mut reported = false;
+    windows.take(|_, _| reported = true);
+    assert!(!reported);
+}
