@@ -64,7 +64,7 @@ impl Tracer<'_> {
                 }
             }
         }
-        let original_return = self.processes[&pid].memory.read_u64(entry_rsp)?;
+        let original_return = self.process(pid)?.memory.read_u64(entry_rsp)?;
         let stack = match self.stack_mode {
             StackMode::Full => StackSource::Uncopied(original_return),
             StackMode::Caller => StackSource::Caller(original_return),

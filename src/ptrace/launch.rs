@@ -11,7 +11,10 @@ use nix::errno::Errno;
 use crate::error::{Error, Result};
 use crate::ptrace::regs;
 use crate::ptrace::seccomp;
+use crate::ptrace::state::Thread;
 use crate::ptrace::stop::{wait_for_thread, Event, Stop};
+use crate::ptrace::tracer::Tracer;
+use crate::trace::format::{Record, StartCause};
 
 /// Finds `command` the way execvp would: as a path if it contains '/', else along $PATH.
 pub fn resolve_command(command: &OsStr) -> Result<PathBuf> {
@@ -214,5 +217,23 @@ fn exec_failure(error_pipe: i32, path: &Path) -> Error {
             path: display,
             source: errno,
         },
+    }
+}
+
+impl Tracer<'_> {
+    /// Takes over a process `launch` left stopped at its exec event.
+    pub fn adopt_launched(&mut self, pid: i32) -> Result<()> {
+        let process = self.new_process(pid, false);
+        self.processes.insert(pid, process);
+        self.threads.insert(pid, Thread::new(pid));
+        self.sink.send(Record::ProcessStart {
+            time_ns: self.sink.now_ns(),
+            pid: pid as u32,
+            parent_pid: None,
+            cause: StartCause::Launch,
+        });
+        self.record_exec(pid);
+        self.setup_image(pid)?;
+        self.resume(pid)
     }
 }

@@ -16,4 +16,5 @@ pub mod sink;
 pub mod state;
 pub mod stop;
 mod thread_stack;
+pub mod tracee;
 pub mod tracer;

@@ -1,0 +1,65 @@
+//! The boundary the event handlers act through: a stopped thread's registers, its resumption,
+//! and its process's memory. `Ptrace` is the real one; tests put a fake in its place, so the
+//! hot path runs on tables without a process.
+
+use libc::user_regs_struct;
+
+use crate::error::Result;
+use crate::ptrace::memory::{ProcessMemory, TraceeMemory};
+use crate::ptrace::regs;
+
+/// What a handler may ask of the threads it supervises.
+pub trait Tracee {
+    fn registers(&mut self, tid: i32) -> Result<user_regs_struct>;
+
+    fn set_registers(&mut self, tid: i32, registers: &user_regs_struct) -> Result<()>;
+
+    /// Lets the thread run, delivering `signal` (0 for none).
+    fn resume(&mut self, tid: i32, signal: i32) -> Result<()>;
+
+    /// Lets the thread run to its next system call stop.
+    fn resume_to_syscall(&mut self, tid: i32, signal: i32) -> Result<()>;
+
+    /// Leaves a group-stopped thread stopped, to report SIGCONT.
+    fn listen(&mut self, tid: i32) -> Result<()>;
+
+    /// The value a ptrace event stop carries (a clone or fork's new thread ID).
+    fn event_message(&mut self, tid: i32) -> Result<u64>;
+
+    /// The memory of process `pid` (a new process, or a new image after exec).
+    fn open_memory(&mut self, pid: i32) -> Box<dyn TraceeMemory>;
+}
+
+/// Threads traced with ptrace by this thread.
+#[derive(Debug, Default)]
+pub struct Ptrace;
+
+impl Tracee for Ptrace {
+    fn registers(&mut self, tid: i32) -> Result<user_regs_struct> {
+        regs::get_registers(tid)
+    }
+
+    fn set_registers(&mut self, tid: i32, registers: &user_regs_struct) -> Result<()> {
+        regs::set_registers(tid, registers)
+    }
+
+    fn resume(&mut self, tid: i32, signal: i32) -> Result<()> {
+        regs::resume(tid, signal)
+    }
+
+    fn resume_to_syscall(&mut self, tid: i32, signal: i32) -> Result<()> {
+        regs::resume_to_syscall(tid, signal)
+    }
+
+    fn listen(&mut self, tid: i32) -> Result<()> {
+        regs::listen(tid)
+    }
+
+    fn event_message(&mut self, tid: i32) -> Result<u64> {
+        regs::event_message(tid)
+    }
+
+    fn open_memory(&mut self, pid: i32) -> Box<dyn TraceeMemory> {
+        Box::new(ProcessMemory::new(nix::unistd::Pid::from_raw(pid)))
+    }
+}
