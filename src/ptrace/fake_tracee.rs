@@ -13,12 +13,13 @@ use crate::error::{Error, Result};
 use crate::ptrace::memory::{RemoteMemory, RemoteMemoryMut, SliceMemory, TraceeMemory};
 use crate::ptrace::tracee::Tracee;
 
-/// How the tracer let a thread go.
+/// How the tracer let a thread go, or signalled it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Resume {
     Continue { tid: i32, signal: i32 },
     ToSyscall { tid: i32, signal: i32 },
     Listen { tid: i32 },
+    Signalled { tid: i32, signal: i32 },
 }
 
 #[derive(Default)]
@@ -126,6 +127,11 @@ impl Tracee for FakeTracee {
     fn listen(&mut self, tid: i32) -> Result<()> {
         self.state.borrow_mut().resumes.push(Resume::Listen { tid });
         Ok(())
+    }
+
+    fn signal_thread(&mut self, _pid: i32, tid: i32, signal: i32) {
+        let resume = Resume::Signalled { tid, signal };
+        self.state.borrow_mut().resumes.push(resume);
     }
 
     fn event_message(&mut self, tid: i32) -> Result<u64> {

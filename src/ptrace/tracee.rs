@@ -23,6 +23,10 @@ pub trait Tracee {
     /// Leaves a group-stopped thread stopped, to report SIGCONT.
     fn listen(&mut self, tid: i32) -> Result<()>;
 
+    /// Sends `signal` to thread `tid` of process `pid` (tgkill); a thread already gone is
+    /// not an error.
+    fn signal_thread(&mut self, pid: i32, tid: i32, signal: i32);
+
     /// The value a ptrace event stop carries (a clone or fork's new thread ID).
     fn event_message(&mut self, tid: i32) -> Result<u64>;
 
@@ -53,6 +57,11 @@ impl Tracee for Ptrace {
 
     fn listen(&mut self, tid: i32) -> Result<()> {
         regs::listen(tid)
+    }
+
+    fn signal_thread(&mut self, pid: i32, tid: i32, signal: i32) {
+        // SAFETY: tgkill has no memory effects.
+        unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, signal) };
     }
 
     fn event_message(&mut self, tid: i32) -> Result<u64> {

@@ -281,8 +281,7 @@ impl<'a> Tracer<'a> {
         let pid = thread.pid;
         self.tracee.resume(tid, 0)?;
         for signal in held {
-            // SAFETY: tgkill has no memory effects.
-            unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, signal) };
+            self.tracee.signal_thread(pid, tid, signal);
         }
         Ok(())
     }

@@ -258,6 +258,39 @@ fn a_trap_at_no_probe_is_the_program_s_own_and_passed_on() {
 }
 
 #[test]
+fn signals_held_back_are_sent_again_once_the_thread_runs() {
+    let (sink, _receiver) = sink();
+    let fake = FakeTracee::default();
+    let mut tracer = tracer(&sink, &fake);
+    plant(
+        &mut tracer,
+        MALLOC,
+        &ENDBR64,
+        ProbeKind::Alloc(AllocFunction::Malloc),
+    );
+    let held = [libc::SIGUSR2, libc::SIGCHLD];
+    tracer.threads.get_mut(&PID).unwrap().pending_signals = held.to_vec();
+    enter(&fake, PID, MALLOC, CALLER, FRAME, [24, 0, 0]);
+    tracer.on_trap(PID).unwrap();
+    let expected = [
+        Resume::Continue {
+            tid: PID,
+            signal: 0,
+        },
+        Resume::Signalled {
+            tid: PID,
+            signal: libc::SIGUSR2,
+        },
+        Resume::Signalled {
+            tid: PID,
+            signal: libc::SIGCHLD,
+        },
+    ];
+    assert_eq!(fake.take_resumes(), expected);
+    assert!(tracer.threads[&PID].pending_signals.is_empty());
+}
+
+#[test]
 fn a_trap_of_a_thread_memsup_does_not_know_is_an_error_naming_it() {
     let (sink, _receiver) = sink();
     let fake = FakeTracee::default();
