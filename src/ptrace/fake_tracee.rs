@@ -4,6 +4,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::ops::Range;
 use std::rc::Rc;
 
 use libc::user_regs_struct;
@@ -138,6 +139,20 @@ impl Tracee for FakeTracee {
         let state = self.state.borrow();
         let message = state.event_messages.get(&tid).copied();
         message.ok_or(Error::ProcessGone(tid))
+    }
+
+    fn read_partial(&mut self, _tid: i32, address: u64, length: usize) -> Option<Vec<u8>> {
+        let mut state = self.state.borrow_mut();
+        let region = state.region_of(address).ok()?;
+        let start = (address - region.base) as usize;
+        let end = region.bytes.len().min(start + length);
+        Some(region.bytes[start..end].to_vec())
+    }
+
+    fn mapping_containing(&mut self, _tid: i32, address: u64) -> Option<Range<u64>> {
+        let mut state = self.state.borrow_mut();
+        let region = state.region_of(address).ok()?;
+        Some(region.base..region.base + region.bytes.len() as u64)
     }
 
     fn open_memory(&mut self, _pid: i32) -> Box<dyn TraceeMemory> {

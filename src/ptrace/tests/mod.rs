@@ -1,6 +1,7 @@
 //! The tracer's handlers on a fake tracee: probes planted in slice memory, a thread's calls
 //! and returns played as register states, and what the tracer sent read back.
 
+mod capture;
 mod hot_path;
 mod lifecycle;
 mod return_records;
