@@ -7,7 +7,7 @@ use crate::breakpoints::emulate::Emulation;
 use crate::breakpoints::outofline::relocate;
 use crate::error::Result;
 use crate::ptrace::inject::ScratchPage;
-use crate::ptrace::memory::{ProcessMemory, RemoteMemory};
+use crate::ptrace::memory::RemoteMemoryMut;
 use crate::trace::format::{AllocFunction, MapCall};
 
 pub const INT3: u8 = 0xcc;
@@ -84,7 +84,7 @@ pub struct BreakpointTable {
 
 /// Decides how to step over the instruction at `address` (`code` = its original bytes).
 fn plan_step_over(
-    memory: &mut ProcessMemory,
+    memory: &mut dyn RemoteMemoryMut,
     scratch: Option<&mut ScratchPage>,
     code: &[u8],
     address: u64,
@@ -141,7 +141,7 @@ impl BreakpointTable {
     /// Plants an int3 at `address` unless one is already there (aliases share one probe).
     pub fn insert(
         &mut self,
-        memory: &mut ProcessMemory,
+        memory: &mut dyn RemoteMemoryMut,
         scratch: Option<&mut ScratchPage>,
         address: u64,
         kind: ProbeKind,
@@ -180,7 +180,7 @@ impl BreakpointTable {
 
     /// Puts every original byte back where our int3 still is. Returns how many breakpoints
     /// were found overwritten by someone else (left as they are).
-    pub fn restore_all(&mut self, memory: &mut ProcessMemory) -> u64 {
+    pub fn restore_all(&mut self, memory: &mut dyn RemoteMemoryMut) -> u64 {
         let mut foreign = 0;
         for breakpoint in self.by_address.values() {
             match memory.read_u8(breakpoint.address) {

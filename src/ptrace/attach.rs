@@ -12,7 +12,7 @@ use crate::proc::maps::read_maps;
 use crate::proc::status::{is_kernel_thread, read_status, read_tasks};
 use crate::ptrace::inject::choose_live_injector;
 use crate::ptrace::regs;
-use crate::ptrace::state::{Process, Thread};
+use crate::ptrace::state::Thread;
 use crate::ptrace::stop::{
     wait_for_thread_until, Deadline, Event, Stop, WaitFailure, GROUP_STOP_SIGNALS, STOP_TIMEOUT,
 };
@@ -233,8 +233,8 @@ impl Tracer<'_> {
             return Ok(());
         }
         let threads = seize_all_threads(pid)?;
-        self.processes
-            .insert(pid, Process::new(pid, true, self.step_over_policy));
+        let process = self.new_process(pid, true);
+        self.processes.insert(pid, process);
         for joined in &threads {
             let mut thread = Thread::new(pid);
             thread.pending_signals = joined.signals.clone();

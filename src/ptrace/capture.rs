@@ -1,12 +1,11 @@
-//! Stack capture at a stop: the registers an unwind needs and one `process_vm_readv` of the
-//! stack above rsp. The thread is resumed right after; the interpret stage unwinds the copy.
+//! Stack capture at a stop: the registers an unwind needs and one read of the stack above
+//! rsp. The thread is resumed right after; the interpret stage unwinds the copy.
 
 use std::ops::Range;
 use std::time::Instant;
 
 use crate::error::Result;
 use crate::events::{RawStack, StackCopy};
-use crate::proc::maps::{mapping_containing, read_maps};
 use crate::ptrace::memory::RemoteMemory;
 use crate::ptrace::tracer::Tracer;
 use crate::unwind::StackSnapshot;
@@ -68,7 +67,7 @@ impl Tracer<'_> {
                 }
             }
         }
-        let original_return = self.processes[&pid].memory.read_u64(entry_rsp)?;
+        let original_return = self.process(pid)?.memory.read_u64(entry_rsp)?;
         let stack = match self.stack_mode {
             StackMode::Full => RawStack::Uncopied(original_return),
             StackMode::Caller => RawStack::Caller(original_return),
@@ -112,14 +111,12 @@ impl Tracer<'_> {
         let thread = self.threads.get_mut(&tid)?;
         let copy = &mut thread.stack_copy;
         if !copy.mapping.as_ref().is_some_and(|m| m.contains(&sp)) {
-            copy.mapping = read_maps(tid)
-                .ok()
-                .and_then(|maps| mapping_containing(&maps, sp).map(|m| m.start..m.end));
+            copy.mapping = self.tracee.mapping_containing(tid, sp);
         }
         let mapping = copy.mapping.clone()?;
         let limit = u64::from(copy.window);
         let length = (mapping.end - sp).min(limit) as usize;
-        let stack = read_stack(tid, sp, length)?;
+        let stack = self.tracee.read_partial(tid, sp, length)?;
         let hijacked = thread
             .shadow
             .entries()
@@ -156,28 +153,6 @@ impl Tracer<'_> {
             }
         });
     }
-}
-
-/// `length` bytes of thread `tid`'s memory from `address`, or what could be read of them.
-fn read_stack(tid: i32, address: u64, length: usize) -> Option<Vec<u8>> {
-    let mut buffer: Vec<u8> = Vec::with_capacity(length);
-    let local = libc::iovec {
-        iov_base: buffer.as_mut_ptr().cast(),
-        iov_len: length,
-    };
-    let remote = libc::iovec {
-        iov_base: address as *mut libc::c_void,
-        iov_len: length,
-    };
-    // SAFETY: the local iovec covers exactly the buffer's capacity; the kernel writes at
-    // most `length` bytes and returns how many, which is all `set_len` exposes.
-    let read = unsafe { libc::process_vm_readv(tid, &local, 1, &remote, 1, 0) };
-    if read <= 0 {
-        return None;
-    }
-    // SAFETY: the kernel initialised the first `read` bytes.
-    unsafe { buffer.set_len(read as usize) };
-    Some(buffer)
 }
 
 #[cfg(test)]

@@ -175,8 +175,9 @@ impl Tracer<'_> {
             } => {
                 self.threads
                     .retain(|other, thread| thread.pid != tid || *other == tid);
+                let memory = self.tracee.open_memory(tid);
                 if let Some(process) = self.processes.get_mut(&tid) {
-                    process.reset_for_exec();
+                    process.reset_for_exec(memory);
                 }
                 Ok(())
             }
@@ -225,16 +226,15 @@ impl Tracer<'_> {
         };
         let mut regs = regs::get_registers(tid)?;
         let address = regs.rip.wrapping_sub(1);
-        let process = &self.processes[&pid];
+        let process = self.process(pid)?;
         if process
             .scratch
             .as_ref()
             .is_some_and(|s| s.trampoline() == address)
         {
-            let thread = self.threads.get_mut(&tid).expect("known");
-            if let Some((entry, _)) = thread.shadow.pop_returning(regs.rsp) {
+            if let Some((entry, _)) = self.thread_mut(tid)?.shadow.pop_returning(regs.rsp) {
                 // The call returned just as everyone was stopped: it still counts.
-                let memory = &self.processes[&pid].memory;
+                let memory = &self.process(pid)?.memory;
                 let original_return = entry.original_return;
                 if let Ok(event) = return_event(entry, regs.rax, memory) {
                     self.send(pid, tid, event);

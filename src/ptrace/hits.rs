@@ -8,7 +8,7 @@ use crate::breakpoints::returns::PendingReturn;
 use crate::breakpoints::table::{Breakpoint, ProbeKind, StepOver, INT3};
 use crate::error::{Error, Result};
 use crate::events::{EventKind, RawStack};
-use crate::ptrace::memory::RemoteMemory;
+use crate::ptrace::memory::{RemoteMemory, RemoteMemoryMut};
 use crate::ptrace::regs;
 use crate::ptrace::state::PendingSyscall;
 use crate::ptrace::stop::{Deadline, STOP_TIMEOUT};
@@ -34,9 +34,9 @@ fn map_call_of_syscall(number: u64) -> Option<MapCall> {
 
 impl Tracer<'_> {
     pub(crate) fn on_trap(&mut self, tid: i32) -> Result<()> {
-        let regs = regs::get_registers(tid)?;
-        let pid = self.threads[&tid].pid;
-        let process = self.processes.get(&pid).ok_or(Error::ProcessGone(pid))?;
+        let regs = self.tracee.registers(tid)?;
+        let pid = self.thread(tid)?.pid;
+        let process = self.process(pid)?;
         let address = regs.rip.wrapping_sub(1);
         if process
             .scratch
@@ -51,7 +51,7 @@ impl Tracer<'_> {
                 self.on_entry(tid, pid, regs, &breakpoint)
             }
             // Not ours: the program's own SIGTRAP.
-            None => regs::resume(tid, libc::SIGTRAP),
+            None => self.tracee.resume(tid, libc::SIGTRAP),
         }
     }
 
@@ -63,20 +63,14 @@ impl Tracer<'_> {
         breakpoint: &Breakpoint,
     ) -> Result<()> {
         let entry_rsp = regs.rsp;
-        let trampoline = self.processes[&pid]
-            .scratch
-            .as_ref()
-            .map(|s| s.trampoline());
-        let memory = &self.processes[&pid].memory;
-        let thread = self.threads.get_mut(&tid).expect("known thread");
+        let (thread, process) = self.thread_and_process_mut(tid)?;
+        let trampoline = process.scratch.as_ref().map(|s| s.trampoline());
+        let memory = &process.memory;
         let abandoned = thread
             .shadow
             .drop_abandoned(entry_rsp, || memory.read_u64(entry_rsp).ok() == trampoline);
-        self.report_abandoned(pid, tid, &abandoned);
-        let thread = &self.threads[&tid];
         let nested = matches!(breakpoint.kind, ProbeKind::Alloc(_))
             && thread.shadow.inside_allocator(entry_rsp);
-        let process = self.processes.get_mut(&pid).expect("known process");
         // Bookkeeping probes (rendezvous, IFUNC resolvers) only count as stops.
         let is_probe = breakpoint.kind.is_program_probe();
         if is_probe {
@@ -85,6 +79,7 @@ impl Tracer<'_> {
         if nested {
             process.counters.nested_calls += 1;
         }
+        self.report_abandoned(pid, tid, &abandoned);
         let mut hijack = None;
         match breakpoint.kind {
             ProbeKind::Alloc(AllocFunction::Free) if !nested => {
@@ -97,7 +92,6 @@ impl Tracer<'_> {
             ProbeKind::Map(_) | ProbeKind::IfuncResolver(_) => hijack = Some(breakpoint.kind),
             _ => {}
         }
-        let trampoline = process.scratch.as_ref().map(|s| s.trampoline());
         let mut hijack_slot = None;
         if let (Some(kind), Some(trampoline)) = (hijack, trampoline) {
             // IFUNC resolvers are bookkeeping: no record, so no stack.
@@ -107,12 +101,11 @@ impl Tracer<'_> {
                         self.capture_at_entry(tid, pid, breakpoint.address, entry_rsp, regs.rbp)?;
                     (original_return, Some(stack))
                 }
-                _ => (self.processes[&pid].memory.read_u64(entry_rsp)?, None),
+                _ => (self.process(pid)?.memory.read_u64(entry_rsp)?, None),
             };
             // A tail call from another probed function already returns to the trampoline.
             if original_return != trampoline {
-                let thread = self.threads.get_mut(&tid).expect("known thread");
-                thread.shadow.push(PendingReturn {
+                self.thread_mut(tid)?.shadow.push(PendingReturn {
                     slot: entry_rsp,
                     original_return,
                     kind,
@@ -143,7 +136,7 @@ impl Tracer<'_> {
         trampoline: Option<u64>,
         is_probe: bool,
     ) -> Result<()> {
-        let process = self.processes.get_mut(&pid).expect("known process");
+        let process = self.process_mut(pid)?;
         let counted = u64::from(is_probe);
         match &breakpoint.step_over {
             StepOver::Emulate(emulation) => {
@@ -188,17 +181,17 @@ impl Tracer<'_> {
                         .memory
                         .write_data(entry_rsp, &trampoline.to_le_bytes())?;
                 }
-                regs::set_registers(tid, &regs)?;
+                self.tracee.set_registers(tid, &regs)?;
                 self.step_stopping_the_world(tid, pid, breakpoint)?;
                 return self.resume(tid);
             }
         }
-        regs::set_registers(tid, &regs)?;
+        self.tracee.set_registers(tid, &regs)?;
         self.resume(tid)
     }
 
     fn on_return(&mut self, tid: i32, pid: i32, mut regs: user_regs_struct) -> Result<()> {
-        let thread = self.threads.get_mut(&tid).expect("known thread");
+        let thread = self.thread_mut(tid)?;
         let Some((entry, abandoned)) = thread.shadow.pop_returning(regs.rsp) else {
             return Err(Error::Internal(format!(
                 "thread {tid} returned to memsup's trampoline with no pending call (rsp {:#x})",
@@ -207,15 +200,15 @@ impl Tracer<'_> {
         };
         self.report_abandoned(pid, tid, &abandoned);
         regs.rip = entry.original_return;
-        let process = self.processes.get_mut(&pid).expect("known process");
         if let ProbeKind::IfuncResolver(function) = entry.kind {
             self.probe_ifunc_target(pid, function, regs.rax);
         } else {
+            let process = self.process_mut(pid)?;
             process.counters.return_hits += 1;
             let event = return_event(entry, regs.rax, &process.memory)?;
             self.send(pid, tid, event);
         }
-        regs::set_registers(tid, &regs)?;
+        self.tracee.set_registers(tid, &regs)?;
         self.resume(tid)
     }
 
@@ -229,12 +222,11 @@ impl Tracer<'_> {
     }
 
     pub(crate) fn on_seccomp(&mut self, tid: i32) -> Result<()> {
-        let regs = regs::get_registers(tid)?;
-        let pid = self.threads[&tid].pid;
+        let regs = self.tracee.registers(tid)?;
+        let pid = self.thread(tid)?.pid;
         if let Some(call) = map_call_of_syscall(regs.orig_rax) {
             let stack = self.capture_at_syscall(tid, pid, &regs);
-            let thread = self.threads.get_mut(&tid).expect("known thread");
-            thread.pending_syscall = Some(PendingSyscall {
+            self.thread_mut(tid)?.pending_syscall = Some(PendingSyscall {
                 call,
                 args: [regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9],
                 stack,
@@ -243,14 +235,14 @@ impl Tracer<'_> {
         if let Some(process) = self.processes.get_mut(&pid) {
             process.counters.syscall_stops += 1;
         }
-        regs::resume_to_syscall(tid, 0)
+        self.tracee.resume_to_syscall(tid, 0)
     }
 
     pub(crate) fn on_syscall_exit(&mut self, tid: i32) -> Result<()> {
-        let thread = self.threads.get_mut(&tid).expect("known thread");
+        let thread = self.thread_mut(tid)?;
         let pid = thread.pid;
         if let Some(pending) = thread.pending_syscall.take() {
-            let result = regs::get_registers(tid)?.rax as i64;
+            let result = self.tracee.registers(tid)?.rax as i64;
             let event = EventKind::Mapping {
                 call: pending.call,
                 args: pending.args,
@@ -281,15 +273,16 @@ impl Tracer<'_> {
             .collect();
         let deadline = Deadline::after(STOP_TIMEOUT);
         let stopped = self.stop_threads(&others, &deadline);
-        let process = self.processes.get_mut(&pid).expect("known process");
+        let process = self.process_mut(pid)?;
         process.counters.stop_the_world += 1;
         process.counters.single_steps += 1;
         process
             .memory
             .write_code(breakpoint.address, &[breakpoint.original_byte])?;
         let step = regs::single_step(tid).and_then(|_| self.wait_for_trap(tid));
-        let process = self.processes.get_mut(&pid).expect("known process");
-        process.memory.write_code(breakpoint.address, &[INT3])?;
+        self.process_mut(pid)?
+            .memory
+            .write_code(breakpoint.address, &[INT3])?;
         for other in stopped {
             let _ = self.resume(other);
         }

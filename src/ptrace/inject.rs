@@ -8,7 +8,7 @@ use libc::user_regs_struct;
 
 use crate::error::{Error, Result};
 use crate::proc::maps::{find_gap, read_maps};
-use crate::ptrace::memory::{ProcessMemory, RemoteMemory};
+use crate::ptrace::memory::RemoteMemoryMut;
 use crate::ptrace::regs;
 use crate::ptrace::stop::{wait_for_thread_until, Deadline, Event, Stop, STOP_TIMEOUT};
 
@@ -32,7 +32,7 @@ pub struct RemoteSyscall {
 /// runs the call with no restart state, then gets every register back exactly (see
 /// `call_registers`). Signals that arrive meanwhile are returned for the caller to deliver.
 pub fn remote_syscall(
-    memory: &mut ProcessMemory,
+    memory: &mut dyn RemoteMemoryMut,
     tid: i32,
     stub: Option<u64>,
     call: &RemoteSyscall,
@@ -167,11 +167,11 @@ pub struct ScratchPage {
 impl ScratchPage {
     /// Maps a page within rel32 reach of `anchor` when a gap allows, and fills it.
     pub fn create(
-        memory: &mut ProcessMemory,
+        memory: &mut dyn RemoteMemoryMut,
+        pid: i32,
         tid: i32,
         anchor: u64,
     ) -> Result<(ScratchPage, Vec<i32>)> {
-        let pid = memory.pid().as_raw();
         let maps = read_maps(pid).map_err(|e| Error::io(format!("/proc/{pid}/maps"), e))?;
         let hint = find_gap(&maps, anchor, PAGE_SIZE, REACH);
         let (base, signals) = map_page(memory, tid, hint)?;
@@ -184,6 +184,16 @@ impl ScratchPage {
             slots: Vec::new(),
         };
         Ok((scratch, signals))
+    }
+
+    /// A page already at `base`, for tables tested without a process.
+    #[cfg(test)]
+    pub fn at(base: u64) -> ScratchPage {
+        ScratchPage {
+            base,
+            next_slot: base + FIRST_SLOT_OFFSET,
+            slots: Vec::new(),
+        }
     }
 
     /// The `syscall; int3` stub for later remote calls.
@@ -208,7 +218,7 @@ impl ScratchPage {
     /// Writes relocated code into the next slot.
     pub fn fill_slot(
         &mut self,
-        memory: &mut ProcessMemory,
+        memory: &mut dyn RemoteMemoryMut,
         code: &[u8],
         original: u64,
         original_length: u64,
@@ -246,7 +256,11 @@ impl ScratchPage {
     }
 }
 
-fn map_page(memory: &mut ProcessMemory, tid: i32, hint: Option<u64>) -> Result<(u64, Vec<i32>)> {
+fn map_page(
+    memory: &mut dyn RemoteMemoryMut,
+    tid: i32,
+    hint: Option<u64>,
+) -> Result<(u64, Vec<i32>)> {
     const MAP_FIXED_NOREPLACE: u64 = 0x10_0000;
     let protection = (libc::PROT_READ | libc::PROT_EXEC) as u64;
     let private_anonymous = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u64;

@@ -11,7 +11,11 @@ use nix::errno::Errno;
 use crate::error::{Error, Result};
 use crate::ptrace::regs;
 use crate::ptrace::seccomp;
+use crate::ptrace::state::Thread;
 use crate::ptrace::stop::{wait_for_thread, Event, Stop};
+use crate::ptrace::tracer::Tracer;
+use crate::events::EventKind;
+use crate::trace::format::StartCause;
 
 /// Finds `command` the way execvp would: as a path if it contains '/', else along $PATH.
 pub fn resolve_command(command: &OsStr) -> Result<PathBuf> {
@@ -214,5 +218,22 @@ fn exec_failure(error_pipe: i32, path: &Path) -> Error {
             path: display,
             source: errno,
         },
+    }
+}
+
+impl Tracer<'_> {
+    /// Takes over a process `launch` left stopped at its exec event.
+    pub fn adopt_launched(&mut self, pid: i32) -> Result<()> {
+        let process = self.new_process(pid, false);
+        self.processes.insert(pid, process);
+        self.threads.insert(pid, Thread::new(pid));
+        let start = EventKind::ProcessStart {
+            parent_pid: None,
+            cause: StartCause::Launch,
+        };
+        self.send(pid, pid, start);
+        self.record_exec(pid);
+        self.setup_image(pid)?;
+        self.resume(pid)
     }
 }

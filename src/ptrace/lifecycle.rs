@@ -3,7 +3,6 @@
 use crate::error::Result;
 use crate::events::EventKind;
 use crate::proc::status::{read_cmdline, read_status};
-use crate::ptrace::regs;
 use crate::ptrace::state::{Process, Thread};
 use crate::ptrace::stop::Event;
 use crate::ptrace::thread_stack::clone_stack_top;
@@ -22,8 +21,8 @@ impl Tracer<'_> {
 
     /// Records the thread or process that `tid`'s clone, fork or vfork event announces.
     pub(crate) fn register_child(&mut self, tid: i32, event: Event) -> Result<i32> {
-        let child = regs::event_message(tid)? as i32;
-        let parent_pid = self.threads[&tid].pid;
+        let child = self.tracee.event_message(tid)? as i32;
+        let parent_pid = self.thread(tid)?.pid;
         // A clone without CLONE_THREAD makes a process too; the kernel's Tgid tells.
         let is_thread = event == Event::Clone
             && read_status(child)
@@ -32,18 +31,19 @@ impl Tracer<'_> {
         if is_thread {
             self.threads.insert(child, Thread::new(parent_pid));
             self.send(parent_pid, child, EventKind::ThreadStart);
-            let memory = &self.processes[&parent_pid].memory;
-            if let Some(address) = clone_stack_top(tid, memory) {
+            let registers = self.tracee.registers(tid).ok();
+            let memory = &self.process(parent_pid)?.memory;
+            if let Some(address) = registers.and_then(|r| clone_stack_top(&r, memory)) {
                 self.send(parent_pid, child, EventKind::ThreadStack { address });
             }
         } else {
-            let parent = &self.processes[&parent_pid];
-            let mut process = Process::forked_from(parent, child);
+            let memory = self.tracee.open_memory(child);
+            let mut process = Process::forked_from(self.process(parent_pid)?, child, memory);
             process.shares_parent_memory = event == Event::Vfork;
             self.processes.insert(child, process);
             let mut thread = Thread::new(child);
             // The child's stack is a copy of the forking thread's, hijacked slots included.
-            thread.shadow = self.threads[&tid].shadow.fork_copy();
+            thread.shadow = self.thread(tid)?.shadow.fork_copy();
             self.threads.insert(child, thread);
             let cause = if event == Event::Vfork {
                 StartCause::Vfork
@@ -53,7 +53,7 @@ impl Tracer<'_> {
             let parent_pid = Some(parent_pid as u32);
             self.send(child, child, EventKind::ProcessStart { parent_pid, cause });
             // The child has the parent's scratch page at the same address.
-            if let Some(scratch) = &self.processes[&child].scratch {
+            if let Some(scratch) = &self.process(child)?.scratch {
                 let address = scratch.base;
                 self.send(child, child, EventKind::ScratchPage { address });
             }
@@ -77,12 +77,13 @@ impl Tracer<'_> {
         let mut thread = Thread::new(pid);
         thread.pending_signals = pending_signals;
         self.threads.insert(pid, thread);
+        let memory = self.tracee.open_memory(pid);
         match self.processes.get_mut(&pid) {
-            Some(process) => process.reset_for_exec(),
+            Some(process) => process.reset_for_exec(memory),
             None => {
                 let wrappers = self.mode == crate::ptrace::tracer::Mode::Attach;
-                self.processes
-                    .insert(pid, Process::new(pid, wrappers, self.step_over_policy));
+                let process = Process::new(pid, wrappers, self.step_over_policy, memory);
+                self.processes.insert(pid, process);
             }
         }
         self.record_exec(pid);

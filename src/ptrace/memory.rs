@@ -1,6 +1,7 @@
-//! The process boundary for memory: one trait, so the emulator, the unwinder and the tests
-//! never see ptrace. Reads use `process_vm_readv`; code writes use `/proc/PID/mem`, which
-//! (unlike process_vm_writev) can write read-only text pages.
+//! The process boundary for memory: traits for reading and writing, so the emulator, the
+//! probe table, the hot path and their tests never see ptrace. Reads use `process_vm_readv`;
+//! code writes use `/proc/PID/mem`, which (unlike process_vm_writev) can write read-only
+//! text pages.
 
 use std::fs::File;
 use std::io::IoSliceMut;
@@ -30,6 +31,38 @@ pub trait RemoteMemory {
     }
 }
 
+/// Write access too: planting and lifting probes, hijacking return slots.
+pub trait RemoteMemoryMut: RemoteMemory {
+    /// Writes memory the process itself may write (stack slots).
+    fn write_data(&mut self, address: u64, bytes: &[u8]) -> Result<()>;
+
+    /// Writes any page regardless of its protection (code).
+    fn write_code(&mut self, address: u64, bytes: &[u8]) -> Result<()>;
+}
+
+/// The memory of one traced process, reached through one of its threads.
+pub trait TraceeMemory: RemoteMemoryMut {
+    /// Goes through thread `tid` (a stopped thread of this process) from now on: once the
+    /// main thread has exited, its ID no longer leads to the memory.
+    fn use_thread(&mut self, tid: i32);
+}
+
+impl<M: RemoteMemory + ?Sized> RemoteMemory for Box<M> {
+    fn read(&self, address: u64, buffer: &mut [u8]) -> Result<()> {
+        (**self).read(address, buffer)
+    }
+}
+
+impl<M: RemoteMemoryMut + ?Sized> RemoteMemoryMut for Box<M> {
+    fn write_data(&mut self, address: u64, bytes: &[u8]) -> Result<()> {
+        (**self).write_data(address, bytes)
+    }
+
+    fn write_code(&mut self, address: u64, bytes: &[u8]) -> Result<()> {
+        (**self).write_code(address, bytes)
+    }
+}
+
 /// A copy of some memory at a known base address: for tests and for offline unwinding.
 #[derive(Debug, Clone)]
 pub struct SliceMemory {
@@ -37,20 +70,43 @@ pub struct SliceMemory {
     pub bytes: Vec<u8>,
 }
 
-impl RemoteMemory for SliceMemory {
-    fn read(&self, address: u64, buffer: &mut [u8]) -> Result<()> {
+impl SliceMemory {
+    /// The byte range of `length` bytes at `address`, when all of them are in the copy.
+    fn range(&self, address: u64, length: usize) -> Result<std::ops::Range<usize>> {
         let start = address.checked_sub(self.base).map(|o| o as usize);
         match start {
-            Some(start) if start + buffer.len() <= self.bytes.len() => {
-                buffer.copy_from_slice(&self.bytes[start..start + buffer.len()]);
-                Ok(())
-            }
+            Some(start) if start + length <= self.bytes.len() => Ok(start..start + length),
             _ => Err(Error::Memory {
                 pid: 0,
                 address,
                 source: Errno::EFAULT,
             }),
         }
+    }
+
+    pub fn contains(&self, address: u64) -> bool {
+        self.range(address, 1).is_ok()
+    }
+}
+
+impl RemoteMemory for SliceMemory {
+    fn read(&self, address: u64, buffer: &mut [u8]) -> Result<()> {
+        let range = self.range(address, buffer.len())?;
+        buffer.copy_from_slice(&self.bytes[range]);
+        Ok(())
+    }
+}
+
+/// A copy has no page protections: code and data are written alike.
+impl RemoteMemoryMut for SliceMemory {
+    fn write_data(&mut self, address: u64, bytes: &[u8]) -> Result<()> {
+        let range = self.range(address, bytes.len())?;
+        self.bytes[range].copy_from_slice(bytes);
+        Ok(())
+    }
+
+    fn write_code(&mut self, address: u64, bytes: &[u8]) -> Result<()> {
+        self.write_data(address, bytes)
     }
 }
 
@@ -73,15 +129,6 @@ impl ProcessMemory {
         }
     }
 
-    /// Goes through thread `tid` (a stopped thread of this process) from now on.
-    pub fn use_thread(&mut self, tid: i32) {
-        self.thread = Pid::from_raw(tid);
-    }
-
-    pub fn pid(&self) -> Pid {
-        self.pid
-    }
-
     fn memory_error(&self, address: u64, source: Errno) -> Error {
         if source == Errno::ESRCH {
             Error::ProcessGone(self.pid.as_raw())
@@ -93,9 +140,17 @@ impl ProcessMemory {
             }
         }
     }
+}
 
-    /// Writes data memory (stack slots) with one `process_vm_writev`.
-    pub fn write_data(&self, address: u64, bytes: &[u8]) -> Result<()> {
+impl TraceeMemory for ProcessMemory {
+    fn use_thread(&mut self, tid: i32) {
+        self.thread = Pid::from_raw(tid);
+    }
+}
+
+impl RemoteMemoryMut for ProcessMemory {
+    /// One `process_vm_writev`.
+    fn write_data(&mut self, address: u64, bytes: &[u8]) -> Result<()> {
         let remote = [RemoteIoVec {
             base: address as usize,
             len: bytes.len(),
@@ -108,8 +163,8 @@ impl ProcessMemory {
         }
     }
 
-    /// Writes code or any other page regardless of its protection, through `/proc/PID/mem`.
-    pub fn write_code(&mut self, address: u64, bytes: &[u8]) -> Result<()> {
+    /// Through `/proc/PID/mem`.
+    fn write_code(&mut self, address: u64, bytes: &[u8]) -> Result<()> {
         if self.mem_file.as_ref().map(|(thread, _)| *thread) != Some(self.thread) {
             let path = format!("/proc/{}/mem", self.thread);
             let file = std::fs::OpenOptions::new()

@@ -3,6 +3,8 @@ pub mod attach;
 pub mod capture;
 pub mod detach;
 mod exit_snapshot;
+#[cfg(test)]
+mod fake_tracee;
 pub mod hits;
 pub mod inject;
 pub mod launch;
@@ -15,4 +17,8 @@ pub mod signals;
 pub mod state;
 pub mod stop;
 mod thread_stack;
+pub mod tracee;
 pub mod tracer;
+
+#[cfg(test)]
+mod tests;

@@ -67,7 +67,7 @@ impl Tracer<'_> {
         };
         self.create_scratch(pid, pid, anchor)?;
         self.scan_modules(pid)?;
-        let process = &self.processes[&pid];
+        let process = self.process(pid)?;
         let has_allocator = process
             .breakpoints
             .iter()
@@ -86,7 +86,7 @@ impl Tracer<'_> {
             .processes
             .get_mut(&pid)
             .ok_or(Error::ProcessGone(pid))?;
-        let (scratch, signals) = ScratchPage::create(&mut process.memory, tid, anchor)?;
+        let (scratch, signals) = ScratchPage::create(&mut process.memory, pid, tid, anchor)?;
         let page = EventKind::ScratchPage {
             address: scratch.base,
         };
@@ -115,7 +115,7 @@ impl Tracer<'_> {
             .known_modules
             .retain(|path| modules.iter().any(|m| &m.path == path));
         for module in modules {
-            if self.processes[&pid].known_modules.contains(&module.path) {
+            if self.process(pid)?.known_modules.contains(&module.path) {
                 continue;
             }
             self.processes
@@ -182,7 +182,7 @@ impl Tracer<'_> {
                 // The function an IFUNC stands for is known once its resolver returns; one
                 // resolved before an attach is not resolved again.
                 for symbol in indirect {
-                    if self.mode == Mode::Attach && !self.attached {
+                    if self.mode == Mode::Attach && !self.is_attached() {
                         self.warnings.push(format!(
                             "{}: {} is an IFUNC resolved before the attach; its calls are not probed",
                             module.path, symbol.name
@@ -200,7 +200,7 @@ impl Tracer<'_> {
                     ));
                 }
             }
-            if self.processes[&pid].probe_mapping_wrappers {
+            if self.process(pid)?.probe_mapping_wrappers {
                 for (call, names) in MAPPING_SYMBOLS {
                     for symbol in elf
                         .find_functions(names)

@@ -7,25 +7,25 @@ use crate::breakpoints::table::{BreakpointTable, StepOverPolicy};
 use crate::events::RawStack;
 use crate::ptrace::capture::StackCopyState;
 use crate::ptrace::inject::ScratchPage;
-use crate::ptrace::memory::ProcessMemory;
+use crate::ptrace::memory::TraceeMemory;
 use crate::trace::format::{MapCall, ProbeCounters};
 
 /// A mapping system call seen at its seccomp stop, waiting for its result.
 #[derive(Debug)]
 pub struct PendingSyscall {
-    pub call: MapCall,
-    pub args: [u64; 6],
+    pub(super) call: MapCall,
+    pub(super) args: [u64; 6],
     /// The stack captured at the system call's entry.
-    pub stack: RawStack,
+    pub(super) stack: RawStack,
 }
 
 pub struct Thread {
-    pub pid: i32,
-    pub shadow: ShadowStack,
-    pub pending_syscall: Option<PendingSyscall>,
+    pub(super) pid: i32,
+    pub(super) shadow: ShadowStack,
+    pub(super) pending_syscall: Option<PendingSyscall>,
     /// Signals that arrived while memsup ran code in the thread, delivered at the next resume.
-    pub pending_signals: Vec<i32>,
-    pub stack_copy: StackCopyState,
+    pub(super) pending_signals: Vec<i32>,
+    pub(super) stack_copy: StackCopyState,
 }
 
 impl Thread {
@@ -41,27 +41,32 @@ impl Thread {
 }
 
 pub struct Process {
-    pub pid: i32,
-    pub memory: ProcessMemory,
-    pub breakpoints: BreakpointTable,
-    pub scratch: Option<ScratchPage>,
-    pub counters: ProbeCounters,
+    pub(super) pid: i32,
+    pub(super) memory: Box<dyn TraceeMemory>,
+    pub(super) breakpoints: BreakpointTable,
+    pub(super) scratch: Option<ScratchPage>,
+    pub(super) counters: ProbeCounters,
     /// Module paths already scanned for probes.
-    pub known_modules: HashSet<String>,
+    pub(super) known_modules: HashSet<String>,
     /// Probe libc's mapping wrappers (attach mode, where seccomp is not available).
-    pub probe_mapping_wrappers: bool,
+    pub(super) probe_mapping_wrappers: bool,
     /// A vfork child until its exec: its memory is its parent's, restored by the parent.
-    pub shares_parent_memory: bool,
+    pub(super) shares_parent_memory: bool,
     /// Threads that reached their exit stop and are not reaped yet: when all of them have,
     /// the process is ending (exit_group, or the last thread after a pthread_exit'd main).
-    pub exiting_threads: HashSet<i32>,
+    pub(super) exiting_threads: HashSet<i32>,
 }
 
 impl Process {
-    pub fn new(pid: i32, probe_mapping_wrappers: bool, policy: StepOverPolicy) -> Process {
+    pub fn new(
+        pid: i32,
+        probe_mapping_wrappers: bool,
+        policy: StepOverPolicy,
+        memory: Box<dyn TraceeMemory>,
+    ) -> Process {
         Process {
             pid,
-            memory: ProcessMemory::new(nix::unistd::Pid::from_raw(pid)),
+            memory,
             breakpoints: BreakpointTable::with_policy(policy),
             scratch: None,
             counters: ProbeCounters::default(),
@@ -73,7 +78,7 @@ impl Process {
     }
 
     /// A fork child: a copy of the parent's address space, so of its probes and scratch page.
-    pub fn forked_from(parent: &Process, pid: i32) -> Process {
+    pub fn forked_from(parent: &Process, pid: i32, memory: Box<dyn TraceeMemory>) -> Process {
         Process {
             breakpoints: parent.breakpoints.clone(),
             scratch: parent.scratch.clone(),
@@ -82,16 +87,18 @@ impl Process {
                 pid,
                 parent.probe_mapping_wrappers,
                 parent.breakpoints.policy,
+                memory,
             )
         }
     }
 
     /// After exec: the old image and everything planted in it are gone.
-    pub fn reset_for_exec(&mut self) {
+    pub fn reset_for_exec(&mut self, memory: Box<dyn TraceeMemory>) {
         *self = Process::new(
             self.pid,
             self.probe_mapping_wrappers,
             self.breakpoints.policy,
+            memory,
         );
     }
 }

@@ -2,16 +2,16 @@
 //! way to tell a thread stack from other anonymous memory, whether or not the stack of the
 //! `mmap` that allocated it could be walked (musl has no unwind tables).
 
-use crate::ptrace::memory::{ProcessMemory, RemoteMemory};
-use crate::ptrace::regs;
+use libc::user_regs_struct;
+
+use crate::ptrace::memory::RemoteMemory;
 
 /// Offset of `stack` in the kernel's `struct clone_args` (`stack_size` follows it).
 const CLONE_ARGS_STACK: u64 = 40;
 
-/// The top of the stack that thread `tid`'s clone or clone3 call, stopped at its clone
-/// event, gives the new thread; None when it gives none (the child shares the stack).
-pub fn clone_stack_top(tid: i32, memory: &ProcessMemory) -> Option<u64> {
-    let registers = regs::get_registers(tid).ok()?;
+/// The top of the stack that a clone or clone3 call (`registers` of the thread stopped at its
+/// clone event) gives the new thread; None when it gives none (the child shares the stack).
+pub fn clone_stack_top(registers: &user_regs_struct, memory: &dyn RemoteMemory) -> Option<u64> {
     let top = match registers.orig_rax as i64 {
         // clone(flags, stack, ...)
         libc::SYS_clone => registers.rsi,

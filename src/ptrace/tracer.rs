@@ -12,10 +12,10 @@ use crate::error::{Error, Result};
 use crate::events::{EventKind, EventSink, Residency};
 use crate::failure::{test_fault, TestFault};
 use crate::ptrace::capture::StackMode;
-use crate::ptrace::regs;
 use crate::ptrace::signals;
 use crate::ptrace::state::{Process, Thread};
 use crate::ptrace::stop::{Event, Stop, GROUP_STOP_SIGNALS};
+use crate::ptrace::tracee::{Ptrace, Tracee};
 use crate::symbols::SymbolCache;
 use crate::trace::format::{ExitKind, SnapshotReason};
 
@@ -29,38 +29,40 @@ pub enum Mode {
 }
 
 pub struct Tracer<'a> {
-    pub(crate) mode: Mode,
-    pub(crate) processes: HashMap<i32, Process>,
-    pub(crate) threads: HashMap<i32, Thread>,
+    /// Registers, resumption and memory of the supervised threads.
+    pub(super) tracee: Box<dyn Tracee>,
+    pub(super) mode: Mode,
+    pub(super) processes: HashMap<i32, Process>,
+    pub(super) threads: HashMap<i32, Thread>,
     /// Threads whose first stop arrived before the event that created them.
-    pub(crate) early_threads: HashSet<i32>,
+    pub(super) early_threads: HashSet<i32>,
     /// Stops collected while stopping the world, handled before waiting again.
-    pub(crate) deferred: VecDeque<Stop>,
-    pub(crate) sink: &'a EventSink,
+    pub(super) deferred: VecDeque<Stop>,
+    pub(super) sink: &'a EventSink,
     /// Snapshots asked of the residency sampler, or taken at an exit stop.
-    pub(crate) residency: &'a dyn Residency,
-    pub(crate) symbols: SymbolCache,
-    pub(crate) root_pid: i32,
-    pub(crate) root_exit: Option<ExitKind>,
-    pub(crate) step_over_policy: StepOverPolicy,
-    pub(crate) stack_mode: StackMode,
+    pub(super) residency: &'a dyn Residency,
+    pub(super) symbols: SymbolCache,
+    pub(super) root_pid: i32,
+    pub(super) root_exit: Option<ExitKind>,
+    pub(super) step_over_policy: StepOverPolicy,
+    pub(super) stack_mode: StackMode,
     /// Attach mode: every requested process has been joined (later scans see new modules).
-    pub(crate) attached: bool,
+    attached: bool,
     /// Messages for the user, printed by the caller (one line each).
-    pub(crate) warnings: Vec<String>,
+    pub(super) warnings: Vec<String>,
     /// Time spent taking exit snapshots, which the exiting thread waits for.
-    pub(crate) exit_snapshot_ns: u64,
+    pub(super) exit_snapshot_ns: u64,
     /// The stop being handled: if memsup fails half-way, the detach settles it.
-    pub(crate) in_hand: Option<Stop>,
+    pub(super) in_hand: Option<Stop>,
     /// Threads that did not stop in time for the last stop of every thread.
-    pub(crate) unresponsive: Vec<i32>,
+    pub(super) unresponsive: Vec<i32>,
     /// At detach: threads held at a ptrace event or syscall stop, still inside a system call
     /// that will complete on resume (a fork writes the child's id into rax): never used to
     /// run a remote call.
-    pub(crate) inside_event: HashSet<i32>,
+    pub(super) inside_event: HashSet<i32>,
     /// Threads joined by an attach still in progress: stopped, their stop already collected,
     /// so a detach after a failed attach must not wait for another.
-    pub(crate) joining: HashSet<i32>,
+    pub(super) joining: HashSet<i32>,
     /// Test-only failure to inject (`MEMSUP_TEST_FAULT`), attach mode only.
     test_fault: Option<TestFault>,
     _not_send: PhantomData<*const ()>,
@@ -73,7 +75,19 @@ impl<'a> Tracer<'a> {
         sink: &'a EventSink,
         residency: &'a dyn Residency,
     ) -> Tracer<'a> {
+        Tracer::with_tracee(mode, root_pid, sink, residency, Box::new(Ptrace))
+    }
+
+    /// A tracer acting through `tracee` (a fake one in tests).
+    pub(crate) fn with_tracee(
+        mode: Mode,
+        root_pid: i32,
+        sink: &'a EventSink,
+        residency: &'a dyn Residency,
+        tracee: Box<dyn Tracee>,
+    ) -> Tracer<'a> {
         Tracer {
+            tracee,
             mode,
             processes: HashMap::new(),
             threads: HashMap::new(),
@@ -106,6 +120,16 @@ impl<'a> Tracer<'a> {
     /// Whole call stacks (the default) or the calling address only.
     pub fn set_stack_mode(&mut self, mode: StackMode) {
         self.stack_mode = mode;
+    }
+
+    /// Attach mode: every requested process has been joined; modules found from now on are
+    /// new to the program.
+    pub fn mark_attached(&mut self) {
+        self.attached = true;
+    }
+
+    pub(super) fn is_attached(&self) -> bool {
+        self.attached
     }
 
     /// How the first process ended (None if memsup detached from it).
@@ -209,14 +233,14 @@ impl<'a> Tracer<'a> {
             // Maybe another thread or process is gone, maybe this one: try to resume it.
             Err(Error::ProcessGone(_)) => {
                 if !matches!(stop, Stop::Exited { .. } | Stop::Killed { .. }) {
-                    let _ = regs::resume(tid, 0);
+                    let _ = self.tracee.resume(tid, 0);
                 }
             }
             Err(error) => {
                 let pid = self.threads.get(&tid).map_or(tid, |t| t.pid);
                 self.warn(pid, format!("thread {tid}: {error}"));
                 if !matches!(stop, Stop::Exited { .. } | Stop::Killed { .. }) {
-                    let _ = regs::resume(tid, 0);
+                    let _ = self.tracee.resume(tid, 0);
                 }
             }
         }
@@ -241,7 +265,7 @@ impl<'a> Tracer<'a> {
             Stop::Event { event, signal, .. } => self.on_event(tid, event, signal),
             Stop::Syscall { .. } => self.on_syscall_exit(tid),
             Stop::Signal { signal, .. } if signal == libc::SIGTRAP => self.on_trap(tid),
-            Stop::Signal { signal, .. } => regs::resume(tid, signal),
+            Stop::Signal { signal, .. } => self.tracee.resume(tid, signal),
         }
     }
 
@@ -250,7 +274,7 @@ impl<'a> Tracer<'a> {
             Event::Clone | Event::Fork | Event::Vfork => self.on_new_child(tid, event),
             Event::Exec => self.on_exec(tid),
             Event::Seccomp => self.on_seccomp(tid),
-            Event::Stop if GROUP_STOP_SIGNALS.contains(&signal) => regs::listen(tid),
+            Event::Stop if GROUP_STOP_SIGNALS.contains(&signal) => self.tracee.listen(tid),
             Event::Exit => {
                 self.snapshot_at_exit(tid);
                 self.resume(tid)
@@ -265,19 +289,63 @@ impl<'a> Tracer<'a> {
     /// resumes, the kernel drops it silently: a SIGUSR2 sent during an attach was lost at the
     /// program's next fork. Sent again, each comes back as a signal stop of its own and is
     /// passed on there.
-    pub(crate) fn resume(&mut self, tid: i32) -> Result<()> {
+    pub(super) fn resume(&mut self, tid: i32) -> Result<()> {
         let Some(thread) = self.threads.get_mut(&tid) else {
-            return regs::resume(tid, 0);
+            return self.tracee.resume(tid, 0);
         };
         let held = std::mem::take(&mut thread.pending_signals);
         let pid = thread.pid;
-        regs::resume(tid, 0)?;
+        self.tracee.resume(tid, 0)?;
         for signal in held {
-            // SAFETY: tgkill has no memory effects.
-            unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, signal) };
+            self.tracee.signal_thread(pid, tid, signal);
         }
         Ok(())
     }
+
+    pub(super) fn process(&self, pid: i32) -> Result<&Process> {
+        self.processes.get(&pid).ok_or(Error::ProcessGone(pid))
+    }
+
+    pub(super) fn process_mut(&mut self, pid: i32) -> Result<&mut Process> {
+        self.processes.get_mut(&pid).ok_or(Error::ProcessGone(pid))
+    }
+
+    pub(super) fn thread(&self, tid: i32) -> Result<&Thread> {
+        self.threads.get(&tid).ok_or_else(|| unknown_thread(tid))
+    }
+
+    pub(super) fn thread_mut(&mut self, tid: i32) -> Result<&mut Thread> {
+        self.threads
+            .get_mut(&tid)
+            .ok_or_else(|| unknown_thread(tid))
+    }
+
+    /// A thread and its process, both to change at once.
+    pub(super) fn thread_and_process_mut(
+        &mut self,
+        tid: i32,
+    ) -> Result<(&mut Thread, &mut Process)> {
+        let thread = self
+            .threads
+            .get_mut(&tid)
+            .ok_or_else(|| unknown_thread(tid))?;
+        let pid = thread.pid;
+        let process = self
+            .processes
+            .get_mut(&pid)
+            .ok_or(Error::ProcessGone(pid))?;
+        Ok((thread, process))
+    }
+
+    /// A process memsup starts supervising (its memory is the tracee's).
+    pub(super) fn new_process(&mut self, pid: i32, probe_mapping_wrappers: bool) -> Process {
+        let memory = self.tracee.open_memory(pid);
+        Process::new(pid, probe_mapping_wrappers, self.step_over_policy, memory)
+    }
+}
+
+fn unknown_thread(tid: i32) -> Error {
+    Error::Internal(format!("thread {tid} is not supervised"))
 }
 
 /// Fails the way the tests asked, once a stop has been handled.

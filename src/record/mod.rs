@@ -18,12 +18,11 @@ use crate::events::{monotonic_ns, EventKind, EventSink, Watched};
 use crate::interpret::{self, LiveStats};
 use crate::ptrace::capture::StackMode;
 use crate::ptrace::launch::{launch, resolve_command};
-use crate::ptrace::state::{Process, Thread};
 use crate::ptrace::tracer::{Mode, Tracer};
 use crate::ptrace::{attach, signals};
 use crate::sampler::{Rates, Sampler, Snapshots};
 use crate::symbols::elf::check_executable;
-use crate::trace::format::{ExitKind, Header, RecordMode, StartCause};
+use crate::trace::format::{ExitKind, Header, RecordMode};
 use crate::trace::output_file::OutputRequest;
 use crate::trace::writer::{self, ProfileWriter};
 use progress::Progress;
@@ -290,7 +289,7 @@ pub fn attach(options: AttachOptions) -> Result<i32> {
         let _ = std::fs::remove_file(written_to);
         return Err(error);
     }
-    tracer.attached = true;
+    tracer.mark_attached();
     if let Some(duration) = options.duration {
         signals::alarm_after(duration);
     }
@@ -355,21 +354,4 @@ fn is_script(path: &Path) -> bool {
         .and_then(|mut file| std::io::Read::read_exact(&mut file, &mut start))
         .map(|_| &start == b"#!")
         .unwrap_or(false)
-}
-
-impl Tracer<'_> {
-    /// Takes over a process `launch` left stopped at its exec event.
-    pub fn adopt_launched(&mut self, pid: i32) -> Result<()> {
-        self.processes
-            .insert(pid, Process::new(pid, false, self.step_over_policy));
-        self.threads.insert(pid, Thread::new(pid));
-        let start = EventKind::ProcessStart {
-            parent_pid: None,
-            cause: StartCause::Launch,
-        };
-        self.send(pid, pid, start);
-        self.record_exec(pid);
-        self.setup_image(pid)?;
-        self.resume(pid)
-    }
 }

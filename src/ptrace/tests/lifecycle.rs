@@ -1,0 +1,161 @@
+//! Threads and processes coming and going while calls are pending.
+
+use super::*;
+use crate::ptrace::fake_tracee::Resume;
+use crate::ptrace::stop::Event;
+use crate::trace::format::{AllocFunction, ExitKind, StartCause};
+
+const MALLOC: u64 = CODE + 0x100;
+const CALLER: u64 = CODE + 0x800;
+const FRAME: u64 = STACK + 0x8000;
+const CHILD: i32 = 200;
+/// Beyond any pid_max: no /proc entry can answer for it.
+const NEW_THREAD: i32 = 5_000_000;
+
+/// A tracer whose thread `PID` is inside a malloc(24) called from `CALLER`.
+fn inside_malloc<'a>(sink: &'a RecordSink, fake: &FakeTracee) -> Tracer<'a> {
+    let mut tracer = tracer(sink, fake);
+    plant(
+        &mut tracer,
+        MALLOC,
+        &ENDBR64,
+        ProbeKind::Alloc(AllocFunction::Malloc),
+    );
+    enter(fake, PID, MALLOC, CALLER, FRAME, [24, 0, 0]);
+    tracer.on_trap(PID).unwrap();
+    fake.take_resumes();
+    tracer
+}
+
+#[test]
+fn a_fork_child_inherits_the_pending_calls_and_returns_through_them() {
+    let (sink, receiver) = sink();
+    let fake = FakeTracee::default();
+    let mut tracer = inside_malloc(&sink, &fake);
+    let entry_time = tracer.threads[&PID].shadow.entries()[0].time_ns;
+    fake.set_event_message(PID, CHILD as u64);
+    tracer.on_new_child(PID, Event::Fork).unwrap();
+    assert_eq!(
+        fake.take_resumes(),
+        [Resume::Continue {
+            tid: PID,
+            signal: 0
+        }]
+    );
+    let records = sent(&receiver);
+    assert!(
+        matches!(
+            records[..],
+            [
+                Record::ProcessStart {
+                    pid: 200,
+                    parent_pid: Some(100),
+                    cause: StartCause::Fork,
+                    ..
+                },
+                Record::ScratchPage {
+                    pid: 200,
+                    address: SCRATCH,
+                    ..
+                }
+            ]
+        ),
+        "{records:?}"
+    );
+    let copied: Vec<(u64, u64, u64)> = tracer.threads[&CHILD]
+        .shadow
+        .entries()
+        .iter()
+        .map(|entry| (entry.slot, entry.original_return, entry.time_ns))
+        .collect();
+    assert_eq!(copied, [(FRAME, CALLER, entry_time)]);
+
+    // The child's copy of the stack holds the trampoline too: its malloc returns through it.
+    leave(&fake, CHILD, FRAME, 0x5555_2000);
+    tracer.on_trap(CHILD).unwrap();
+    let alloc = Record::Alloc {
+        time_ns: entry_time,
+        pid: CHILD as u32,
+        tid: CHILD as u32,
+        function: AllocFunction::Malloc,
+        address: 0x5555_2000,
+        size: 24,
+        stack: crate::trace::stacks::EMPTY_STACK,
+    };
+    assert_eq!(sent(&receiver), [alloc]);
+    assert_eq!(fake.thread_registers(CHILD).rip, CALLER);
+    assert_eq!(tracer.threads[&PID].shadow.entries().len(), 1);
+}
+
+#[test]
+fn a_new_thread_starts_with_no_pending_calls_and_its_stack_from_the_clone_call() {
+    let (sink, receiver) = sink();
+    let fake = FakeTracee::default();
+    let mut tracer = inside_malloc(&sink, &fake);
+    let clone = user_regs_struct {
+        orig_rax: libc::SYS_clone as u64,
+        rsi: 0x7e00_0000,
+        ..zeroed_registers()
+    };
+    fake.set_thread_registers(PID, clone);
+    fake.set_event_message(PID, NEW_THREAD as u64);
+    tracer.on_new_child(PID, Event::Clone).unwrap();
+    let records = sent(&receiver);
+    assert!(
+        matches!(
+            records[..],
+            [
+                Record::ThreadStart {
+                    pid: 100,
+                    tid: NEW_THREAD_U32,
+                    ..
+                },
+                Record::ThreadStack {
+                    pid: 100,
+                    tid: NEW_THREAD_U32,
+                    address: 0x7e00_0000,
+                    ..
+                }
+            ]
+        ),
+        "{records:?}"
+    );
+    assert_eq!(tracer.threads[&NEW_THREAD].pid, PID);
+    assert!(tracer.threads[&NEW_THREAD].shadow.entries().is_empty());
+}
+
+const NEW_THREAD_U32: u32 = NEW_THREAD as u32;
+
+#[test]
+fn a_thread_gone_inside_malloc_leaves_an_abandoned_call() {
+    let (sink, receiver) = sink();
+    let fake = FakeTracee::default();
+    let mut tracer = inside_malloc(&sink, &fake);
+    let worker = PID + 1;
+    let mut thread = Thread::new(PID);
+    thread.shadow = tracer.threads[&PID].shadow.fork_copy();
+    tracer.threads.insert(worker, thread);
+    tracer.on_thread_gone(worker, ExitKind::Code(0)).unwrap();
+    let records = sent(&receiver);
+    assert!(
+        matches!(
+            records[..],
+            [
+                Record::AbandonedCall {
+                    pid: 100,
+                    tid: 101,
+                    function: AllocFunction::Malloc,
+                    ..
+                },
+                Record::ThreadExit {
+                    pid: 100,
+                    tid: 101,
+                    ..
+                }
+            ]
+        ),
+        "{records:?}"
+    );
+    assert!(!tracer.threads.contains_key(&worker));
+    assert!(tracer.processes.contains_key(&PID));
+}
