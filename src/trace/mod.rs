@@ -1,6 +1,12 @@
 //! The profile file: format, writer (its own thread) and reader.
+pub mod blocks;
+pub mod codec;
 pub mod format;
+pub mod frame;
 pub mod output_file;
 pub mod reader;
+pub mod reader_v2;
+pub mod sequence;
 pub mod stacks;
+pub mod varint;
 pub mod writer;
