@@ -1,6 +1,10 @@
 //! The profile file: format, writer (its own thread) and reader.
 pub mod blocks;
 pub mod codec;
+#[cfg(test)]
+mod codec_tests;
+#[cfg(test)]
+mod damage_tests;
 pub mod format;
 pub mod frame;
 pub mod output_file;
