@@ -5,6 +5,7 @@ pub mod codec;
 mod codec_tests;
 #[cfg(test)]
 mod damage_tests;
+pub mod dump;
 pub mod format;
 pub mod frame;
 pub mod output_file;
