@@ -156,10 +156,13 @@ pub fn inflate(payload: &[u8], declared: u32) -> Result<Vec<u8>, String> {
         .take(u64::from(declared) + 1)
         .read_to_end(&mut inflated)
         .map_err(|error| format!("does not inflate: {error}"))?;
-    if inflated.len() != declared as usize {
+    if inflated.len() > declared as usize {
+        return Err(format!("inflates past the {declared} bytes declared"));
+    }
+    if inflated.len() < declared as usize {
         return Err(format!(
             "inflates to {} bytes, not the {declared} declared",
-            inflated.len().min(declared as usize + 1)
+            inflated.len()
         ));
     }
     Ok(inflated)
