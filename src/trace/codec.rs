@@ -19,6 +19,8 @@ use crate::trace::varint::{put_signed, put_unsigned, Cursor};
 
 /// Distinct threads one block may hold; the writer starts a new block before passing it.
 pub const MAX_BLOCK_THREADS: usize = 4096;
+/// Stack node addresses one block remembers.
+const MAX_BLOCK_NODES: usize = 65536;
 /// Distinct sizes one block interns; later new sizes are stored whole.
 const MAX_BLOCK_SIZES: usize = 4096;
 
@@ -68,9 +70,28 @@ struct BlockState {
     size_list: Vec<u64>,
     previous_thread: Option<(u32, u32)>,
     previous_node: (StackId, u64),
+    /// Addresses of the block's stack nodes by id (bounded): a node's address is stored as
+    /// the difference from its parent's, which is often in the same function or module.
+    node_addresses: HashMap<StackId, u64>,
 }
 
 impl BlockState {
+    /// The address a stack node's is differenced against: its parent's if the block holds
+    /// it, else the previous node's.
+    fn node_base(&self, parent: StackId) -> u64 {
+        match self.node_addresses.get(&parent) {
+            Some(&address) => address,
+            None => self.previous_node.1,
+        }
+    }
+
+    fn remember_node(&mut self, id: StackId, address: u64) {
+        self.previous_node = (id, address);
+        if self.node_addresses.len() < MAX_BLOCK_NODES {
+            self.node_addresses.insert(id, address);
+        }
+    }
+
     fn intern_size(&mut self, size: u64) {
         if self.size_list.len() < MAX_BLOCK_SIZES && !self.sizes.contains_key(&size) {
             self.sizes.insert(size, self.size_list.len() as u32);
@@ -254,7 +275,7 @@ impl BlockEncoder {
     fn push_stack_node(&mut self, pid: u32, id: StackId, parent: StackId, address: u64) {
         self.put_byte(Stream::Tags, KIND_STACK_NODE);
         put_unsigned(self.stream(Stream::Threads), pid.into());
-        let (previous_id, previous_address) = self.state.previous_node;
+        let previous_id = self.state.previous_node.0;
         put_signed(
             self.stream(Stream::Stacks),
             i64::from(id) - i64::from(previous_id),
@@ -263,9 +284,9 @@ impl BlockEncoder {
             self.stream(Stream::Stacks),
             i64::from(id) - i64::from(parent),
         );
-        let delta = address.wrapping_sub(previous_address) as i64;
+        let delta = address.wrapping_sub(self.state.node_base(parent)) as i64;
         put_signed(self.stream(Stream::Addresses), delta);
-        self.state.previous_node = (id, address);
+        self.state.remember_node(id, address);
         // A stack node names no thread: the next record writes its own.
         self.state.previous_thread = None;
     }
@@ -409,7 +430,7 @@ impl BlockDecoder {
 
     fn stack_node(&mut self) -> Result<Record, String> {
         let pid = self.unsigned_u32(Stream::Threads)?;
-        let (previous_id, previous_address) = self.state.previous_node;
+        let previous_id = self.state.previous_node.0;
         let id = i64::from(previous_id)
             .checked_add(self.signed(Stream::Stacks)?)
             .and_then(|id| StackId::try_from(id).ok())
@@ -418,8 +439,9 @@ impl BlockDecoder {
             .checked_sub(self.signed(Stream::Stacks)?)
             .and_then(|parent| StackId::try_from(parent).ok())
             .ok_or("a stack node parent out of range")?;
-        let address = previous_address.wrapping_add(self.signed(Stream::Addresses)? as u64);
-        self.state.previous_node = (id, address);
+        let delta = self.signed(Stream::Addresses)? as u64;
+        let address = self.state.node_base(parent).wrapping_add(delta);
+        self.state.remember_node(id, address);
         self.state.previous_thread = None;
         Ok(Record::StackNode {
             pid,
