@@ -48,7 +48,7 @@ enum Blocks {
 
 /// The block being read.
 enum Current {
-    Compact(BlockDecoder),
+    Compact(Box<BlockDecoder>),
     Version2(crate::trace::reader_v2::V2Block),
 }
 
@@ -168,7 +168,7 @@ impl ProfileReader {
                         .and_then(|inflated| BlockDecoder::new(inflated, frame.records));
                     match decoder {
                         Ok(decoder) => {
-                            self.current = Some(Current::Compact(decoder));
+                            self.current = Some(Current::Compact(Box::new(decoder)));
                             return true;
                         }
                         Err(reason) => self.damage.push(format!(
