@@ -1,6 +1,7 @@
 //! Every kind of record through a block and back, with values at their edges.
 
-use crate::trace::codec::{BlockDecoder, BlockEncoder};
+use crate::trace::block_decoder::BlockDecoder;
+use crate::trace::codec::BlockEncoder;
 use crate::trace::format::{AllocFunction, ExitKind, ProbeCounters, Record, SourceFrame};
 
 fn mixed_records() -> Vec<Record> {

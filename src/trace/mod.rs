@@ -1,4 +1,5 @@
 //! The profile file: format, writer (its own thread) and reader.
+pub mod block_decoder;
 pub mod blocks;
 pub mod codec;
 #[cfg(test)]

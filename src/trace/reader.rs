@@ -9,8 +9,8 @@ use std::path::Path;
 use bincode::Options;
 
 use crate::error::TraceError;
+use crate::trace::block_decoder::BlockDecoder;
 use crate::trace::blocks::{BlockFinder, Found};
-use crate::trace::codec::BlockDecoder;
 use crate::trace::format::{Header, Record, FORMAT_VERSION, MAGIC};
 use crate::trace::frame::{crc32, inflate, MAX_HEADER_BYTES, PREAMBLE_FIELDS_BYTES, VERSION_BYTES};
 use crate::trace::reader_v2::{V2Blocks, OLDEST_READABLE_VERSION};

@@ -128,3 +128,98 @@ impl V2Block {
         Ok(Some(record))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use flate2::write::DeflateEncoder;
+    use flate2::Compression;
+
+    use crate::trace::format::{Header, Record, RecordMode, MAGIC};
+    use crate::trace::frame::crc32;
+    use crate::trace::reader::read_profile;
+    use crate::trace::writer::encoding;
+    use bincode::Options;
+
+    fn header() -> Header {
+        Header {
+            memsup_version: "0.1.0".to_string(),
+            host: "old".to_string(),
+            mode: RecordMode::Run,
+            target: vec!["./app".to_string()],
+            start_unix_ns: 1,
+            options: Vec::new(),
+        }
+    }
+
+    /// A version-2 file: preamble, then one block per payload given (already inflated).
+    fn version_2_file(blocks: &[Vec<u8>]) -> Vec<u8> {
+        let encoded = encoding().serialize(&header()).unwrap();
+        let mut bytes = MAGIC.to_vec();
+        bytes.extend_from_slice(&2u32.to_le_bytes());
+        bytes.extend_from_slice(&(encoded.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(&encoded);
+        for inflated in blocks {
+            let mut encoder = DeflateEncoder::new(Vec::new(), Compression::fast());
+            encoder.write_all(inflated).unwrap();
+            let payload = encoder.finish().unwrap();
+            bytes.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+            bytes.extend_from_slice(&crc32(&[&payload]).to_le_bytes());
+            bytes.extend_from_slice(&payload);
+        }
+        bytes
+    }
+
+    fn records_bytes(records: &[Record]) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        for record in records {
+            encoding().serialize_into(&mut bytes, record).unwrap();
+        }
+        bytes
+    }
+
+    #[test]
+    fn a_version_2_file_reads_whole() {
+        let records = vec![
+            Record::Free {
+                time_ns: 1,
+                pid: 2,
+                tid: 2,
+                address: 0x10,
+            },
+            Record::End { time_ns: 2 },
+        ];
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("v2.msup");
+        std::fs::write(&path, version_2_file(&[records_bytes(&records)])).unwrap();
+        let profile = read_profile(&path).unwrap();
+        assert_eq!(profile.header, header());
+        assert_eq!(profile.records, records);
+        assert!(!profile.truncated);
+        assert!(profile.damage.is_empty());
+    }
+
+    #[test]
+    fn a_version_2_inflate_bomb_stops_at_the_cap() {
+        let good = records_bytes(&[Record::Free {
+            time_ns: 1,
+            pid: 2,
+            tid: 2,
+            address: 0x10,
+        }]);
+        let bomb = vec![0u8; 16 << 20];
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("bomb.msup");
+        let bytes = version_2_file(&[good, bomb]);
+        assert!(bytes.len() < 100 << 10, "{} bytes", bytes.len());
+        std::fs::write(&path, bytes).unwrap();
+        let profile = read_profile(&path).unwrap();
+        assert_eq!(profile.records.len(), 1);
+        assert!(profile.truncated);
+        assert_eq!(
+            profile.damage,
+            ["damaged: reading stopped: block 1 inflates past the limit"]
+        );
+    }
+}

@@ -324,4 +324,26 @@ mod tests {
         assert_eq!(writer.records_written(), 2);
         assert_eq!(read_profile(&path).unwrap().records.len(), 2);
     }
+
+    #[test]
+    fn a_block_never_names_more_threads_than_a_reader_accepts() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("p.msup");
+        let mut writer = ProfileWriter::create(&path, &sample_header()).unwrap();
+        let threads = MAX_BLOCK_THREADS as u32 + 10;
+        for tid in 0..threads {
+            let record = Record::Free {
+                time_ns: 1,
+                pid: 7,
+                tid,
+                address: 8,
+            };
+            writer.push(&record).unwrap();
+        }
+        assert_eq!(writer.records_written(), MAX_BLOCK_THREADS as u64);
+        writer.finish().unwrap();
+        let profile = read_profile(&path).unwrap();
+        assert_eq!(profile.records.len(), threads as usize);
+        assert!(profile.damage.is_empty());
+    }
 }
