@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::report::{processes, report_json};
+use crate::common::report::{processes, report_json, report_output};
 use crate::common::*;
 
 /// Recorded by the last memsup that wrote version 2, with
@@ -107,6 +107,14 @@ fn dump_of_a_fresh_profile_shows_the_fixture_s_calls_and_damage_in_line() {
     );
     assert_eq!(marks[1], "# damaged: block 0 repeated");
     assert_eq!(count("Alloc "), 2);
+    let report = report_output(&doubled, &[]);
+    assert!(
+        report.contains("\nWARNING: damaged: block 0 repeated\n"),
+        "{report}"
+    );
+    let json = report_json(&doubled);
+    assert_eq!(json["profile"]["damage"][1], "damaged: block 0 repeated");
+    assert_eq!(json["profile"]["truncated"], false);
 }
 
 #[test]
