@@ -110,6 +110,32 @@ pub enum Command {
         #[arg(value_name = "PROFILE")]
         profile: PathBuf,
     },
+    /// Print a profile's records, one per line, with damage and truncation marked where met.
+    Dump {
+        /// `text` (the records as memsup names them, addresses in hex) or `json` (JSON lines).
+        #[arg(short, long, value_enum, default_value_t = DumpFormatArg::Text)]
+        format: DumpFormatArg,
+        /// Only the records of this process.
+        #[arg(long, value_name = "N")]
+        pid: Option<u32>,
+        #[arg(value_name = "PROFILE")]
+        profile: PathBuf,
+    },
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DumpFormatArg {
+    Text,
+    Json,
+}
+
+impl DumpFormatArg {
+    pub fn format(self) -> crate::trace::dump::DumpFormat {
+        match self {
+            DumpFormatArg::Text => crate::trace::dump::DumpFormat::Text,
+            DumpFormatArg::Json => crate::trace::dump::DumpFormat::JsonLines,
+        }
+    }
 }
 
 /// How probes are planted.

@@ -48,12 +48,14 @@ pub enum TraceError {
         found: u32,
         supported: u32,
     },
-    #[error("{path}: profile format version {found} was written by an older memsup; this one reads version {supported}: record the program again")]
+    #[error("{path}: profile format version {found} was written by an older memsup; this one reads versions {supported} and later: record the program again")]
     OlderVersion {
         path: PathBuf,
         found: u32,
         supported: u32,
     },
+    #[error("{path}: the profile's header is damaged")]
+    DamagedHeader { path: PathBuf },
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,

@@ -9,7 +9,8 @@ use memsup::cli::{output_request, Cli, Command, Format};
 use memsup::error::{exit_code, Error, Result};
 use memsup::ptrace::signals;
 use memsup::record::{self, AttachOptions, RunOptions};
-use memsup::trace::reader::read_profile;
+use memsup::trace::dump::dump;
+use memsup::trace::reader::{read_profile, ProfileReader};
 use memsup::{analysis, report};
 
 fn main() -> ExitCode {
@@ -96,12 +97,7 @@ fn execute(command: Command) -> Result<i32> {
                     return Ok(exit_code::USAGE);
                 }
             };
-            if !profile.exists() {
-                return Err(Error::InputNotReadable {
-                    path: profile,
-                    source: std::io::Error::from(std::io::ErrorKind::NotFound),
-                });
-            }
+            require_input(&profile)?;
             let loaded = read_profile(&profile)?;
             let settings = analysis::Settings {
                 skip: analysis::SkipFrames::new(!no_default_skip_frames, &skip_frames),
@@ -124,7 +120,32 @@ fn execute(command: Command) -> Result<i32> {
                 Ok(()) => Ok(0),
             }
         }
+        Command::Dump {
+            format,
+            pid,
+            profile,
+        } => {
+            require_input(&profile)?;
+            let mut reader = ProfileReader::open(&profile)?;
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            match dump(&mut reader, format.format(), pid, &mut out).and_then(|()| out.flush()) {
+                Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
+                Err(error) => Err(Error::io("writing the dump", error)),
+                Ok(()) => Ok(0),
+            }
+        }
     }
+}
+
+/// A missing profile is "cannot read", like any unreadable input.
+fn require_input(profile: &std::path::Path) -> Result<()> {
+    if profile.exists() {
+        return Ok(());
+    }
+    Err(Error::InputNotReadable {
+        path: profile.to_path_buf(),
+        source: std::io::Error::from(std::io::ErrorKind::NotFound),
+    })
 }
 
 /// Help and version as clap prints them; any other command-line error as one line, exit 2.

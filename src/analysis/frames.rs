@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use crate::symbols::demangle::demangle;
-use crate::symbols::SymbolFrame;
+use crate::trace::format::SourceFrame as SymbolFrame;
 use crate::trace::format::TRUNCATED_FRAME;
 
 /// The name reports give the outermost frame of a stack whose walk stopped early.

@@ -57,6 +57,8 @@ pub struct ProfileInfo {
     pub path: String,
     /// The file ended inside a block or without its end record.
     pub truncated: bool,
+    /// What the reader found wrong in the file, one line each.
+    pub damage: Vec<String>,
     pub mode: RecordMode,
     /// The command memsup ran, or the PIDs it attached to.
     pub target: Vec<String>,
@@ -285,6 +287,7 @@ pub fn analyze_configured(profile: &Profile, path: &Path, settings: &Settings) -
         profile: ProfileInfo {
             path: path.display().to_string(),
             truncated: profile.truncated,
+            damage: profile.damage.clone(),
             mode: header.mode,
             target: header.target.clone(),
             memsup_version: header.memsup_version.clone(),

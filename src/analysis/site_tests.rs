@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use super::*;
-use crate::symbols::SymbolFrame;
+use crate::trace::format::SourceFrame as SymbolFrame;
 use crate::trace::format::{ExitKind, Header, Record, TRUNCATED_FRAME};
 use crate::trace::stacks::StackId;
 
@@ -318,6 +318,7 @@ pub(crate) fn sites_profile() -> Profile {
         header: header(),
         records,
         truncated: false,
+        damage: Vec::new(),
     }
 }
 

@@ -141,6 +141,7 @@ fn profile(records: Vec<Record>, truncated: bool) -> Profile {
         },
         records: with_caller_nodes(records),
         truncated,
+        damage: Vec::new(),
     }
 }
 

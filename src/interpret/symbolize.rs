@@ -7,7 +7,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use super::stacks::ModuleRange;
 use crate::symbols::{SymbolCache, SymbolFrame, Symbolizer};
-use crate::trace::format::{Record, TRUNCATED_FRAME};
+use crate::trace::format::{Record, SourceFrame, TRUNCATED_FRAME};
 
 /// The name of a signal return trampoline that no symbol table names (libc.so.6 without its
 /// debug file): glibc's and musl's name for it, which memsup recognised by its code.
@@ -126,11 +126,23 @@ impl ImageSymbolizer {
                 function,
                 offset,
                 module: path.clone(),
-                frames,
+                frames: frames.into_iter().map(source_frame).collect(),
             });
         }
         bar.finish_and_clear();
         records
+    }
+}
+
+/// The symboliser's frame as the profile stores it.
+fn source_frame(frame: SymbolFrame) -> SourceFrame {
+    SourceFrame {
+        function: frame.function,
+        raw_name: frame.raw_name,
+        file: frame.file,
+        line: frame.line,
+        column: frame.column,
+        inlined: frame.inlined,
     }
 }
 

@@ -34,6 +34,7 @@ fn summary(analysis: &Analysis) -> Vec<String> {
         profile.memsup_version,
         profile.host
     )];
+    lines.extend(profile.damage.iter().cloned());
     for image in &analysis.processes {
         lines.push(format!(
             "{} (pid {}): peak {} in {} blocks, {} allocated, {} leaked in {} blocks",

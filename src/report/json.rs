@@ -49,6 +49,7 @@ struct ReportJson<'a> {
 struct ProfileJson<'a> {
     path: &'a str,
     truncated: bool,
+    damage: &'a [String],
     mode: &'static str,
     target: &'a [String],
     memsup_version: &'a str,
@@ -60,6 +61,7 @@ impl<'a> ProfileJson<'a> {
         ProfileJson {
             path: &profile.path,
             truncated: profile.truncated,
+            damage: &profile.damage,
             mode: mode_name(profile.mode),
             target: &profile.target,
             memsup_version: &profile.memsup_version,

@@ -53,6 +53,9 @@ fn render_header(profile: &ProfileInfo, out: &mut dyn Write) -> std::io::Result<
              showing what was recorded up to the last whole block."
         )?;
     }
+    for line in &profile.damage {
+        writeln!(out, "WARNING: {line}")?;
+    }
     Ok(())
 }
 

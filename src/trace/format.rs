@@ -12,17 +12,33 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::symbols::SymbolFrame;
 use crate::trace::stacks::StackId;
 
 /// First bytes of every profile.
 pub const MAGIC: [u8; 8] = *b"MEMSUP\0\0";
 /// Version of the record encoding. Readers refuse newer versions with a clear message.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// The outermost frame of a stack whose walk stopped early (copy too short, an address
 /// outside every module, too deep): reports show it as `[truncated]`.
 pub const TRUNCATED_FRAME: u64 = u64::MAX;
+
+/// One function at a call site as the profile stores it: an inlined one, or the real
+/// function that contains it (the symboliser's frame, converted where it is written).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct SourceFrame {
+    /// Demangled name; empty when nothing names the function.
+    pub function: String,
+    /// The name as the file spells it (mangled for C++ and Rust).
+    pub raw_name: String,
+    /// Source file and position: for the innermost frame the address itself, for an outer
+    /// frame the call that was inlined there.
+    pub file: Option<String>,
+    pub line: Option<u32>,
+    pub column: Option<u32>,
+    /// True for every frame but the last (the real function).
+    pub inlined: bool,
+}
 
 /// How the recording was made.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
@@ -285,7 +301,7 @@ pub enum Record {
         offset: u64,
         module: String,
         /// Innermost inlined function first, with file:line where DWARF has it.
-        frames: Vec<SymbolFrame>,
+        frames: Vec<SourceFrame>,
     },
     /// Something the user should know about this process (e.g. no allocator symbols found).
     Warning {

@@ -1,6 +1,18 @@
 //! The profile file: format, writer (its own thread) and reader.
+pub mod block_decoder;
+pub mod blocks;
+pub mod codec;
+#[cfg(test)]
+mod codec_tests;
+#[cfg(test)]
+mod damage_tests;
+pub mod dump;
 pub mod format;
+pub mod frame;
 pub mod output_file;
 pub mod reader;
+pub mod reader_v2;
+pub mod sequence;
 pub mod stacks;
+pub mod varint;
 pub mod writer;

@@ -1,14 +1,19 @@
-//! Reads profiles, up to the last whole block of one that was cut short.
+//! Reads profiles block by block, as an iterator of records, keeping what was damaged or cut.
+//!
+//! Memory is bounded by one block (the caps in `frame`), whatever the file says.
 
+use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
 use bincode::Options;
-use flate2::read::DeflateDecoder;
-use flate2::Crc;
 
 use crate::error::TraceError;
+use crate::trace::block_decoder::BlockDecoder;
+use crate::trace::blocks::{BlockFinder, Found};
 use crate::trace::format::{Header, Record, FORMAT_VERSION, MAGIC};
+use crate::trace::frame::{crc32, inflate, MAX_HEADER_BYTES, PREAMBLE_FIELDS_BYTES, VERSION_BYTES};
+use crate::trace::reader_v2::{V2Blocks, OLDEST_READABLE_VERSION};
 use crate::trace::writer::encoding;
 
 /// A whole profile in memory.
@@ -18,38 +23,204 @@ pub struct Profile {
     pub records: Vec<Record>,
     /// The file ended inside a block or without an `End` record.
     pub truncated: bool,
+    /// One line for each thing found wrong in the file, e.g. "damaged: block 17 missing".
+    pub damage: Vec<String>,
 }
 
-/// Magic, version and header length.
-const PREAMBLE_BYTES: usize = MAGIC.len() + 4 + 4;
-/// Payload length and crc32 in front of every block.
-const BLOCK_FRAME_BYTES: usize = 8;
-
-/// Reads a profile file. Fails on a foreign file or a newer format version.
+/// Reads a whole profile file. Fails on a foreign file, a damaged header or a newer version.
 pub fn read_profile(path: &Path) -> Result<Profile, TraceError> {
-    let bytes = std::fs::read(path).map_err(|source| TraceError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let (header, blocks_start) = read_header(&bytes, path)?;
-    let (records, whole) = read_blocks(&bytes[blocks_start..]);
-    let ends_properly = matches!(records.last(), Some(Record::End { .. }));
+    let mut reader = ProfileReader::open(path)?;
+    let records: Vec<Record> = reader.by_ref().collect();
+    let status = reader.status();
     Ok(Profile {
-        header,
+        header: reader.header().clone(),
         records,
-        truncated: !whole || !ends_properly,
+        truncated: status.truncated,
+        damage: status.damage.to_vec(),
     })
 }
 
-/// Checks magic and version and decodes the header; returns it and where the blocks start.
-fn read_header(bytes: &[u8], path: &Path) -> Result<(Header, usize), TraceError> {
-    let not_a_profile = || TraceError::NotAProfile {
-        path: path.to_path_buf(),
-    };
-    if bytes.len() < PREAMBLE_BYTES || bytes[..MAGIC.len()] != MAGIC {
-        return Err(not_a_profile());
+/// Where the blocks come from.
+enum Blocks {
+    Version3(BlockFinder),
+    Version2(V2Blocks),
+}
+
+/// The block being read.
+enum Current {
+    Compact(Box<BlockDecoder>),
+    Version2(crate::trace::reader_v2::V2Block),
+}
+
+/// How reading went, known in full once the iterator is exhausted.
+pub struct ReadStatus<'a> {
+    /// The file ended inside a block, or without an `End` record.
+    pub truncated: bool,
+    pub damage: &'a [String],
+}
+
+/// The records of a profile, in file order.
+pub struct ProfileReader {
+    header: Header,
+    version: u32,
+    blocks: Blocks,
+    current: Option<Current>,
+    damage: Vec<String>,
+    cut: bool,
+    last_was_end: bool,
+    done: bool,
+}
+
+impl ProfileReader {
+    /// Opens the file and reads its header.
+    pub fn open(path: &Path) -> Result<ProfileReader, TraceError> {
+        let io_error = |source| TraceError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut file = File::open(path).map_err(io_error)?;
+        let mut start = [0u8; VERSION_BYTES];
+        let read = read_up_to(&mut file, &mut start).map_err(io_error)?;
+        let not_a_profile = || TraceError::NotAProfile {
+            path: path.to_path_buf(),
+        };
+        if read < VERSION_BYTES || start[..MAGIC.len()] != MAGIC {
+            return Err(not_a_profile());
+        }
+        let version = u32::from_le_bytes(start[MAGIC.len()..].try_into().unwrap());
+        check_version(version, path)?;
+        let (header, blocks) = if version == FORMAT_VERSION {
+            let (header, recording_id, blocks_start) = read_preamble(&mut file, &start, path)?;
+            let finder = BlockFinder::new(file, blocks_start, recording_id).map_err(io_error)?;
+            (header, Blocks::Version3(finder))
+        } else {
+            let (header, blocks) = V2Blocks::open(file, path)?;
+            (header, Blocks::Version2(blocks))
+        };
+        Ok(ProfileReader {
+            header,
+            version,
+            blocks,
+            current: None,
+            damage: Vec::new(),
+            cut: false,
+            last_was_end: false,
+            done: false,
+        })
     }
-    let version = read_u32(bytes, MAGIC.len());
+
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// The format version of the file.
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+
+    /// Damage found so far, in the order found (lines are added as reading passes them).
+    pub fn damage(&self) -> &[String] {
+        &self.damage
+    }
+
+    /// Truncation and damage; complete once the iterator returned None.
+    pub fn status(&self) -> ReadStatus<'_> {
+        ReadStatus {
+            truncated: self.cut || !self.last_was_end,
+            damage: &self.damage,
+        }
+    }
+
+    /// Moves to the next usable block; false at the end of the file.
+    fn next_block(&mut self) -> bool {
+        loop {
+            let found = match &mut self.blocks {
+                Blocks::Version3(finder) => finder.next_found(),
+                Blocks::Version2(blocks) => match blocks.next_block() {
+                    Ok(Some(block)) => {
+                        self.current = Some(Current::Version2(block));
+                        return true;
+                    }
+                    Ok(None) => Ok(Found::End { cut: blocks.cut() }),
+                    Err(error) => Err(error),
+                },
+            };
+            match found {
+                Err(error) => {
+                    // Nothing after a read error can be trusted.
+                    self.damage
+                        .push(format!("damaged: reading stopped: {error}"));
+                    self.cut = true;
+                    return false;
+                }
+                Ok(Found::Damage(line)) => self.damage.push(line),
+                Ok(Found::End { cut }) => {
+                    self.cut |= cut;
+                    return false;
+                }
+                Ok(Found::Block {
+                    frame,
+                    payload,
+                    damage_before,
+                }) => {
+                    self.damage.extend(damage_before);
+                    let decoder = inflate(&payload, frame.inflated_length)
+                        .and_then(|inflated| BlockDecoder::new(inflated, frame.records));
+                    match decoder {
+                        Ok(decoder) => {
+                            self.current = Some(Current::Compact(Box::new(decoder)));
+                            return true;
+                        }
+                        Err(reason) => self.damage.push(format!(
+                            "damaged: block {} {reason}; skipped",
+                            frame.sequence
+                        )),
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Iterator for ProfileReader {
+    type Item = Record;
+
+    fn next(&mut self) -> Option<Record> {
+        while !self.done {
+            let next = match &mut self.current {
+                None => {
+                    if !self.next_block() {
+                        self.done = true;
+                    }
+                    continue;
+                }
+                Some(Current::Compact(decoder)) => decoder.next_record(),
+                Some(Current::Version2(block)) => block.next_record(),
+            };
+            match next {
+                Ok(Some(record)) => {
+                    self.last_was_end = matches!(record, Record::End { .. });
+                    return Some(record);
+                }
+                Ok(None) => self.current = None,
+                Err(reason) => {
+                    // The records of the block before the fault were good and are kept.
+                    self.damage.push(format!(
+                        "damaged: a block stops decoding: {reason}; its rest skipped"
+                    ));
+                    self.current = None;
+                    if self.version < FORMAT_VERSION {
+                        self.cut = true;
+                        self.done = true;
+                    }
+                }
+            }
+        }
+        None
+    }
+}
+
+fn check_version(version: u32, path: &Path) -> Result<(), TraceError> {
     if version > FORMAT_VERSION {
         return Err(TraceError::NewerVersion {
             path: path.to_path_buf(),
@@ -58,87 +229,69 @@ fn read_header(bytes: &[u8], path: &Path) -> Result<(Header, usize), TraceError>
         });
     }
     if version == 0 {
-        return Err(not_a_profile());
+        return Err(TraceError::NotAProfile {
+            path: path.to_path_buf(),
+        });
     }
     // Version 1 held one caller address per event instead of a stack.
-    if version < FORMAT_VERSION {
+    if version < OLDEST_READABLE_VERSION {
         return Err(TraceError::OlderVersion {
             path: path.to_path_buf(),
             found: version,
-            supported: FORMAT_VERSION,
+            supported: OLDEST_READABLE_VERSION,
         });
     }
-    let header_length = read_u32(bytes, MAGIC.len() + 4) as usize;
-    let header_end = PREAMBLE_BYTES
-        .checked_add(header_length)
-        .filter(|&end| end <= bytes.len())
-        .ok_or_else(not_a_profile)?;
-    // The header is written and flushed before any record, so a broken one is not ours.
+    Ok(())
+}
+
+/// Reads the rest of a version-3 preamble and checks its crc: header, recording id and where
+/// the blocks start.
+fn read_preamble(
+    file: &mut File,
+    start: &[u8; VERSION_BYTES],
+    path: &Path,
+) -> Result<(Header, u64, u64), TraceError> {
+    let damaged = || TraceError::DamagedHeader {
+        path: path.to_path_buf(),
+    };
+    let mut fields = [0u8; PREAMBLE_FIELDS_BYTES];
+    fields[..VERSION_BYTES].copy_from_slice(start);
+    let read = read_up_to(file, &mut fields[VERSION_BYTES..]).map_err(|_| damaged())?;
+    if read < PREAMBLE_FIELDS_BYTES - VERSION_BYTES {
+        return Err(damaged());
+    }
+    let recording_id = u64::from_le_bytes(fields[12..20].try_into().unwrap());
+    let header_length = u32::from_le_bytes(fields[20..24].try_into().unwrap()) as usize;
+    if header_length > MAX_HEADER_BYTES {
+        return Err(damaged());
+    }
+    let mut rest = vec![0u8; header_length + 4];
+    if read_up_to(file, &mut rest).map_err(|_| damaged())? < rest.len() {
+        return Err(damaged());
+    }
+    let (encoded_header, crc) = rest.split_at(header_length);
+    if crc32(&[&fields, encoded_header]).to_le_bytes() != crc {
+        return Err(damaged());
+    }
     let header = encoding()
-        .deserialize::<Header>(&bytes[PREAMBLE_BYTES..header_end])
-        .map_err(|_| not_a_profile())?;
-    Ok((header, header_end))
+        .with_limit(header_length as u64)
+        .deserialize::<Header>(encoded_header)
+        .map_err(|_| damaged())?;
+    let blocks_start = (PREAMBLE_FIELDS_BYTES + header_length + 4) as u64;
+    Ok((header, recording_id, blocks_start))
 }
 
-/// Decodes whole blocks until the end; returns the records and false when the data ended
-/// inside a block or a block was damaged (the rest is not trusted).
-fn read_blocks(mut rest: &[u8]) -> (Vec<Record>, bool) {
-    let mut records = Vec::new();
-    while !rest.is_empty() {
-        let Some((payload, after)) = split_block(rest) else {
-            return (records, false);
-        };
-        match decode_payload(payload) {
-            Some(block_records) => records.extend(block_records),
-            None => return (records, false),
+/// Fills as much of `buffer` as the file has; returns how much.
+pub(crate) fn read_up_to(file: &mut impl Read, buffer: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buffer.len() {
+        match file.read(&mut buffer[filled..])? {
+            0 => break,
+            read => filled += read,
         }
-        rest = after;
     }
-    (records, true)
+    Ok(filled)
 }
-
-/// The payload of the first block if it is complete and its crc matches, and what follows it.
-fn split_block(bytes: &[u8]) -> Option<(&[u8], &[u8])> {
-    if bytes.len() < BLOCK_FRAME_BYTES {
-        return None;
-    }
-    let payload_length = read_u32(bytes, 0) as usize;
-    let expected_crc = read_u32(bytes, 4);
-    let body = &bytes[BLOCK_FRAME_BYTES..];
-    if body.len() < payload_length {
-        return None;
-    }
-    let (payload, after) = body.split_at(payload_length);
-    let mut crc = Crc::new();
-    crc.update(payload);
-    (crc.sum() == expected_crc).then_some((payload, after))
-}
-
-/// Inflates a payload and decodes all its records; None if any of it fails.
-fn decode_payload(payload: &[u8]) -> Option<Vec<Record>> {
-    let mut inflated = Vec::new();
-    DeflateDecoder::new(payload)
-        .read_to_end(&mut inflated)
-        .ok()?;
-    let mut remaining = inflated.as_slice();
-    let mut records = Vec::new();
-    while !remaining.is_empty() {
-        // The limit keeps a damaged length prefix from asking for a huge allocation.
-        let record = encoding()
-            .with_limit(remaining.len() as u64)
-            .deserialize_from::<_, Record>(&mut remaining)
-            .ok()?;
-        records.push(record);
-    }
-    Some(records)
-}
-
-fn read_u32(bytes: &[u8], offset: usize) -> u32 {
-    let mut word = [0u8; 4];
-    word.copy_from_slice(&bytes[offset..offset + 4]);
-    u32::from_le_bytes(word)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

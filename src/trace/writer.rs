@@ -1,4 +1,5 @@
-//! Writes profiles: header first, then framed deflate blocks, flushed at least every 100 ms.
+//! Writes profiles: the preamble first, then framed compressed blocks, flushed at least
+//! every 100 ms.
 
 use std::fs::File;
 use std::io::Write;
@@ -6,23 +7,22 @@ use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use bincode::Options;
 use crossbeam_channel::{Receiver, RecvTimeoutError};
-use flate2::write::DeflateEncoder;
-use flate2::{Compression, Crc};
 
 use crate::error::TraceError;
 use crate::failure::{test_fault, TestFault};
-use crate::trace::format::{Header, Record, FORMAT_VERSION, MAGIC};
+use crate::trace::codec::{BlockEncoder, MAX_BLOCK_THREADS};
+use crate::trace::format::{Header, Record};
+use crate::trace::frame::{compress, encode_preamble, new_recording_id, Frame, MAX_INFLATED_BYTES};
 use crate::trace::output_file::{open_output, OutputFile, OutputRequest};
 
-/// Uncompressed bytes buffered before a block is written regardless of age.
+/// Encoded bytes buffered before a block is written regardless of age.
 pub const BLOCK_BYTES: usize = 256 * 1024;
 /// Longest time a record waits in the buffer, so a killed memsup loses at most this much.
 pub const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
 
-/// The bincode configuration of headers and records (varint integers). Reader and writer must
-/// agree on it.
+/// The bincode configuration of headers and of the records stored whole (varint integers).
+/// Reader and writer must agree on it.
 pub(crate) fn encoding() -> bincode::DefaultOptions {
     bincode::DefaultOptions::new()
 }
@@ -31,9 +31,11 @@ pub(crate) fn encoding() -> bincode::DefaultOptions {
 pub struct ProfileWriter {
     path: PathBuf,
     file: File,
-    /// Bincode-encoded records not yet written, back to back.
-    buffer: Vec<u8>,
-    buffered_records: u64,
+    recording_id: u64,
+    /// Sequence number of the next block.
+    sequence: u64,
+    /// Records not yet written.
+    block: BlockEncoder,
     /// When the oldest buffered record arrived; None when the buffer is empty.
     oldest_buffered: Option<Instant>,
     records_written: u64,
@@ -49,31 +51,24 @@ impl ProfileWriter {
         ProfileWriter::open(&request, header)
     }
 
-    /// Opens the file as `request` says (see `output_file`) and writes magic, version and
-    /// header at once, so an unwritable path fails before anything is launched.
+    /// Opens the file as `request` says (see `output_file`) and writes the preamble at
+    /// once, so an unwritable path fails before anything is launched.
     pub fn open(request: &OutputRequest, header: &Header) -> Result<ProfileWriter, TraceError> {
-        let encoded_header = encoding()
-            .serialize(header)
-            .map_err(|error| TraceError::Encode(error.to_string()))?;
-        let header_length = u32::try_from(encoded_header.len())
-            .map_err(|_| TraceError::Encode("header larger than 4 GiB".to_string()))?;
-        let mut start = Vec::with_capacity(16 + encoded_header.len());
-        start.extend_from_slice(&MAGIC);
-        start.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-        start.extend_from_slice(&header_length.to_le_bytes());
-        start.extend_from_slice(&encoded_header);
+        let recording_id = new_recording_id();
+        let preamble = encode_preamble(recording_id, header).map_err(TraceError::Encode)?;
         let OutputFile { path, mut file } = open_output(request)?;
         let io_error = |source| TraceError::Io {
             path: path.clone(),
             source,
         };
-        file.write_all(&start).map_err(io_error)?;
+        file.write_all(&preamble).map_err(io_error)?;
         file.flush().map_err(io_error)?;
         Ok(ProfileWriter {
             path,
             file,
-            buffer: Vec::new(),
-            buffered_records: 0,
+            recording_id,
+            sequence: 0,
+            block: BlockEncoder::default(),
             oldest_buffered: None,
             records_written: 0,
         })
@@ -82,15 +77,23 @@ impl ProfileWriter {
     /// Buffers one record; writes a block when the buffer is large or 100 ms old. A process
     /// exit or the end record is written at once, so it survives memsup being killed right after.
     pub fn push(&mut self, record: &Record) -> Result<(), TraceError> {
-        encoding()
-            .serialize_into(&mut self.buffer, record)
+        if self.block.threads() >= MAX_BLOCK_THREADS {
+            self.flush_block()?;
+        }
+        self.block
+            .push(record)
             .map_err(|error| TraceError::Encode(error.to_string()))?;
-        self.buffered_records += 1;
+        // Room for the stream table: a reader refuses a block past the cap.
+        if self.block.bytes() + 128 > MAX_INFLATED_BYTES as usize {
+            return Err(TraceError::Encode(
+                "a record larger than a profile block can hold".to_string(),
+            ));
+        }
         let now = Instant::now();
         let oldest = *self.oldest_buffered.get_or_insert(now);
         let closes_something = matches!(record, Record::ProcessExit { .. } | Record::End { .. });
         if closes_something
-            || self.buffer.len() >= BLOCK_BYTES
+            || self.block.bytes() >= BLOCK_BYTES
             || now.duration_since(oldest) >= FLUSH_INTERVAL
         {
             self.flush_block()?;
@@ -100,19 +103,21 @@ impl ProfileWriter {
 
     /// Writes the buffered records as one whole block and flushes it to the file.
     pub fn flush_block(&mut self) -> Result<(), TraceError> {
-        if self.buffer.is_empty() {
+        if self.block.is_empty() {
             return Ok(());
         }
-        let block = frame_block(&self.buffer).map_err(|source| self.io_error(source))?;
+        let records = self.block.records();
+        let inflated = self.block.take();
+        let block = frame_block(self.recording_id, self.sequence, &inflated, records)
+            .map_err(|source| self.io_error(source))?;
         // One write_all per block: a reader never sees a block half written unless memsup
         // itself is killed in the middle of this call.
         self.file
             .write_all(&block)
             .and_then(|()| self.file.flush())
             .map_err(|source| self.io_error(source))?;
-        self.records_written += self.buffered_records;
-        self.buffered_records = 0;
-        self.buffer.clear();
+        self.sequence += 1;
+        self.records_written += u64::from(records);
         self.oldest_buffered = None;
         Ok(())
     }
@@ -126,6 +131,11 @@ impl ProfileWriter {
     /// The file written: the default name may have taken a suffix.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The random id every block of this recording carries.
+    pub fn recording_id(&self) -> u64 {
+        self.recording_id
     }
 
     /// Records written to the file in whole blocks so far.
@@ -146,19 +156,23 @@ impl ProfileWriter {
     }
 }
 
-/// `[payload length u32 LE][crc32 of payload u32 LE][payload]` with payload = deflate(records).
-fn frame_block(records: &[u8]) -> std::io::Result<Vec<u8>> {
-    let mut encoder = DeflateEncoder::new(Vec::new(), Compression::fast());
-    encoder.write_all(records)?;
-    let payload = encoder.finish()?;
-    let payload_length = u32::try_from(payload.len()).map_err(|_| {
-        std::io::Error::new(std::io::ErrorKind::InvalidInput, "block larger than 4 GiB")
-    })?;
-    let mut crc = Crc::new();
-    crc.update(&payload);
-    let mut block = Vec::with_capacity(8 + payload.len());
-    block.extend_from_slice(&payload_length.to_le_bytes());
-    block.extend_from_slice(&crc.sum().to_le_bytes());
+/// The frame followed by the compressed block.
+pub fn frame_block(
+    recording_id: u64,
+    sequence: u64,
+    inflated: &[u8],
+    records: u32,
+) -> std::io::Result<Vec<u8>> {
+    let payload = compress(inflated)?;
+    let frame = Frame::new(
+        recording_id,
+        sequence,
+        &payload,
+        inflated.len() as u32,
+        records,
+    );
+    let mut block = Vec::with_capacity(payload.len() + 32);
+    block.extend_from_slice(&frame.encode());
     block.extend_from_slice(&payload);
     Ok(block)
 }
@@ -309,5 +323,27 @@ mod tests {
             .unwrap();
         assert_eq!(writer.records_written(), 2);
         assert_eq!(read_profile(&path).unwrap().records.len(), 2);
+    }
+
+    #[test]
+    fn a_block_never_names_more_threads_than_a_reader_accepts() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("p.msup");
+        let mut writer = ProfileWriter::create(&path, &sample_header()).unwrap();
+        let threads = MAX_BLOCK_THREADS as u32 + 10;
+        for tid in 0..threads {
+            let record = Record::Free {
+                time_ns: 1,
+                pid: 7,
+                tid,
+                address: 8,
+            };
+            writer.push(&record).unwrap();
+        }
+        assert_eq!(writer.records_written(), MAX_BLOCK_THREADS as u64);
+        writer.finish().unwrap();
+        let profile = read_profile(&path).unwrap();
+        assert_eq!(profile.records.len(), threads as usize);
+        assert!(profile.damage.is_empty());
     }
 }

@@ -26,6 +26,7 @@ mod longjmp_signal;
 mod mappings;
 mod output_file;
 mod portable_profile;
+mod profile_format;
 mod progress;
 mod realloc_chain;
 mod residency;

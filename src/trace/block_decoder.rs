@@ -1,0 +1,270 @@
+//! Decodes a version-3 block's streams (see `codec`) back into records, one at a time.
+
+use bincode::Options;
+
+use crate::trace::codec::{
+    BlockState, Stream, KIND_ALLOC, KIND_FREE, KIND_MASK, KIND_OTHER, KIND_REALLOC,
+    KIND_STACK_NODE, KIND_STATUS, MAX_BLOCK_THREADS, SAME_THREAD, SAMPLER_THREAD, STREAMS,
+};
+use crate::trace::format::{AllocFunction, Record};
+use crate::trace::stacks::StackId;
+use crate::trace::varint::Cursor;
+
+/// Walks an inflated block, one record per call; any inconsistency is an error, never a panic.
+pub struct BlockDecoder {
+    data: Vec<u8>,
+    /// (position, end) of each stream inside `data`.
+    streams: [(usize, usize); STREAMS],
+    state: BlockState,
+    remaining: u32,
+}
+
+impl BlockDecoder {
+    /// Checks the stream table against the block's length and its record count.
+    pub fn new(data: Vec<u8>, records: u32) -> Result<BlockDecoder, String> {
+        let mut table = Cursor::new(&data);
+        let mut lengths = [0usize; STREAMS];
+        for length in &mut lengths {
+            *length = usize::try_from(table.unsigned()?).map_err(|_| "stream too long")?;
+        }
+        let mut position = table.position();
+        let mut streams = [(0, 0); STREAMS];
+        for (stream, length) in streams.iter_mut().zip(lengths) {
+            let end = position
+                .checked_add(length)
+                .filter(|&end| end <= data.len())
+                .ok_or("a stream runs past the block")?;
+            *stream = (position, end);
+            position = end;
+        }
+        if position != data.len() {
+            return Err("bytes after the last stream".to_string());
+        }
+        let tags = streams[Stream::Tags as usize];
+        if tags.1 - tags.0 != records as usize {
+            return Err(format!("{records} records declared, not one tag each"));
+        }
+        Ok(BlockDecoder {
+            data,
+            streams,
+            state: BlockState::default(),
+            remaining: records,
+        })
+    }
+
+    /// The next record, None after the last one (when every stream must be used up).
+    pub fn next_record(&mut self) -> Result<Option<Record>, String> {
+        if self.remaining == 0 {
+            return match self.streams.iter().all(|(position, end)| position == end) {
+                true => Ok(None),
+                false => Err("bytes left over after the last record".to_string()),
+            };
+        }
+        self.remaining -= 1;
+        let tag = self.byte(Stream::Tags)?;
+        let kind = tag & KIND_MASK;
+        match kind {
+            KIND_OTHER => self.other().map(Some),
+            KIND_STACK_NODE => self.stack_node().map(Some),
+            KIND_ALLOC | KIND_FREE | KIND_REALLOC | KIND_STATUS => {
+                self.threaded(kind, tag & SAME_THREAD != 0).map(Some)
+            }
+            _ => Err(format!("unknown record tag {tag:#x}")),
+        }
+    }
+
+    fn threaded(&mut self, kind: u8, same_thread: bool) -> Result<Record, String> {
+        let thread = match (same_thread, self.state.previous_thread) {
+            (true, Some(thread)) => thread,
+            (true, None) => return Err("a record continues no thread".to_string()),
+            (false, _) => (
+                self.unsigned_u32(Stream::Threads)?,
+                self.unsigned_u32(Stream::Threads)?,
+            ),
+        };
+        let (pid, tid) = thread;
+        if kind == KIND_STATUS && tid != SAMPLER_THREAD
+            || kind != KIND_STATUS && tid == SAMPLER_THREAD
+        {
+            return Err("a status sample's thread mixed with a program thread".to_string());
+        }
+        self.state.previous_thread = Some(thread);
+        if !self.state.threads.contains_key(&thread)
+            && self.state.threads.len() >= MAX_BLOCK_THREADS
+        {
+            return Err("too many threads in one block".to_string());
+        }
+        let delta = self.signed(Stream::Times)?;
+        let state = self.state.threads.entry(thread).or_default();
+        let time_ns = state.time_ns.wrapping_add(delta as u64);
+        state.time_ns = time_ns;
+        Ok(match kind {
+            KIND_ALLOC => Record::Alloc {
+                time_ns,
+                pid,
+                tid,
+                function: self.function()?,
+                address: self.address(thread)?,
+                size: self.size()?,
+                stack: self.stack(thread)?,
+            },
+            KIND_FREE => Record::Free {
+                time_ns,
+                pid,
+                tid,
+                address: self.address(thread)?,
+            },
+            KIND_REALLOC => Record::Realloc {
+                time_ns,
+                pid,
+                tid,
+                function: self.function()?,
+                old_address: self.address(thread)?,
+                new_address: self.address(thread)?,
+                size: self.size()?,
+                stack: self.stack(thread)?,
+            },
+            _ => self.status_sample(time_ns, thread)?,
+        })
+    }
+
+    fn status_sample(&mut self, time_ns: u64, thread: (u32, u32)) -> Result<Record, String> {
+        let mut values = self.state.threads[&thread].values;
+        for value in &mut values {
+            *value = value.wrapping_add(self.signed(Stream::Values)? as u64);
+        }
+        self.state.threads.get_mut(&thread).unwrap().values = values;
+        let [rss, anon, file, shmem, swap] = values;
+        Ok(Record::StatusSample {
+            time_ns,
+            pid: thread.0,
+            rss,
+            anon,
+            file,
+            shmem,
+            swap,
+        })
+    }
+
+    fn stack_node(&mut self) -> Result<Record, String> {
+        let pid = self.unsigned_u32(Stream::Threads)?;
+        let previous_id = self.state.previous_node.0;
+        let id = i64::from(previous_id)
+            .checked_add(self.signed(Stream::Stacks)?)
+            .and_then(|id| StackId::try_from(id).ok())
+            .ok_or("a stack node id out of range")?;
+        let parent = i64::from(id)
+            .checked_sub(self.signed(Stream::Stacks)?)
+            .and_then(|parent| StackId::try_from(parent).ok())
+            .ok_or("a stack node parent out of range")?;
+        let delta = self.signed(Stream::Addresses)? as u64;
+        let address = self.state.node_base(parent).wrapping_add(delta);
+        self.state.remember_node(id, address);
+        self.state.previous_thread = None;
+        Ok(Record::StackNode {
+            pid,
+            id,
+            parent,
+            address,
+        })
+    }
+
+    fn other(&mut self) -> Result<Record, String> {
+        let (position, end) = self.streams[Stream::Other as usize];
+        let mut rest = &self.data[position..end];
+        // The limit bounds every length inside the record by the bytes actually there.
+        let record = super::writer::encoding()
+            .with_limit(rest.len() as u64)
+            .deserialize_from::<_, Record>(&mut rest)
+            .map_err(|error| format!("a record does not decode: {error}"))?;
+        self.streams[Stream::Other as usize].0 = end - rest.len();
+        match record {
+            Record::Alloc { .. }
+            | Record::Free { .. }
+            | Record::Realloc { .. }
+            | Record::StackNode { .. }
+            | Record::StatusSample { .. } => Err("a compact record kind stored whole".to_string()),
+            record => Ok(record),
+        }
+    }
+
+    fn cursor(&self, stream: Stream) -> Cursor<'_> {
+        let (position, end) = self.streams[stream as usize];
+        Cursor::new(&self.data[position..end])
+    }
+
+    fn advance(&mut self, stream: Stream, used: usize) {
+        self.streams[stream as usize].0 += used;
+    }
+
+    fn byte(&mut self, stream: Stream) -> Result<u8, String> {
+        let byte = self.cursor(stream).byte()?;
+        self.advance(stream, 1);
+        Ok(byte)
+    }
+
+    fn unsigned(&mut self, stream: Stream) -> Result<u64, String> {
+        let mut cursor = self.cursor(stream);
+        let value = cursor.unsigned()?;
+        let used = cursor.position();
+        self.advance(stream, used);
+        Ok(value)
+    }
+
+    fn unsigned_u32(&mut self, stream: Stream) -> Result<u32, String> {
+        u32::try_from(self.unsigned(stream)?).map_err(|_| "an id past 32 bits".to_string())
+    }
+
+    fn signed(&mut self, stream: Stream) -> Result<i64, String> {
+        let mut cursor = self.cursor(stream);
+        let value = cursor.signed()?;
+        let used = cursor.position();
+        self.advance(stream, used);
+        Ok(value)
+    }
+
+    fn function(&mut self) -> Result<AllocFunction, String> {
+        let index = self.byte(Stream::Values)?;
+        AllocFunction::ALL
+            .get(usize::from(index))
+            .copied()
+            .ok_or_else(|| format!("unknown allocator function {index}"))
+    }
+
+    fn address(&mut self, thread: (u32, u32)) -> Result<u64, String> {
+        let delta = self.signed(Stream::Addresses)?;
+        let state = self.state.threads.get_mut(&thread).unwrap();
+        let address = state.address.wrapping_add(delta as u64);
+        if address != 0 {
+            state.address = address;
+        }
+        Ok(address)
+    }
+
+    fn size(&mut self) -> Result<u64, String> {
+        match self.unsigned(Stream::Sizes)? {
+            0 => {
+                let size = self.unsigned(Stream::Sizes)?;
+                self.state.intern_size(size);
+                Ok(size)
+            }
+            index => self
+                .state
+                .size_list
+                .get(index as usize - 1)
+                .copied()
+                .ok_or_else(|| format!("size {index} not in the block's table")),
+        }
+    }
+
+    fn stack(&mut self, thread: (u32, u32)) -> Result<StackId, String> {
+        let delta = self.signed(Stream::Stacks)?;
+        let state = self.state.threads.get_mut(&thread).unwrap();
+        let stack = i64::from(state.stack)
+            .checked_add(delta)
+            .and_then(|stack| StackId::try_from(stack).ok())
+            .ok_or("a stack id out of range")?;
+        state.stack = stack;
+        Ok(stack)
+    }
+}

@@ -1,0 +1,295 @@
+//! The record encoding of a version-3 block, before compression.
+//!
+//! A block's records are split into streams by kind of value, because each stream compresses
+//! far better alone than interleaved: the tags (one byte per record), the process and thread
+//! ids, times, addresses, sizes, stack ids, other numbers, and the rare records in bincode.
+//! Times, addresses and stack ids are stored as differences from the same thread's previous
+//! value in the block, sizes as an index into the block's table of sizes seen. All of that
+//! state starts empty in every block, so a block decodes without any block before it.
+//!
+//! `block_decoder.rs` walks the streams back into records.
+//!
+//! Inflated layout: for each stream in `Stream` order its length (varint), then the streams.
+
+use std::collections::HashMap;
+
+use bincode::Options;
+
+use crate::trace::format::Record;
+use crate::trace::stacks::StackId;
+use crate::trace::varint::{put_signed, put_unsigned};
+
+/// Distinct threads one block may hold; the writer starts a new block before passing it.
+pub const MAX_BLOCK_THREADS: usize = 4096;
+/// Stack node addresses one block remembers.
+const MAX_BLOCK_NODES: usize = 65536;
+/// Distinct sizes one block interns; later new sizes are stored whole.
+const MAX_BLOCK_SIZES: usize = 4096;
+
+/// The streams of a block, in the order they are laid out.
+#[derive(Clone, Copy)]
+pub(super) enum Stream {
+    Tags,
+    Threads,
+    Times,
+    Addresses,
+    Sizes,
+    Stacks,
+    Values,
+    Other,
+}
+pub(super) const STREAMS: usize = 8;
+
+/// Kinds of record in the tag byte's low bits; everything else goes to bincode.
+pub(super) const KIND_OTHER: u8 = 0;
+pub(super) const KIND_ALLOC: u8 = 1;
+pub(super) const KIND_FREE: u8 = 2;
+pub(super) const KIND_REALLOC: u8 = 3;
+pub(super) const KIND_STACK_NODE: u8 = 4;
+pub(super) const KIND_STATUS: u8 = 5;
+pub(super) const KIND_MASK: u8 = 0x1f;
+/// Set when the record's process and thread are the previous record's.
+pub(super) const SAME_THREAD: u8 = 0x80;
+
+/// The thread key of status samples: they come from the sampler, in their own time order.
+pub(super) const SAMPLER_THREAD: u32 = u32::MAX;
+
+/// What the previous record of one thread left, to difference the next one against.
+#[derive(Default, Clone, Copy)]
+pub(super) struct ThreadState {
+    pub(super) time_ns: u64,
+    pub(super) address: u64,
+    pub(super) stack: StackId,
+    /// For status samples: rss, anon, file, shmem, swap of the previous sample.
+    pub(super) values: [u64; 5],
+}
+
+/// The state both sides keep while walking a block, identical on each side.
+#[derive(Default)]
+pub(super) struct BlockState {
+    pub(super) threads: HashMap<(u32, u32), ThreadState>,
+    pub(super) sizes: HashMap<u64, u32>,
+    pub(super) size_list: Vec<u64>,
+    pub(super) previous_thread: Option<(u32, u32)>,
+    pub(super) previous_node: (StackId, u64),
+    /// Addresses of the block's stack nodes by id (bounded): a node's address is stored as
+    /// the difference from its parent's, which is often in the same function or module.
+    pub(super) node_addresses: HashMap<StackId, u64>,
+}
+
+impl BlockState {
+    /// The address a stack node's is differenced against: its parent's if the block holds
+    /// it, else the previous node's.
+    pub(super) fn node_base(&self, parent: StackId) -> u64 {
+        match self.node_addresses.get(&parent) {
+            Some(&address) => address,
+            None => self.previous_node.1,
+        }
+    }
+
+    pub(super) fn remember_node(&mut self, id: StackId, address: u64) {
+        self.previous_node = (id, address);
+        if self.node_addresses.len() < MAX_BLOCK_NODES {
+            self.node_addresses.insert(id, address);
+        }
+    }
+
+    pub(super) fn intern_size(&mut self, size: u64) {
+        if self.size_list.len() < MAX_BLOCK_SIZES && !self.sizes.contains_key(&size) {
+            self.sizes.insert(size, self.size_list.len() as u32);
+            self.size_list.push(size);
+        }
+    }
+}
+
+/// Builds one block's streams record by record.
+#[derive(Default)]
+pub struct BlockEncoder {
+    streams: [Vec<u8>; STREAMS],
+    state: BlockState,
+    records: u32,
+}
+
+impl BlockEncoder {
+    /// Records encoded since the block started.
+    pub fn records(&self) -> u32 {
+        self.records
+    }
+
+    /// Encoded bytes so far.
+    pub fn bytes(&self) -> usize {
+        self.streams.iter().map(Vec::len).sum()
+    }
+
+    /// Distinct threads in the block so far.
+    pub fn threads(&self) -> usize {
+        self.state.threads.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.records == 0
+    }
+
+    pub fn push(&mut self, record: &Record) -> Result<(), bincode::Error> {
+        match *record {
+            Record::Alloc {
+                time_ns,
+                pid,
+                tid,
+                function,
+                address,
+                size,
+                stack,
+            } => {
+                let thread = self.begin(KIND_ALLOC, pid, tid, time_ns);
+                self.put_byte(Stream::Values, function as u8);
+                self.put_address(thread, address);
+                self.put_size(size);
+                self.put_stack(thread, stack);
+            }
+            Record::Free {
+                time_ns,
+                pid,
+                tid,
+                address,
+            } => {
+                let thread = self.begin(KIND_FREE, pid, tid, time_ns);
+                self.put_address(thread, address);
+            }
+            Record::Realloc {
+                time_ns,
+                pid,
+                tid,
+                function,
+                old_address,
+                new_address,
+                size,
+                stack,
+            } => {
+                let thread = self.begin(KIND_REALLOC, pid, tid, time_ns);
+                self.put_byte(Stream::Values, function as u8);
+                self.put_address(thread, old_address);
+                self.put_address(thread, new_address);
+                self.put_size(size);
+                self.put_stack(thread, stack);
+            }
+            Record::StackNode {
+                pid,
+                id,
+                parent,
+                address,
+            } => self.push_stack_node(pid, id, parent, address),
+            Record::StatusSample {
+                time_ns,
+                pid,
+                rss,
+                anon,
+                file,
+                shmem,
+                swap,
+            } => {
+                let thread = self.begin(KIND_STATUS, pid, SAMPLER_THREAD, time_ns);
+                let previous = self.state.threads[&thread].values;
+                let values = [rss, anon, file, shmem, swap];
+                for (value, before) in values.iter().zip(previous) {
+                    put_signed(
+                        self.stream(Stream::Values),
+                        value.wrapping_sub(before) as i64,
+                    );
+                }
+                self.state.threads.get_mut(&thread).unwrap().values = values;
+            }
+            _ => {
+                self.put_byte(Stream::Tags, KIND_OTHER);
+                super::writer::encoding().serialize_into(self.stream(Stream::Other), record)?;
+            }
+        }
+        self.records += 1;
+        Ok(())
+    }
+
+    /// The inflated block: stream lengths, then the streams. Leaves the encoder empty.
+    pub fn take(&mut self) -> Vec<u8> {
+        let mut block = Vec::with_capacity(self.bytes() + 5 * STREAMS);
+        for stream in &self.streams {
+            put_unsigned(&mut block, stream.len() as u64);
+        }
+        for stream in &self.streams {
+            block.extend_from_slice(stream);
+        }
+        *self = BlockEncoder::default();
+        block
+    }
+
+    fn stream(&mut self, stream: Stream) -> &mut Vec<u8> {
+        &mut self.streams[stream as usize]
+    }
+
+    fn put_byte(&mut self, stream: Stream, byte: u8) {
+        self.stream(stream).push(byte);
+    }
+
+    /// Writes the tag, the thread (unless it is the previous record's) and the time.
+    fn begin(&mut self, kind: u8, pid: u32, tid: u32, time_ns: u64) -> (u32, u32) {
+        let thread = (pid, tid);
+        if self.state.previous_thread == Some(thread) {
+            self.put_byte(Stream::Tags, kind | SAME_THREAD);
+        } else {
+            self.put_byte(Stream::Tags, kind);
+            put_unsigned(self.stream(Stream::Threads), pid.into());
+            put_unsigned(self.stream(Stream::Threads), tid.into());
+            self.state.previous_thread = Some(thread);
+        }
+        let state = self.state.threads.entry(thread).or_default();
+        let delta = time_ns.wrapping_sub(state.time_ns) as i64;
+        state.time_ns = time_ns;
+        put_signed(self.stream(Stream::Times), delta);
+        thread
+    }
+
+    fn put_address(&mut self, thread: (u32, u32), address: u64) {
+        let state = self.state.threads.get_mut(&thread).unwrap();
+        let delta = address.wrapping_sub(state.address) as i64;
+        if address != 0 {
+            state.address = address;
+        }
+        put_signed(self.stream(Stream::Addresses), delta);
+    }
+
+    fn put_size(&mut self, size: u64) {
+        match self.state.sizes.get(&size) {
+            Some(&index) => put_unsigned(self.stream(Stream::Sizes), u64::from(index) + 1),
+            None => {
+                put_unsigned(self.stream(Stream::Sizes), 0);
+                put_unsigned(self.stream(Stream::Sizes), size);
+                self.state.intern_size(size);
+            }
+        }
+    }
+
+    fn put_stack(&mut self, thread: (u32, u32), stack: StackId) {
+        let state = self.state.threads.get_mut(&thread).unwrap();
+        let delta = i64::from(stack) - i64::from(state.stack);
+        state.stack = stack;
+        put_signed(self.stream(Stream::Stacks), delta);
+    }
+
+    fn push_stack_node(&mut self, pid: u32, id: StackId, parent: StackId, address: u64) {
+        self.put_byte(Stream::Tags, KIND_STACK_NODE);
+        put_unsigned(self.stream(Stream::Threads), pid.into());
+        let previous_id = self.state.previous_node.0;
+        put_signed(
+            self.stream(Stream::Stacks),
+            i64::from(id) - i64::from(previous_id),
+        );
+        put_signed(
+            self.stream(Stream::Stacks),
+            i64::from(id) - i64::from(parent),
+        );
+        let delta = address.wrapping_sub(self.state.node_base(parent)) as i64;
+        put_signed(self.stream(Stream::Addresses), delta);
+        self.state.remember_node(id, address);
+        // A stack node names no thread: the next record writes its own.
+        self.state.previous_thread = None;
+    }
+}
