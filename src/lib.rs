@@ -8,6 +8,7 @@ pub mod analysis;
 pub mod breakpoints;
 pub mod cli;
 pub mod error;
+pub mod events;
 pub mod failure;
 pub mod proc;
 pub mod ptrace;

@@ -1,0 +1,3 @@
+//! The source-neutral event layer.
+
+pub mod heap;
