@@ -1,28 +1,21 @@
 //! The warning for a heap that stays resident after its live blocks are freed: freed blocks
 //! interleaved with live ones leave pages the allocator cannot give back.
 
+use super::build::StatusPoint;
+
 const MIB: u64 = 1 << 20;
 
-/// Walks the status samples `(time, rss)` in time order against the live requested bytes
-/// `requested` (`(time, value from then on)`, in time order). Warns when at some sample
+/// Walks the status samples in time order, each with the live requested bytes at its time.
+/// Warns when at some sample
 /// requested bytes fell a lot (at least 1 MiB and a quarter) from their highest sampled
 /// value while RSS fell by less than a quarter of that, and names the deepest such fall.
-pub(super) fn warning(
-    start_ns: u64,
-    samples: &[(u64, u64)],
-    requested: &[(u64, u64)],
-) -> Option<String> {
-    let mut next_change = 0;
-    let mut current = 0;
+pub(super) fn warning(start_ns: u64, samples: &[StatusPoint]) -> Option<String> {
     // (requested, rss) at the sample with the highest requested bytes so far.
     let mut high: Option<(u64, u64)> = None;
     // The deepest fall that kept RSS: (fall, high requested, requested, rss, time).
     let mut deepest: Option<(u64, u64, u64, u64, u64)> = None;
-    for &(time_ns, rss) in samples {
-        while next_change < requested.len() && requested[next_change].0 <= time_ns {
-            current = requested[next_change].1;
-            next_change += 1;
-        }
+    for sample in samples {
+        let (time_ns, rss, current) = (sample.time_ns, sample.rss, sample.requested);
         let Some((high_requested, high_rss)) = high else {
             high = Some((current, rss));
             continue;

@@ -3,7 +3,7 @@
 use super::classify::Classifier;
 use super::timeline::{Buckets, StepSeries};
 use super::*;
-use crate::analysis::replay::replay;
+use crate::analysis::replay::Replay;
 use crate::analysis::{ProcessAnalysis, Settings};
 use crate::trace::format::{
     AllocFunction, ExitKind, MapCall, MappingResidency, ProbeCounters, Record, RecordMode,
@@ -200,6 +200,14 @@ fn analyzed_with(records: &[Record], rules: &[&str]) -> ProcessAnalysis {
     let mut images = replay(records, RecordMode::Run, &settings);
     assert_eq!(images.len(), 1);
     images.remove(0)
+}
+
+fn replay(records: &[Record], mode: RecordMode, settings: &Settings) -> Vec<ProcessAnalysis> {
+    let mut replay = Replay::new(mode);
+    for record in records {
+        replay.apply(record.clone());
+    }
+    replay.finish(settings)
 }
 
 fn analyzed(records: &[Record]) -> ProcessAnalysis {

@@ -69,10 +69,6 @@ impl StepSeries {
         self.peak = self.peak.max(value);
     }
 
-    pub fn current(&self) -> u64 {
-        self.current
-    }
-
     pub fn points(mut self) -> Vec<TimePoint> {
         while self.maxima.len() < self.buckets.count {
             self.maxima.push(self.current);

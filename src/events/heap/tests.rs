@@ -176,7 +176,11 @@ fn only_the_first_exec_of_an_image_without_events_names_it() {
     let mut busy = ImageLifecycle::default();
     busy.event();
     assert_eq!(busy.exec(), ExecEffect::StartsImage, "after an event");
-    assert_eq!(busy.exec(), ExecEffect::StartsImage, "the new image had an exec");
+    assert_eq!(
+        busy.exec(),
+        ExecEffect::StartsImage,
+        "the new image had an exec"
+    );
 
     let mut fresh_after_exec = ImageLifecycle::default();
     fresh_after_exec.exec();
