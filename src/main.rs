@@ -1,6 +1,7 @@
 //! memsup's entry point: parse, run, and turn errors into one line and an exit code.
 
 use std::io::Write;
+use std::path::Path;
 use std::process::ExitCode;
 
 use clap::error::ErrorKind;
@@ -102,12 +103,11 @@ fn execute(command: Command) -> Result<i32> {
                     source: std::io::Error::from(std::io::ErrorKind::NotFound),
                 });
             }
-            let loaded = read_profile(&profile)?;
             let settings = analysis::Settings {
                 skip: analysis::SkipFrames::new(!no_default_skip_frames, &skip_frames),
                 components,
             };
-            let analysis = analysis::analyze_configured(&loaded, &profile, &settings);
+            let analysis = analyze_file(&profile, &settings)?;
             let mut out = std::io::stdout().lock();
             let rendered = match format {
                 Format::Text => report::text::render(&analysis, top, &mut out),
@@ -125,6 +125,15 @@ fn execute(command: Command) -> Result<i32> {
             }
         }
     }
+}
+
+/// Streams the profile at `path` through the analysis.
+fn analyze_file(path: &Path, settings: &analysis::Settings) -> Result<analysis::Analysis> {
+    let profile = read_profile(path)?;
+    let records = profile.records.into_iter();
+    let mut analysis = analysis::analyze_records(&profile.header, records, path, settings);
+    analysis.profile.truncated = profile.truncated;
+    Ok(analysis)
 }
 
 /// Help and version as clap prints them; any other command-line error as one line, exit 2.

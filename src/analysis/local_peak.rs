@@ -113,10 +113,9 @@ impl LiveChanges {
     /// to its site.
     pub fn local_peaks(&self, site_count: usize, site_of: impl Fn(StackId) -> usize) -> Vec<u64> {
         let mut peaks = vec![0u64; site_count];
-        self.replay_groups(
-            |stack| site_of(stack),
-            |site, step| peaks[site] = peaks[site].max(step.high),
-        );
+        self.replay_groups(site_of, |site, step| {
+            peaks[site] = peaks[site].max(step.high)
+        });
         peaks
     }
 
