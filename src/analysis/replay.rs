@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::components::{self, ClosedImage, ImageTracker, Images, Sample, Samples, StatusPoint};
+use super::components::{self, ClosedImage, ImageSamples, ImageTracker, Images, Sample, Samples};
 use super::frames::AddressSymbol;
 use super::heap::HeapState;
 use super::mappings::MappingCall;
@@ -28,10 +28,8 @@ struct OpenImage {
     /// Program break after the last brk; None before the first.
     previous_break: Option<u64>,
     components: ImageTracker,
-    /// Status samples taken during the image, in time order.
-    status: Vec<StatusPoint>,
-    /// Rollup samples: (time, pss), in time order.
-    rollup: Vec<(u64, u64)>,
+    /// Residency samples taken during the image.
+    samples: ImageSamples,
 }
 
 /// Where an ended image lay in time, for samples that reach the replay after it ended.
@@ -256,8 +254,7 @@ impl Replay {
             stacks: ImageStacks::default(),
             previous_break: None,
             components: ImageTracker::default(),
-            status: Vec::new(),
-            rollup: Vec::new(),
+            samples: ImageSamples::default(),
         };
         self.open.insert(pid, state);
     }
@@ -335,7 +332,7 @@ impl Replay {
             if image.start_ns <= time_ns {
                 image.residency.add(sample);
                 let requested = state.heap.live_bytes();
-                add_sample(sample, requested, &mut state.status, &mut state.rollup);
+                state.samples.add(sample, requested);
                 return;
             }
         }
@@ -349,12 +346,7 @@ impl Replay {
         };
         self.processes[span.index].residency.add(sample);
         if let Some(closed) = self.closed_components.get_mut(&span.index) {
-            add_sample(
-                sample,
-                span.live_bytes,
-                &mut closed.status,
-                &mut closed.rollup,
-            );
+            closed.samples.add(sample, span.live_bytes);
         }
     }
 
@@ -475,36 +467,10 @@ impl Replay {
         });
         let closed = ClosedImage {
             tracker: state.components,
-            status: state.status,
-            rollup: state.rollup,
+            samples: state.samples,
         };
         self.closed_components.insert(state.index, closed);
         self.closed.insert(state.index, state.stacks);
-    }
-}
-
-/// Adds `sample` to an image's status or rollup series, kept in time order.
-fn add_sample(
-    sample: Sample,
-    requested: u64,
-    status: &mut Vec<StatusPoint>,
-    rollup: &mut Vec<(u64, u64)>,
-) {
-    match sample {
-        Sample::Status { time_ns, rss, swap } => {
-            let point = StatusPoint {
-                time_ns,
-                rss,
-                swap,
-                requested,
-            };
-            let position = status.partition_point(|queued| queued.time_ns <= time_ns);
-            status.insert(position, point);
-        }
-        Sample::Rollup { time_ns, pss, .. } => {
-            let position = rollup.partition_point(|queued| queued.0 <= time_ns);
-            rollup.insert(position, (time_ns, pss));
-        }
     }
 }
 

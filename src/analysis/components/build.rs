@@ -5,9 +5,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use super::arena::{split, Residency};
 use super::attribution::{holder, Holder, ImageFacts};
 use super::classify::{Classifier, UNKNOWN};
-use super::fragmentation;
+use super::fragmentation::FragmentationWatch;
+use super::replay::Sample;
 use super::resolve::{Images, Resolver};
-use super::timeline::{sampled, Buckets, StepSeries};
+use super::timeline::{sampled, Buckets, PointSeries, StepSeries};
 use super::tracker::{ImageTracker, PendingSnapshot};
 use super::{Component, Components, ProcessTimeline, ResidentPoint, SnapshotSummary, OVERHEAD};
 use crate::analysis::local_peak::{GroupStep, LiveChanges};
@@ -20,19 +21,32 @@ use crate::trace::stacks::StackId;
 #[derive(Debug, Default)]
 pub(in crate::analysis) struct ClosedImage {
     pub tracker: ImageTracker,
-    /// Status samples of the image, in time order.
-    pub status: Vec<StatusPoint>,
-    /// Rollup samples: (time, pss), in time order.
-    pub rollup: Vec<(u64, u64)>,
+    pub samples: ImageSamples,
 }
 
-/// A status sample, and the image's live requested bytes at its time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(in crate::analysis) struct StatusPoint {
-    pub time_ns: u64,
-    pub rss: u64,
-    pub swap: u64,
-    pub requested: u64,
+/// The residency samples taken during one image, as far as its components need them.
+#[derive(Debug, Clone, Default)]
+pub(in crate::analysis) struct ImageSamples {
+    /// VmRSS and VmSwap of the status samples.
+    rss: PointSeries,
+    swap: PointSeries,
+    /// Pss of the rollup samples.
+    pss: PointSeries,
+    fragmentation: FragmentationWatch,
+}
+
+impl ImageSamples {
+    /// Adds a sample taken when the image's live requested bytes were `requested`.
+    pub fn add(&mut self, sample: Sample, requested: u64) {
+        match sample {
+            Sample::Status { time_ns, rss, swap } => {
+                self.rss.add(time_ns, rss);
+                self.swap.add(time_ns, swap);
+                self.fragmentation.sample(time_ns, rss, requested);
+            }
+            Sample::Rollup { time_ns, pss, .. } => self.pss.add(time_ns, pss),
+        }
+    }
 }
 
 /// Fills `image.components` and adds a fragmentation warning when there is one.
@@ -105,9 +119,8 @@ pub(in crate::analysis) fn build(
             .then_with(|| a.name.cmp(&b.name))
     });
 
-    let status_rss: Vec<(u64, u64)> = closed.status.iter().map(|s| (s.time_ns, s.rss)).collect();
-    let status_swap: Vec<(u64, u64)> = closed.status.iter().map(|s| (s.time_ns, s.swap)).collect();
-    if let Some(warning) = fragmentation::warning(image.start_ns, &closed.status) {
+    let samples = &closed.samples;
+    if let Some(warning) = samples.fragmentation.warning(image.start_ns) {
         image.warnings.push(warning);
     }
     image.components = Components {
@@ -115,9 +128,9 @@ pub(in crate::analysis) fn build(
         snapshots: snapshots.into_iter().map(|s| s.summary).collect(),
         timeline: ProcessTimeline {
             requested: requested.total,
-            rss: sampled(buckets, &status_rss),
-            pss: sampled(buckets, &closed.rollup),
-            swap: sampled(buckets, &status_swap),
+            rss: sampled(buckets, samples.rss.points()),
+            pss: sampled(buckets, samples.pss.points()),
+            swap: sampled(buckets, samples.swap.points()),
         },
     };
 }

@@ -17,7 +17,7 @@ mod tests;
 mod timeline;
 mod tracker;
 
-pub(super) use build::{build, ClosedImage, StatusPoint};
+pub(super) use build::{build, ClosedImage, ImageSamples};
 pub(super) use replay::{Sample, Samples};
 pub(super) use resolve::Images;
 pub use rules::{ComponentRule, ComponentRules};
