@@ -8,13 +8,14 @@ use super::components::{self, ClosedImage, ImageSamples, ImageTracker, Images, S
 use super::frames::AddressSymbol;
 use super::heap::HeapState;
 use super::mappings::MappingCall;
+use super::record_fields::{heap_event, record_time};
 use super::sites::{heap_sites, mapping_sites, ImageStacks};
 use super::{ImageExit, ProcessAnalysis, Settings};
-use crate::events::heap::{ExecEffect, HeapCall, HeapEvent, ImageLifecycle, IntegerMap, LiveHeap};
+use crate::events::heap::{ExecEffect, ImageLifecycle, IntegerMap, LiveHeap};
 use crate::trace::format::{
     AllocFunction, ExitKind, MapCall, ProbeCounters, Record, RecordMode, StartCause,
 };
-use crate::trace::stacks::{StackId, StackNode, EMPTY_STACK};
+use crate::trace::stacks::{StackId, StackNode};
 
 /// Replay state of an image that has not ended yet.
 #[derive(Debug)]
@@ -471,87 +472,5 @@ impl Replay {
         };
         self.closed_components.insert(state.index, closed);
         self.closed.insert(state.index, state.stacks);
-    }
-}
-
-/// The PID, function and model event of a heap record.
-fn heap_event(record: &Record) -> Option<(u32, AllocFunction, HeapEvent)> {
-    let (time_ns, pid, function, stack, call) = match *record {
-        Record::Alloc {
-            time_ns,
-            pid,
-            function,
-            address,
-            size,
-            stack,
-            ..
-        } => (
-            time_ns,
-            pid,
-            function,
-            stack,
-            HeapCall::Alloc { address, size },
-        ),
-        Record::Free {
-            time_ns,
-            pid,
-            address,
-            ..
-        } => {
-            let call = HeapCall::Free { address };
-            (time_ns, pid, AllocFunction::Free, EMPTY_STACK, call)
-        }
-        Record::Realloc {
-            time_ns,
-            pid,
-            function,
-            old_address,
-            new_address,
-            size,
-            stack,
-            ..
-        } => {
-            let call = HeapCall::Realloc {
-                old_address,
-                new_address,
-                size,
-            };
-            (time_ns, pid, function, stack, call)
-        }
-        _ => return None,
-    };
-    let event = HeapEvent {
-        time_ns,
-        stack,
-        call,
-    };
-    Some((pid, function, event))
-}
-
-fn record_time(record: &Record) -> Option<u64> {
-    match record {
-        Record::ProcessStart { time_ns, .. }
-        | Record::Exec { time_ns, .. }
-        | Record::ThreadStart { time_ns, .. }
-        | Record::ThreadExit { time_ns, .. }
-        | Record::Module { time_ns, .. }
-        | Record::Alloc { time_ns, .. }
-        | Record::Free { time_ns, .. }
-        | Record::Realloc { time_ns, .. }
-        | Record::Mapping { time_ns, .. }
-        | Record::Warning { time_ns, .. }
-        | Record::ProcessExit { time_ns, .. }
-        | Record::End { time_ns }
-        | Record::AbandonedCall { time_ns, .. }
-        | Record::StatusSample { time_ns, .. }
-        | Record::RollupSample { time_ns, .. }
-        | Record::SmapsSnapshot { time_ns, .. }
-        | Record::ScratchPage { time_ns, .. }
-        | Record::ThreadStack { time_ns, .. } => Some(*time_ns),
-        Record::Symbol { .. }
-        | Record::ImageCounters { .. }
-        | Record::StackNode { .. }
-        | Record::UnwindCosts(_)
-        | Record::SamplerCosts(_) => None,
     }
 }
