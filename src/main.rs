@@ -1,6 +1,7 @@
 //! memsup's entry point: parse, run, and turn errors into one line and an exit code.
 
 use std::io::Write;
+use std::path::Path;
 use std::process::ExitCode;
 
 use clap::error::ErrorKind;
@@ -10,7 +11,7 @@ use memsup::error::{exit_code, Error, Result};
 use memsup::ptrace::signals;
 use memsup::record::{self, AttachOptions, RunOptions};
 use memsup::trace::dump::dump;
-use memsup::trace::reader::{read_profile, ProfileReader};
+use memsup::trace::reader::ProfileReader;
 use memsup::{analysis, report};
 
 fn main() -> ExitCode {
@@ -98,12 +99,11 @@ fn execute(command: Command) -> Result<i32> {
                 }
             };
             require_input(&profile)?;
-            let loaded = read_profile(&profile)?;
             let settings = analysis::Settings {
                 skip: analysis::SkipFrames::new(!no_default_skip_frames, &skip_frames),
                 components,
             };
-            let analysis = analysis::analyze_configured(&loaded, &profile, &settings);
+            let analysis = analyze_file(&profile, &settings)?;
             let mut out = std::io::stdout().lock();
             let rendered = match format {
                 Format::Text => report::text::render(&analysis, top, &mut out),
@@ -146,6 +146,18 @@ fn require_input(profile: &std::path::Path) -> Result<()> {
         path: profile.to_path_buf(),
         source: std::io::Error::from(std::io::ErrorKind::NotFound),
     })
+}
+
+/// Streams the records of the profile at `path` through the analysis: one block in memory
+/// at a time, and what the reader found (truncation, damage) added at the end.
+fn analyze_file(path: &Path, settings: &analysis::Settings) -> Result<analysis::Analysis> {
+    let mut reader = ProfileReader::open(path)?;
+    let header = reader.header().clone();
+    let mut analysis = analysis::analyze_records(&header, reader.by_ref(), path, settings);
+    let status = reader.status();
+    analysis.profile.truncated = status.truncated;
+    analysis.profile.damage = status.damage.to_vec();
+    Ok(analysis)
 }
 
 /// Help and version as clap prints them; any other command-line error as one line, exit 2.

@@ -5,6 +5,7 @@ mod frames;
 mod heap;
 mod local_peak;
 mod mappings;
+mod record_fields;
 mod replay;
 mod residency;
 mod site_metrics;
@@ -27,7 +28,7 @@ use std::path::Path;
 pub use residency::ResidencySummary;
 
 use crate::trace::format::{
-    AllocFunction, MapCall, ProbeCounters, Record, RecordMode, SamplerCosts, StartCause,
+    AllocFunction, Header, MapCall, ProbeCounters, Record, RecordMode, SamplerCosts, StartCause,
     UnwindCosts,
 };
 use crate::trace::reader::Profile;
@@ -282,36 +283,50 @@ pub struct Settings {
 
 /// Replays the records of `profile`, read from `path`, with `settings`.
 pub fn analyze_configured(profile: &Profile, path: &Path, settings: &Settings) -> Analysis {
-    let header = &profile.header;
+    let records = profile.records.iter().cloned();
+    let mut analysis = analyze_records(&profile.header, records, path, settings);
+    analysis.profile.truncated = profile.truncated;
+    analysis.profile.damage = profile.damage.clone();
+    analysis
+}
+
+/// Replays `records`, in file order, of the profile at `path` with `header`. Memory grows
+/// with the live state (blocks, stacks, sites, images), not with the number of records.
+/// `profile.truncated` says whether the records ended without an `End` record; a reader
+/// that saw a block cut short marks it too.
+pub fn analyze_records(
+    header: &Header,
+    records: impl IntoIterator<Item = Record>,
+    path: &Path,
+    settings: &Settings,
+) -> Analysis {
+    let mut replay = replay::Replay::new(header.mode);
+    let mut unwind_costs = None;
+    let mut sampler_costs = None;
+    let mut ended = false;
+    for record in records {
+        match record {
+            Record::UnwindCosts(costs) => unwind_costs = Some(costs),
+            Record::SamplerCosts(costs) => sampler_costs = Some(costs),
+            _ => {}
+        }
+        ended = matches!(record, Record::End { .. });
+        replay.apply(record);
+    }
     Analysis {
         profile: ProfileInfo {
             path: path.display().to_string(),
-            truncated: profile.truncated,
-            damage: profile.damage.clone(),
+            truncated: !ended,
+            damage: Vec::new(),
             mode: header.mode,
             target: header.target.clone(),
             memsup_version: header.memsup_version.clone(),
             host: header.host.clone(),
             start_unix_ns: header.start_unix_ns,
             options: header.options.clone(),
-            unwind_costs: last_of(&profile.records, |record| match record {
-                Record::UnwindCosts(costs) => Some(*costs),
-                _ => None,
-            }),
-            sampler_costs: last_of(&profile.records, |record| match record {
-                Record::SamplerCosts(costs) => Some(*costs),
-                _ => None,
-            }),
+            unwind_costs,
+            sampler_costs,
         },
-        processes: {
-            let mut images = replay::replay(&profile.records, header.mode, settings);
-            residency::add_samples(&profile.records, &mut images);
-            images
-        },
+        processes: replay.finish(settings),
     }
-}
-
-/// What `take` finds in the last record it finds anything in.
-fn last_of<T>(records: &[Record], take: impl Fn(&Record) -> Option<T>) -> Option<T> {
-    records.iter().rev().find_map(take)
 }

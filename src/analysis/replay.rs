@@ -1,83 +1,88 @@
 //! Walks the records in order, splitting them into process images and feeding each image's
 //! heap and mapping events to its counters; call sites are worked out at the end, once every
-//! image's symbols are known.
+//! image's symbols are known. Records are taken one at a time: nothing is kept per event.
 
 use std::collections::HashMap;
 
-use super::components::{self, ClosedImage, ImageTracker, Images, Samples};
+use super::components::{self, ClosedImage, ImageSamples, ImageTracker, Images, Sample, Samples};
 use super::frames::AddressSymbol;
-use super::heap::{HeapEvent, HeapState};
+use super::heap::HeapState;
 use super::mappings::MappingCall;
+use super::record_fields::{heap_event, record_time};
 use super::sites::{heap_sites, mapping_sites, ImageStacks};
 use super::{ImageExit, ProcessAnalysis, Settings};
+use crate::events::heap::{ExecEffect, ImageLifecycle, IntegerMap, LiveHeap};
 use crate::trace::format::{
     AllocFunction, ExitKind, MapCall, ProbeCounters, Record, RecordMode, StartCause,
 };
 use crate::trace::stacks::{StackId, StackNode};
-
-/// Replays `records` into one `ProcessAnalysis` per process image, in order of start.
-pub(super) fn replay(
-    records: &[Record],
-    mode: RecordMode,
-    settings: &Settings,
-) -> Vec<ProcessAnalysis> {
-    let mut replay = Replay::new(mode, records);
-    for (index, record) in records.iter().enumerate() {
-        replay.apply(index as u64, record);
-    }
-    replay.finish(settings)
-}
 
 /// Replay state of an image that has not ended yet.
 #[derive(Debug)]
 struct OpenImage {
     /// Position in `Replay::processes`.
     index: usize,
-    heap: HeapState,
+    heap: LiveHeap,
+    metrics: HeapState,
+    lifecycle: ImageLifecycle,
     stacks: ImageStacks,
-    had_exec: bool,
-    /// Allocator or mapping events seen; after them an exec starts a new image.
-    had_events: bool,
     /// Program break after the last brk; None before the first.
     previous_break: Option<u64>,
     components: ImageTracker,
+    /// Residency samples taken during the image.
+    samples: ImageSamples,
 }
 
-struct Replay<'r> {
+/// Where an ended image lay in time, for samples that reach the replay after it ended.
+#[derive(Debug, Clone, Copy)]
+struct ClosedSpan {
+    index: usize,
+    start_ns: u64,
+    end_ns: u64,
+    live_bytes: u64,
+}
+
+pub(super) struct Replay {
     mode: RecordMode,
     processes: Vec<ProcessAnalysis>,
-    open: HashMap<u32, OpenImage>,
+    open: IntegerMap<u32, OpenImage>,
     /// The stacks of ended images, by position in `processes`.
     closed: HashMap<usize, ImageStacks>,
     /// What ended images leave for their components, by position in `processes`.
     closed_components: HashMap<usize, ClosedImage>,
-    /// The sampler's records, by PID and time.
-    samples: Samples<'r>,
+    /// The sampler's records not yet reached, by PID and time.
+    samples: Samples,
+    /// Where each PID's ended images lay, oldest first.
+    closed_spans: HashMap<u32, Vec<ClosedSpan>>,
     /// Newest image of each PID, open or closed.
     latest_image: HashMap<u32, usize>,
     /// Latest time of any record: where images the recording never saw end are cut.
     last_time_ns: u64,
 }
 
-impl<'r> Replay<'r> {
-    fn new(mode: RecordMode, records: &'r [Record]) -> Self {
+impl Replay {
+    pub fn new(mode: RecordMode) -> Self {
         Replay {
             mode,
             processes: Vec::new(),
-            open: HashMap::new(),
+            open: IntegerMap::default(),
             closed: HashMap::new(),
             closed_components: HashMap::new(),
-            samples: Samples::new(records),
+            samples: Samples::default(),
+            closed_spans: HashMap::new(),
             latest_image: HashMap::new(),
             last_time_ns: 0,
         }
     }
 
-    fn apply(&mut self, sequence: u64, record: &Record) {
-        if let Some(time_ns) = record_time(record) {
+    pub fn apply(&mut self, record: Record) {
+        if let Some(time_ns) = record_time(&record) {
             self.last_time_ns = self.last_time_ns.max(time_ns);
         }
-        match record {
+        let Some(record) = self.samples.hold(record) else {
+            return;
+        };
+        match &record {
             Record::ProcessStart {
                 time_ns,
                 pid,
@@ -91,7 +96,7 @@ impl<'r> Replay<'r> {
                 argv,
             } => self.exec(*time_ns, *pid, exe, argv),
             Record::Alloc { .. } | Record::Free { .. } | Record::Realloc { .. } => {
-                self.heap_record(sequence, record)
+                self.heap_record(&record)
             }
             Record::Mapping {
                 time_ns,
@@ -160,7 +165,7 @@ impl<'r> Replay<'r> {
             Record::ThreadStart { .. }
             | Record::ThreadExit { .. }
             | Record::UnwindCosts(_)
-            // Residency samples are out of time order in the file: `Samples` hands them over.
+            // `Samples` holds these until the replay reaches their time.
             | Record::StatusSample { .. }
             | Record::RollupSample { .. }
             | Record::SamplerCosts(_)
@@ -190,12 +195,15 @@ impl<'r> Replay<'r> {
 
     /// Closes what the recording never saw end, at the last time it saw anything, and works
     /// out every image's call sites.
-    fn finish(mut self, settings: &Settings) -> Vec<ProcessAnalysis> {
+    pub fn finish(mut self, settings: &Settings) -> Vec<ProcessAnalysis> {
         let skip = &settings.skip;
         let mut still_open: Vec<u32> = self.open.keys().copied().collect();
         still_open.sort_unstable();
         for pid in still_open {
             self.close_image(pid, ImageExit::Unknown, self.last_time_ns, None);
+        }
+        for (pid, sample) in self.samples.remaining() {
+            self.route_sample(pid, sample);
         }
         let stacks_by_image = std::mem::take(&mut self.closed);
         let exes: Vec<String> = self.processes.iter().map(|p| p.exe.clone()).collect();
@@ -241,12 +249,13 @@ impl<'r> Replay<'r> {
         self.latest_image.insert(pid, index);
         let state = OpenImage {
             index,
-            heap: HeapState::default(),
+            heap: LiveHeap::default(),
+            metrics: HeapState::default(),
+            lifecycle: ImageLifecycle::default(),
             stacks: ImageStacks::default(),
-            had_exec: false,
-            had_events: false,
             previous_break: None,
             components: ImageTracker::default(),
+            samples: ImageSamples::default(),
         };
         self.open.insert(pid, state);
     }
@@ -262,78 +271,83 @@ impl<'r> Replay<'r> {
         }
     }
 
-    /// The first exec of a fresh image names it; any later one, or one after heap or mapping
-    /// events, ends the image and starts a new one for the same PID.
+    /// The exec rule of `ImageLifecycle`: the first exec of a fresh image names it; any other
+    /// ends the image and starts a new one for the same PID.
     fn exec(&mut self, time_ns: u64, pid: u32, exe: &str, argv: &[String]) {
         self.ensure_open(time_ns, pid);
-        let state = &self.open[&pid];
+        let state = self.open.get_mut(&pid).expect("opened above");
         let index = state.index;
-        if state.had_exec || state.had_events {
+        let effect = state.lifecycle.exec();
+        let lifecycle = state.lifecycle;
+        if effect == ExecEffect::StartsImage {
             let old = &self.processes[index];
             let successor = ProcessAnalysis::new(pid, old.parent_pid, old.cause, time_ns);
             self.close_image(pid, ImageExit::Exec, time_ns, None);
             self.open_image(successor);
         }
         let state = self.open.get_mut(&pid).expect("opened above");
+        state.lifecycle = lifecycle;
         let image = &mut self.processes[state.index];
-        let forked = matches!(image.cause, StartCause::Fork | StartCause::Vfork);
-        if forked && !state.had_exec {
-            // The image takes the new program's name, but the address space is new: what the
-            // child inherited, and any snapshot of it taken before the exec, is gone.
+        if matches!(image.cause, StartCause::Fork | StartCause::Vfork) {
+            // The address space is new: what the child inherited, and any snapshot of it
+            // taken before the exec, is gone.
             state.components = ImageTracker::default();
             self.samples.drop_snapshots_before(pid, time_ns);
         }
-        state.had_exec = true;
         image.exe = exe.to_string();
         image.argv = argv.to_vec();
     }
 
-    fn heap_record(&mut self, sequence: u64, record: &Record) {
-        let (time_ns, pid) = match record {
-            Record::Alloc { time_ns, pid, .. }
-            | Record::Free { time_ns, pid, .. }
-            | Record::Realloc { time_ns, pid, .. } => (*time_ns, *pid),
-            _ => return,
+    fn heap_record(&mut self, record: &Record) {
+        let Some((pid, function, event)) = heap_event(record) else {
+            return;
         };
-        self.ensure_open(time_ns, pid);
-        let state = self.open.get_mut(&pid).expect("opened above");
-        state.had_events = true;
+        self.reach(pid, event.time_ns);
+        let state = self.open.get_mut(&pid).expect("opened by reach");
+        let outcome = state.heap.apply(event);
         let image = &mut self.processes[state.index];
-        let span = (image.start_ns, time_ns);
-        self.samples
-            .take_snapshots(pid, span, false, &mut state.components);
-        track_heap(&mut state.components, record);
-        let relative_time_ns = time_ns.saturating_sub(image.start_ns);
-        let event = |stack| HeapEvent {
-            sequence,
-            time_ns: relative_time_ns,
-            stack,
+        let call = (function, event.time_ns);
+        state.metrics.apply(image, call, &outcome, &state.heap);
+    }
+
+    /// An allocator or mapping event of `pid` at `time_ns` is next: opens its image if need
+    /// be, and hands it the samples from before then.
+    fn reach(&mut self, pid: u32, time_ns: u64) {
+        self.ensure_open(time_ns, pid);
+        for sample in self.samples.due(pid, time_ns, false) {
+            self.route_sample(pid, sample);
+        }
+        let state = self.open.get_mut(&pid).expect("opened above");
+        state.lifecycle.event();
+        let span = (self.processes[state.index].start_ns, time_ns);
+        let taker = (&mut state.components, &state.heap);
+        self.samples.take_snapshots(pid, span, false, taker);
+    }
+
+    /// Counts a sample in the image of its PID whose time span holds it: the open one, else
+    /// the newest ended one (a sample that reached the replay late).
+    fn route_sample(&mut self, pid: u32, sample: Sample) {
+        let time_ns = sample.time_ns();
+        if let Some(state) = self.open.get_mut(&pid) {
+            let image = &mut self.processes[state.index];
+            if image.start_ns <= time_ns {
+                image.residency.add(sample);
+                let requested = state.heap.live_bytes();
+                state.samples.add(sample, requested);
+                return;
+            }
+        }
+        let spans = self.closed_spans.get(&pid).map_or(&[][..], Vec::as_slice);
+        let holding = spans
+            .iter()
+            .rev()
+            .find(|span| span.start_ns <= time_ns && time_ns <= span.end_ns);
+        let Some(span) = holding.copied() else {
+            return;
         };
-        match *record {
-            Record::Alloc {
-                function,
-                address,
-                size,
-                stack,
-                ..
-            } => {
-                let event = event(stack);
-                state.heap.alloc(image, function, address, size, event)
-            }
-            Record::Free { address, .. } => state.heap.free(image, address, relative_time_ns),
-            Record::Realloc {
-                function,
-                old_address,
-                new_address,
-                size,
-                stack,
-                ..
-            } => {
-                let event = event(stack);
-                let addresses = (old_address, new_address);
-                state.heap.realloc(image, function, addresses, size, event)
-            }
-            _ => {}
+        self.processes[span.index].residency.add(sample);
+        if let Some(closed) = self.closed_components.get_mut(&span.index) {
+            closed.samples.add(sample, span.live_bytes);
         }
     }
 
@@ -345,12 +359,8 @@ impl<'r> Replay<'r> {
         (args, result): (&[u64; 6], i64),
         stack: StackId,
     ) {
-        self.ensure_open(time_ns, pid);
-        let state = self.open.get_mut(&pid).expect("opened above");
-        state.had_events = true;
-        let span = (self.processes[state.index].start_ns, time_ns);
-        self.samples
-            .take_snapshots(pid, span, false, &mut state.components);
+        self.reach(pid, time_ns);
+        let state = self.open.get_mut(&pid).expect("opened by reach");
         state.components.mapping(call, args, result, stack);
         let length = args[1];
         let mut brk_growth = 0;
@@ -432,6 +442,11 @@ impl<'r> Replay<'r> {
         time_ns: u64,
         counters: Option<ProbeCounters>,
     ) {
+        let by_exec = exit == ImageExit::Exec;
+        // A sample at the time of an exec belongs to the image the exec starts.
+        for sample in self.samples.due(pid, time_ns, !by_exec) {
+            self.route_sample(pid, sample);
+        }
         let Some(mut state) = self.open.remove(&pid) else {
             return;
         };
@@ -441,66 +456,21 @@ impl<'r> Replay<'r> {
         if let Some(counters) = counters {
             image.probes = image.probes.plus(counters);
         }
-        state.stacks.heap = state.heap.close(image);
+        state.stacks.heap = state.metrics.close(image, &state.heap);
         let span = (image.start_ns, time_ns);
-        let by_exec = exit == ImageExit::Exec;
-        let closed = self
-            .samples
-            .close(pid, span, by_exec, std::mem::take(&mut state.components));
+        let taker = (&mut state.components, &state.heap);
+        self.samples.take_snapshots(pid, span, by_exec, taker);
+        self.closed_spans.entry(pid).or_default().push(ClosedSpan {
+            index: state.index,
+            start_ns: span.0,
+            end_ns: span.1,
+            live_bytes: state.heap.live_bytes(),
+        });
+        let closed = ClosedImage {
+            tracker: state.components,
+            samples: state.samples,
+        };
         self.closed_components.insert(state.index, closed);
         self.closed.insert(state.index, state.stacks);
-    }
-}
-
-/// Hands a heap record to the image's component tracker.
-fn track_heap(tracker: &mut ImageTracker, record: &Record) {
-    match *record {
-        Record::Alloc {
-            time_ns,
-            address,
-            size,
-            stack,
-            ..
-        } => tracker.allocated(time_ns, address, size, stack),
-        Record::Free {
-            time_ns, address, ..
-        } => tracker.freed(time_ns, address),
-        Record::Realloc {
-            time_ns,
-            old_address,
-            new_address,
-            size,
-            stack,
-            ..
-        } => tracker.reallocated(time_ns, (old_address, new_address), size, stack),
-        _ => {}
-    }
-}
-
-fn record_time(record: &Record) -> Option<u64> {
-    match record {
-        Record::ProcessStart { time_ns, .. }
-        | Record::Exec { time_ns, .. }
-        | Record::ThreadStart { time_ns, .. }
-        | Record::ThreadExit { time_ns, .. }
-        | Record::Module { time_ns, .. }
-        | Record::Alloc { time_ns, .. }
-        | Record::Free { time_ns, .. }
-        | Record::Realloc { time_ns, .. }
-        | Record::Mapping { time_ns, .. }
-        | Record::Warning { time_ns, .. }
-        | Record::ProcessExit { time_ns, .. }
-        | Record::End { time_ns }
-        | Record::AbandonedCall { time_ns, .. }
-        | Record::StatusSample { time_ns, .. }
-        | Record::RollupSample { time_ns, .. }
-        | Record::SmapsSnapshot { time_ns, .. }
-        | Record::ScratchPage { time_ns, .. }
-        | Record::ThreadStack { time_ns, .. } => Some(*time_ns),
-        Record::Symbol { .. }
-        | Record::ImageCounters { .. }
-        | Record::StackNode { .. }
-        | Record::UnwindCosts(_)
-        | Record::SamplerCosts(_) => None,
     }
 }

@@ -1,9 +1,8 @@
 //! Residency of each process image from the sampler's records: how many samples fell in the
 //! image and the highest RSS, PSS and swap they saw. Samples reach the profile apart from the
-//! tracer's records, so they are matched to images by PID and time, not by position.
+//! tracer's records, so the replay matches them to images by PID and time, not by position.
 
-use super::ProcessAnalysis;
-use crate::trace::format::Record;
+use super::components::Sample;
 
 /// What the samples taken during one process image saw.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -20,50 +19,34 @@ pub struct ResidencySummary {
     pub peak_swap_bytes: u64,
 }
 
-/// Adds every sample of `records` to the image of its PID whose time span holds it.
-pub(super) fn add_samples(records: &[Record], images: &mut [ProcessAnalysis]) {
-    for record in records {
-        let (time_ns, pid, rss, pss, swap, is_rollup) = match *record {
-            Record::StatusSample {
-                time_ns,
-                pid,
-                rss,
-                swap,
-                ..
-            } => (time_ns, pid, rss, 0, swap, false),
-            Record::RollupSample {
-                time_ns,
-                pid,
-                rss,
-                pss,
-                swap,
-                ..
-            } => (time_ns, pid, rss, pss, swap, true),
-            _ => continue,
+impl ResidencySummary {
+    /// Counts one sample of the image.
+    pub(super) fn add(&mut self, sample: Sample) {
+        let (rss, swap) = match sample {
+            Sample::Status { rss, swap, .. } => {
+                self.status_samples += 1;
+                (rss, swap)
+            }
+            Sample::Rollup { rss, pss, swap, .. } => {
+                self.rollup_samples += 1;
+                self.peak_pss_bytes = self.peak_pss_bytes.max(pss);
+                (rss, swap)
+            }
         };
-        let Some(image) = images.iter_mut().rev().find(|image| {
-            image.pid == pid
-                && image.start_ns <= time_ns
-                && time_ns <= image.start_ns + image.duration_ns
-        }) else {
-            continue;
-        };
-        let summary = &mut image.residency;
-        if is_rollup {
-            summary.rollup_samples += 1;
-            summary.peak_pss_bytes = summary.peak_pss_bytes.max(pss);
-        } else {
-            summary.status_samples += 1;
-        }
-        summary.peak_rss_bytes = summary.peak_rss_bytes.max(rss);
-        summary.peak_swap_bytes = summary.peak_swap_bytes.max(swap);
+        self.peak_rss_bytes = self.peak_rss_bytes.max(rss);
+        self.peak_swap_bytes = self.peak_swap_bytes.max(swap);
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
-    use crate::trace::format::StartCause;
+    use crate::analysis::{analyze_records, Settings};
+    use crate::trace::format::{
+        AllocFunction, ExitKind, Header, ProbeCounters, Record, RecordMode, StartCause,
+    };
 
     fn status(time_ns: u64, pid: u32, rss: u64, swap: u64) -> Record {
         Record::StatusSample {
@@ -91,21 +74,47 @@ mod tests {
         }
     }
 
-    fn image(pid: u32, start_ns: u64, duration_ns: u64) -> ProcessAnalysis {
-        let mut image = ProcessAnalysis::new(pid, None, StartCause::Launch, start_ns);
-        image.duration_ns = duration_ns;
-        image
+    /// PID 10 runs one program until 1000 ns, then execs another; PID 11 runs throughout;
+    /// both exit at 5000 ns.
+    fn tracer_records() -> Vec<Record> {
+        let start = |pid| Record::ProcessStart {
+            time_ns: 0,
+            pid,
+            parent_pid: None,
+            cause: StartCause::Launch,
+        };
+        let exit = |pid| Record::ProcessExit {
+            time_ns: 5000,
+            pid,
+            status: ExitKind::Code(0),
+            counters: ProbeCounters::default(),
+        };
+        vec![
+            start(10),
+            start(11),
+            Record::Alloc {
+                time_ns: 10,
+                pid: 10,
+                tid: 10,
+                function: AllocFunction::Malloc,
+                address: 0x100,
+                size: 8,
+                stack: 0,
+            },
+            Record::Exec {
+                time_ns: 1000,
+                pid: 10,
+                exe: "/bin/second".to_string(),
+                argv: Vec::new(),
+            },
+            exit(10),
+            exit(11),
+            Record::End { time_ns: 5000 },
+        ]
     }
 
-    #[test]
-    fn samples_go_to_the_image_of_their_pid_and_time() {
-        // PID 10 runs one program until 1000 ns, then execs another; PID 11 runs throughout.
-        let mut images = [
-            image(10, 0, 1000),
-            image(11, 0, 5000),
-            image(10, 1000, 4000),
-        ];
-        let records = [
+    fn samples() -> Vec<Record> {
+        vec![
             status(100, 10, 4096, 0),
             rollup(150, 10, 8192, 6000),
             status(200, 11, 1 << 20, 4096),
@@ -115,38 +124,61 @@ mod tests {
             // Outside every image of its PID: ignored.
             status(9000, 10, 1 << 30, 0),
             status(100, 12, 1 << 30, 0),
-        ];
-        add_samples(&records, &mut images);
-        let summary = |index: usize| images[index].residency;
-        assert_eq!(
-            summary(0),
-            ResidencySummary {
-                status_samples: 1,
-                rollup_samples: 1,
-                peak_rss_bytes: 8192,
-                peak_pss_bytes: 6000,
-                peak_swap_bytes: 0,
-            }
-        );
-        assert_eq!(
-            summary(1),
-            ResidencySummary {
-                status_samples: 1,
-                rollup_samples: 0,
-                peak_rss_bytes: 1 << 20,
-                peak_pss_bytes: 0,
-                peak_swap_bytes: 4096,
-            }
-        );
-        assert_eq!(
-            summary(2),
-            ResidencySummary {
-                status_samples: 2,
-                rollup_samples: 1,
-                peak_rss_bytes: 16384,
-                peak_pss_bytes: 9000,
-                peak_swap_bytes: 0,
-            }
-        );
+        ]
+    }
+
+    fn summaries(records: Vec<Record>) -> Vec<ResidencySummary> {
+        let header = Header {
+            memsup_version: String::new(),
+            host: String::new(),
+            mode: RecordMode::Run,
+            target: Vec::new(),
+            start_unix_ns: 0,
+            options: Vec::new(),
+        };
+        let settings = Settings::default();
+        let analysis = analyze_records(&header, records, Path::new("p"), &settings);
+        let images = analysis.processes.iter();
+        images.map(|image| image.residency).collect()
+    }
+
+    #[test]
+    fn samples_go_to_the_image_of_their_pid_and_time() {
+        let early: Vec<Record> = samples().into_iter().chain(tracer_records()).collect();
+        let late: Vec<Record> = tracer_records().into_iter().chain(samples()).collect();
+        for records in [early, late] {
+            let summary = summaries(records);
+            assert_eq!(summary.len(), 3);
+            assert_eq!(
+                summary[0],
+                ResidencySummary {
+                    status_samples: 1,
+                    rollup_samples: 1,
+                    peak_rss_bytes: 8192,
+                    peak_pss_bytes: 6000,
+                    peak_swap_bytes: 0,
+                }
+            );
+            assert_eq!(
+                summary[1],
+                ResidencySummary {
+                    status_samples: 1,
+                    rollup_samples: 0,
+                    peak_rss_bytes: 1 << 20,
+                    peak_pss_bytes: 0,
+                    peak_swap_bytes: 4096,
+                }
+            );
+            assert_eq!(
+                summary[2],
+                ResidencySummary {
+                    status_samples: 2,
+                    rollup_samples: 1,
+                    peak_rss_bytes: 16384,
+                    peak_pss_bytes: 9000,
+                    peak_swap_bytes: 0,
+                }
+            );
+        }
     }
 }

@@ -4,6 +4,7 @@
 //! injected hooks or a snapshot) send events through one `EventSink`; only `interpret` turns
 //! them into profile records. Nothing here knows which source made an event.
 
+pub mod heap;
 pub mod sink;
 pub mod stack;
 pub mod watched;

@@ -5,11 +5,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use super::arena::{split, Residency};
 use super::attribution::{holder, Holder, ImageFacts};
 use super::classify::{Classifier, UNKNOWN};
-use super::fragmentation;
+use super::fragmentation::FragmentationWatch;
+use super::replay::Sample;
 use super::resolve::{Images, Resolver};
-use super::timeline::{sampled, Buckets, StepSeries};
+use super::timeline::{sampled, Buckets, PointSeries, StepSeries};
 use super::tracker::{ImageTracker, PendingSnapshot};
 use super::{Component, Components, ProcessTimeline, ResidentPoint, SnapshotSummary, OVERHEAD};
+use crate::analysis::local_peak::{GroupStep, LiveChanges};
 use crate::analysis::sites::ImageStacks;
 use crate::analysis::{ProcessAnalysis, Settings};
 use crate::trace::format::{StartCause, MAPPING_EXECUTE};
@@ -19,10 +21,32 @@ use crate::trace::stacks::StackId;
 #[derive(Debug, Default)]
 pub(in crate::analysis) struct ClosedImage {
     pub tracker: ImageTracker,
-    /// Status samples of the image: (time, rss, swap), in time order.
-    pub status: Vec<(u64, u64, u64)>,
-    /// Rollup samples: (time, pss), in time order.
-    pub rollup: Vec<(u64, u64)>,
+    pub samples: ImageSamples,
+}
+
+/// The residency samples taken during one image, as far as its components need them.
+#[derive(Debug, Clone, Default)]
+pub(in crate::analysis) struct ImageSamples {
+    /// VmRSS and VmSwap of the status samples.
+    rss: PointSeries,
+    swap: PointSeries,
+    /// Pss of the rollup samples.
+    pss: PointSeries,
+    fragmentation: FragmentationWatch,
+}
+
+impl ImageSamples {
+    /// Adds a sample taken when the image's live requested bytes were `requested`.
+    pub fn add(&mut self, sample: Sample, requested: u64) {
+        match sample {
+            Sample::Status { time_ns, rss, swap } => {
+                self.rss.add(time_ns, rss);
+                self.swap.add(time_ns, swap);
+                self.fragmentation.sample(time_ns, rss, requested);
+            }
+            Sample::Rollup { time_ns, pss, .. } => self.pss.add(time_ns, pss),
+        }
+    }
 }
 
 /// Fills `image.components` and adds a fragmentation warning when there is one.
@@ -47,7 +71,7 @@ pub(in crate::analysis) fn build(
     let mut resolver = Resolver::new(stacks, &settings.skip, classifier).with_images(images);
     let buckets = Buckets::new(image.start_ns, image.start_ns + image.duration_ns);
 
-    let requested = Requested::replay(tracker, buckets, &mut resolver);
+    let requested = Requested::replay(&stacks.heap.changes, buckets, &mut resolver);
     // Blocks allocated before an attach were never seen: the arena pages they hold cannot be
     // told from the allocator's own, so what no known block accounts for is `unknown`.
     let remainder = if image.cause == StartCause::Attach {
@@ -95,9 +119,8 @@ pub(in crate::analysis) fn build(
             .then_with(|| a.name.cmp(&b.name))
     });
 
-    let status_rss: Vec<(u64, u64)> = closed.status.iter().map(|&(t, rss, _)| (t, rss)).collect();
-    let status_swap: Vec<(u64, u64)> = closed.status.iter().map(|&(t, _, s)| (t, s)).collect();
-    if let Some(warning) = fragmentation::warning(image.start_ns, &status_rss, &requested.totals) {
+    let samples = &closed.samples;
+    if let Some(warning) = samples.fragmentation.warning(image.start_ns) {
         image.warnings.push(warning);
     }
     image.components = Components {
@@ -105,9 +128,9 @@ pub(in crate::analysis) fn build(
         snapshots: snapshots.into_iter().map(|s| s.summary).collect(),
         timeline: ProcessTimeline {
             requested: requested.total,
-            rss: sampled(buckets, &status_rss),
-            pss: sampled(buckets, &closed.rollup),
-            swap: sampled(buckets, &status_swap),
+            rss: sampled(buckets, samples.rss.points()),
+            pss: sampled(buckets, samples.pss.points()),
+            swap: sampled(buckets, samples.swap.points()),
         },
     };
 }
@@ -126,41 +149,51 @@ struct Requested {
     components: Vec<(String, StepSeries)>,
     /// The image's downsampled total (empty without heap events).
     total: Vec<super::TimePoint>,
-    /// The image's total after each event: (time, bytes).
-    totals: Vec<(u64, u64)>,
 }
 
 impl Requested {
-    fn replay(tracker: &ImageTracker, buckets: Buckets, resolver: &mut Resolver) -> Requested {
-        let mut components: Vec<(String, StepSeries)> = Vec::new();
+    fn replay(changes: &LiveChanges, buckets: Buckets, resolver: &mut Resolver) -> Requested {
+        let mut names: Vec<String> = Vec::new();
         let mut by_name: HashMap<String, usize> = HashMap::new();
         let mut by_stack: HashMap<StackId, usize> = HashMap::new();
-        let mut total = StepSeries::new(buckets);
-        let mut totals = Vec::with_capacity(tracker.deltas.len());
-        let moved = |value: u64, bytes: i64| value.saturating_add_signed(bytes);
-        for delta in &tracker.deltas {
-            let index = *by_stack.entry(delta.stack).or_insert_with(|| {
-                let name = resolver.heap_component(delta.stack).to_string();
+        let mut series: Vec<StepSeries> = Vec::new();
+        let component_of = |stack: StackId| {
+            *by_stack.entry(stack).or_insert_with(|| {
+                let name = resolver.heap_component(stack).to_string();
                 *by_name.entry(name.clone()).or_insert_with(|| {
-                    components.push((name, StepSeries::new(buckets)));
-                    components.len() - 1
+                    names.push(name);
+                    names.len() - 1
                 })
-            });
-            let series = &mut components[index].1;
-            series.set(delta.time_ns, moved(series.current(), delta.bytes));
-            total.set(delta.time_ns, moved(total.current(), delta.bytes));
-            totals.push((delta.time_ns, total.current()));
-        }
-        Requested {
-            components,
-            total: if totals.is_empty() {
-                Vec::new()
-            } else {
-                total.points()
+            })
+        };
+        changes.replay_groups(component_of, |component, step| {
+            if series.len() <= component {
+                series.resize(component + 1, StepSeries::new(buckets));
+            }
+            follow(&mut series[component], step);
+        });
+        let mut total = StepSeries::new(buckets);
+        let mut changed = false;
+        changes.replay_groups(
+            |_| 0,
+            |_, step| {
+                changed = true;
+                follow(&mut total, step);
             },
-            totals,
+        );
+        Requested {
+            components: names.into_iter().zip(series).collect(),
+            total: if changed { total.points() } else { Vec::new() },
         }
     }
+}
+
+/// Moves `series` through one stretch: a high inside it counts at its start.
+fn follow(series: &mut StepSeries, step: GroupStep) {
+    if step.high > step.before.max(step.after) {
+        series.set(step.start_ns, step.high);
+    }
+    series.set(step.end_ns, step.after);
 }
 
 /// One snapshot, attributed.

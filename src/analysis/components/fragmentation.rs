@@ -3,50 +3,48 @@
 
 const MIB: u64 = 1 << 20;
 
-/// Walks the status samples `(time, rss)` in time order against the live requested bytes
-/// `requested` (`(time, value from then on)`, in time order). Warns when at some sample
-/// requested bytes fell a lot (at least 1 MiB and a quarter) from their highest sampled
-/// value while RSS fell by less than a quarter of that, and names the deepest such fall.
-pub(super) fn warning(
-    start_ns: u64,
-    samples: &[(u64, u64)],
-    requested: &[(u64, u64)],
-) -> Option<String> {
-    let mut next_change = 0;
-    let mut current = 0;
-    // (requested, rss) at the sample with the highest requested bytes so far.
-    let mut high: Option<(u64, u64)> = None;
-    // The deepest fall that kept RSS: (fall, high requested, requested, rss, time).
-    let mut deepest: Option<(u64, u64, u64, u64, u64)> = None;
-    for &(time_ns, rss) in samples {
-        while next_change < requested.len() && requested[next_change].0 <= time_ns {
-            current = requested[next_change].1;
-            next_change += 1;
-        }
-        let Some((high_requested, high_rss)) = high else {
-            high = Some((current, rss));
-            continue;
+/// Watches the status samples of one image in time order, each with the live requested
+/// bytes at its time. Warns when at some sample requested bytes fell a lot (at least 1 MiB
+/// and a quarter) from their highest sampled value while RSS fell by less than a quarter of
+/// that, and names the deepest such fall.
+#[derive(Debug, Default, Clone, Copy)]
+pub(in crate::analysis) struct FragmentationWatch {
+    /// (requested, rss) at the sample with the highest requested bytes so far.
+    high: Option<(u64, u64)>,
+    /// The deepest fall that kept RSS: (fall, high requested, requested, rss, time).
+    deepest: Option<(u64, u64, u64, u64, u64)>,
+}
+
+impl FragmentationWatch {
+    pub fn sample(&mut self, time_ns: u64, rss: u64, requested: u64) {
+        let Some((high_requested, high_rss)) = self.high else {
+            self.high = Some((requested, rss));
+            return;
         };
-        if current > high_requested {
-            high = Some((current, rss));
-            continue;
+        if requested > high_requested {
+            self.high = Some((requested, rss));
+            return;
         }
-        let fall = high_requested - current;
+        let fall = high_requested - requested;
         let fell_a_lot = fall >= MIB.max(high_requested / 4);
-        let deeper = !matches!(deepest, Some((deepest_fall, ..)) if deepest_fall >= fall);
+        let deeper = !matches!(self.deepest, Some((deepest_fall, ..)) if deepest_fall >= fall);
         if fell_a_lot && rss >= high_rss.saturating_sub(fall / 4) && deeper {
-            deepest = Some((fall, high_requested, current, rss, time_ns));
+            self.deepest = Some((fall, high_requested, requested, rss, time_ns));
         }
     }
-    let (_, high_requested, low, rss, time_ns) = deepest?;
-    let mib = |bytes: u64| bytes as f64 / MIB as f64;
-    let seconds = time_ns.saturating_sub(start_ns) as f64 / 1e9;
-    Some(format!(
-        "fragmentation: live requested memory fell from {:.1} MiB to {:.1} MiB at {seconds:.2} s \
-         while RSS stayed at {:.1} MiB (freed blocks are interleaved with live ones; the \
-         allocator cannot return the pages)",
-        mib(high_requested),
-        mib(low),
-        mib(rss),
-    ))
+
+    /// The warning, for an image that started at `start_ns`.
+    pub fn warning(&self, start_ns: u64) -> Option<String> {
+        let (_, high_requested, low, rss, time_ns) = self.deepest?;
+        let mib = |bytes: u64| bytes as f64 / MIB as f64;
+        let seconds = time_ns.saturating_sub(start_ns) as f64 / 1e9;
+        Some(format!(
+            "fragmentation: live requested memory fell from {:.1} MiB to {:.1} MiB at {seconds:.2} s \
+             while RSS stayed at {:.1} MiB (freed blocks are interleaved with live ones; the \
+             allocator cannot return the pages)",
+            mib(high_requested),
+            mib(low),
+            mib(rss),
+        ))
+    }
 }

@@ -17,8 +17,8 @@ mod tests;
 mod timeline;
 mod tracker;
 
-pub(super) use build::{build, ClosedImage};
-pub(super) use replay::Samples;
+pub(super) use build::{build, ClosedImage, ImageSamples};
+pub(super) use replay::{Sample, Samples};
 pub(super) use resolve::Images;
 pub use rules::{ComponentRule, ComponentRules};
 pub(super) use tracker::ImageTracker;

@@ -1,66 +1,112 @@
-//! The sampler's records, gathered before the replay. The sampler thread writes them apart
-//! from the tracer's records, so their place in the file says nothing about their time: each
-//! PID's are sorted by time, and a snapshot is taken in just before the first tracer event of
-//! its PID that is later than it (so it sees the heap and mappings as they were).
+//! The sampler's records, held until the replay reaches their time. The sampler thread
+//! writes them apart from the tracer's records, so in a version-2 profile their place in the
+//! file says little about their time: each PID's are queued in time order, a snapshot is
+//! taken in just before the first tracer event of its PID that is not earlier than it (so it
+//! sees the heap and mappings as they were), and a status or rollup sample just before the
+//! first one that is later.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
-use super::build::ClosedImage;
 use super::tracker::ImageTracker;
-use crate::trace::format::{Record, SnapshotReason};
+use crate::events::heap::{IntegerMap, LiveHeap};
+use crate::trace::format::{MappingResidency, Record, SnapshotReason};
 
-pub(in crate::analysis) struct Samples<'r> {
-    records: &'r [Record],
-    /// Positions of each PID's snapshot records, in time order, not yet taken in.
-    snapshots: HashMap<u32, VecDeque<usize>>,
-    /// (time, rss, swap) of each PID's status samples, in time order.
-    status: HashMap<u32, Vec<(u64, u64, u64)>>,
-    /// (time, pss) of each PID's rollup samples, in time order.
-    rollup: HashMap<u32, Vec<(u64, u64)>>,
+/// A residency sample of one process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::analysis) enum Sample {
+    Status {
+        time_ns: u64,
+        rss: u64,
+        swap: u64,
+    },
+    Rollup {
+        time_ns: u64,
+        rss: u64,
+        pss: u64,
+        swap: u64,
+    },
 }
 
-impl<'r> Samples<'r> {
-    pub fn new(records: &'r [Record]) -> Samples<'r> {
-        let mut snapshots: HashMap<u32, Vec<(u64, usize)>> = HashMap::new();
-        let mut status: HashMap<u32, Vec<(u64, u64, u64)>> = HashMap::new();
-        let mut rollup: HashMap<u32, Vec<(u64, u64)>> = HashMap::new();
-        for (index, record) in records.iter().enumerate() {
-            match *record {
-                Record::SmapsSnapshot { time_ns, pid, .. } => {
-                    snapshots.entry(pid).or_default().push((time_ns, index))
-                }
-                Record::StatusSample {
+impl Sample {
+    pub fn time_ns(&self) -> u64 {
+        match *self {
+            Sample::Status { time_ns, .. } | Sample::Rollup { time_ns, .. } => time_ns,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Snapshot {
+    time_ns: u64,
+    reason: SnapshotReason,
+    cost_ns: u64,
+    mappings: Vec<MappingResidency>,
+}
+
+#[derive(Debug, Default)]
+pub(in crate::analysis) struct Samples {
+    /// Each PID's snapshots not yet taken in, in time order.
+    snapshots: IntegerMap<u32, VecDeque<Snapshot>>,
+    /// Each PID's status and rollup samples not yet handed over, in time order.
+    samples: IntegerMap<u32, VecDeque<Sample>>,
+}
+
+/// Inserts `item` into `queue`, kept in time order, after any of the same time.
+fn insert_in_time_order<T>(queue: &mut VecDeque<T>, item: T, time_of: impl Fn(&T) -> u64) {
+    let time_ns = time_of(&item);
+    let position = queue.partition_point(|queued| time_of(queued) <= time_ns);
+    queue.insert(position, item);
+}
+
+impl Samples {
+    /// Holds `record` when it is the sampler's; gives it back otherwise.
+    pub fn hold(&mut self, record: Record) -> Option<Record> {
+        let (pid, sample) = match record {
+            Record::SmapsSnapshot {
+                time_ns,
+                pid,
+                reason,
+                cost_ns,
+                mappings,
+            } => {
+                let snapshot = Snapshot {
                     time_ns,
-                    pid,
-                    rss,
-                    swap,
-                    ..
-                } => status.entry(pid).or_default().push((time_ns, rss, swap)),
-                Record::RollupSample {
-                    time_ns, pid, pss, ..
-                } => rollup.entry(pid).or_default().push((time_ns, pss)),
-                _ => {}
+                    reason,
+                    cost_ns,
+                    mappings,
+                };
+                let queue = self.snapshots.entry(pid).or_default();
+                insert_in_time_order(queue, snapshot, |snapshot| snapshot.time_ns);
+                return None;
             }
-        }
-        status
-            .values_mut()
-            .for_each(|samples| samples.sort_by_key(|s| s.0));
-        rollup
-            .values_mut()
-            .for_each(|samples| samples.sort_by_key(|s| s.0));
-        let snapshots = snapshots
-            .into_iter()
-            .map(|(pid, mut list)| {
-                list.sort_by_key(|&(time_ns, _)| time_ns);
-                (pid, list.into_iter().map(|(_, index)| index).collect())
-            })
-            .collect();
-        Samples {
-            records,
-            snapshots,
-            status,
-            rollup,
-        }
+            Record::StatusSample {
+                time_ns,
+                pid,
+                rss,
+                swap,
+                ..
+            } => (pid, Sample::Status { time_ns, rss, swap }),
+            Record::RollupSample {
+                time_ns,
+                pid,
+                rss,
+                pss,
+                swap,
+                ..
+            } => (
+                pid,
+                Sample::Rollup {
+                    time_ns,
+                    rss,
+                    pss,
+                    swap,
+                },
+            ),
+            other => return Some(other),
+        };
+        let queue = self.samples.entry(pid).or_default();
+        insert_in_time_order(queue, sample, Sample::time_ns);
+        None
     }
 
     /// Takes in `pid`'s snapshots up to `time_ns` (the one an exec at `time_ns` takes stays
@@ -70,68 +116,57 @@ impl<'r> Samples<'r> {
         pid: u32,
         (image_start_ns, time_ns): (u64, u64),
         before_exec: bool,
-        tracker: &mut ImageTracker,
+        (tracker, heap): (&mut ImageTracker, &LiveHeap),
     ) {
         let Some(queue) = self.snapshots.get_mut(&pid) else {
             return;
         };
-        while let Some(&index) = queue.front() {
-            let Record::SmapsSnapshot {
-                time_ns: taken_ns,
-                reason,
-                cost_ns,
-                ref mappings,
-                ..
-            } = self.records[index]
-            else {
-                unreachable!("only snapshot positions are queued");
-            };
-            let held_back = before_exec && reason == SnapshotReason::Exec;
-            if taken_ns > time_ns || (taken_ns == time_ns && held_back) {
+        while let Some(snapshot) = queue.front() {
+            let held_back = before_exec && snapshot.reason == SnapshotReason::Exec;
+            if snapshot.time_ns > time_ns || (snapshot.time_ns == time_ns && held_back) {
                 break;
             }
-            queue.pop_front();
-            if taken_ns >= image_start_ns {
-                tracker.snapshot((taken_ns, reason, cost_ns), mappings);
+            let snapshot = queue.pop_front().expect("looked at above");
+            if snapshot.time_ns >= image_start_ns {
+                let taken = (snapshot.time_ns, snapshot.reason, snapshot.cost_ns);
+                tracker.snapshot(taken, &snapshot.mappings, heap);
             }
         }
     }
 
     /// Forgets `pid`'s snapshots taken before `time_ns` (of an address space an exec replaced).
     pub fn drop_snapshots_before(&mut self, pid: u32, time_ns: u64) {
-        let Some(queue) = self.snapshots.get_mut(&pid) else {
-            return;
-        };
-        while let Some(&index) = queue.front() {
-            match self.records[index] {
-                Record::SmapsSnapshot { time_ns: taken, .. } if taken < time_ns => {
-                    queue.pop_front();
-                }
-                _ => break,
+        if let Some(queue) = self.snapshots.get_mut(&pid) {
+            while queue
+                .front()
+                .is_some_and(|snapshot| snapshot.time_ns < time_ns)
+            {
+                queue.pop_front();
             }
         }
     }
 
-    /// Ends an image at `end_ns`: its last snapshots, and the samples taken during it.
-    pub fn close(
-        &mut self,
-        pid: u32,
-        (start_ns, end_ns): (u64, u64),
-        by_exec: bool,
-        mut tracker: ImageTracker,
-    ) -> ClosedImage {
-        self.take_snapshots(pid, (start_ns, end_ns), by_exec, &mut tracker);
-        let during = |time_ns: u64| start_ns <= time_ns && time_ns <= end_ns;
-        let status = self.status.get(&pid).map_or(Vec::new(), |samples| {
-            samples.iter().copied().filter(|s| during(s.0)).collect()
-        });
-        let rollup = self.rollup.get(&pid).map_or(Vec::new(), |samples| {
-            samples.iter().copied().filter(|s| during(s.0)).collect()
-        });
-        ClosedImage {
-            tracker,
-            status,
-            rollup,
-        }
+    /// Hands over `pid`'s samples earlier than `time_ns` (or at it too, when `inclusive`).
+    pub fn due(&mut self, pid: u32, time_ns: u64, inclusive: bool) -> Vec<Sample> {
+        let Some(queue) = self.samples.get_mut(&pid) else {
+            return Vec::new();
+        };
+        let due = |sample: &Sample| {
+            sample.time_ns() < time_ns || (inclusive && sample.time_ns() == time_ns)
+        };
+        let count = queue.iter().take_while(|sample| due(sample)).count();
+        queue.drain(..count).collect()
+    }
+
+    /// Every sample still held, of every PID, by PID and time.
+    pub fn remaining(&mut self) -> Vec<(u32, Sample)> {
+        let mut pids: Vec<u32> = self.samples.keys().copied().collect();
+        pids.sort_unstable();
+        pids.into_iter()
+            .flat_map(|pid| {
+                let queue = self.samples.remove(&pid).unwrap_or_default();
+                queue.into_iter().map(move |sample| (pid, sample))
+            })
+            .collect()
     }
 }

@@ -3,7 +3,7 @@
 use super::classify::Classifier;
 use super::timeline::{Buckets, StepSeries};
 use super::*;
-use crate::analysis::replay::replay;
+use crate::analysis::replay::Replay;
 use crate::analysis::{ProcessAnalysis, Settings};
 use crate::trace::format::{
     AllocFunction, ExitKind, MapCall, MappingResidency, ProbeCounters, Record, RecordMode,
@@ -200,6 +200,14 @@ fn analyzed_with(records: &[Record], rules: &[&str]) -> ProcessAnalysis {
     let mut images = replay(records, RecordMode::Run, &settings);
     assert_eq!(images.len(), 1);
     images.remove(0)
+}
+
+fn replay(records: &[Record], mode: RecordMode, settings: &Settings) -> Vec<ProcessAnalysis> {
+    let mut replay = Replay::new(mode);
+    for record in records {
+        replay.apply(record.clone());
+    }
+    replay.finish(settings)
 }
 
 fn analyzed(records: &[Record]) -> ProcessAnalysis {
@@ -552,6 +560,43 @@ fn downsampling_keeps_a_one_event_spike_among_ten_thousand() {
     assert_eq!(app.requested.len(), 512);
     assert_eq!(app.requested.last().map(|p| p.bytes), Some(50_000));
     assert_eq!(image.components.timeline.requested, app.requested);
+}
+
+#[test]
+fn a_spike_survives_among_changes_too_many_to_keep_one_by_one() {
+    // 70,001 changes: the oldest are folded into segments, the spike among them.
+    let mut body = Vec::new();
+    for step in 0..70_000u64 {
+        let time_ns = step * 100;
+        body.push(alloc(time_ns, 0x1000 + step * 64, 10, APP));
+        if step == 50_000 {
+            body.push(alloc(time_ns + 1, 0x9000_0000, MIB, APP));
+            body.push(free(time_ns + 2, 0x9000_0000));
+        }
+    }
+    let image = analyzed(&image(10_000_000, body));
+    let app = component(&image, "app");
+    assert_eq!(app.peak_requested_bytes, MIB + 500_010);
+    let highest = app.requested.iter().map(|p| p.bytes).max();
+    assert_eq!(highest, Some(MIB + 500_010));
+    assert_eq!(app.requested.last().map(|p| p.bytes), Some(700_000));
+    assert!(app.requested.len() <= 512, "{}", app.requested.len());
+    assert_eq!(image.sites[0].metrics.local_peak_bytes, MIB + 500_010);
+}
+
+#[test]
+fn a_residency_spike_survives_among_ten_thousand_samples() {
+    let body: Vec<Record> = (0..10_000u64)
+        .map(|index| {
+            let rss = if index == 7777 { 1 << 30 } else { 4096 };
+            status(index * 1000, rss)
+        })
+        .collect();
+    let image = analyzed(&image(10_000_000, body));
+    let rss = &image.components.timeline.rss;
+    assert!(rss.len() <= 512, "{}", rss.len());
+    assert_eq!(rss.iter().map(|point| point.bytes).max(), Some(1 << 30));
+    assert_eq!(image.residency.status_samples, 10_000);
 }
 
 #[test]

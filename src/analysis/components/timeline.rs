@@ -69,10 +69,6 @@ impl StepSeries {
         self.peak = self.peak.max(value);
     }
 
-    pub fn current(&self) -> u64 {
-        self.current
-    }
-
     pub fn points(mut self) -> Vec<TimePoint> {
         while self.maxima.len() < self.buckets.count {
             self.maxima.push(self.current);
@@ -92,6 +88,36 @@ impl StepSeries {
             });
         }
         points
+    }
+}
+
+/// Point samples kept before neighbouring pairs merge.
+const POINT_CAPACITY: usize = 4096;
+
+/// Point samples (time, value) of one image, in time order and bounded: past
+/// `POINT_CAPACITY`, neighbouring pairs merge into one at the first's time with the higher
+/// value, so no peak is lost and `sampled` buckets them as before.
+#[derive(Debug, Clone, Default)]
+pub(in crate::analysis) struct PointSeries {
+    points: Vec<(u64, u64)>,
+}
+
+impl PointSeries {
+    pub fn add(&mut self, time_ns: u64, value: u64) {
+        // Samples arrive in time order but for one that reached the replay late.
+        let position = self.points.partition_point(|point| point.0 <= time_ns);
+        self.points.insert(position, (time_ns, value));
+        if self.points.len() > POINT_CAPACITY {
+            let merged = self.points.chunks(2).map(|pair| {
+                let highest = pair.iter().map(|point| point.1).max().unwrap_or(0);
+                (pair[0].0, highest)
+            });
+            self.points = merged.collect();
+        }
+    }
+
+    pub fn points(&self) -> &[(u64, u64)] {
+        &self.points
     }
 }
 

@@ -1,20 +1,13 @@
-//! What the replay keeps of one open image for its components: heap deltas (resolved to
-//! components once the image's symbols are known), live blocks by address, the ranges its
-//! mapping calls created, and its smaps snapshots as they stood at their time.
+//! What the replay keeps of one open image for its components: the ranges its mapping calls
+//! created, and its smaps snapshots as they stood at their time (with the image's live heap
+//! blocks inside each mapping). Live-byte changes over time are the heap's (`StackHeap`).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
 use super::ranges::{CreatedRanges, Creator};
+use crate::events::heap::LiveHeap;
 use crate::trace::format::{MapCall, MappingResidency, SnapshotReason};
 use crate::trace::stacks::StackId;
-
-/// A change of live requested bytes by a stack's blocks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct HeapDelta {
-    pub time_ns: u64,
-    pub stack: StackId,
-    pub bytes: i64,
-}
 
 /// One mapping of a snapshot, with what the image's state said about it at the time.
 #[derive(Debug, Clone)]
@@ -47,9 +40,6 @@ pub(super) struct PendingSnapshot {
 /// Per-image state kept during the replay.
 #[derive(Debug, Default)]
 pub(in crate::analysis) struct ImageTracker {
-    /// Live blocks: address -> (size, stack).
-    live: BTreeMap<u64, (u64, StackId)>,
-    pub(super) deltas: Vec<HeapDelta>,
     ranges: CreatedRanges,
     pub(super) scratch_pages: Vec<u64>,
     /// An address just above each thread's stack pointer (`ThreadStack`), unmapped ones dropped.
@@ -67,36 +57,6 @@ impl ImageTracker {
             scratch_pages: parent.scratch_pages.clone(),
             modules: parent.modules.clone(),
             ..ImageTracker::default()
-        }
-    }
-
-    /// A block created (malloc and friends, realloc's new block).
-    pub fn allocated(&mut self, time_ns: u64, address: u64, size: u64, stack: StackId) {
-        if address == 0 {
-            return;
-        }
-        // Handed out again while thought live: its free was missed.
-        self.freed(time_ns, address);
-        self.live.insert(address, (size, stack));
-        self.push(time_ns, stack, size as i64);
-    }
-
-    /// A block released (free, realloc's old block); unknown addresses change nothing.
-    pub fn freed(&mut self, time_ns: u64, address: u64) {
-        if let Some((size, stack)) = self.live.remove(&address) {
-            self.push(time_ns, stack, -(size as i64));
-        }
-    }
-
-    /// realloc, with the same outcomes as the heap replay: success moves the block, NULL
-    /// with size 0 frees it, NULL with a size fails and keeps it.
-    pub fn reallocated(&mut self, time_ns: u64, addresses: (u64, u64), size: u64, stack: StackId) {
-        let (old_address, new_address) = addresses;
-        if new_address != 0 {
-            self.freed(time_ns, old_address);
-            self.allocated(time_ns, new_address, size, stack);
-        } else if size == 0 {
-            self.freed(time_ns, old_address);
         }
     }
 
@@ -130,7 +90,9 @@ impl ImageTracker {
         &mut self,
         (time_ns, reason, cost_ns): (u64, SnapshotReason, u64),
         mappings: &[MappingResidency],
+        heap: &LiveHeap,
     ) {
+        let mut live = live_by_mapping(mappings, heap);
         let follows = |index: usize| {
             let (mapping, previous) = (&mappings[index], &mappings[index.checked_sub(1)?]);
             let file = !previous.path.is_empty() && !previous.path.starts_with('[');
@@ -155,7 +117,7 @@ impl ImageTracker {
                 pss: mapping.pss,
                 swap: mapping.swap,
                 creator: self.ranges.creator(mapping.start),
-                live: self.live_inside(mapping.start, mapping.end),
+                live: std::mem::take(&mut live[index]),
             })
             .collect();
         self.snapshots.push(PendingSnapshot {
@@ -165,27 +127,30 @@ impl ImageTracker {
             mappings,
         });
     }
+}
 
-    fn live_inside(&self, start: u64, end: u64) -> Vec<(StackId, u64)> {
-        if end <= start {
-            return Vec::new();
-        }
-        let mut by_stack: HashMap<StackId, u64> = HashMap::new();
-        for (size, stack) in self.live.range(start..end).map(|(_, block)| *block) {
-            *by_stack.entry(stack).or_default() += size;
-        }
-        let mut live: Vec<(StackId, u64)> = by_stack.into_iter().collect();
-        live.sort_unstable();
-        live
-    }
-
-    fn push(&mut self, time_ns: u64, stack: StackId, bytes: i64) {
-        if bytes != 0 {
-            self.deltas.push(HeapDelta {
-                time_ns,
-                stack,
-                bytes,
-            });
+/// Live requested bytes of the blocks starting inside each mapping, by allocating stack.
+fn live_by_mapping(mappings: &[MappingResidency], heap: &LiveHeap) -> Vec<Vec<(StackId, u64)>> {
+    let mut by_start: Vec<usize> = (0..mappings.len()).collect();
+    by_start.sort_unstable_by_key(|&index| mappings[index].start);
+    let mut sums: Vec<HashMap<StackId, u64>> = vec![HashMap::new(); mappings.len()];
+    for block in heap.blocks() {
+        let after = by_start.partition_point(|&index| mappings[index].start <= block.address);
+        let Some(&index) = after
+            .checked_sub(1)
+            .and_then(|position| by_start.get(position))
+        else {
+            continue;
+        };
+        if block.address < mappings[index].end {
+            *sums[index].entry(block.stack).or_default() += block.size;
         }
     }
+    sums.into_iter()
+        .map(|by_stack| {
+            let mut live: Vec<(StackId, u64)> = by_stack.into_iter().collect();
+            live.sort_unstable();
+            live
+        })
+        .collect()
 }
