@@ -1,63 +1,6 @@
-//! What the replay reads from a record beyond its kind: its time, and the heap model's
-//! event of an allocator record.
+//! What the replay reads from a record beyond its kind: its time.
 
-use crate::events::heap::{HeapCall, HeapEvent};
-use crate::trace::format::{AllocFunction, Record};
-use crate::trace::stacks::EMPTY_STACK;
-
-/// The PID, function and model event of a heap record.
-pub(super) fn heap_event(record: &Record) -> Option<(u32, AllocFunction, HeapEvent)> {
-    let (time_ns, pid, function, stack, call) = match *record {
-        Record::Alloc {
-            time_ns,
-            pid,
-            function,
-            address,
-            size,
-            stack,
-            ..
-        } => (
-            time_ns,
-            pid,
-            function,
-            stack,
-            HeapCall::Alloc { address, size },
-        ),
-        Record::Free {
-            time_ns,
-            pid,
-            address,
-            ..
-        } => {
-            let call = HeapCall::Free { address };
-            (time_ns, pid, AllocFunction::Free, EMPTY_STACK, call)
-        }
-        Record::Realloc {
-            time_ns,
-            pid,
-            function,
-            old_address,
-            new_address,
-            size,
-            stack,
-            ..
-        } => {
-            let call = HeapCall::Realloc {
-                old_address,
-                new_address,
-                size,
-            };
-            (time_ns, pid, function, stack, call)
-        }
-        _ => return None,
-    };
-    let event = HeapEvent {
-        time_ns,
-        stack,
-        call,
-    };
-    Some((pid, function, event))
-}
+use crate::trace::format::Record;
 
 pub(super) fn record_time(record: &Record) -> Option<u64> {
     match record {

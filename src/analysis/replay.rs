@@ -8,9 +8,10 @@ use super::components::{self, ClosedImage, ImageSamples, ImageTracker, Images, S
 use super::frames::AddressSymbol;
 use super::heap::HeapState;
 use super::mappings::MappingCall;
-use super::record_fields::{heap_event, record_time};
+use super::record_fields::record_time;
 use super::sites::{heap_sites, mapping_sites, ImageStacks};
 use super::{ImageExit, ProcessAnalysis, Settings};
+use crate::events::heap::heap_event;
 use crate::events::heap::{ExecEffect, ImageLifecycle, IntegerMap, LiveHeap};
 use crate::trace::format::{
     AllocFunction, ExitKind, MapCall, ProbeCounters, Record, RecordMode, StartCause,

@@ -6,7 +6,8 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::trace::stacks::StackId;
+use crate::trace::format::{AllocFunction, Record};
+use crate::trace::stacks::{StackId, EMPTY_STACK};
 
 /// An allocator call, as its result tells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -263,6 +264,60 @@ impl Hasher for IntegerHasher {
     fn write_usize(&mut self, value: usize) {
         self.write_u64(value as u64);
     }
+}
+
+/// The PID, function and model event of a heap record.
+pub fn heap_event(record: &Record) -> Option<(u32, AllocFunction, HeapEvent)> {
+    let (time_ns, pid, function, stack, call) = match *record {
+        Record::Alloc {
+            time_ns,
+            pid,
+            function,
+            address,
+            size,
+            stack,
+            ..
+        } => (
+            time_ns,
+            pid,
+            function,
+            stack,
+            HeapCall::Alloc { address, size },
+        ),
+        Record::Free {
+            time_ns,
+            pid,
+            address,
+            ..
+        } => {
+            let call = HeapCall::Free { address };
+            (time_ns, pid, AllocFunction::Free, EMPTY_STACK, call)
+        }
+        Record::Realloc {
+            time_ns,
+            pid,
+            function,
+            old_address,
+            new_address,
+            size,
+            stack,
+            ..
+        } => {
+            let call = HeapCall::Realloc {
+                old_address,
+                new_address,
+                size,
+            };
+            (time_ns, pid, function, stack, call)
+        }
+        _ => return None,
+    };
+    let event = HeapEvent {
+        time_ns,
+        stack,
+        call,
+    };
+    Some((pid, function, event))
 }
 
 #[cfg(test)]

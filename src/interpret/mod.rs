@@ -20,6 +20,7 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, Sender};
 use indicatif::MultiProgress;
 
+use crate::events::heap::{heap_event, LiveHeap};
 use crate::events::{CopiesInFlight, CopyWindows, Event, EventKind, RawStack, Watched};
 use crate::trace::format::{Record, SnapshotReason, StartCause, UnwindCosts};
 use crate::trace::stacks::{StackId, StackNode, EMPTY_STACK};
@@ -54,7 +55,7 @@ struct Interpreter {
     files: Arc<ModuleCache>,
     images: HashMap<u32, Image>,
     /// Live blocks of each process: address -> size.
-    live_blocks: HashMap<u32, HashMap<u64, u64>>,
+    heaps: HashMap<u32, LiveHeap>,
     /// New highs of live requested bytes, passed on to the sampler.
     peaks: RequestedPeaks,
     symbolizer: ImageSymbolizer,
@@ -102,7 +103,7 @@ impl Interpreter {
             output,
             files: Arc::new(ModuleCache::new()),
             images: HashMap::new(),
-            live_blocks: HashMap::new(),
+            heaps: HashMap::new(),
             peaks: RequestedPeaks::new(Arc::clone(&shared.watched)),
             symbolizer: ImageSymbolizer::new(shared.bars),
             stats: shared.stats,
@@ -240,27 +241,23 @@ impl Interpreter {
 impl Interpreter {
     /// Live blocks and snapshot requests, as the record changes them.
     fn follow(&mut self, record: &Record) {
-        match *record {
-            Record::Alloc {
-                pid, address, size, ..
-            } if address != 0 => self.remember_block(pid, address, size),
-            Record::Realloc {
-                pid,
-                old_address,
-                new_address,
-                size,
-                ..
-            } => {
-                if new_address != 0 || size == 0 {
-                    self.forget_block(pid, old_address);
-                }
-                if new_address != 0 {
-                    self.remember_block(pid, new_address, size);
-                }
+        if let Some((pid, _, event)) = heap_event(record) {
+            let outcome = self.heaps.entry(pid).or_default().apply(event);
+            // Released first, so a block handed out again at its own address is no new high.
+            for block in [outcome.replaced, outcome.released].into_iter().flatten() {
+                self.peaks.remove(pid, block.size);
+                self.stats
+                    .live_bytes
+                    .fetch_sub(block.size as i64, Ordering::Relaxed);
             }
-            Record::Free { pid, address, .. } => self.forget_block(pid, address),
-            Record::Exec { pid, .. } => self.request_exec_snapshot(pid),
-            _ => {}
+            if let Some(block) = outcome.created {
+                self.peaks.add(pid, block.size);
+                self.stats
+                    .live_bytes
+                    .fetch_add(block.size as i64, Ordering::Relaxed);
+            }
+        } else if let Record::Exec { pid, .. } = *record {
+            self.request_exec_snapshot(pid);
         }
     }
 
@@ -272,38 +269,9 @@ impl Interpreter {
         }
     }
 
-    fn remember_block(&mut self, pid: u32, address: u64, size: u64) {
-        // A block at an address already live (its free was not seen) replaces it.
-        self.forget_block(pid, address);
-        self.live_blocks
-            .entry(pid)
-            .or_default()
-            .insert(address, size);
-        self.peaks.add(pid, size);
-        self.stats
-            .live_bytes
-            .fetch_add(size as i64, Ordering::Relaxed);
-    }
-
-    fn forget_block(&mut self, pid: u32, address: u64) {
-        let removed = self
-            .live_blocks
-            .get_mut(&pid)
-            .and_then(|blocks| blocks.remove(&address));
-        if let Some(size) = removed {
-            self.peaks.remove(pid, size);
-            self.stats
-                .live_bytes
-                .fetch_sub(size as i64, Ordering::Relaxed);
-        }
-    }
-
     /// The image ended: its blocks are gone with it (an exec'd program starts afresh).
     fn forget_blocks(&mut self, pid: u32) {
-        let released: u64 = self
-            .live_blocks
-            .remove(&pid)
-            .map_or(0, |blocks| blocks.values().sum());
+        let released = self.heaps.remove(&pid).map_or(0, |mut heap| heap.clear());
         self.peaks.forget(pid);
         self.stats
             .live_bytes
