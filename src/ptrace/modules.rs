@@ -3,11 +3,11 @@
 
 use std::collections::BTreeMap;
 
-use crate::breakpoints::probes::{
-    direct_jump_target, is_dynamic_linker, ALLOCATOR_SYMBOLS, MAPPING_SYMBOLS, RENDEZVOUS_SYMBOL,
-};
+use crate::breakpoints::probes::direct_jump_target;
 use crate::breakpoints::table::ProbeKind;
 use crate::error::{Error, Result};
+use crate::platform::allocators::{ALLOCATOR_SYMBOLS, MAPPING_SYMBOLS};
+use crate::platform::libraries::{LibraryKind, RENDEZVOUS_SYMBOL};
 use crate::proc::auxv::{read_auxv_value, AT_BASE};
 use crate::proc::maps::{mapping_containing, read_maps, MapEntry};
 use crate::ptrace::inject::ScratchPage;
@@ -167,7 +167,7 @@ impl Tracer<'_> {
             bias,
         });
         let mut targets: Vec<(u64, ProbeKind)> = Vec::new();
-        if is_dynamic_linker(&module.path) {
+        if LibraryKind::of(&module.path) == LibraryKind::DynamicLinker {
             for symbol in elf.find_functions(&[RENDEZVOUS_SYMBOL]) {
                 targets.push((symbol.address.wrapping_add(bias), ProbeKind::Rendezvous));
             }
