@@ -9,6 +9,7 @@ pub mod breakpoints;
 pub mod cli;
 pub mod error;
 pub mod failure;
+pub mod module;
 pub mod platform;
 pub mod proc;
 pub mod ptrace;

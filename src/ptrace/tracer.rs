@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use nix::errno::Errno;
 use nix::sys::wait::{waitpid, WaitPidFlag};
@@ -10,13 +11,13 @@ use nix::sys::wait::{waitpid, WaitPidFlag};
 use crate::breakpoints::table::StepOverPolicy;
 use crate::error::{Error, Result};
 use crate::failure::{test_fault, TestFault};
+use crate::module::ModuleStore;
 use crate::ptrace::capture::StackMode;
 use crate::ptrace::regs;
 use crate::ptrace::signals;
 use crate::ptrace::sink::RecordSink;
 use crate::ptrace::state::{Process, Thread};
 use crate::ptrace::stop::{Event, Stop, GROUP_STOP_SIGNALS};
-use crate::symbols::SymbolCache;
 use crate::trace::format::{ExitKind, Record, SnapshotReason};
 
 /// What memsup does when the user interrupts it.
@@ -37,7 +38,8 @@ pub struct Tracer<'a> {
     /// Stops collected while stopping the world, handled before waiting again.
     pub(crate) deferred: VecDeque<Stop>,
     pub(crate) sink: &'a RecordSink,
-    pub(crate) symbols: SymbolCache,
+    /// The recording's module files, shared with the collector's unwinders and symboliser.
+    pub(crate) modules: Arc<ModuleStore>,
     pub(crate) root_pid: i32,
     pub(crate) root_exit: Option<ExitKind>,
     pub(crate) step_over_policy: StepOverPolicy,
@@ -65,7 +67,12 @@ pub struct Tracer<'a> {
 }
 
 impl<'a> Tracer<'a> {
-    pub fn new(mode: Mode, root_pid: i32, sink: &'a RecordSink) -> Tracer<'a> {
+    pub fn new(
+        mode: Mode,
+        root_pid: i32,
+        sink: &'a RecordSink,
+        modules: Arc<ModuleStore>,
+    ) -> Tracer<'a> {
         Tracer {
             mode,
             processes: HashMap::new(),
@@ -73,7 +80,7 @@ impl<'a> Tracer<'a> {
             early_threads: HashSet::new(),
             deferred: VecDeque::new(),
             sink,
-            symbols: SymbolCache::default(),
+            modules,
             root_pid,
             root_exit: None,
             step_over_policy: StepOverPolicy::Auto,

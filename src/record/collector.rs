@@ -14,12 +14,12 @@ use indicatif::MultiProgress;
 
 use super::requested_peaks::RequestedPeaks;
 use super::symbolize::{ImageSymbolizer, SignalFrames};
+use crate::module::ModuleStore;
 use crate::ptrace::capture::MAX_WINDOW;
 use crate::ptrace::sink::{copy_bytes, Capture, CopiesInFlight, Message, StackSource};
 use crate::sampler::Watched;
 use crate::trace::format::{Record, UnwindCosts, TRUNCATED_FRAME};
 use crate::trace::stacks::{StackInterner, StackNode};
-use crate::unwind::modules::ModuleCache;
 use crate::unwind::{Stack, Unwinder};
 
 /// Counters shared with the progress line.
@@ -47,10 +47,10 @@ struct Image {
 }
 
 impl Image {
-    fn new(files: &Arc<ModuleCache>) -> Image {
+    fn new(files: &Arc<ModuleStore>) -> Image {
         Image {
             modules: Vec::new(),
-            unwinder: Unwinder::with_module_cache(Arc::clone(files)),
+            unwinder: Unwinder::with_module_store(Arc::clone(files)),
             stacks: StackInterner::default(),
             addresses: BTreeMap::new(),
             signal_frames: SignalFrames::default(),
@@ -71,7 +71,7 @@ impl Image {
 
 struct Collector {
     output: Sender<Record>,
-    files: Arc<ModuleCache>,
+    files: Arc<ModuleStore>,
     images: HashMap<u32, Image>,
     /// Live blocks of each process: address -> size.
     live_blocks: HashMap<u32, HashMap<u64, u64>>,
@@ -90,17 +90,18 @@ pub fn spawn(
     bars: MultiProgress,
     copies: Arc<CopiesInFlight>,
     watched: Arc<Watched>,
+    modules: Arc<ModuleStore>,
 ) -> JoinHandle<()> {
     std::thread::Builder::new()
         .name("memsup-collector".into())
         .spawn(move || {
             let mut collector = Collector {
                 output,
-                files: Arc::new(ModuleCache::new()),
+                files: Arc::clone(&modules),
                 images: HashMap::new(),
                 live_blocks: HashMap::new(),
                 peaks: RequestedPeaks::new(watched),
-                symbolizer: ImageSymbolizer::new(bars),
+                symbolizer: ImageSymbolizer::new(bars, modules),
                 stats,
                 new_nodes: Vec::new(),
                 costs: UnwindCosts::default(),

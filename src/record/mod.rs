@@ -15,6 +15,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crate::breakpoints::table::StepOverPolicy;
 use crate::error::{Error, Result, TraceError};
+use crate::module::ModuleStore;
 use crate::ptrace::capture::StackMode;
 use crate::ptrace::launch::{launch, resolve_command};
 use crate::ptrace::sink::{CopiesInFlight, RecordSink};
@@ -60,6 +61,8 @@ pub struct AttachOptions {
 /// The threads behind the tracer, and how to wind them down.
 struct Pipeline {
     sink: RecordSink,
+    /// Module files, read once for the tracer's probes and the collector's stacks.
+    modules: Arc<ModuleStore>,
     collector: JoinHandle<()>,
     sampler: Sampler,
     writer: JoinHandle<std::result::Result<u64, TraceError>>,
@@ -98,6 +101,7 @@ impl Pipeline {
             sink.origin(),
             rates,
         );
+        let modules = Arc::new(ModuleStore::new());
         let collector = collector::spawn(
             collector_receiver,
             collector_sender,
@@ -105,12 +109,14 @@ impl Pipeline {
             bars.clone(),
             Arc::clone(&copies),
             sink.watched(),
+            Arc::clone(&modules),
         );
         let writer = writer::spawn(writer, writer_receiver);
         let progress = Progress::start(stats, &bars);
         signals::unblock_in_this_thread();
         Ok(Pipeline {
             sink,
+            modules,
             collector,
             sampler,
             writer,
@@ -123,6 +129,7 @@ impl Pipeline {
     fn finish(self) -> Result<()> {
         let Pipeline {
             sink,
+            modules,
             collector,
             sampler,
             writer,
@@ -137,6 +144,7 @@ impl Pipeline {
         });
         drop(sink);
         let _ = collector.join();
+        modules.print_read_counts_if_asked();
         let written = writer
             .join()
             .map_err(|_| Error::Internal("the writer thread panicked".into()))?;
@@ -247,7 +255,12 @@ pub fn run(options: RunOptions) -> Result<i32> {
             return Err(error);
         }
     };
-    let mut tracer = Tracer::new(Mode::Run, pid, &pipeline.sink);
+    let mut tracer = Tracer::new(
+        Mode::Run,
+        pid,
+        &pipeline.sink,
+        Arc::clone(&pipeline.modules),
+    );
     tracer.set_step_over_policy(options.step_over);
     tracer.set_stack_mode(options.stacks);
     tracer.adopt_launched(pid)?;
@@ -279,7 +292,12 @@ pub fn attach(options: AttachOptions) -> Result<i32> {
         options.rates,
     )?;
     let oom_shield = OomShield::lower_score();
-    let mut tracer = Tracer::new(Mode::Attach, pids[0], &pipeline.sink);
+    let mut tracer = Tracer::new(
+        Mode::Attach,
+        pids[0],
+        &pipeline.sink,
+        Arc::clone(&pipeline.modules),
+    );
     tracer.set_step_over_policy(options.step_over);
     tracer.set_stack_mode(options.stacks);
     if let Err(error) = detach_on_failure(&mut tracer, |tracer| join_all(tracer, &pids)) {

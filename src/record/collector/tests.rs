@@ -12,15 +12,17 @@ const LD_SO: &str = "/lib64/ld-linux-x86-64.so.2";
 const PID: u32 = 7;
 
 fn collector(output: Sender<Record>) -> Collector {
+    let modules = Arc::new(ModuleStore::new());
     Collector {
         output,
-        files: Arc::new(ModuleCache::new()),
+        files: Arc::clone(&modules),
         images: HashMap::new(),
         live_blocks: HashMap::new(),
         peaks: RequestedPeaks::default(),
-        symbolizer: ImageSymbolizer::new(MultiProgress::with_draw_target(
-            ProgressDrawTarget::hidden(),
-        )),
+        symbolizer: ImageSymbolizer::new(
+            MultiProgress::with_draw_target(ProgressDrawTarget::hidden()),
+            modules,
+        ),
         stats: Arc::new(LiveStats::default()),
         new_nodes: Vec::new(),
         costs: UnwindCosts::default(),
