@@ -130,9 +130,12 @@ fn read(path: &str) -> Result<(FileIdentity, Arc<[u8]>)> {
     let io_error = |source| Error::io(path, source);
     let mut file = std::fs::File::open(path).map_err(io_error)?;
     let metadata = file.metadata().map_err(io_error)?;
-    let mut bytes = Vec::with_capacity(metadata.len() as usize);
-    file.read_to_end(&mut bytes).map_err(io_error)?;
-    Ok((FileIdentity::of(&metadata), Arc::from(bytes)))
+    // Allocated once at its final place: a Vec turned into an Arc would be copied, and the
+    // transient second copy of a large executable raises memsup's peak.
+    let mut bytes: Arc<[u8]> = std::iter::repeat(0).take(metadata.len() as usize).collect();
+    let buffer = Arc::get_mut(&mut bytes).expect("not shared yet");
+    file.read_exact(buffer).map_err(io_error)?;
+    Ok((FileIdentity::of(&metadata), bytes))
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {

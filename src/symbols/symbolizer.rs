@@ -34,7 +34,6 @@ pub struct SymbolFrame {
 }
 
 /// A module file as the symboliser found it.
-#[derive(Default)]
 struct Module {
     /// None when the file could not be read.
     file: Option<Arc<ModuleFile>>,
@@ -121,23 +120,7 @@ impl Symbolizer {
             .modules
             .entry(path.to_string())
             .or_insert_with(|| load_module(store, path));
-        // A clone of the Arc, so that the module's error can be set while DWARF is in use.
-        let file = module.file.clone();
-        let dwarf = file
-            .as_ref()
-            .and_then(|file| file.debug_info(store.debug_files()).dwarf.as_ref());
-        let mut frames = match dwarf {
-            Some(dwarf) => {
-                let dwarf = dwarf
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner());
-                dwarf.frames(address).unwrap_or_else(|error| {
-                    module.error.get_or_insert(format!("DWARF: {error}"));
-                    Vec::new()
-                })
-            }
-            None => Vec::new(),
-        };
+        let mut frames = dwarf_frames(module, store, address);
         match frames.last_mut() {
             // DWARF line info without a subprogram (e.g. hand-written assembly).
             Some(outermost) if outermost.raw_name.is_empty() => {
@@ -189,6 +172,24 @@ fn load_module(store: &ModuleStore, path: &str) -> Module {
         file: Some(file),
         error,
     }
+}
+
+/// The DWARF frames at `address`; a lookup that fails is kept as the module's error.
+fn dwarf_frames(module: &mut Module, store: &ModuleStore, address: u64) -> Vec<SymbolFrame> {
+    // A clone of the Arc, so that the module's error can be set while DWARF is in use.
+    let Some(file) = module.file.clone() else {
+        return Vec::new();
+    };
+    let Some(dwarf) = file.debug_info(store.debug_files()).dwarf.as_ref() else {
+        return Vec::new();
+    };
+    let dwarf = dwarf
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    dwarf.frames(address).unwrap_or_else(|error| {
+        module.error.get_or_insert(format!("DWARF: {error}"));
+        Vec::new()
+    })
 }
 
 /// The raw name of the function containing `address` in the first symbol table that has one.
