@@ -13,6 +13,8 @@ pub mod error;
 pub mod events;
 pub mod failure;
 pub mod interpret;
+pub mod module;
+pub mod platform;
 pub mod proc;
 pub mod ptrace;
 pub mod record;

@@ -24,7 +24,7 @@ use crate::events::heap::{heap_event, LiveHeap};
 use crate::events::{CopiesInFlight, CopyWindows, Event, EventKind, RawStack, Watched};
 use crate::trace::format::{Record, SnapshotReason, StartCause, UnwindCosts};
 use crate::trace::stacks::{StackId, StackNode, EMPTY_STACK};
-use crate::unwind::modules::ModuleCache;
+use crate::module::ModuleStore;
 use requested_peaks::RequestedPeaks;
 use stacks::{Image, StackWalk};
 use symbolize::ImageSymbolizer;
@@ -46,13 +46,15 @@ pub struct Shared {
     pub copies: Arc<CopiesInFlight>,
     pub windows: Arc<CopyWindows>,
     pub watched: Arc<Watched>,
+    /// The recording's module files, shared with the tracer.
+    pub modules: Arc<ModuleStore>,
     /// Time 0 of the records, on the events' clock.
     pub origin_ns: u64,
 }
 
 struct Interpreter {
     output: Sender<Record>,
-    files: Arc<ModuleCache>,
+    files: Arc<ModuleStore>,
     images: HashMap<u32, Image>,
     /// Live blocks of each process: address -> size.
     heaps: HashMap<u32, LiveHeap>,
@@ -101,11 +103,11 @@ impl Interpreter {
     fn new(output: Sender<Record>, shared: Shared) -> Interpreter {
         Interpreter {
             output,
-            files: Arc::new(ModuleCache::new()),
+            files: Arc::clone(&shared.modules),
             images: HashMap::new(),
             heaps: HashMap::new(),
             peaks: RequestedPeaks::new(Arc::clone(&shared.watched)),
-            symbolizer: ImageSymbolizer::new(shared.bars),
+            symbolizer: ImageSymbolizer::new(shared.bars, shared.modules),
             stats: shared.stats,
             windows: shared.windows,
             watched: shared.watched,

@@ -9,7 +9,7 @@ use super::symbolize::SignalFrames;
 use crate::events::{CopyWindows, RawStack, StackCopy};
 use crate::trace::format::{UnwindCosts, TRUNCATED_FRAME};
 use crate::trace::stacks::{StackId, StackInterner, StackNode};
-use crate::unwind::modules::ModuleCache;
+use crate::module::ModuleStore;
 use crate::unwind::{Stack, Unwinder};
 
 /// A module of a process image: (path, start, end, bias).
@@ -31,10 +31,10 @@ pub struct Image {
 }
 
 impl Image {
-    pub fn new(files: &Arc<ModuleCache>) -> Image {
+    pub fn new(files: &Arc<ModuleStore>) -> Image {
         Image {
             modules: Vec::new(),
-            unwinder: Unwinder::with_module_cache(Arc::clone(files)),
+            unwinder: Unwinder::with_module_store(Arc::clone(files)),
             stacks: StackInterner::default(),
             addresses: BTreeMap::new(),
             signal_frames: SignalFrames::default(),

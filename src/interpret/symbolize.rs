@@ -2,11 +2,13 @@
 //! and written into the profile, so that reports need neither the binaries nor this machine.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use super::stacks::ModuleRange;
-use crate::symbols::{SymbolCache, SymbolFrame, Symbolizer};
+use crate::module::ModuleStore;
+use crate::symbols::{SymbolFrame, Symbolizer};
 use crate::trace::format::{Record, SourceFrame, TRUNCATED_FRAME};
 
 /// The name of a signal return trampoline that no symbol table names (libc.so.6 without its
@@ -27,19 +29,17 @@ pub struct SignalFrames {
 const PROGRESS_THRESHOLD: usize = 2_000;
 
 pub struct ImageSymbolizer {
-    /// DWARF: inlined frames, file:line.
+    /// ELF symbol tables (the containing function and the offset into it), and DWARF
+    /// (inlined frames, file:line).
     symbolizer: Symbolizer,
-    /// ELF symbol tables: the containing function and the offset into it.
-    symbol_tables: SymbolCache,
     bars: MultiProgress,
 }
 
 impl ImageSymbolizer {
     /// Progress is drawn on `bars` (hidden when stderr is no terminal or memsup is quiet).
-    pub fn new(bars: MultiProgress) -> ImageSymbolizer {
+    pub fn new(bars: MultiProgress, modules: Arc<ModuleStore>) -> ImageSymbolizer {
         ImageSymbolizer {
-            symbolizer: Symbolizer::default(),
-            symbol_tables: SymbolCache::default(),
+            symbolizer: Symbolizer::with_store(modules),
             bars,
         }
     }
@@ -96,9 +96,8 @@ impl ImageSymbolizer {
                 file_address.wrapping_sub(1)
             };
             let (mut function, offset) = match self
-                .symbol_tables
-                .get(path)
-                .ok()
+                .symbolizer
+                .elf(path)
                 .and_then(|elf| elf.symbolize(lookup))
             {
                 Some((name, offset)) => (name, offset + file_address - lookup),
@@ -152,7 +151,6 @@ mod tests {
 
     use super::*;
     use crate::symbols::elf::ElfFile;
-    use crate::unwind::modules::ModuleFile;
 
     const LIBC: &str = "/lib/x86_64-linux-gnu/libc.so.6";
     const BIAS: u64 = 0x7f00_0000_0000;
@@ -161,7 +159,7 @@ mod tests {
         let modules = [(LIBC.to_string(), BIAS, BIAS + (64 << 20), BIAS)];
         let bars = MultiProgress::with_draw_target(ProgressDrawTarget::hidden());
         let addresses = addresses.iter().map(|&a| (a, Some(0))).collect();
-        ImageSymbolizer::new(bars)
+        ImageSymbolizer::new(bars, Arc::new(ModuleStore::new()))
             .symbolize(1, &modules, addresses, signal)
             .into_iter()
             .map(|record| match record {
@@ -185,7 +183,8 @@ mod tests {
     /// named after whatever precedes them.
     #[test]
     fn signal_frames_are_named_at_their_own_address() {
-        let trampoline = BIAS + ModuleFile::open(LIBC).unwrap().sigreturn[0];
+        let libc = ModuleStore::new().get(LIBC).unwrap();
+        let trampoline = BIAS + libc.unwind().unwrap().sigreturn[0];
         let elf = ElfFile::open(LIBC).unwrap();
         let malloc = BIAS + elf.find_functions(&["malloc"])[0].address;
         let (malloc_name, _) = elf.symbolize(malloc - BIAS).unwrap();

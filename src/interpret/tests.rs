@@ -25,6 +25,7 @@ fn interpreter(output: Sender<Record>, watched: &Arc<Watched>) -> Interpreter {
             copies: Arc::default(),
             windows: Arc::default(),
             watched: Arc::clone(watched),
+            modules: Arc::default(),
             origin_ns: ORIGIN,
         },
     )

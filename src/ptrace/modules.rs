@@ -1,49 +1,19 @@
 //! Finding the tracee's modules in /proc/PID/maps and planting probes in them: at exec, at
 //! attach, and at every dynamic-linker rendezvous (dlopen, dlclose).
 
-use std::collections::BTreeMap;
-
-use crate::breakpoints::probes::{
-    direct_jump_target, is_dynamic_linker, ALLOCATOR_SYMBOLS, MAPPING_SYMBOLS, RENDEZVOUS_SYMBOL,
-};
+use crate::breakpoints::probes::direct_jump_target;
 use crate::breakpoints::table::ProbeKind;
 use crate::error::{Error, Result};
 use crate::events::EventKind;
+use crate::module::loaded::{self, LoadedModule};
+use crate::platform::allocators::{ALLOCATOR_SYMBOLS, MAPPING_SYMBOLS};
+use crate::platform::libraries::{LibraryKind, RENDEZVOUS_SYMBOL};
 use crate::proc::auxv::{read_auxv_value, AT_BASE};
-use crate::proc::maps::{mapping_containing, read_maps, MapEntry};
+use crate::proc::maps::{mapping_containing, read_maps};
 use crate::ptrace::inject::ScratchPage;
 use crate::ptrace::memory::RemoteMemory;
 use crate::ptrace::tracer::{Mode, Tracer};
-use crate::symbols::elf::ElfFile;
 use crate::trace::format::AllocFunction;
-
-/// A file mapped with at least one executable segment.
-struct LoadedModule {
-    path: String,
-    start: u64,
-    end: u64,
-    /// (start, file offset) of each mapping, for the load bias.
-    mappings: Vec<(u64, u64)>,
-}
-
-fn loaded_modules(maps: &[MapEntry]) -> Vec<LoadedModule> {
-    let mut by_path: BTreeMap<&str, Vec<&MapEntry>> = BTreeMap::new();
-    for entry in maps {
-        if let Some(path) = entry.path.as_deref().filter(|p| p.starts_with('/')) {
-            by_path.entry(path).or_default().push(entry);
-        }
-    }
-    by_path
-        .into_iter()
-        .filter(|(_, entries)| entries.iter().any(|e| e.executable))
-        .map(|(path, entries)| LoadedModule {
-            path: path.to_string(),
-            start: entries.iter().map(|e| e.start).min().unwrap_or(0),
-            end: entries.iter().map(|e| e.end).max().unwrap_or(0),
-            mappings: entries.iter().map(|e| (e.start, e.offset)).collect(),
-        })
-        .collect()
-}
 
 impl Tracer<'_> {
     /// At an exec stop (one thread, nothing run yet): scratch page, then probes in what is
@@ -52,7 +22,11 @@ impl Tracer<'_> {
         let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
             .map(|p| p.to_string_lossy().into_owned())
             .unwrap_or_default();
-        if let Err(error @ Error::UnsupportedExecutable { .. }) = ElfFile::open(&exe) {
+        let parse_error = match self.modules.get(&exe) {
+            Ok(file) => file.elf().err(),
+            Err(_) => None,
+        };
+        if let Some(error @ Error::UnsupportedExecutable { .. }) = parse_error {
             self.warn(pid, format!("{error}; not probed"));
             return Ok(());
         }
@@ -100,8 +74,7 @@ impl Tracer<'_> {
 
     /// Probes every module not seen before, and forgets probes of modules that went away.
     pub(crate) fn scan_modules(&mut self, pid: i32) -> Result<()> {
-        let maps = read_maps(pid).map_err(|e| Error::io(format!("/proc/{pid}/maps"), e))?;
-        let modules = loaded_modules(&maps);
+        let modules = loaded::of_process(pid)?;
         let process = self
             .processes
             .get_mut(&pid)
@@ -156,8 +129,9 @@ impl Tracer<'_> {
     }
 
     fn probe_module(&mut self, pid: i32, module: &LoadedModule) -> Result<()> {
-        let elf = self.symbols.get(&module.path)?;
-        let bias = elf.module_load_bias(&module.mappings).unwrap_or(0);
+        let file = self.modules.get(&module.path)?;
+        let elf = file.elf()?;
+        let bias = module.load_bias(elf);
         self.send(
             pid,
             pid,
@@ -169,7 +143,7 @@ impl Tracer<'_> {
             },
         );
         let mut targets: Vec<(u64, ProbeKind)> = Vec::new();
-        if is_dynamic_linker(&module.path) {
+        if LibraryKind::of(&module.path) == LibraryKind::DynamicLinker {
             for symbol in elf.find_functions(&[RENDEZVOUS_SYMBOL]) {
                 targets.push((symbol.address.wrapping_add(bias), ProbeKind::Rendezvous));
             }

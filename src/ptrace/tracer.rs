@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use nix::errno::Errno;
 use nix::sys::wait::{waitpid, WaitPidFlag};
@@ -11,12 +12,12 @@ use crate::breakpoints::table::StepOverPolicy;
 use crate::error::{Error, Result};
 use crate::events::{EventKind, EventSink, Residency};
 use crate::failure::{test_fault, TestFault};
+use crate::module::ModuleStore;
 use crate::ptrace::capture::StackMode;
 use crate::ptrace::signals;
 use crate::ptrace::state::{Process, Thread};
 use crate::ptrace::stop::{Event, Stop, GROUP_STOP_SIGNALS};
 use crate::ptrace::tracee::{Ptrace, Tracee};
-use crate::symbols::SymbolCache;
 use crate::trace::format::{ExitKind, SnapshotReason};
 
 /// What memsup does when the user interrupts it.
@@ -41,7 +42,8 @@ pub struct Tracer<'a> {
     pub(super) sink: &'a EventSink,
     /// Snapshots asked of the residency sampler, or taken at an exit stop.
     pub(super) residency: &'a dyn Residency,
-    pub(super) symbols: SymbolCache,
+    /// The recording's module files, shared with the interpret stage's unwinders and symboliser.
+    pub(super) modules: Arc<ModuleStore>,
     pub(super) root_pid: i32,
     pub(super) root_exit: Option<ExitKind>,
     pub(super) step_over_policy: StepOverPolicy,
@@ -74,8 +76,9 @@ impl<'a> Tracer<'a> {
         root_pid: i32,
         sink: &'a EventSink,
         residency: &'a dyn Residency,
+        modules: Arc<ModuleStore>,
     ) -> Tracer<'a> {
-        Tracer::with_tracee(mode, root_pid, sink, residency, Box::new(Ptrace))
+        Tracer::with_tracee(mode, root_pid, sink, residency, modules, Box::new(Ptrace))
     }
 
     /// A tracer acting through `tracee` (a fake one in tests).
@@ -84,6 +87,7 @@ impl<'a> Tracer<'a> {
         root_pid: i32,
         sink: &'a EventSink,
         residency: &'a dyn Residency,
+        modules: Arc<ModuleStore>,
         tracee: Box<dyn Tracee>,
     ) -> Tracer<'a> {
         Tracer {
@@ -95,7 +99,7 @@ impl<'a> Tracer<'a> {
             deferred: VecDeque::new(),
             sink,
             residency,
-            symbols: SymbolCache::default(),
+            modules,
             root_pid,
             root_exit: None,
             step_over_policy: StepOverPolicy::Auto,

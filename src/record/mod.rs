@@ -16,6 +16,7 @@ use crate::breakpoints::table::StepOverPolicy;
 use crate::error::{Error, Result, TraceError};
 use crate::events::{monotonic_ns, EventKind, EventSink, Watched};
 use crate::interpret::{self, LiveStats};
+use crate::module::ModuleStore;
 use crate::ptrace::capture::StackMode;
 use crate::ptrace::launch::{launch, resolve_command};
 use crate::ptrace::tracer::{Mode, Tracer};
@@ -60,6 +61,8 @@ struct Pipeline {
     sink: EventSink,
     /// What the tracer may ask of the sampler.
     snapshots: Snapshots,
+    /// Module files, read once for the tracer's probes and the interpret stage's stacks.
+    modules: Arc<ModuleStore>,
     interpret: JoinHandle<()>,
     sampler: Sampler,
     writer: JoinHandle<std::result::Result<u64, TraceError>>,
@@ -88,12 +91,14 @@ impl Pipeline {
         let (event_sender, event_receiver) = crossbeam_channel::bounded(EVENT_CHANNEL_CAPACITY);
         let (record_sender, writer_receiver) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
         let bars = progress::bars(quiet);
+        let modules = Arc::new(ModuleStore::new());
         let shared = interpret::Shared {
             stats: stats.clone(),
             bars: bars.clone(),
             copies: Arc::default(),
             windows: Arc::default(),
             watched: Arc::new(Watched::default()),
+            modules: Arc::clone(&modules),
             origin_ns: monotonic_ns(),
         };
         let sink = EventSink::new(
@@ -111,6 +116,7 @@ impl Pipeline {
         Ok(Pipeline {
             sink,
             snapshots,
+            modules,
             interpret,
             sampler,
             writer,
@@ -124,6 +130,7 @@ impl Pipeline {
         let Pipeline {
             sink,
             snapshots: _,
+            modules,
             interpret,
             sampler,
             writer,
@@ -136,6 +143,7 @@ impl Pipeline {
         sink.send(0, 0, EventKind::End);
         drop(sink);
         let _ = interpret.join();
+        modules.print_read_counts_if_asked();
         let written = writer
             .join()
             .map_err(|_| Error::Internal("the writer thread panicked".into()))?;
@@ -246,7 +254,13 @@ pub fn run(options: RunOptions) -> Result<i32> {
             return Err(error);
         }
     };
-    let mut tracer = Tracer::new(Mode::Run, pid, &pipeline.sink, &pipeline.snapshots);
+    let mut tracer = Tracer::new(
+        Mode::Run,
+        pid,
+        &pipeline.sink,
+        &pipeline.snapshots,
+        Arc::clone(&pipeline.modules),
+    );
     tracer.set_step_over_policy(options.step_over);
     tracer.set_stack_mode(options.stacks);
     tracer.adopt_launched(pid)?;
@@ -278,7 +292,13 @@ pub fn attach(options: AttachOptions) -> Result<i32> {
         options.rates,
     )?;
     let oom_shield = OomShield::lower_score();
-    let mut tracer = Tracer::new(Mode::Attach, pids[0], &pipeline.sink, &pipeline.snapshots);
+    let mut tracer = Tracer::new(
+        Mode::Attach,
+        pids[0],
+        &pipeline.sink,
+        &pipeline.snapshots,
+        Arc::clone(&pipeline.modules),
+    );
     tracer.set_step_over_policy(options.step_over);
     tracer.set_stack_mode(options.stacks);
     if let Err(error) = detach_on_failure(&mut tracer, |tracer| join_all(tracer, &pids)) {

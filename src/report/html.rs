@@ -15,8 +15,8 @@
 //! names, ...], "nodes": [[parent, name, value], ...]}`. `nodes` is the merged tree in
 //! pre-order (a parent before its children, children by value descending, then by name);
 //! `parent` is an index into `nodes`, -1 for the children of the root; `value` is the sum of
-//! the stacks through the node, `total` the root's. `runtime` lists the frames of the C and
-//! C++ runtime and the dynamic linker (see `is_runtime_frame`), drawn in a blue family
+//! the stacks through the node, `total` the root's. `runtime` lists the frames of the C
+//! library, the dynamic linker and the language runtimes (see `is_runtime_frame`), drawn in a blue family
 //! instead of the warm colors of the others.
 
 pub mod charts;
@@ -25,6 +25,7 @@ use std::collections::HashMap;
 use std::io::Write;
 
 use super::text::human_bytes;
+use crate::platform::libraries::LibraryKind;
 
 /// One flamegraph: stacks with their values, frames root first.
 pub struct FlameGraph {
@@ -41,21 +42,6 @@ const SCRIPT: &str = include_str!("html/flame.js");
 
 /// Id of the `<script type="application/json">` block the page's script reads.
 const DATA_ID: &str = "memsup-data";
-
-/// Module file names (prefixes) whose frames are the C and C++ runtime or the dynamic linker.
-const RUNTIME_MODULES: [&str; 11] = [
-    "libc.so",
-    "libc-",
-    "libc.musl",
-    "ld-linux",
-    "ld.so",
-    "ld-musl",
-    "libstdc++",
-    "libc++",
-    "libgcc_s",
-    "libm.so",
-    "libpthread",
-];
 
 /// Writes the page. `title` names the profile (e.g. the program and the profile path);
 /// `summary` is a few lines of plain text shown at the top (escaped).
@@ -294,7 +280,7 @@ fn pre_order(nodes: &[MergedNode], names: &[&str]) -> Vec<MergedNode> {
     sorted
 }
 
-/// True for a frame of the C or C++ runtime or of the dynamic linker. Frame names are free
+/// True for a frame of the C library, the dynamic linker or a language runtime. Frame names are free
 /// text; this only recognises a module named at the end, after a space, in brackets or
 /// parentheses: `malloc [libc.so.6]`, `operator new(unsigned long) (/usr/lib/libstdc++.so.6)`.
 fn is_runtime_frame(name: &str) -> bool {
@@ -309,10 +295,7 @@ fn is_runtime_frame(name: &str) -> bool {
     let Some((_, module)) = module else {
         return false;
     };
-    let file = module.rsplit('/').next().unwrap_or(module);
-    RUNTIME_MODULES
-        .iter()
-        .any(|prefix| file.starts_with(prefix))
+    LibraryKind::of(module).is_runtime()
 }
 
 #[derive(serde::Serialize)]

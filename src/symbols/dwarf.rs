@@ -11,8 +11,9 @@ use super::debug_files::has_dwarf;
 use super::demangle::demangle;
 use super::symbolizer::SymbolFrame;
 use crate::error::{Error, Result};
+use crate::module::offset_in;
 
-/// Section data owned through `Arc`s, so that a parsed module does not borrow the file's bytes.
+/// Section data owned through `Arc`s: ranges of the file's one copy, or an inflated section.
 type SectionReader = gimli::EndianArcSlice<gimli::RunTimeEndian>;
 
 /// Parsed DWARF of one file. Units are parsed lazily by addr2line, on first lookup.
@@ -21,8 +22,9 @@ pub struct DwarfModule {
 }
 
 impl DwarfModule {
-    /// The DWARF of `file` (read from `path`), or `None` when it has no `.debug_info`.
-    pub fn load(path: &str, file: &object::File) -> Result<Option<DwarfModule>> {
+    /// The DWARF of `file`, parsed from `data` (the contents of `path`), or `None` when it
+    /// has no `.debug_info`. Uncompressed sections share `data`.
+    pub fn load(path: &str, file: &object::File, data: &Arc<[u8]>) -> Result<Option<DwarfModule>> {
         if !has_dwarf(file) {
             return Ok(None);
         }
@@ -36,12 +38,11 @@ impl DwarfModule {
             gimli::RunTimeEndian::Big
         };
         let load_section = |id: gimli::SectionId| -> std::result::Result<SectionReader, String> {
-            let data = match file.section_by_name(id.name()) {
-                Some(section) => section_bytes(&section)
-                    .map_err(|message| format!("section {}: {message}", id.name()))?,
-                None => Arc::from(&[][..]),
-            };
-            Ok(gimli::EndianArcSlice::new(data, endian))
+            match file.section_by_name(id.name()) {
+                Some(section) => section_reader(&section, data, endian)
+                    .map_err(|message| format!("section {}: {message}", id.name())),
+                None => Ok(gimli::EndianArcSlice::new(Arc::from(&[][..]), endian)),
+            }
         };
         let dwarf = gimli::Dwarf::load(load_section).map_err(dwarf_error)?;
         let context = addr2line::Context::from_dwarf(dwarf)
@@ -79,16 +80,38 @@ impl DwarfModule {
     }
 }
 
-/// A section's contents, inflated when compressed. Debian's debug files (`-dbgsym`,
-/// `libc6-dbg`) have zlib-compressed sections (SHF_COMPRESSED), which object decompresses
-/// only with its `compression` feature (that would add a zstd decoder): flate2 does it here.
-fn section_bytes(section: &object::Section) -> std::result::Result<Arc<[u8]>, String> {
+/// A section's contents: a range of `data` (the file's bytes), or inflated when compressed.
+/// Debian's debug files (`-dbgsym`, `libc6-dbg`) have zlib-compressed sections
+/// (SHF_COMPRESSED), which object decompresses only with its `compression` feature (that
+/// would add a zstd decoder): flate2 does it here.
+fn section_reader(
+    section: &object::Section,
+    data: &Arc<[u8]>,
+    endian: gimli::RunTimeEndian,
+) -> std::result::Result<SectionReader, String> {
+    use gimli::Reader;
     let compressed = section
         .compressed_data()
         .map_err(|error| error.to_string())?;
     match compressed.format {
-        CompressionFormat::None => Ok(Arc::from(compressed.data)),
-        CompressionFormat::Zlib => inflate(compressed.data, compressed.uncompressed_size),
+        CompressionFormat::None => match offset_in(data, compressed.data) {
+            Some(start) => {
+                let mut reader = gimli::EndianArcSlice::new(Arc::clone(data), endian);
+                reader.skip(start).map_err(|error| error.to_string())?;
+                reader
+                    .truncate(compressed.data.len())
+                    .map_err(|error| error.to_string())?;
+                Ok(reader)
+            }
+            None => Ok(gimli::EndianArcSlice::new(
+                Arc::from(compressed.data),
+                endian,
+            )),
+        },
+        CompressionFormat::Zlib => Ok(gimli::EndianArcSlice::new(
+            inflate(compressed.data, compressed.uncompressed_size)?,
+            endian,
+        )),
         other => Err(format!("unsupported compression {other:?}")),
     }
 }

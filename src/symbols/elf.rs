@@ -1,6 +1,6 @@
-//! One ELF file read from disk with `object`.
+//! The symbols and headers of one ELF file, parsed with `object`.
 //!
-//! Everything memsup needs is copied out at `open`, so the file's bytes are not kept.
+//! Everything memsup needs is copied out at `parse`, so the file's bytes are not borrowed.
 
 use object::elf;
 use object::read::elf::{ElfFile64, FileHeader, ProgramHeader, Rela, SectionHeader, Sym};
@@ -52,18 +52,24 @@ const PAGE_SIZE: u64 = 0x1000;
 const ELF_CLASS_INDEX: usize = 4;
 
 impl ElfFile {
-    /// Opens and parses `path`. Fails with `Error::UnsupportedExecutable` for 32-bit or
-    /// non-x86-64 files and `Error::Elf` for anything that is not ELF.
+    /// Reads and parses `path`. Module files of a recording come from its
+    /// `module::ModuleStore` instead, which reads each once.
     pub fn open(path: &str) -> Result<ElfFile> {
         let data = std::fs::read(path).map_err(|source| Error::io(path, source))?;
-        check_identification(path, &data)?;
+        ElfFile::parse(path, &data)
+    }
+
+    /// Parses `data`, the contents of `path`. Fails with `Error::UnsupportedExecutable` for
+    /// 32-bit or non-x86-64 files and `Error::Elf` for anything that is not ELF.
+    pub fn parse(path: &str, data: &[u8]) -> Result<ElfFile> {
+        check_identification(path, data)?;
         let parse_error = |error: object::Error| Error::Elf {
             path: path.to_string(),
             message: error.to_string(),
         };
         // The machine is checked on the bare header, so that a foreign file whose other
         // headers `object` cannot read is still reported as unsupported.
-        let header = elf::FileHeader64::<Endianness>::parse(&*data).map_err(parse_error)?;
+        let header = elf::FileHeader64::<Endianness>::parse(data).map_err(parse_error)?;
         let machine = header.e_machine(header.endian().map_err(parse_error)?);
         if machine != elf::EM_X86_64 {
             return Err(Error::UnsupportedExecutable {
@@ -71,7 +77,7 @@ impl ElfFile {
                 reason: format!("ELF for machine {}", machine_name(machine)),
             });
         }
-        let file = ElfFile64::<Endianness>::parse(&*data).map_err(parse_error)?;
+        let file = ElfFile64::<Endianness>::parse(data).map_err(parse_error)?;
         let endian = file.endian();
         let program_headers = file.elf_program_headers();
         Ok(ElfFile {

@@ -2,18 +2,19 @@
 //!
 //! Sources, in order: DWARF in the file itself; else DWARF in its separate debug file (by
 //! build-id, else `.gnu_debuglink`); else the ELF symbol tables (the file's, then the debug
-//! file's), which give the function only. Each path is parsed once per `Symbolizer`.
+//! file's), which give the function only. The files come from a `module::ModuleStore`, so
+//! the symboliser reads nothing the tracer or the unwinder already read.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::debug_files::{DebugFileLocator, DEFAULT_DEBUG_ROOT};
+use super::debug_files::DEFAULT_DEBUG_ROOT;
 use super::demangle::demangle;
-use super::dwarf::DwarfModule;
 use super::elf::ElfFile;
-use crate::error::{Error, Result};
+use crate::module::{DebugInfo, ModuleFile, ModuleStore};
 
 /// One function at a call site: an inlined one, or the real function that contains it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,22 +33,33 @@ pub struct SymbolFrame {
     pub inlined: bool,
 }
 
-/// What one module file offers, parsed on first use.
-#[derive(Default)]
+/// A module file as the symboliser found it.
 struct Module {
-    /// The file's own DWARF, else its separate debug file's (at most one is kept).
-    dwarf: Option<DwarfModule>,
-    /// The file's symbol tables, then the separate debug file's.
-    symbol_tables: Vec<ElfFile>,
-    /// The separate debug file used, if any.
-    debug_file: Option<PathBuf>,
+    /// None when the file could not be read.
+    file: Option<Arc<ModuleFile>>,
     /// Why a source could not be read (the module still uses the others).
     error: Option<String>,
 }
 
+impl Module {
+    fn debug_info<'a>(&'a self, store: &ModuleStore) -> Option<&'a DebugInfo> {
+        let file = self.file.as_ref()?;
+        Some(file.debug_info(store.debug_files()))
+    }
+
+    /// The file's symbol tables, then the separate debug file's.
+    fn symbol_tables<'a>(&'a self, store: &ModuleStore) -> impl Iterator<Item = &'a ElfFile> {
+        let own = self.file.as_ref().and_then(|file| file.elf().ok());
+        let debug = self
+            .debug_info(store)
+            .and_then(|info| info.debug_symbols.as_ref());
+        own.into_iter().chain(debug)
+    }
+}
+
 /// Symbolises call sites of the modules of one recording.
 pub struct Symbolizer {
-    debug_files: DebugFileLocator,
+    store: Arc<ModuleStore>,
     modules: HashMap<String, Module>,
 }
 
@@ -60,10 +72,28 @@ impl Default for Symbolizer {
 impl Symbolizer {
     /// Separate debug files are searched under `debug_root` (normally `/usr/lib/debug`).
     pub fn new(debug_root: impl Into<PathBuf>) -> Symbolizer {
+        Symbolizer::with_store(Arc::new(ModuleStore::with_debug_root(debug_root)))
+    }
+
+    /// A symboliser over the recording's module files.
+    pub fn with_store(store: Arc<ModuleStore>) -> Symbolizer {
         Symbolizer {
-            debug_files: DebugFileLocator::new(debug_root),
+            store,
             modules: HashMap::new(),
         }
+    }
+
+    /// The symbol tables of the module file at `path` (not its debug file's), None when
+    /// the file cannot be read or parsed.
+    pub fn elf(&mut self, path: &str) -> Option<&ElfFile> {
+        self.module(path).file.as_ref()?.elf().ok()
+    }
+
+    fn module(&mut self, path: &str) -> &Module {
+        let store = &self.store;
+        self.modules
+            .entry(path.to_string())
+            .or_insert_with(|| load_module(store, path))
     }
 
     /// The frames at ELF virtual address `file_address` of the module file at `path` (the
@@ -85,34 +115,30 @@ impl Symbolizer {
         } else {
             file_address
         };
+        let store = &self.store;
         let module = self
             .modules
             .entry(path.to_string())
-            .or_insert_with(|| load_module(path, &self.debug_files));
-        let mut frames = match &module.dwarf {
-            Some(dwarf) => dwarf.frames(address).unwrap_or_else(|error| {
-                module.error.get_or_insert(format!("DWARF: {error}"));
-                Vec::new()
-            }),
-            None => Vec::new(),
-        };
+            .or_insert_with(|| load_module(store, path));
+        let mut frames = dwarf_frames(module, store, address);
         match frames.last_mut() {
             // DWARF line info without a subprogram (e.g. hand-written assembly).
             Some(outermost) if outermost.raw_name.is_empty() => {
-                if let Some(name) = symbol_table_name(module, address) {
+                if let Some(name) = symbol_table_name(module, store, address) {
                     outermost.function = demangle(&name);
                     outermost.raw_name = name;
                 }
             }
             Some(_) => {}
-            None => frames.extend(symbol_table_frame(module, address)),
+            None => frames.extend(symbol_table_frame(module, store, address)),
         }
         frames
     }
 
     /// The separate debug file used for `path`, once `path` has been symbolised.
     pub fn debug_file(&self, path: &str) -> Option<&Path> {
-        self.modules.get(path)?.debug_file.as_deref()
+        let info = self.modules.get(path)?.debug_info(&self.store)?;
+        info.debug_file.as_deref()
     }
 
     /// Modules with a source that could not be read, and why, sorted by path.
@@ -127,64 +153,56 @@ impl Symbolizer {
     }
 }
 
-/// Reads everything `path` offers; failures leave the module with fewer sources.
-fn load_module(path: &str, debug_files: &DebugFileLocator) -> Module {
-    let mut module = Module::default();
-    if let Err(error) = load_dwarf(path, debug_files, &mut module) {
-        module.error = Some(error.to_string());
-    }
-    // `ElfFile` reads the file again: once per module and recording, and it keeps only the
-    // symbols, not the bytes.
-    match ElfFile::open(path) {
-        Ok(file) => module.symbol_tables.push(file),
+/// The file at `path` from the store; failures leave the module with fewer sources.
+fn load_module(store: &ModuleStore, path: &str) -> Module {
+    let file = match store.get(path) {
+        Ok(file) => file,
         Err(error) => {
-            module.error.get_or_insert(error.to_string());
+            return Module {
+                file: None,
+                error: Some(error.to_string()),
+            }
         }
+    };
+    let mut error = file.debug_info(store.debug_files()).error.clone();
+    if let Err(elf_error) = file.elf() {
+        error.get_or_insert(elf_error.to_string());
     }
-    if let Some(debug_path) = module.debug_file.as_ref().and_then(|path| path.to_str()) {
-        if let Ok(file) = ElfFile::open(debug_path) {
-            module.symbol_tables.push(file);
-        }
+    Module {
+        file: Some(file),
+        error,
     }
-    module
 }
 
-/// The file's own DWARF, else the separate debug file's; records the debug file found.
-fn load_dwarf(path: &str, debug_files: &DebugFileLocator, module: &mut Module) -> Result<()> {
-    let data = std::fs::read(path).map_err(|source| Error::io(path, source))?;
-    let file = object::File::parse(&*data).map_err(|error| Error::Elf {
-        path: path.to_string(),
-        message: error.to_string(),
-    })?;
-    module.dwarf = DwarfModule::load(path, &file)?;
-    if module.dwarf.is_some() {
-        return Ok(());
-    }
-    let Some(debug_file) = debug_files.find(Path::new(path), &file) else {
-        return Ok(());
+/// The DWARF frames at `address`; a lookup that fails is kept as the module's error.
+fn dwarf_frames(module: &mut Module, store: &ModuleStore, address: u64) -> Vec<SymbolFrame> {
+    // A clone of the Arc, so that the module's error can be set while DWARF is in use.
+    let Some(file) = module.file.clone() else {
+        return Vec::new();
     };
-    let debug_path = debug_file.path.to_string_lossy().into_owned();
-    module.debug_file = Some(debug_file.path);
-    let parsed = object::File::parse(&*debug_file.data).map_err(|error| Error::Elf {
-        path: debug_path.clone(),
-        message: error.to_string(),
-    })?;
-    module.dwarf = DwarfModule::load(&debug_path, &parsed)?;
-    Ok(())
+    let Some(dwarf) = file.debug_info(store.debug_files()).dwarf.as_ref() else {
+        return Vec::new();
+    };
+    let dwarf = dwarf
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    dwarf.frames(address).unwrap_or_else(|error| {
+        module.error.get_or_insert(format!("DWARF: {error}"));
+        Vec::new()
+    })
 }
 
 /// The raw name of the function containing `address` in the first symbol table that has one.
-fn symbol_table_name(module: &Module, address: u64) -> Option<String> {
+fn symbol_table_name(module: &Module, store: &ModuleStore, address: u64) -> Option<String> {
     module
-        .symbol_tables
-        .iter()
+        .symbol_tables(store)
         .find_map(|table| table.symbolize(address))
         .map(|(name, _offset)| name)
 }
 
 /// A frame with the function's name only, from the symbol tables.
-fn symbol_table_frame(module: &Module, address: u64) -> Option<SymbolFrame> {
-    let raw_name = symbol_table_name(module, address)?;
+fn symbol_table_frame(module: &Module, store: &ModuleStore, address: u64) -> Option<SymbolFrame> {
+    let raw_name = symbol_table_name(module, store, address)?;
     Some(SymbolFrame {
         function: demangle(&raw_name),
         raw_name,

@@ -1,6 +1,7 @@
 use std::path::{Path, PathBuf};
 
 use super::*;
+use crate::symbols::debug_files::DebugFileLocator;
 use crate::symbols::test_programs::*;
 
 /// The C program with an inlined malloc call, compiled into a fresh directory.

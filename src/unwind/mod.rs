@@ -21,7 +21,8 @@ use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{FrameAddress, Unwinder as _};
 
 use crate::error::Result;
-use modules::{ModuleCache, SectionBytes};
+use crate::module::ModuleStore;
+use modules::SectionBytes;
 pub use snapshot::StackSnapshot;
 
 /// Frames beyond this many (the ip included) are cut off and the stack marked truncated.
@@ -70,13 +71,13 @@ struct MappedModule {
     executable: Vec<Range<u64>>,
     /// Runtime addresses of signal return trampolines.
     sigreturn: Vec<u64>,
-    /// The entry code no CFI covers (see `ModuleFile::entry_code`), in runtime addresses.
+    /// The entry code no CFI covers (see `UnwindSections::entry_code`), in runtime addresses.
     entry_code: Option<Range<u64>>,
 }
 
 /// The modules of one process image and the unwind rule cache of their walks.
 pub struct Unwinder {
-    files: Arc<ModuleCache>,
+    files: Arc<ModuleStore>,
     framehop: UnwinderX86_64<SectionBytes>,
     /// Sorted by start address.
     modules: Vec<MappedModule>,
@@ -103,13 +104,13 @@ impl Clone for Unwinder {
 }
 
 impl Unwinder {
-    /// An unwinder with its own module file cache.
+    /// An unwinder with its own module store.
     pub fn new() -> Unwinder {
-        Unwinder::with_module_cache(Arc::new(ModuleCache::new()))
+        Unwinder::with_module_store(Arc::new(ModuleStore::new()))
     }
 
-    /// An unwinder that shares parsed module files with others (one per process image).
-    pub fn with_module_cache(files: Arc<ModuleCache>) -> Unwinder {
+    /// An unwinder that shares the recording's module files (one unwinder per process image).
+    pub fn with_module_store(files: Arc<ModuleStore>) -> Unwinder {
         Unwinder {
             files,
             framehop: UnwinderX86_64::new(),
@@ -132,7 +133,8 @@ impl Unwinder {
         for old_start in overlapping {
             self.remove_module(old_start);
         }
-        let file = self.files.get(path)?;
+        let module_file = self.files.get(path)?;
+        let file = module_file.unwind()?;
         let module = framehop::Module::new(path.to_string(), start..end, bias, file.section_info());
         self.framehop.add_module(module);
         let executable = file

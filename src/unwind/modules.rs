@@ -1,11 +1,11 @@
-//! The unwind sections of module files on disk, read once per path.
+//! The unwind sections of a module file, parsed from the bytes the recording's
+//! `module::ModuleStore` read.
 //!
 //! The unwinder never reads unwind information from the tracee: the sections come from the
 //! ELF file, and the load bias maps its virtual addresses to the process's.
 
-use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use gimli::{BaseAddresses, CieOrFde, EhFrame, LittleEndian, UnwindSection};
 use object::elf;
@@ -13,13 +13,14 @@ use object::read::elf::{ElfFile64, ProgramHeader};
 use object::{Endianness, Object, ObjectSection};
 
 use crate::error::{Error, Result};
+use crate::module::FileBytes;
 
-/// Section bytes shared between every process that maps the same file.
-pub type SectionBytes = Arc<[u8]>;
+/// Section bytes: slices of the file's one copy, shared by every process that maps it.
+pub type SectionBytes = FileBytes;
 
 /// The unwind-relevant parts of one ELF file, in ELF virtual addresses.
 #[derive(Debug, Default)]
-pub struct ModuleFile {
+pub struct UnwindSections {
     pub text: Option<Range<u64>>,
     pub got: Option<Range<u64>>,
     pub eh_frame: Option<(Range<u64>, SectionBytes)>,
@@ -38,11 +39,10 @@ pub struct ModuleFile {
     pub entry_code: Option<Range<u64>>,
 }
 
-impl ModuleFile {
-    /// Reads the unwind sections and executable segments of the ELF file at `path`.
-    pub fn open(path: &str) -> Result<ModuleFile> {
-        let data = std::fs::read(path).map_err(|source| Error::io(path, source))?;
-        let file = ElfFile64::<Endianness>::parse(&*data).map_err(|error| Error::Elf {
+impl UnwindSections {
+    /// The unwind sections and executable segments of `data`, the ELF file at `path`.
+    pub fn parse(path: &str, data: &Arc<[u8]>) -> Result<UnwindSections> {
+        let file = ElfFile64::<Endianness>::parse(&**data).map_err(|error| Error::Elf {
             path: path.to_string(),
             message: error.to_string(),
         })?;
@@ -56,12 +56,12 @@ impl ModuleFile {
             let bytes = section.data().ok().filter(|bytes| !bytes.is_empty())?;
             Some((
                 section.address()..section.address() + section.size(),
-                SectionBytes::from(bytes),
+                FileBytes::within(data, bytes),
             ))
         };
         let eh_frame = section_of(".eh_frame");
         let executable = executable_segments(&file);
-        Ok(ModuleFile {
+        Ok(UnwindSections {
             text: range_of(".text"),
             got: range_of(".got"),
             entry_code: eh_frame
@@ -71,7 +71,7 @@ impl ModuleFile {
             eh_frame_hdr: section_of(".eh_frame_hdr"),
             debug_frame: section_of(".debug_frame").map(|(_, bytes)| bytes),
             executable,
-            sigreturn: sigreturn_trampolines(&file, &data),
+            sigreturn: sigreturn_trampolines(&file, data),
         })
     }
 
@@ -103,7 +103,7 @@ fn split(
     section: &Option<(Range<u64>, SectionBytes)>,
 ) -> (Option<Range<u64>>, Option<SectionBytes>) {
     match section {
-        Some((range, bytes)) => (Some(range.clone()), Some(Arc::clone(bytes))),
+        Some((range, bytes)) => (Some(range.clone()), Some(bytes.clone())),
         None => (None, None),
     }
 }
@@ -183,55 +183,27 @@ fn sigreturn_trampolines(file: &ElfFile64<Endianness>, data: &[u8]) -> Vec<u64> 
     found
 }
 
-/// Parsed module files by path. Shared by the unwinders of every process of a recording,
-/// since most of them map the same libc.
-#[derive(Default)]
-pub struct ModuleCache {
-    files: Mutex<HashMap<String, Arc<ModuleFile>>>,
-}
-
-impl ModuleCache {
-    pub fn new() -> ModuleCache {
-        ModuleCache::default()
-    }
-
-    /// The parsed file at `path`, reading it on first use. Failures are not cached, so a
-    /// file that appears later is read then.
-    pub fn get(&self, path: &str) -> Result<Arc<ModuleFile>> {
-        if let Some(file) = self.lock().get(path) {
-            return Ok(Arc::clone(file));
-        }
-        // Read outside the lock: other workers keep unwinding meanwhile.
-        let file = Arc::new(ModuleFile::open(path)?);
-        let mut files = self.lock();
-        let entry = files.entry(path.to_string()).or_insert(file);
-        Ok(Arc::clone(entry))
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<ModuleFile>>> {
-        // A panic elsewhere cannot leave the map half-updated: insertions are single calls.
-        self.files
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    use crate::module::ModuleStore;
+
     #[test]
-    fn reads_libc_unwind_sections_once() {
-        let cache = ModuleCache::new();
+    fn finds_libcs_unwind_sections() {
+        let store = ModuleStore::new();
         let path = "/lib/x86_64-linux-gnu/libc.so.6";
-        let libc = cache.get(path).unwrap();
+        let file = store.get(path).unwrap();
+        let libc = file.unwind().unwrap();
         assert!(libc.eh_frame.is_some() && libc.eh_frame_hdr.is_some());
         assert!(libc.text.is_some());
         assert!(!libc.executable.is_empty());
         // __restore_rt, found although libc.so.6's symbol table does not name it.
         assert_eq!(libc.sigreturn.len(), 1, "{:x?}", libc.sigreturn);
-        assert!(Arc::ptr_eq(&libc, &cache.get(path).unwrap()));
-        assert!(cache.get("/nonexistent/library.so").is_err());
+        assert!(std::ptr::eq(
+            libc,
+            store.get(path).unwrap().unwind().unwrap()
+        ));
         // libc.so.6's entry point (it prints its version when run) has CFI.
         assert_eq!(libc.entry_code, None);
     }
@@ -239,8 +211,8 @@ mod tests {
     #[test]
     fn finds_the_dynamic_linkers_entry_code() {
         let path = "/lib64/ld-linux-x86-64.so.2";
-        let ld_so = ModuleFile::open(path).unwrap();
-        let data = std::fs::read(path).unwrap();
+        let data: Arc<[u8]> = Arc::from(std::fs::read(path).unwrap());
+        let ld_so = UnwindSections::parse(path, &data).unwrap();
         let entry = ElfFile64::<Endianness>::parse(&*data).unwrap().entry();
         let code = ld_so.entry_code.expect("no CFI covers ld.so's _start");
         assert_eq!(code.start, entry);

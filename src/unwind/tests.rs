@@ -2,11 +2,11 @@
 //! and stack, and the copy is walked as if it came from another process.
 
 use std::arch::asm;
-use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::time::Instant;
 
 use super::*;
+use crate::module::loaded;
 use crate::proc::maps::{mapping_containing, read_maps};
 use crate::symbols::elf::ElfFile;
 
@@ -18,28 +18,21 @@ const CHAIN: [&str; 12] = [
 const RECURSION: u32 = 3;
 const COPY_SIZE: usize = 64 * 1024;
 
-/// An unwinder holding every file-backed module with code in process `pid`.
+/// An unwinder holding every loaded module of process `pid` that is an ELF file.
 pub(super) fn unwinder_for_process(pid: i32) -> Unwinder {
-    let maps = read_maps(pid).unwrap();
-    let mut by_path: BTreeMap<&str, Vec<_>> = BTreeMap::new();
-    for entry in maps.iter().filter(|entry| !entry.is_pseudo()) {
-        if let Some(path) = entry.file_path().filter(|path| path.starts_with('/')) {
-            by_path.entry(path).or_default().push(entry);
-        }
-    }
-    let mut unwinder = Unwinder::new();
-    for (path, entries) in by_path {
-        let Ok(elf) = ElfFile::open(path) else {
-            continue; // not ELF: locale archives, fonts, /dev/zero
-        };
-        if !entries.iter().any(|entry| entry.executable) {
+    let store = Arc::new(ModuleStore::new());
+    let mut unwinder = Unwinder::with_module_store(Arc::clone(&store));
+    for module in loaded::of_process(pid).unwrap() {
+        let Ok(file) = store.get(&module.path) else {
             continue;
-        }
-        let mappings: Vec<(u64, u64)> = entries.iter().map(|e| (e.start, e.offset)).collect();
-        let bias = elf.module_load_bias(&mappings).unwrap_or(0);
-        let start = entries.iter().map(|entry| entry.start).min().unwrap();
-        let end = entries.iter().map(|entry| entry.end).max().unwrap();
-        unwinder.add_module(path, start, end, bias).unwrap();
+        };
+        let Ok(elf) = file.elf() else {
+            continue; // not ELF: fonts, /dev/zero
+        };
+        let bias = module.load_bias(elf);
+        unwinder
+            .add_module(&module.path, module.start, module.end, bias)
+            .unwrap();
     }
     unwinder
 }
@@ -319,9 +312,13 @@ fn a_return_into_the_dynamic_linkers_entry_code_ends_the_stack() {
     use object::{Object, ObjectSection};
 
     const LD_SO: &str = "/lib64/ld-linux-x86-64.so.2";
-    let entry = modules::ModuleFile::open(LD_SO)
+    let entry = ModuleStore::new()
+        .get(LD_SO)
+        .unwrap()
+        .unwind()
         .unwrap()
         .entry_code
+        .clone()
         .expect("no CFI covers ld.so's entry code");
     // The return address of the entry code's first call (`call _dl_start`).
     let data = std::fs::read(LD_SO).unwrap();

@@ -24,6 +24,7 @@ mod ifunc;
 mod leader_exit;
 mod longjmp_signal;
 mod mappings;
+mod module_reads;
 mod output_file;
 mod portable_profile;
 mod profile_format;

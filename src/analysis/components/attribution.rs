@@ -2,9 +2,10 @@
 
 use std::collections::BTreeSet;
 
-use super::classify::{KERNEL_PSEUDO_FILES, LIBC, MEMSUP, SHM, STACKS, UNKNOWN};
+use super::classify::{LIBC, MEMSUP, SHM, STACKS, UNKNOWN};
 use super::resolve::Resolver;
 use super::tracker::PendingMapping;
+use crate::platform::libraries::LibraryKind;
 
 /// A whole mapping's holder, or an allocator arena to split by the live blocks inside.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,7 +45,7 @@ pub(super) fn holder(
     if path.starts_with("[stack") {
         return component(STACKS);
     }
-    if KERNEL_PSEUDO_FILES.contains(&path) {
+    if path.starts_with('[') && LibraryKind::of(path) == LibraryKind::KernelPseudoFile {
         return component(LIBC);
     }
     // MAP_SHARED|MAP_ANONYMOUS memory shows as "/dev/zero (deleted)": anonymous, not a file.

@@ -2,6 +2,9 @@
 
 use super::rules::ComponentRules;
 use crate::analysis::Frame;
+pub(super) use crate::platform::allocators::{is_allocator_function, is_thread_creation};
+pub(super) use crate::platform::libraries::file_name;
+use crate::platform::libraries::{is_libc_internal_function, is_mpi_function, LibraryKind};
 
 pub(super) const APP: &str = "app";
 pub(super) const MPI: &str = "mpi";
@@ -10,67 +13,6 @@ pub(super) const STACKS: &str = "stacks";
 pub(super) const SHM: &str = "shm";
 pub(super) const MEMSUP: &str = "memsup";
 pub(super) const UNKNOWN: &str = "unknown";
-
-/// Library file name prefixes of MPI implementations and the transports and runtimes they
-/// load (Open MPI, MPICH, UCX, libfabric, PSM, PMIx, hwloc ...).
-const MPI_LIBRARY_PREFIXES: &[&str] = &[
-    "mpi", "mpich", "mpifort", "mpicxx", "mpi_", "open-pal", "open-rte", "pmix", "ucp", "uct",
-    "ucs", "ucm", "fabric", "psm", "psm2", "hwloc", "pmi", "hcoll", "xpmem", "knem", "ibverbs",
-    "rdmacm",
-];
-
-/// Function name prefixes of the same libraries: they make a statically linked MPI program's
-/// stacks (no MPI module) count as MPI too.
-const MPI_FUNCTION_PREFIXES: &[&str] = &[
-    "MPI_", "PMPI_", "MPIR_", "MPID_", "MPII_", "ompi_", "opal_", "orte_", "pmix_", "PMIx_",
-    "ucp_", "uct_", "ucs_", "ucm_", "fi_", "hwloc_",
-];
-
-/// The C and language runtimes, by file name prefix. libdl, librt and libpthread must be
-/// followed by `.` or `-` so that librtmp or libdlt do not count.
-const LIBC_PREFIXES: &[&str] = &[
-    "libc.so",
-    "libc-",
-    "ld-linux",
-    "ld-musl",
-    "libstdc++",
-    "libgfortran",
-    "libm.so",
-    "libm-",
-    "libgcc_s",
-    "libpthread.",
-    "libpthread-",
-    "libdl.",
-    "libdl-",
-    "librt.",
-    "librt-",
-    "libquadmath",
-    "libatomic",
-];
-
-/// Kernel-provided pseudo-files, part of every process's C runtime.
-/// Functions of glibc and musl that allocate for their own needs (stdio buffers, the dynamic
-/// linker, locales, exit handlers, name services): in a static binary they are not in a
-/// library of their own, so their names tell.
-const LIBC_FUNCTION_PREFIXES: &[&str] = &[
-    "_IO_",
-    "__libc_",
-    "_dl_",
-    "__GI_",
-    "_nl_",
-    "__nss_",
-    "__gconv",
-    "__tz",
-    "__new_exitfn",
-    "__cxa_atexit",
-    "__fopen",
-    "__vfprintf",
-    "__printf",
-    "setlocale",
-    "__register_atfork",
-];
-
-pub(super) const KERNEL_PSEUDO_FILES: &[&str] = &["[vdso]", "[vvar]", "[vsyscall]"];
 
 /// Classifies module paths and stacks of one image.
 #[derive(Debug)]
@@ -92,7 +34,7 @@ impl<'a> Classifier<'a> {
     ) -> Self {
         let maps_mpi = paths
             .into_iter()
-            .any(|path| is_mpi_library(file_name(path)));
+            .any(|path| LibraryKind::of(path) == LibraryKind::Mpi);
         Classifier {
             rules,
             exe: without_deleted(exe).to_string(),
@@ -114,10 +56,10 @@ impl<'a> Classifier<'a> {
         if file.is_empty() {
             return UNKNOWN.to_string();
         }
-        if self.is_mpi_module(file) {
+        if self.is_mpi_module(path) {
             return MPI.to_string();
         }
-        if is_libc_file(file) {
+        if is_libc_file(path) {
             return LIBC.to_string();
         }
         if !self.exe.is_empty() && without_deleted(path) == self.exe {
@@ -134,12 +76,8 @@ impl<'a> Classifier<'a> {
         if let Some(name) = self.rules.first_match(texts) {
             return name.to_string();
         }
-        let mpi_frame = |frame: &Frame| {
-            self.is_mpi_module(file_name(&frame.module))
-                || MPI_FUNCTION_PREFIXES
-                    .iter()
-                    .any(|prefix| frame.function.starts_with(prefix))
-        };
+        let mpi_frame =
+            |frame: &Frame| self.is_mpi_module(&frame.module) || is_mpi_function(&frame.function);
         if frames.iter().any(mpi_frame) {
             return MPI.to_string();
         }
@@ -148,9 +86,7 @@ impl<'a> Classifier<'a> {
         };
         let component = self.module(&frame.module);
         // A static binary holds its C library: its internals are known by name.
-        let libc_internal = LIBC_FUNCTION_PREFIXES
-            .iter()
-            .any(|prefix| frame.function.starts_with(prefix));
+        let libc_internal = is_libc_internal_function(&frame.function);
         if component == APP && libc_internal {
             return LIBC.to_string();
         }
@@ -164,33 +100,21 @@ impl<'a> Classifier<'a> {
             .map(str::to_string)
     }
 
-    fn is_mpi_module(&self, file: &str) -> bool {
-        is_mpi_library(file) || (self.maps_mpi && file.starts_with("libevent"))
+    fn is_mpi_module(&self, path: &str) -> bool {
+        LibraryKind::of(path) == LibraryKind::Mpi
+            || (self.maps_mpi && file_name(path).starts_with("libevent"))
     }
-}
-
-/// The last component of a path, without a " (deleted)" suffix.
-pub(super) fn file_name(path: &str) -> &str {
-    let path = without_deleted(path);
-    path.rsplit('/').next().unwrap_or_default()
 }
 
 fn without_deleted(path: &str) -> &str {
     path.strip_suffix(" (deleted)").unwrap_or(path)
 }
 
-/// An MPI library or Open MPI component (`mca_*.so`); libevent excluded.
-fn is_mpi_library(file: &str) -> bool {
-    let library = file
-        .strip_prefix("lib")
-        .is_some_and(|rest| MPI_LIBRARY_PREFIXES.iter().any(|p| rest.starts_with(p)));
-    let mca = file.starts_with("mca_") && file.contains(".so");
-    library || mca
-}
-
-fn is_libc_file(file: &str) -> bool {
-    LIBC_PREFIXES.iter().any(|prefix| file.starts_with(prefix))
-        || KERNEL_PSEUDO_FILES.contains(&file)
+/// The C library, the dynamic linker, a language runtime or a kernel pseudo-file: all
+/// count as the C runtime.
+fn is_libc_file(path: &str) -> bool {
+    let kind = LibraryKind::of(path);
+    kind.is_runtime() || kind == LibraryKind::KernelPseudoFile
 }
 
 /// `libfoo.so.1.2` -> `libfoo.so`; a file that is not a `.so` keeps its name.
@@ -199,50 +123,4 @@ fn library_name(file: &str) -> &str {
         Some(position) => &file[..position + 3],
         None => file,
     }
-}
-
-/// The allocator functions (and glibc's internals only they call) under any of their
-/// names: `__GI___libc_malloc`, `__libc_calloc`, `_int_malloc`, `sysmalloc_mmap.constprop.0`.
-pub(super) fn is_allocator_function(function: &str) -> bool {
-    const NAMES: &[&str] = &[
-        "malloc",
-        "calloc",
-        "realloc",
-        "reallocarray",
-        "free",
-        "posix_memalign",
-        "aligned_alloc",
-        "memalign",
-        "valloc",
-        "pvalloc",
-        "int_malloc",
-        "int_realloc",
-        "int_memalign",
-        "int_free",
-        "sysmalloc",
-        "sysmalloc_mmap",
-        "sysmalloc_mmap_fallback",
-        "new_heap",
-        "alloc_new_heap",
-        "int_new_arena",
-        "malloc_impl",
-    ];
-    let mut name = function.split('.').next().unwrap_or_default();
-    loop {
-        let stripped = name
-            .trim_start_matches('_')
-            .trim_start_matches("GI_")
-            .trim_start_matches("libc_");
-        if stripped == name {
-            break;
-        }
-        name = stripped;
-    }
-    NAMES.contains(&name)
-}
-
-/// Thread creation: glibc maps a new thread's stack from `allocate_stack`, under `pthread_create`.
-pub(super) fn is_thread_creation(function: &str) -> bool {
-    let name = function.trim_start_matches('_');
-    name.starts_with("pthread_create") || name.starts_with("allocate_stack")
 }

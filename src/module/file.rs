@@ -1,0 +1,109 @@
+//! One module file as read from disk, and what memsup parses from it on first use: the ELF
+//! symbol tables (probes, symbolising), the unwind sections (the unwinder) and the debug
+//! information (the symboliser). Each is parsed at most once, from the same bytes.
+
+use std::os::unix::fs::MetadataExt;
+use std::sync::{Arc, OnceLock};
+
+use super::debug::DebugInfo;
+use crate::error::{Error, Result};
+use crate::symbols::debug_files::DebugFileLocator;
+use crate::symbols::elf::ElfFile;
+use crate::unwind::modules::UnwindSections;
+
+/// What tells one version of a file at a path from another: a file replaced (a new inode) or
+/// rewritten in place (a new size or modification time) is read again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileIdentity {
+    device: u64,
+    inode: u64,
+    size: u64,
+    modified_ns: i128,
+}
+
+impl FileIdentity {
+    pub fn of(metadata: &std::fs::Metadata) -> FileIdentity {
+        FileIdentity {
+            device: metadata.dev(),
+            inode: metadata.ino(),
+            size: metadata.size(),
+            modified_ns: i128::from(metadata.mtime()) * 1_000_000_000
+                + i128::from(metadata.mtime_nsec()),
+        }
+    }
+}
+
+/// A module file's bytes and its lazily parsed parts.
+pub struct ModuleFile {
+    path: String,
+    identity: FileIdentity,
+    bytes: Arc<[u8]>,
+    elf: OnceLock<Result<ElfFile>>,
+    unwind: OnceLock<Result<UnwindSections>>,
+    debug: OnceLock<DebugInfo>,
+}
+
+impl ModuleFile {
+    pub fn new(path: &str, identity: FileIdentity, bytes: Arc<[u8]>) -> ModuleFile {
+        ModuleFile {
+            path: path.to_string(),
+            identity,
+            bytes,
+            elf: OnceLock::new(),
+            unwind: OnceLock::new(),
+            debug: OnceLock::new(),
+        }
+    }
+
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    pub fn identity(&self) -> FileIdentity {
+        self.identity
+    }
+
+    pub fn bytes(&self) -> &Arc<[u8]> {
+        &self.bytes
+    }
+
+    /// Symbols, segments and IFUNC relocations. Fails as `ElfFile::parse` does.
+    pub fn elf(&self) -> Result<&ElfFile> {
+        let parsed = self
+            .elf
+            .get_or_init(|| ElfFile::parse(&self.path, &self.bytes));
+        parsed.as_ref().map_err(|error| again(&self.path, error))
+    }
+
+    /// The unwind sections and executable segments.
+    pub fn unwind(&self) -> Result<&UnwindSections> {
+        let parsed = self
+            .unwind
+            .get_or_init(|| UnwindSections::parse(&self.path, &self.bytes));
+        parsed.as_ref().map_err(|error| again(&self.path, error))
+    }
+
+    /// DWARF and the separate debug file, looked for with `debug_files` on first use.
+    pub fn debug_info(&self, debug_files: &DebugFileLocator) -> &DebugInfo {
+        self.debug
+            .get_or_init(|| DebugInfo::load(&self.path, &self.bytes, debug_files))
+    }
+}
+
+/// A parse error again, for another caller: parsing fails only with these two kinds.
+fn again(path: &str, error: &Error) -> Error {
+    match error {
+        Error::UnsupportedExecutable { path, reason } => Error::UnsupportedExecutable {
+            path: path.clone(),
+            reason: reason.clone(),
+        },
+        Error::Elf { path, message } => Error::Elf {
+            path: path.clone(),
+            message: message.clone(),
+        },
+        other => Error::Elf {
+            path: path.to_string(),
+            message: other.to_string(),
+        },
+    }
+}

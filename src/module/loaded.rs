@@ -1,0 +1,89 @@
+//! The modules a live process has loaded: the files it maps with at least one executable
+//! segment, from /proc/PID/maps.
+
+use std::collections::BTreeMap;
+
+use crate::error::{Error, Result};
+use crate::proc::maps::{read_maps, MapEntry};
+use crate::symbols::elf::ElfFile;
+
+/// A file mapped with at least one executable segment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadedModule {
+    /// As /proc/PID/maps spells it (a " (deleted)" suffix kept: such a file cannot be read).
+    pub path: String,
+    /// From the lowest start to the highest end of its mappings.
+    pub start: u64,
+    pub end: u64,
+    /// (start, file offset) of each mapping, for the load bias.
+    pub mappings: Vec<(u64, u64)>,
+}
+
+impl LoadedModule {
+    /// The load bias most of its mappings agree on (see `ElfFile::module_load_bias`).
+    pub fn load_bias(&self, elf: &ElfFile) -> u64 {
+        elf.module_load_bias(&self.mappings).unwrap_or(0)
+    }
+}
+
+/// The loaded modules among `maps`, by path. Pseudo-files (`[vdso]`) have no file to read.
+pub fn loaded_modules(maps: &[MapEntry]) -> Vec<LoadedModule> {
+    let mut by_path: BTreeMap<&str, Vec<&MapEntry>> = BTreeMap::new();
+    for entry in maps {
+        if let Some(path) = entry.path.as_deref().filter(|p| p.starts_with('/')) {
+            by_path.entry(path).or_default().push(entry);
+        }
+    }
+    by_path
+        .into_iter()
+        .filter(|(_, entries)| entries.iter().any(|e| e.executable))
+        .map(|(path, entries)| LoadedModule {
+            path: path.to_string(),
+            start: entries.iter().map(|e| e.start).min().unwrap_or(0),
+            end: entries.iter().map(|e| e.end).max().unwrap_or(0),
+            mappings: entries.iter().map(|e| (e.start, e.offset)).collect(),
+        })
+        .collect()
+}
+
+/// The loaded modules of process `pid` now.
+pub fn of_process(pid: i32) -> Result<Vec<LoadedModule>> {
+    let maps = read_maps(pid).map_err(|e| Error::io(format!("/proc/{pid}/maps"), e))?;
+    Ok(loaded_modules(&maps))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proc::maps::parse_maps;
+
+    #[test]
+    fn files_with_code_are_modules_spanning_all_their_mappings() {
+        let maps = parse_maps(
+            "1000-2000 r--p 00000000 08:01 10 /usr/lib/libx.so\n\
+             2000-5000 r-xp 00001000 08:01 10 /usr/lib/libx.so\n\
+             5000-6000 rw-p 00004000 08:01 10 /usr/lib/libx.so\n\
+             7000-8000 r--p 00000000 08:01 11 /usr/share/locale/data\n\
+             9000-a000 r-xp 00000000 00:00 0 [vdso]\n\
+             b000-c000 r-xp 00000000 08:01 12 /usr/lib/liby.so (deleted)\n",
+        );
+        let modules = loaded_modules(&maps);
+        assert_eq!(
+            modules,
+            [
+                LoadedModule {
+                    path: "/usr/lib/libx.so".to_string(),
+                    start: 0x1000,
+                    end: 0x6000,
+                    mappings: vec![(0x1000, 0), (0x2000, 0x1000), (0x5000, 0x4000)],
+                },
+                LoadedModule {
+                    path: "/usr/lib/liby.so (deleted)".to_string(),
+                    start: 0xb000,
+                    end: 0xc000,
+                    mappings: vec![(0xb000, 0)],
+                },
+            ]
+        );
+    }
+}
