@@ -9,12 +9,12 @@ use std::path::{Path, PathBuf};
 use nix::errno::Errno;
 
 use crate::error::{Error, Result};
+use crate::events::EventKind;
 use crate::ptrace::regs;
 use crate::ptrace::seccomp;
 use crate::ptrace::state::Thread;
 use crate::ptrace::stop::{wait_for_thread, Event, Stop};
 use crate::ptrace::tracer::Tracer;
-use crate::events::EventKind;
 use crate::trace::format::StartCause;
 
 /// Finds `command` the way execvp would: as a path if it contains '/', else along $PATH.
