@@ -2,7 +2,6 @@
 
 use super::*;
 use crate::ptrace::capture::INITIAL_WINDOW;
-use crate::ptrace::sink::StackSource;
 use crate::trace::format::{AllocFunction, MapCall};
 
 const REALLOC: u64 = CODE + 0x300;
@@ -34,7 +33,7 @@ fn an_entry_copies_the_stack_up_to_the_window_and_names_the_hijacked_returns() {
     let pending = tracer.threads[&PID].shadow.entries();
     assert_eq!(pending.len(), 2);
     assert_eq!(pending[1].original_return, REALLOC + 0x10);
-    let Some(StackSource::Snapshot(capture)) = &pending[1].stack else {
+    let Some(RawStack::Copy(capture)) = &pending[1].stack else {
         panic!("no stack copy: {:?}", pending[1].stack);
     };
     let snapshot = &capture.snapshot;
@@ -45,7 +44,7 @@ fn an_entry_copies_the_stack_up_to_the_window_and_names_the_hijacked_returns() {
     assert!(capture.window_limited);
     assert_eq!(snapshot.read_word(inner), Some(REALLOC + 0x10));
     assert_eq!(snapshot.read_word(FRAME), Some(TRAMPOLINE));
-    assert_eq!(capture.trampoline, Some(TRAMPOLINE));
-    assert_eq!(capture.hijacked, [CALLER]);
+    assert_eq!(capture.substitute, Some(TRAMPOLINE));
+    assert_eq!(capture.substituted, [CALLER]);
     assert_eq!(tracer.processes[&PID].counters.stack_copies, 2);
 }

@@ -3,7 +3,6 @@
 use super::*;
 use crate::ptrace::fake_tracee::Resume;
 use crate::trace::format::{AllocFunction, MapCall};
-use crate::trace::stacks::EMPTY_STACK;
 
 const MALLOC: u64 = CODE + 0x100;
 const CALLOC: u64 = CODE + 0x200;
@@ -17,17 +16,10 @@ const CONTINUED: [Resume; 1] = [Resume::Continue {
     signal: 0,
 }];
 
-fn pending_time(tracer: &Tracer, tid: i32) -> u64 {
-    tracer.threads[&tid]
-        .shadow
-        .entries()
-        .last()
-        .expect("a pending call")
-        .time_ns
-}
+const PID_U32: u32 = PID as u32;
 
 #[test]
-fn malloc_returns_through_the_trampoline_with_the_entry_s_size_and_time() {
+fn malloc_returns_through_the_trampoline_with_the_entry_s_size_stamped_at_the_return() {
     let (sink, receiver) = sink();
     let fake = FakeTracee::default();
     let mut tracer = tracer(&sink, &fake);
@@ -46,23 +38,27 @@ fn malloc_returns_through_the_trampoline_with_the_entry_s_size_and_time() {
     assert_eq!((registers.rip, registers.rsp), (MALLOC + 4, FRAME));
     assert_eq!(fake.take_resumes(), CONTINUED);
     assert!(sent(&receiver).is_empty());
-    let entry_time = pending_time(&tracer, PID);
-    std::thread::sleep(std::time::Duration::from_millis(2));
-    let before_return = sink.now_ns();
 
     leave(&fake, PID, FRAME, 0x5555_0010);
+    let before_return = monotonic_ns();
     tracer.on_trap(PID).unwrap();
-    let alloc = Record::Alloc {
-        time_ns: entry_time,
-        pid: PID as u32,
-        tid: PID as u32,
+    let after_return = monotonic_ns();
+    let alloc = EventKind::Alloc {
         function: AllocFunction::Malloc,
         address: 0x5555_0010,
         size: 24,
-        stack: EMPTY_STACK,
+        stack: RawStack::Caller(CALLER),
     };
-    assert_eq!(sent(&receiver), [alloc]);
-    assert!(entry_time + 2_000_000 <= before_return);
+    let events = sent_events(&receiver);
+    let [event] = &events[..] else {
+        panic!("not one event: {events:?}");
+    };
+    assert_eq!(
+        (event.pid, event.tid, &event.kind),
+        (PID_U32, PID_U32, &alloc)
+    );
+    // Stamped when sent: at the return, not at the entry.
+    assert!((before_return..=after_return).contains(&event.time_ns));
     let registers = fake.thread_registers(PID);
     assert_eq!((registers.rip, registers.rsp), (CALLER, FRAME + 8));
     assert_eq!(fake.take_resumes(), CONTINUED);
@@ -95,16 +91,13 @@ fn an_emulated_push_and_the_trampoline_are_written_together_at_rsp() {
 
     leave(&fake, PID, FRAME, 0x5555_0020);
     tracer.on_trap(PID).unwrap();
-    let records = sent(&receiver);
-    assert!(matches!(
-        records[..],
-        [Record::Alloc {
-            function: AllocFunction::Calloc,
-            address: 0x5555_0020,
-            size: 24,
-            ..
-        }]
-    ));
+    let calloc = EventKind::Alloc {
+        function: AllocFunction::Calloc,
+        address: 0x5555_0020,
+        size: 24,
+        stack: RawStack::Caller(CALLER),
+    };
+    assert_eq!(sent(&receiver), [(PID_U32, PID_U32, calloc)]);
     assert_eq!(fake.thread_registers(PID).rip, CALLER);
 }
 
@@ -128,7 +121,6 @@ fn malloc_inside_realloc_is_counted_as_nested_and_recorded_once() {
 
     enter(&fake, PID, REALLOC, CALLER, FRAME, [0x6000_0000, 100, 0]);
     tracer.on_trap(PID).unwrap();
-    let realloc_time = pending_time(&tracer, PID);
     let inner = FRAME - 0x40;
     enter(&fake, PID, MALLOC, REALLOC + 0x10, inner, [100, 0, 0]);
     tracer.on_trap(PID).unwrap();
@@ -138,17 +130,14 @@ fn malloc_inside_realloc_is_counted_as_nested_and_recorded_once() {
 
     leave(&fake, PID, FRAME, 0x6000_1000);
     tracer.on_trap(PID).unwrap();
-    let realloc = Record::Realloc {
-        time_ns: realloc_time,
-        pid: PID as u32,
-        tid: PID as u32,
+    let realloc = EventKind::Realloc {
         function: AllocFunction::Realloc,
         old_address: 0x6000_0000,
         new_address: 0x6000_1000,
         size: 100,
-        stack: EMPTY_STACK,
+        stack: RawStack::Caller(CALLER),
     };
-    assert_eq!(sent(&receiver), [realloc]);
+    assert_eq!(sent(&receiver), [(PID_U32, PID_U32, realloc)]);
     let counters = tracer.processes[&PID].counters;
     assert_eq!((counters.entry_hits, counters.nested_calls), (2, 1));
     assert_eq!(counters.return_hits, 1);
@@ -172,19 +161,10 @@ fn a_call_abandoned_by_longjmp_is_dropped_when_a_call_starts_above_it() {
     // A signal handler longjmps out of that malloc; the program calls malloc again higher up.
     enter(&fake, PID, MALLOC, CALLER + 8, FRAME, [32, 0, 0]);
     tracer.on_trap(PID).unwrap();
-    let records = sent(&receiver);
-    assert!(
-        matches!(
-            records[..],
-            [Record::AbandonedCall {
-                pid: 100,
-                tid: 100,
-                function: AllocFunction::Malloc,
-                ..
-            }]
-        ),
-        "{records:?}"
-    );
+    let abandoned = EventKind::AbandonedCall {
+        function: AllocFunction::Malloc,
+    };
+    assert_eq!(sent(&receiver), [(PID_U32, PID_U32, abandoned)]);
     let slots: Vec<u64> = tracer.threads[&PID]
         .shadow
         .entries()
@@ -195,15 +175,13 @@ fn a_call_abandoned_by_longjmp_is_dropped_when_a_call_starts_above_it() {
 
     leave(&fake, PID, FRAME, 0x5555_0030);
     tracer.on_trap(PID).unwrap();
-    let records = sent(&receiver);
-    assert!(matches!(
-        records[..],
-        [Record::Alloc {
-            address: 0x5555_0030,
-            size: 32,
-            ..
-        }]
-    ));
+    let alloc = EventKind::Alloc {
+        function: AllocFunction::Malloc,
+        address: 0x5555_0030,
+        size: 32,
+        stack: RawStack::Caller(CALLER + 8),
+    };
+    assert_eq!(sent(&receiver), [(PID_U32, PID_U32, alloc)]);
     assert_eq!(fake.thread_registers(PID).rip, CALLER + 8);
 }
 
@@ -217,7 +195,6 @@ fn a_tail_call_that_already_returns_to_the_trampoline_is_not_pushed_again() {
 
     enter(&fake, PID, MMAP64, CALLER, FRAME, [0, 4096, 3]);
     tracer.on_trap(PID).unwrap();
-    let entry_time = pending_time(&tracer, PID);
     // mmap64 jumps to mmap: same stack pointer, the hijacked return address in place.
     arrive(&fake, PID, MMAP, FRAME, [0, 4096, 3]);
     tracer.on_trap(PID).unwrap();
@@ -228,16 +205,13 @@ fn a_tail_call_that_already_returns_to_the_trampoline_is_not_pushed_again() {
 
     leave(&fake, PID, FRAME, 0x7f00_0000);
     tracer.on_trap(PID).unwrap();
-    let mapping = Record::Mapping {
-        time_ns: entry_time,
-        pid: PID as u32,
-        tid: PID as u32,
+    let mapping = EventKind::Mapping {
         call: MapCall::Mmap,
         args: [0, 4096, 3, 0, 0, 0],
         result: 0x7f00_0000,
-        stack: EMPTY_STACK,
+        stack: RawStack::Caller(CALLER),
     };
-    assert_eq!(sent(&receiver), [mapping]);
+    assert_eq!(sent(&receiver), [(PID_U32, PID_U32, mapping)]);
     assert_eq!(fake.thread_registers(PID).rip, CALLER);
     assert_eq!(tracer.threads[&PID].shadow.entries().len(), 0);
 }
@@ -323,11 +297,7 @@ fn a_mapping_system_call_is_recorded_with_its_entry_arguments_and_its_result() {
         signal: 0,
     };
     assert_eq!(fake.take_resumes(), [to_exit]);
-    let entry_time = tracer.threads[&PID]
-        .pending_syscall
-        .as_ref()
-        .unwrap()
-        .time_ns;
+    assert!(tracer.threads[&PID].pending_syscall.is_some());
 
     fake.set_thread_registers(
         PID,
@@ -337,16 +307,15 @@ fn a_mapping_system_call_is_recorded_with_its_entry_arguments_and_its_result() {
         },
     );
     tracer.on_syscall_exit(PID).unwrap();
-    let mapping = Record::Mapping {
-        time_ns: entry_time,
-        pid: PID as u32,
-        tid: PID as u32,
+    // The walk of a system call starts at the instruction after `syscall`.
+    let mapping = EventKind::Mapping {
         call: MapCall::Mmap,
         args: [0, 8192, 3, 0x22, u64::MAX, 0],
         result: 0x7f00_1000,
-        stack: EMPTY_STACK,
+        stack: RawStack::Caller(CALLER),
     };
-    assert_eq!(sent(&receiver), [mapping]);
+    assert_eq!(sent(&receiver), [(PID_U32, PID_U32, mapping)]);
+    assert!(tracer.threads[&PID].pending_syscall.is_none());
     assert_eq!(fake.take_resumes(), CONTINUED);
     assert_eq!(tracer.processes[&PID].counters.syscall_stops, 2);
 }

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::ptrace::fake_tracee::Resume;
-use crate::ptrace::stop::Event;
+use crate::ptrace::stop::Event as Stop;
 use crate::trace::format::{AllocFunction, ExitKind, StartCause};
 
 const MALLOC: u64 = CODE + 0x100;
@@ -11,9 +11,12 @@ const FRAME: u64 = STACK + 0x8000;
 const CHILD: i32 = 200;
 /// Beyond any pid_max: no /proc entry can answer for it.
 const NEW_THREAD: i32 = 5_000_000;
+const PID_U32: u32 = PID as u32;
+const CHILD_U32: u32 = CHILD as u32;
+const NEW_THREAD_U32: u32 = NEW_THREAD as u32;
 
 /// A tracer whose thread `PID` is inside a malloc(24) called from `CALLER`.
-fn inside_malloc<'a>(sink: &'a RecordSink, fake: &FakeTracee) -> Tracer<'a> {
+fn inside_malloc<'a>(sink: &'a EventSink, fake: &FakeTracee) -> Tracer<'a> {
     let mut tracer = tracer(sink, fake);
     plant(
         &mut tracer,
@@ -32,9 +35,8 @@ fn a_fork_child_inherits_the_pending_calls_and_returns_through_them() {
     let (sink, receiver) = sink();
     let fake = FakeTracee::default();
     let mut tracer = inside_malloc(&sink, &fake);
-    let entry_time = tracer.threads[&PID].shadow.entries()[0].time_ns;
     fake.set_event_message(PID, CHILD as u64);
-    tracer.on_new_child(PID, Event::Fork).unwrap();
+    tracer.on_new_child(PID, Stop::Fork).unwrap();
     assert_eq!(
         fake.take_resumes(),
         [Resume::Continue {
@@ -42,47 +44,36 @@ fn a_fork_child_inherits_the_pending_calls_and_returns_through_them() {
             signal: 0
         }]
     );
-    let records = sent(&receiver);
-    assert!(
-        matches!(
-            records[..],
-            [
-                Record::ProcessStart {
-                    pid: 200,
-                    parent_pid: Some(100),
-                    cause: StartCause::Fork,
-                    ..
-                },
-                Record::ScratchPage {
-                    pid: 200,
-                    address: SCRATCH,
-                    ..
-                }
-            ]
-        ),
-        "{records:?}"
+    let started = EventKind::ProcessStart {
+        parent_pid: Some(PID as u32),
+        cause: StartCause::Fork,
+    };
+    let scratch = EventKind::ScratchPage { address: SCRATCH };
+    assert_eq!(
+        sent(&receiver),
+        [
+            (CHILD_U32, CHILD_U32, started),
+            (CHILD_U32, CHILD_U32, scratch)
+        ]
     );
-    let copied: Vec<(u64, u64, u64)> = tracer.threads[&CHILD]
+    let copied: Vec<(u64, u64, Option<RawStack>)> = tracer.threads[&CHILD]
         .shadow
         .entries()
         .iter()
-        .map(|entry| (entry.slot, entry.original_return, entry.time_ns))
+        .map(|entry| (entry.slot, entry.original_return, entry.stack.clone()))
         .collect();
-    assert_eq!(copied, [(FRAME, CALLER, entry_time)]);
+    assert_eq!(copied, [(FRAME, CALLER, Some(RawStack::Caller(CALLER)))]);
 
     // The child's copy of the stack holds the trampoline too: its malloc returns through it.
     leave(&fake, CHILD, FRAME, 0x5555_2000);
     tracer.on_trap(CHILD).unwrap();
-    let alloc = Record::Alloc {
-        time_ns: entry_time,
-        pid: CHILD as u32,
-        tid: CHILD as u32,
+    let alloc = EventKind::Alloc {
         function: AllocFunction::Malloc,
         address: 0x5555_2000,
         size: 24,
-        stack: crate::trace::stacks::EMPTY_STACK,
+        stack: RawStack::Caller(CALLER),
     };
-    assert_eq!(sent(&receiver), [alloc]);
+    assert_eq!(sent(&receiver), [(CHILD_U32, CHILD_U32, alloc)]);
     assert_eq!(fake.thread_registers(CHILD).rip, CALLER);
     assert_eq!(tracer.threads[&PID].shadow.entries().len(), 1);
 }
@@ -99,32 +90,20 @@ fn a_new_thread_starts_with_no_pending_calls_and_its_stack_from_the_clone_call()
     };
     fake.set_thread_registers(PID, clone);
     fake.set_event_message(PID, NEW_THREAD as u64);
-    tracer.on_new_child(PID, Event::Clone).unwrap();
-    let records = sent(&receiver);
-    assert!(
-        matches!(
-            records[..],
-            [
-                Record::ThreadStart {
-                    pid: 100,
-                    tid: NEW_THREAD_U32,
-                    ..
-                },
-                Record::ThreadStack {
-                    pid: 100,
-                    tid: NEW_THREAD_U32,
-                    address: 0x7e00_0000,
-                    ..
-                }
-            ]
-        ),
-        "{records:?}"
+    tracer.on_new_child(PID, Stop::Clone).unwrap();
+    let stack = EventKind::ThreadStack {
+        address: 0x7e00_0000,
+    };
+    assert_eq!(
+        sent(&receiver),
+        [
+            (PID_U32, NEW_THREAD_U32, EventKind::ThreadStart),
+            (PID_U32, NEW_THREAD_U32, stack)
+        ]
     );
     assert_eq!(tracer.threads[&NEW_THREAD].pid, PID);
     assert!(tracer.threads[&NEW_THREAD].shadow.entries().is_empty());
 }
-
-const NEW_THREAD_U32: u32 = NEW_THREAD as u32;
 
 #[test]
 fn a_thread_gone_inside_malloc_leaves_an_abandoned_call() {
@@ -136,25 +115,16 @@ fn a_thread_gone_inside_malloc_leaves_an_abandoned_call() {
     thread.shadow = tracer.threads[&PID].shadow.fork_copy();
     tracer.threads.insert(worker, thread);
     tracer.on_thread_gone(worker, ExitKind::Code(0)).unwrap();
-    let records = sent(&receiver);
-    assert!(
-        matches!(
-            records[..],
-            [
-                Record::AbandonedCall {
-                    pid: 100,
-                    tid: 101,
-                    function: AllocFunction::Malloc,
-                    ..
-                },
-                Record::ThreadExit {
-                    pid: 100,
-                    tid: 101,
-                    ..
-                }
-            ]
-        ),
-        "{records:?}"
+    let abandoned = EventKind::AbandonedCall {
+        function: AllocFunction::Malloc,
+    };
+    let worker_u32 = worker as u32;
+    assert_eq!(
+        sent(&receiver),
+        [
+            (PID_U32, worker_u32, abandoned),
+            (PID_U32, worker_u32, EventKind::ThreadExit)
+        ]
     );
     assert!(!tracer.threads.contains_key(&worker));
     assert!(tracer.processes.contains_key(&PID));

@@ -4,24 +4,25 @@
 mod capture;
 mod hot_path;
 mod lifecycle;
-mod return_records;
+mod return_events;
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use crossbeam_channel::Receiver;
 use libc::user_regs_struct;
 
 use crate::breakpoints::table::{ProbeKind, StepOverPolicy};
+use crate::events::{
+    monotonic_ns, CopiesInFlight, CopyWindows, Event, EventKind, EventSink, RawStack, Residency,
+};
 use crate::ptrace::capture::StackMode;
 use crate::ptrace::fake_tracee::FakeTracee;
 use crate::ptrace::inject::ScratchPage;
 use crate::ptrace::memory::RemoteMemoryMut;
-use crate::ptrace::sink::{CopiesInFlight, Message, RecordSink};
 use crate::ptrace::state::{Process, Thread};
 use crate::ptrace::tracee::Tracee;
 use crate::ptrace::tracer::{Mode, Tracer};
-use crate::trace::format::Record;
+use crate::trace::format::SnapshotReason;
 
 const PID: i32 = 100;
 const CODE: u64 = 0x40_0000;
@@ -34,26 +35,47 @@ const STACK_LENGTH: usize = 0x1_0000;
 const ENDBR64: [u8; 4] = [0xf3, 0x0f, 0x1e, 0xfa];
 const PUSH_R12: [u8; 2] = [0x41, 0x54];
 
-/// A sink whose records the test reads back with `sent`.
-fn sink() -> (RecordSink, Receiver<Message>) {
-    let (sender, receiver) = crossbeam_channel::unbounded();
-    let copies = Arc::new(CopiesInFlight::default());
-    (RecordSink::new(sender, Instant::now(), copies), receiver)
+/// Residency sampling is not under test here: requests go nowhere, snapshots find nothing.
+struct NoResidency;
+
+impl Residency for NoResidency {
+    fn request_all(&self, _reason: SnapshotReason) {}
+
+    fn snapshot_now(&self, _pid: i32, _reason: SnapshotReason) -> Option<EventKind> {
+        None
+    }
 }
 
-/// What the tracer sent so far, in order.
-fn sent(receiver: &Receiver<Message>) -> Vec<Record> {
-    receiver.try_iter().map(|message| message.record).collect()
+/// A sink whose events the test reads back with `sent` or `sent_events`.
+fn sink() -> (EventSink, Receiver<Event>) {
+    let (sender, receiver) = crossbeam_channel::unbounded();
+    let copies = Arc::new(CopiesInFlight::default());
+    let windows = Arc::new(CopyWindows::default());
+    let sink = EventSink::new(sender, monotonic_ns(), copies, windows);
+    (sink, receiver)
+}
+
+/// What the tracer sent so far, in order, with the time each was stamped.
+fn sent_events(receiver: &Receiver<Event>) -> Vec<Event> {
+    receiver.try_iter().collect()
+}
+
+/// What the tracer sent so far, in order: (pid, tid, what happened).
+fn sent(receiver: &Receiver<Event>) -> Vec<(u32, u32, EventKind)> {
+    sent_events(receiver)
+        .into_iter()
+        .map(|event| (event.pid, event.tid, event.kind))
+        .collect()
 }
 
 /// A tracer supervising process `PID` (one thread) with a scratch page mapped, over `fake`.
-fn tracer<'a>(sink: &'a RecordSink, fake: &FakeTracee) -> Tracer<'a> {
+fn tracer<'a>(sink: &'a EventSink, fake: &FakeTracee) -> Tracer<'a> {
     fake.map(CODE, 0x1000);
     fake.map(SCRATCH, 0x1000);
     fake.map(STACK, STACK_LENGTH);
     let mut tracee = fake.clone();
     let memory = tracee.open_memory(PID);
-    let mut tracer = Tracer::with_tracee(Mode::Run, PID, sink, Box::new(tracee));
+    let mut tracer = Tracer::with_tracee(Mode::Run, PID, sink, &NoResidency, Box::new(tracee));
     tracer.set_stack_mode(StackMode::Caller);
     let mut process = Process::new(PID, true, StepOverPolicy::Auto, memory);
     process.scratch = Some(ScratchPage::at(SCRATCH));

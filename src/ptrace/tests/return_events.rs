@@ -1,68 +1,67 @@
-//! The record of a probed call, from the arguments saved at its entry and its result, per
+//! The event of a probed call, from the arguments saved at its entry and its result, per
 //! function ABI.
 
 use crate::breakpoints::returns::PendingReturn;
 use crate::breakpoints::table::ProbeKind;
-use crate::ptrace::hits::return_record;
+use crate::events::{EventKind, RawStack};
+use crate::ptrace::hits::return_event;
 use crate::ptrace::memory::SliceMemory;
-use crate::trace::format::{AllocFunction, MapCall, Record};
-use crate::trace::stacks::EMPTY_STACK;
+use crate::trace::format::{AllocFunction, MapCall};
 
-const TIME: u64 = 7;
 /// posix_memalign's out-pointer: memory there holds the block's address.
 const OUT_POINTER: u64 = 0x9000;
 const ENOMEM: i64 = -(libc::ENOMEM as i64);
+const RETURN: u64 = 0x4000;
+/// The stack taken at the entry, which the event carries unchanged.
+const STACK: RawStack = RawStack::Caller(RETURN);
 
-fn record_of(kind: ProbeKind, args: [u64; 3], result: u64) -> Record {
-    let entry = PendingReturn {
+fn pending(kind: ProbeKind, args: [u64; 3], stack: Option<RawStack>) -> PendingReturn {
+    PendingReturn {
         slot: 0x7000,
-        original_return: 0x4000,
+        original_return: RETURN,
         kind,
         args: [args[0], args[1], args[2], 0, 0, 0],
-        time_ns: TIME,
-        stack: None,
-    };
-    let memory = SliceMemory {
-        base: OUT_POINTER,
-        bytes: 0xabc0u64.to_le_bytes().to_vec(),
-    };
-    return_record(1, 2, &entry, result, &memory).expect("a record")
-}
-
-fn alloc(function: AllocFunction, address: u64, size: u64) -> Record {
-    Record::Alloc {
-        time_ns: TIME,
-        pid: 1,
-        tid: 2,
-        function,
-        address,
-        size,
-        stack: EMPTY_STACK,
+        stack,
     }
 }
 
-fn realloc(function: AllocFunction, old_address: u64, new_address: u64, size: u64) -> Record {
-    Record::Realloc {
-        time_ns: TIME,
-        pid: 1,
-        tid: 2,
+fn out_pointer_memory() -> SliceMemory {
+    SliceMemory {
+        base: OUT_POINTER,
+        bytes: 0xabc0u64.to_le_bytes().to_vec(),
+    }
+}
+
+fn event_of(kind: ProbeKind, args: [u64; 3], result: u64) -> EventKind {
+    let entry = pending(kind, args, Some(STACK));
+    return_event(entry, result, &out_pointer_memory()).expect("an event")
+}
+
+fn alloc(function: AllocFunction, address: u64, size: u64) -> EventKind {
+    EventKind::Alloc {
+        function,
+        address,
+        size,
+        stack: STACK,
+    }
+}
+
+fn realloc(function: AllocFunction, old_address: u64, new_address: u64, size: u64) -> EventKind {
+    EventKind::Realloc {
         function,
         old_address,
         new_address,
         size,
-        stack: EMPTY_STACK,
+        stack: STACK,
     }
 }
 
-fn mapping(call: MapCall, args: [u64; 3], result: i64) -> Record {
-    Record::Mapping {
-        time_ns: TIME,
-        pid: 1,
-        tid: 2,
+fn mapping(call: MapCall, args: [u64; 3], result: i64) -> EventKind {
+    EventKind::Mapping {
         call,
         args: [args[0], args[1], args[2], 0, 0, 0],
         result,
-        stack: EMPTY_STACK,
+        stack: STACK,
     }
 }
 
@@ -102,18 +101,18 @@ fn allocators_record_the_size_from_their_own_arguments() {
         ),
     ];
     for (function, args, result, expected) in cases {
-        let record = record_of(ProbeKind::Alloc(function), args, result);
-        assert_eq!(record, expected, "{function:?} {args:?}");
+        let event = event_of(ProbeKind::Alloc(function), args, result);
+        assert_eq!(event, expected, "{function:?} {args:?}");
     }
 }
 
 #[test]
 fn posix_memalign_reads_the_block_only_when_it_succeeded() {
     let kind = ProbeKind::Alloc(AllocFunction::PosixMemalign);
-    let succeeded = record_of(kind, [OUT_POINTER, 64, 512], 0);
+    let succeeded = event_of(kind, [OUT_POINTER, 64, 512], 0);
     assert_eq!(succeeded, alloc(AllocFunction::PosixMemalign, 0xabc0, 512));
     // Unreadable out-pointer: a failed call is recorded without reading it.
-    let failed = record_of(kind, [0x1, 64, 512], libc::ENOMEM as u64);
+    let failed = event_of(kind, [0x1, 64, 512], libc::ENOMEM as u64);
     assert_eq!(failed, alloc(AllocFunction::PosixMemalign, 0, 512));
 }
 
@@ -131,28 +130,32 @@ fn mapping_wrappers_record_the_system_call_s_result_not_libc_s() {
         (Brk, [0x60_0000, 0, 0], failed, ENOMEM),
     ];
     for (call, args, result, expected) in cases {
-        let record = record_of(ProbeKind::Map(call), args, result);
-        assert_eq!(
-            record,
-            mapping(call, args, expected),
-            "{call:?} {result:#x}"
-        );
+        let event = event_of(ProbeKind::Map(call), args, result);
+        assert_eq!(event, mapping(call, args, expected), "{call:?} {result:#x}");
     }
 }
 
 #[test]
-fn probes_that_record_nothing_at_return_are_an_error() {
-    let entry = PendingReturn {
-        slot: 0x7000,
-        original_return: 0x4000,
-        kind: ProbeKind::Alloc(AllocFunction::Free),
-        args: [0; 6],
-        time_ns: TIME,
-        stack: None,
+fn a_call_with_no_stack_taken_at_its_entry_carries_an_empty_walk() {
+    let entry = pending(ProbeKind::Alloc(AllocFunction::Malloc), [24, 0, 0], None);
+    let event = return_event(entry, 0x1000, &out_pointer_memory()).expect("an event");
+    let expected = EventKind::Alloc {
+        function: AllocFunction::Malloc,
+        address: 0x1000,
+        size: 24,
+        stack: RawStack::Frames(Vec::new()),
     };
+    assert_eq!(event, expected);
+}
+
+#[test]
+fn probes_that_record_nothing_at_return_are_an_error() {
     let memory = SliceMemory {
         base: 0,
         bytes: Vec::new(),
     };
-    assert!(return_record(1, 2, &entry, 0, &memory).is_err());
+    for kind in [ProbeKind::Alloc(AllocFunction::Free), ProbeKind::Rendezvous] {
+        let entry = pending(kind, [0, 0, 0], None);
+        assert!(return_event(entry, 0, &memory).is_err(), "{kind:?}");
+    }
 }
