@@ -22,9 +22,9 @@ use indicatif::MultiProgress;
 
 use crate::events::heap::{heap_event, LiveHeap};
 use crate::events::{CopiesInFlight, CopyWindows, Event, EventKind, RawStack, Watched};
+use crate::module::ModuleStore;
 use crate::trace::format::{Record, SnapshotReason, StartCause, UnwindCosts};
 use crate::trace::stacks::{StackId, StackNode, EMPTY_STACK};
-use crate::module::ModuleStore;
 use requested_peaks::RequestedPeaks;
 use stacks::{Image, StackWalk};
 use symbolize::ImageSymbolizer;

@@ -7,9 +7,9 @@ use std::time::Instant;
 
 use super::symbolize::SignalFrames;
 use crate::events::{CopyWindows, RawStack, StackCopy};
+use crate::module::ModuleStore;
 use crate::trace::format::{UnwindCosts, TRUNCATED_FRAME};
 use crate::trace::stacks::{StackId, StackInterner, StackNode};
-use crate::module::ModuleStore;
 use crate::unwind::{Stack, Unwinder};
 
 /// A module of a process image: (path, start, end, bias).

@@ -75,7 +75,14 @@ fn tracer<'a>(sink: &'a EventSink, fake: &FakeTracee) -> Tracer<'a> {
     fake.map(STACK, STACK_LENGTH);
     let mut tracee = fake.clone();
     let memory = tracee.open_memory(PID);
-    let mut tracer = Tracer::with_tracee(Mode::Run, PID, sink, &NoResidency, Box::new(tracee));
+    let mut tracer = Tracer::with_tracee(
+        Mode::Run,
+        PID,
+        sink,
+        &NoResidency,
+        Arc::default(),
+        Box::new(tracee),
+    );
     tracer.set_stack_mode(StackMode::Caller);
     let mut process = Process::new(PID, true, StepOverPolicy::Auto, memory);
     process.scratch = Some(ScratchPage::at(SCRATCH));
