@@ -211,8 +211,19 @@ fn own_smaps_agree_with_own_rollup() {
     let pid = std::process::id() as i32;
     // Touch some memory of our own so that the numbers are not all tiny.
     let touched = std::hint::black_box(vec![1u8; 8 << 20]);
-    let entries = read_smaps(pid).unwrap();
-    let rollup = read_smaps_rollup(pid).unwrap();
+    // The reads are not atomic and other test threads allocate meanwhile: take a rollup
+    // between two smaps reads that agree, so that nothing moved while it was read.
+    let total_rss = |entries: &[SmapsEntry]| entries.iter().map(|e| e.residency.rss).sum::<u64>();
+    let (entries, rollup) = (0..50)
+        .map(|_| {
+            let before = read_smaps(pid).unwrap();
+            let rollup = read_smaps_rollup(pid).unwrap();
+            let after = read_smaps(pid).unwrap();
+            (total_rss(&before) == total_rss(&after), after, rollup)
+        })
+        .find(|(quiet, _, _)| *quiet)
+        .map(|(_, entries, rollup)| (entries, rollup))
+        .expect("a quiet moment in 50 tries");
     assert!(entries.len() > 10);
     assert!(entries
         .iter()
@@ -228,7 +239,6 @@ fn own_smaps_agree_with_own_rollup() {
         );
         assert!(r.anonymous <= r.rss, "{entry:?}");
     }
-    // The two reads are not atomic and the other test threads allocate meanwhile.
     let slack = 2048 << 10;
     let rss: u64 = entries.iter().map(|e| e.residency.rss).sum();
     let pss: u64 = entries.iter().map(|e| e.residency.pss).sum();

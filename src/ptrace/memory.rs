@@ -130,7 +130,9 @@ impl ProcessMemory {
     }
 
     fn memory_error(&self, address: u64, source: Errno) -> Error {
-        if source == Errno::ESRCH {
+        // A process killed meanwhile answers ESRCH, or EIO once its address space is
+        // released: either way it is gone, not a failure of memsup.
+        if source == Errno::ESRCH || !has_address_space(self.pid.as_raw()) {
             Error::ProcessGone(self.pid.as_raw())
         } else {
             Error::Memory {
@@ -140,6 +142,13 @@ impl ProcessMemory {
             }
         }
     }
+}
+
+/// Whether process `pid` still has its memory: false once it is gone, a zombie, or exiting
+/// past the release of its address space (its status then has no `VmSize`).
+fn has_address_space(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .is_ok_and(|status| status.lines().any(|line| line.starts_with("VmSize:")))
 }
 
 impl TraceeMemory for ProcessMemory {
@@ -195,5 +204,32 @@ impl RemoteMemory for ProcessMemory {
             Ok(_) => Err(self.memory_error(address, Errno::EFAULT)),
             Err(errno) => Err(self.memory_error(address, errno)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_zombie_or_reaped_process_has_no_address_space() {
+        assert!(has_address_space(std::process::id() as i32));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id() as i32;
+        // Until it is reaped the child is a zombie: its memory is already released.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while has_address_space(pid) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(!has_address_space(pid));
+        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        assert!(zombie.contains(") Z "), "{zombie}");
+        child.wait().unwrap();
+        assert!(!has_address_space(pid));
+        let error = ProcessMemory::new(Pid::from_raw(pid)).memory_error(0x1000, Errno::EIO);
+        assert!(
+            matches!(error, Error::ProcessGone(p) if p == pid),
+            "{error:?}"
+        );
     }
 }
