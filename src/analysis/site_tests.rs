@@ -32,7 +32,7 @@ const MMAP_STACK: [u64; 5] = [MMAP, SYSMALLOC, MALLOC, BUILD_INDEX, MAIN];
 const BRK_STACK: [u64; 5] = [BRK, SYSMALLOC, MALLOC, BUILD_INDEX, MAIN];
 const TRUNCATED_STACK: [u64; 2] = [BUILD_INDEX, TRUNCATED_FRAME];
 
-/// Builds the records of one process: stack nodes interned as the collector does.
+/// Builds the records of one process: stack nodes interned as the interpret stage does.
 struct Script {
     pid: u32,
     interner: crate::trace::stacks::StackInterner,

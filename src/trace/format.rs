@@ -341,12 +341,12 @@ pub enum Record {
         address: u64,
     },
     /// What capturing and unwinding stacks cost over the whole recording, written by the
-    /// collector just before `End`.
+    /// interpret stage just before `End`.
     UnwindCosts(UnwindCosts),
     /// The memory counters of /proc/PID/status at `time_ns` (bytes), sampled without ptrace
-    /// at the fixed `--interval`. Samples reach the writer directly, not through the
-    /// collector: in the file they may precede tracer records of earlier times (order by
-    /// `time_ns`).
+    /// at the fixed `--interval`. From format version 3 a process's records, samples
+    /// included, are in time order; in version 2 samples may precede tracer records of
+    /// earlier times (order by `time_ns`).
     StatusSample {
         time_ns: u64,
         pid: u32,
@@ -488,7 +488,7 @@ pub struct UnwindCosts {
     pub truncated: u64,
     /// Bytes of stack copied at the stops.
     pub copied_bytes: u64,
-    /// Time spent walking copies, in the collector.
+    /// Time spent walking copies, in the interpret stage.
     pub unwind_ns: u64,
     /// Time spent symbolising addresses at the ends of images.
     pub symbolize_ns: u64,
