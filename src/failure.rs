@@ -65,3 +65,11 @@ pub fn install_panic_hook() {
 pub fn panic_description() -> Option<String> {
     FIRST_PANIC.lock().ok().and_then(|first| first.clone())
 }
+
+/// Locks `mutex` even when a panic elsewhere poisoned it: one failed thread must not stop
+/// the rest from winding down and writing the profile.
+pub fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}

@@ -5,7 +5,6 @@ mod frames;
 mod heap;
 mod local_peak;
 mod mappings;
-mod record_fields;
 mod replay;
 mod residency;
 mod site_metrics;

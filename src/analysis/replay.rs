@@ -8,7 +8,7 @@ use super::components::{self, ClosedImage, ImageSamples, ImageTracker, Images, S
 use super::frames::AddressSymbol;
 use super::heap::HeapState;
 use super::mappings::MappingCall;
-use super::record_fields::record_time;
+
 use super::sites::{heap_sites, mapping_sites, ImageStacks};
 use super::{ImageExit, ProcessAnalysis, Settings};
 use crate::events::heap::heap_event;
@@ -77,7 +77,7 @@ impl Replay {
     }
 
     pub fn apply(&mut self, record: Record) {
-        if let Some(time_ns) = record_time(&record) {
+        if let Some(time_ns) = record.time_ns() {
             self.last_time_ns = self.last_time_ns.max(time_ns);
         }
         let Some(record) = self.samples.hold(record) else {

@@ -2,8 +2,9 @@
 //! frames. A source that copies stacks learns through `CopyWindows` when a copy was too short.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
+use crate::failure::lock;
 use crate::unwind::StackSnapshot;
 
 /// How the interpret stage learns the stack of an event.
@@ -71,12 +72,6 @@ impl CopyWindows {
             grow(tid, length);
         }
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

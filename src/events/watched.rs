@@ -4,8 +4,9 @@
 //! highs of live requested bytes; memsup's SIGUSR1 asks for a snapshot of every process.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
+use crate::failure::lock;
 use crate::trace::format::SnapshotReason;
 
 #[derive(Debug, Default)]
@@ -105,13 +106,6 @@ impl Watched {
             lock(&self.requests).peaks.entry(pid).or_insert(bytes);
         }
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic elsewhere must not stop the recording from being written.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

@@ -21,9 +21,10 @@ pub use file::{FileIdentity, ModuleFile};
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
+use crate::failure::lock;
 use crate::symbols::debug_files::DebugFileLocator;
 
 /// Set to print, when a recording ends, how often each module file was read.
@@ -136,13 +137,6 @@ fn read(path: &str) -> Result<(FileIdentity, Arc<[u8]>)> {
     let buffer = Arc::get_mut(&mut bytes).expect("not shared yet");
     file.read_exact(buffer).map_err(io_error)?;
     Ok((FileIdentity::of(&metadata), bytes))
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic elsewhere cannot leave a slot half-updated: each update is one assignment.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

@@ -10,41 +10,12 @@ use crate::common::*;
 
 const BLOCK: u64 = 16 << 20;
 
-/// `time_ns` of a record that has one.
-fn time_of(record: &Record) -> Option<u64> {
-    match *record {
-        Record::ProcessStart { time_ns, .. }
-        | Record::Exec { time_ns, .. }
-        | Record::ThreadStart { time_ns, .. }
-        | Record::ThreadExit { time_ns, .. }
-        | Record::Module { time_ns, .. }
-        | Record::Alloc { time_ns, .. }
-        | Record::Free { time_ns, .. }
-        | Record::Realloc { time_ns, .. }
-        | Record::Mapping { time_ns, .. }
-        | Record::Warning { time_ns, .. }
-        | Record::ProcessExit { time_ns, .. }
-        | Record::End { time_ns }
-        | Record::AbandonedCall { time_ns, .. }
-        | Record::StatusSample { time_ns, .. }
-        | Record::RollupSample { time_ns, .. }
-        | Record::SmapsSnapshot { time_ns, .. }
-        | Record::ScratchPage { time_ns, .. }
-        | Record::ThreadStack { time_ns, .. } => Some(time_ns),
-        Record::Symbol { .. }
-        | Record::ImageCounters { .. }
-        | Record::StackNode { .. }
-        | Record::UnwindCosts(_)
-        | Record::SamplerCosts(_) => None,
-    }
-}
-
 /// Checks every process's timed records are in time order; returns how many samples lie
 /// between a process's first and last heap record.
 fn assert_time_order(records: &[Record], what: &str) -> usize {
     let mut last: HashMap<Option<u32>, (u64, usize)> = HashMap::new();
     for (index, record) in records.iter().enumerate() {
-        let Some(time_ns) = time_of(record) else {
+        let Some(time_ns) = record.time_ns() else {
             continue;
         };
         let previous = last.insert(record.pid(), (time_ns, index));
