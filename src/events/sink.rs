@@ -9,7 +9,8 @@ use std::time::Duration;
 use crossbeam_channel::{Sender, TrySendError};
 
 use super::stack::CopyWindows;
-use super::{Event, EventKind};
+use super::{Event, EventKind, Watched};
+use crate::trace::format::StartCause;
 
 /// A raw CLOCK_MONOTONIC reading in nanoseconds: the clock of every event, and one that code
 /// injected into a target can read too.
@@ -64,6 +65,10 @@ struct Shared {
     origin_ns: u64,
     copies: Arc<CopiesInFlight>,
     windows: Arc<CopyWindows>,
+    /// The supervised processes, for the sampler: a process joins as its start is sent and
+    /// leaves before its exit is, so it is sampled exactly while the stream says it lives,
+    /// however far behind the interpret stage runs.
+    watched: Arc<Watched>,
     /// Times the channel was full and a source had to wait (backpressure, reported).
     stalls: AtomicU64,
 }
@@ -75,6 +80,7 @@ impl EventSink {
         origin_ns: u64,
         copies: Arc<CopiesInFlight>,
         windows: Arc<CopyWindows>,
+        watched: Arc<Watched>,
     ) -> EventSink {
         EventSink {
             shared: Arc::new(Shared {
@@ -82,6 +88,7 @@ impl EventSink {
                 origin_ns,
                 copies,
                 windows,
+                watched,
                 stalls: AtomicU64::new(0),
             }),
         }
@@ -113,6 +120,13 @@ impl EventSink {
         if bytes > 0 {
             self.wait_for_room(&sender, bytes);
         }
+        let started = match kind {
+            EventKind::ProcessStart { cause, .. } => Some(cause),
+            _ => None,
+        };
+        if matches!(kind, EventKind::ProcessExit { .. }) {
+            self.shared.watched.remove(pid as i32);
+        }
         let event = Event {
             time_ns: monotonic_ns(),
             pid,
@@ -126,6 +140,11 @@ impl EventSink {
                 let _ = sender.send(event);
             }
             Err(TrySendError::Disconnected(_)) => {}
+        }
+        if let Some(cause) = started {
+            // A fork child starts as a copy of its parent: its exec, peaks or exit say more.
+            let copy = matches!(cause, StartCause::Fork | StartCause::Vfork);
+            self.shared.watched.insert(pid as i32, !copy);
         }
     }
 

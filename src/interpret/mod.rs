@@ -1,8 +1,8 @@
 //! The one stage that turns events into profile records, between the sources and the writer:
 //! unwinds each event's stack copy (the traced thread already runs on), interns the stacks of
 //! each process image in a prefix tree, symbolises every address of the tree once when the
-//! image ends (exec, exit, end of recording) so profiles report without the binaries, keeps
-//! the set of supervised processes for the sampler, and the live counters the progress line
+//! image ends (exec, exit, end of recording) so profiles report without the binaries, asks
+//! the sampler for snapshots at new highs and execs, and keeps the live counters the progress line
 //! shows. Events arrive in time order (the sink stamps them as it queues them), and no record
 //! it writes goes back in time.
 
@@ -64,6 +64,8 @@ struct Interpreter {
     stats: Arc<LiveStats>,
     windows: Arc<CopyWindows>,
     watched: Arc<Watched>,
+    /// Processes started and not yet exited in the event stream.
+    in_stream: HashSet<u32>,
     /// Processes whose start snapshot shows their first image: its exec asks for none.
     start_shows_image: HashSet<u32>,
     origin_ns: u64,
@@ -111,6 +113,7 @@ impl Interpreter {
             stats: shared.stats,
             windows: shared.windows,
             watched: shared.watched,
+            in_stream: HashSet::new(),
             start_shows_image: HashSet::new(),
             origin_ns: shared.origin_ns,
             last_time_ns: 0,
@@ -128,7 +131,7 @@ impl Interpreter {
             mut kind,
         } = event;
         // A sample is recorded only within the lifetime the profile records for its process.
-        if kind.is_sample() && !self.watched.contains(pid as i32) {
+        if kind.is_sample() && !self.in_stream.contains(&pid) {
             return;
         }
         let time_ns = self.record_time(time_ns);
@@ -183,7 +186,7 @@ impl Interpreter {
         }
     }
 
-    /// What an event changes before its record is written: images, the watched set.
+    /// What an event changes before its record is written: images, the processes alive.
     fn before(&mut self, pid: u32, kind: &EventKind) {
         match kind {
             EventKind::ProcessStart { parent_pid, cause } => {
@@ -193,12 +196,12 @@ impl Interpreter {
                 };
                 self.images.insert(pid, image);
                 self.stats.processes.fetch_add(1, Ordering::Relaxed);
-                // A fork child starts as a copy of its parent: its exec, peaks or exit say more.
+                // A launched or attached process's start snapshot shows its first image.
                 let copy = matches!(cause, StartCause::Fork | StartCause::Vfork);
                 if !copy {
                     self.start_shows_image.insert(pid);
                 }
-                self.watched.insert(pid as i32, !copy);
+                self.in_stream.insert(pid);
             }
             EventKind::Module {
                 path,
@@ -224,7 +227,7 @@ impl Interpreter {
                 self.forget_blocks(pid);
             }
             EventKind::ProcessExit { .. } => {
-                self.watched.remove(pid as i32);
+                self.in_stream.remove(&pid);
                 self.start_shows_image.remove(&pid);
                 self.symbolize(pid);
                 self.forget_blocks(pid);

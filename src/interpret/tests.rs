@@ -192,8 +192,8 @@ fn record_times_start_at_the_origin_and_never_go_back() {
     assert_eq!(times, [5, 9, 9, 12]);
 }
 
-/// The stage keeps the watched set: a process is sampled from its start to its exit, and a
-/// sample that arrives outside that lifetime is not recorded.
+/// A sample is recorded only within the lifetime the stream gives its process: one that
+/// arrives before its start or after its exit is not.
 #[test]
 fn samples_are_kept_within_the_process_lifetime() {
     let sample = |rss| {
@@ -203,12 +203,14 @@ fn samples_are_kept_within_the_process_lifetime() {
         })
     };
     let watched = Arc::new(Watched::default());
-    let events = vec![(0, sample(1)), (1, start()), (2, sample(2))];
-    let mut records = interpret(events, &watched);
-    assert!(watched.contains(PID as i32));
-    records.extend(interpret(vec![(3, exit()), (4, sample(3))], &watched));
-    assert!(!watched.contains(PID as i32));
-    let rss: Vec<u64> = records
+    let events = vec![
+        (0, sample(1)),
+        (1, start()),
+        (2, sample(2)),
+        (3, exit()),
+        (4, sample(3)),
+    ];
+    let rss: Vec<u64> = interpret(events, &watched)
         .iter()
         .filter_map(|record| match *record {
             Record::StatusSample { rss, .. } => Some(rss),
@@ -218,8 +220,8 @@ fn samples_are_kept_within_the_process_lifetime() {
     assert_eq!(rss, [2]);
 }
 
-/// A launched process's start snapshot shows its first program; each later exec asks for
-/// one of the new program.
+/// A launched process's start snapshot shows its first program (the sink asks for it as the
+/// start is sent); each later exec, in the same stage, asks for one of the new program.
 #[test]
 fn an_exec_asks_for_a_snapshot_unless_the_start_snapshot_shows_it() {
     let exec = || EventKind::Exec {
@@ -227,13 +229,91 @@ fn an_exec_asks_for_a_snapshot_unless_the_start_snapshot_shows_it() {
         argv: Vec::new(),
     };
     let watched = Arc::new(Watched::default());
+    let (sender, _receiver) = unbounded();
+    let mut stage = interpreter(sender, &watched);
+    let mut take = |time_ns, kind| {
+        stage.take(Event {
+            time_ns: ORIGIN + time_ns,
+            pid: PID,
+            tid: PID,
+            kind,
+        })
+    };
     let (mut snapshots, mut peaks) = (Vec::new(), Vec::new());
-    interpret(vec![(0, start()), (1, exec())], &watched);
+    watched.insert(PID as i32, false);
+    take(0, start());
+    take(1, exec());
     watched.take_requests(&mut snapshots, &mut peaks);
-    assert_eq!(snapshots, [(PID as i32, SnapshotReason::Start)]);
-    interpret(vec![(2, exec())], &watched);
+    assert_eq!(snapshots, []);
+    take(2, exec());
     watched.take_requests(&mut snapshots, &mut peaks);
     assert_eq!(snapshots, [(PID as i32, SnapshotReason::Exec)]);
+    take(3, exec());
+    watched.take_requests(&mut snapshots, &mut peaks);
+    assert_eq!(snapshots, [(PID as i32, SnapshotReason::Exec)]);
+}
+
+/// New highs of live requested bytes reach the sampler once per high: a realloc in place
+/// releases before it adds, a block handed out again at a live address replaces it, a
+/// failed realloc changes nothing, and an exec starts from nothing.
+#[test]
+fn requested_peaks_follow_the_heap_model() {
+    const MIB: u64 = 1 << 20;
+    let watched = Arc::new(Watched::default());
+    let (sender, _receiver) = unbounded();
+    let mut stage = interpreter(sender, &watched);
+    // As the sink does when it sends the start.
+    watched.insert(PID as i32, false);
+    let alloc = |address, size| EventKind::Alloc {
+        function: AllocFunction::Malloc,
+        address,
+        size,
+        stack: RawStack::Caller(0x401000),
+    };
+    let realloc = |old_address, new_address, size| EventKind::Realloc {
+        function: AllocFunction::Realloc,
+        old_address,
+        new_address,
+        size,
+        stack: RawStack::Caller(0x401000),
+    };
+    let mut peaks_after = |kinds: Vec<EventKind>| {
+        for kind in kinds {
+            stage.take(Event {
+                time_ns: ORIGIN,
+                pid: PID,
+                tid: PID,
+                kind,
+            });
+        }
+        let (mut snapshots, mut peaks) = (Vec::new(), Vec::new());
+        watched.take_requests(&mut snapshots, &mut peaks);
+        peaks
+    };
+    assert_eq!(
+        peaks_after(vec![start(), alloc(0xa000, MIB)]),
+        [(PID as i32, MIB)]
+    );
+    // In place: 2 MiB live, not 3.
+    assert_eq!(
+        peaks_after(vec![realloc(0xa000, 0xa000, 2 * MIB)]),
+        [(PID as i32, 2 * MIB)]
+    );
+    // The same address again without a free: the old block is gone, no new high.
+    assert_eq!(peaks_after(vec![alloc(0xa000, 2 * MIB)]), []);
+    // A failed realloc keeps the block: 3 MiB is the next high.
+    assert_eq!(
+        peaks_after(vec![realloc(0xa000, 0, 8 * MIB), alloc(0xb000, MIB)]),
+        [(PID as i32, 3 * MIB)]
+    );
+    let exec = EventKind::Exec {
+        exe: "/bin/true".into(),
+        argv: Vec::new(),
+    };
+    assert_eq!(
+        peaks_after(vec![exec, alloc(0xa000, MIB)]),
+        [(PID as i32, MIB)]
+    );
 }
 
 use crate::ptrace::capture::{INITIAL_WINDOW, MAX_WINDOW};

@@ -106,6 +106,7 @@ impl Pipeline {
             shared.origin_ns,
             Arc::clone(&shared.copies),
             Arc::clone(&shared.windows),
+            Arc::clone(&shared.watched),
         );
         let snapshots = Snapshots::new(Arc::clone(&shared.watched));
         let sampler = Sampler::spawn(Arc::clone(&shared.watched), sink.clone(), rates);

@@ -4,7 +4,13 @@ use crate::trace::format::AllocFunction;
 use crate::unwind::StackSnapshot;
 
 fn sink_over(sender: Sender<Event>, copies: &Arc<CopiesInFlight>) -> EventSink {
-    EventSink::new(sender, 0, Arc::clone(copies), Arc::default())
+    EventSink::new(
+        sender,
+        0,
+        Arc::clone(copies),
+        Arc::default(),
+        Arc::default(),
+    )
 }
 
 fn alloc_with(stack: RawStack) -> EventKind {
@@ -94,4 +100,37 @@ fn racing_sources_arrive_in_time_order() {
     }
     assert_eq!(counts, [0, EACH, EACH]);
     assert!(times.is_sorted());
+}
+
+/// A process is watched from the moment its start is sent until its exit is: a launched one
+/// with its start snapshot asked for, a fork child (a copy of its parent) without.
+#[test]
+fn the_watched_set_follows_starts_and_exits_as_they_are_sent() {
+    use crate::trace::format::{ExitKind, SnapshotReason, StartCause};
+    let (sender, receiver) = crossbeam_channel::unbounded();
+    let watched = Arc::new(Watched::default());
+    let sink = EventSink::new(
+        sender,
+        0,
+        Arc::default(),
+        Arc::default(),
+        Arc::clone(&watched),
+    );
+    let start = |cause| EventKind::ProcessStart {
+        parent_pid: None,
+        cause,
+    };
+    sink.send(7, 7, start(StartCause::Launch));
+    sink.send(8, 8, start(StartCause::Fork));
+    assert!(watched.contains(7) && watched.contains(8));
+    let (mut snapshots, mut peaks) = (Vec::new(), Vec::new());
+    watched.take_requests(&mut snapshots, &mut peaks);
+    assert_eq!(snapshots, [(7, SnapshotReason::Start)]);
+    let exit = EventKind::ProcessExit {
+        status: ExitKind::Code(0),
+        counters: Default::default(),
+    };
+    sink.send(7, 7, exit);
+    assert!(!watched.contains(7) && watched.contains(8));
+    assert_eq!(receiver.try_iter().count(), 3);
 }

@@ -51,7 +51,7 @@ fn sink() -> (EventSink, Receiver<Event>) {
     let (sender, receiver) = crossbeam_channel::unbounded();
     let copies = Arc::new(CopiesInFlight::default());
     let windows = Arc::new(CopyWindows::default());
-    let sink = EventSink::new(sender, monotonic_ns(), copies, windows);
+    let sink = EventSink::new(sender, monotonic_ns(), copies, windows, Arc::default());
     (sink, receiver)
 }
 
