@@ -5,7 +5,9 @@
 //! After bytes that are no valid block (a crc failure, a bad frame), the reader resynchronises:
 //! it scans forward for the next place where the recording's id (or another profile's magic)
 //! starts a frame whose crc holds, and goes on from there. A crc over frame and payload makes
-//! a false match there as unlikely as a damaged block passing its crc.
+//! a false match there as unlikely as a damaged block passing its crc. A frame whose length
+//! runs past the end of the file is a cut only when no such place follows it; otherwise its
+//! length was damaged, and the reader resynchronises the same way.
 
 use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom};
@@ -37,7 +39,8 @@ enum Candidate {
         recording_id: u64,
         length: u64,
     },
-    /// A frame of this recording whose payload runs past the end of the file.
+    /// A frame of this recording whose payload runs past the end of the file: a cut, or a
+    /// damaged length field.
     Cut,
     Nothing,
 }
@@ -115,7 +118,7 @@ impl BlockFinder {
                     self.offset += length;
                     return Ok(Found::Damage(self.preamble_line(recording_id, at)));
                 }
-                Candidate::Cut => return self.cut_at_end(),
+                Candidate::Cut => return self.cut_or_resynchronise(at),
                 Candidate::Nothing => return self.resynchronise(at),
             }
         }
@@ -138,29 +141,51 @@ impl BlockFinder {
         format!("damaged: another recording appended at byte {at}")
     }
 
+    /// A frame of this recording whose payload runs past the end: the file was cut inside its
+    /// last block, unless a valid block or preamble lies further on; then the frame's length
+    /// was damaged, and the bytes up to there are skipped as after a crc failure.
+    fn cut_or_resynchronise(&mut self, at: u64) -> std::io::Result<Found> {
+        match self.next_start(at + 1)? {
+            Some(start) => Ok(self.skip_to(at, start)),
+            None => self.cut_at_end(),
+        }
+    }
+
     /// Skips to the next place a block or preamble starts and reports the bytes skipped.
     fn resynchronise(&mut self, from: u64) -> std::io::Result<Found> {
         if self.length - from < FRAME_BYTES as u64 {
             return self.cut_at_end();
         }
-        let mut position = from + 1;
-        while let Some(start) = self.next_marker(position)? {
-            if !matches!(
-                self.candidate(start, false)?,
-                Candidate::Nothing | Candidate::Cut
-            ) {
-                self.offset = start;
-                return Ok(Found::Damage(format!(
-                    "damaged: bytes {from} to {start} are no block of this recording; skipped"
-                )));
-            }
-            position = start + 1;
+        if let Some(start) = self.next_start(from + 1)? {
+            return Ok(self.skip_to(from, start));
         }
         self.offset = self.length;
         Ok(Found::Damage(format!(
             "damaged: bytes {from} to the end ({}) are no block of this recording; skipped",
             self.length
         )))
+    }
+
+    fn skip_to(&mut self, from: u64, start: u64) -> Found {
+        self.offset = start;
+        Found::Damage(format!(
+            "damaged: bytes {from} to {start} are no block of this recording; skipped"
+        ))
+    }
+
+    /// The first offset at or after `position` where a whole block (crc checked) of this or a
+    /// known other recording, or a whole preamble, starts.
+    fn next_start(&mut self, mut position: u64) -> std::io::Result<Option<u64>> {
+        while let Some(start) = self.next_marker(position)? {
+            if !matches!(
+                self.candidate(start, false)?,
+                Candidate::Nothing | Candidate::Cut
+            ) {
+                return Ok(Some(start));
+            }
+            position = start + 1;
+        }
+        Ok(None)
     }
 
     /// The first offset at or after `from` where this recording's id, a known other

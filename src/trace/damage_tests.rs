@@ -208,6 +208,74 @@ fn a_corrupt_block_is_skipped_and_reading_resumes_after_it() {
 }
 
 #[test]
+fn a_middle_block_whose_length_runs_past_the_end_is_skipped_not_a_cut() {
+    let directory = tempfile::tempdir().unwrap();
+    let written = Written::new(directory.path(), "a.msup", 4);
+    let mut bytes = written.bytes.clone();
+    let second = written.block_starts[1];
+    // The payload length's third byte: the block now claims 1 MiB more than the file holds.
+    bytes[second + 18] ^= 0x10;
+    let profile = read_bytes(directory.path(), &bytes).unwrap();
+    assert_eq!(profile.records, records_of(&[0, 2, 3], 4));
+    assert_eq!(
+        profile.damage,
+        [
+            format!(
+                "damaged: bytes {second} to {} are no block of this recording; skipped",
+                written.block_starts[2]
+            ),
+            "damaged: block 1 missing".to_string(),
+        ]
+    );
+    assert!(!profile.truncated);
+}
+
+#[test]
+fn the_last_block_whose_length_runs_past_the_end_is_a_cut() {
+    let directory = tempfile::tempdir().unwrap();
+    let written = Written::new(directory.path(), "a.msup", 4);
+    let mut bytes = written.bytes.clone();
+    bytes[written.block_starts[3] + 18] ^= 0x10;
+    let profile = read_bytes(directory.path(), &bytes).unwrap();
+    assert_eq!(profile.records, records_of(&[0, 1, 2], 4));
+    assert!(profile.damage.is_empty(), "{:?}", profile.damage);
+    assert!(profile.truncated);
+}
+
+/// Block `index` of `written` renumbered `sequence`, with a crc that holds.
+fn renumbered_block(written: &Written, index: usize, sequence: u64) -> Vec<u8> {
+    let block = written.block(index);
+    let frame = Frame::parse(block[..FRAME_BYTES].try_into().unwrap());
+    let payload = &block[FRAME_BYTES..];
+    let renumbered = Frame::new(
+        written.recording_id,
+        sequence,
+        payload,
+        frame.inflated_length,
+        frame.records,
+    );
+    let mut bytes = renumbered.encode().to_vec();
+    bytes.extend_from_slice(payload);
+    bytes
+}
+
+#[test]
+fn a_block_numbered_last_of_all_is_used_once() {
+    let directory = tempfile::tempdir().unwrap();
+    let written = Written::new(directory.path(), "a.msup", 4);
+    let mut bytes = written.with_blocks(&[0]);
+    for _ in 0..3 {
+        bytes.extend_from_slice(&renumbered_block(&written, 1, u64::MAX));
+    }
+    let profile = read_bytes(directory.path(), &bytes).unwrap();
+    assert_eq!(profile.records, records_of(&[0, 1], 4));
+    let repeated = format!("damaged: block {} repeated", u64::MAX);
+    let missing = format!("damaged: blocks 1 to {} missing", u64::MAX - 1);
+    assert_eq!(profile.damage, [repeated.as_str(), &repeated, &missing]);
+    assert!(profile.truncated, "no End record");
+}
+
+#[test]
 fn every_bit_flip_in_the_preamble_is_a_one_line_error() {
     let directory = tempfile::tempdir().unwrap();
     let written = Written::new(directory.path(), "a.msup", 1);

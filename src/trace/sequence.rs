@@ -6,6 +6,8 @@
 //! the file, is reported missing; a block that fills an open gap is used and reported out of
 //! order; one seen before is reported repeated and skipped. Memory stays bounded: at most
 //! `MAX_OPEN_GAPS` gaps are watched, and `MAX_CLOSED_GAPS` remembered after being reported.
+//! Past that, only the span of the gaps forgotten is kept: a block behind the others inside
+//! it may be repeated or late, and is skipped with a line that says so.
 
 /// Later blocks after which a gap is reported missing.
 const REORDER_WINDOW: u32 = 8;
@@ -23,25 +25,30 @@ struct Gap {
 
 #[derive(Debug, Default)]
 pub struct SequenceCheck {
-    next: u64,
+    /// One past the highest block number used; wider than a block number so that a block
+    /// numbered `u64::MAX` leaves no number after it to be used again.
+    next: u128,
     open: Vec<Gap>,
     /// Gaps already reported missing.
     closed: Vec<(u64, u64)>,
+    /// The lowest start and highest end of the gaps reported missing but not remembered.
+    forgotten: Option<(u64, u64)>,
 }
 
 impl SequenceCheck {
     /// Whether to use block `sequence`, and the damage lines it brings out.
     pub fn accept(&mut self, sequence: u64) -> (bool, Vec<String>) {
         let mut lines = Vec::new();
-        if sequence >= self.next {
-            if sequence > self.next {
+        if u128::from(sequence) >= self.next {
+            if u128::from(sequence) > self.next {
                 self.open.push(Gap {
-                    start: self.next,
+                    // Below `sequence`, so within a block number.
+                    start: self.next as u64,
                     end: sequence,
                     age: 0,
                 });
             }
-            self.next = sequence.saturating_add(1);
+            self.next = u128::from(sequence) + 1;
             self.age_gaps(&mut lines);
             return (true, lines);
         }
@@ -51,7 +58,8 @@ impl SequenceCheck {
             .position(|gap| gap.start <= sequence && sequence < gap.end)
         {
             let gap = self.open.remove(index);
-            for part in [(gap.start, sequence), (sequence + 1, gap.end)] {
+            // The later part first, so that the earlier one ends up before it.
+            for part in [(sequence + 1, gap.end), (gap.start, sequence)] {
                 if part.0 < part.1 {
                     self.open.insert(
                         index,
@@ -81,6 +89,16 @@ impl SequenceCheck {
                 "damaged: block {sequence} out of order, after it was reported missing"
             ));
             return (true, lines);
+        }
+        if self
+            .forgotten
+            .is_some_and(|(start, end)| start <= sequence && sequence < end)
+        {
+            lines.push(format!(
+                "damaged: block {sequence} repeated, or late from a gap past the \
+                 {MAX_CLOSED_GAPS} remembered; skipped"
+            ));
+            return (false, lines);
         }
         lines.push(format!("damaged: block {sequence} repeated"));
         (false, lines)
@@ -116,7 +134,12 @@ impl SequenceCheck {
         });
         if self.closed.len() < MAX_CLOSED_GAPS {
             self.closed.push((gap.start, gap.end));
+            return;
         }
+        self.forgotten = Some(match self.forgotten {
+            Some((start, end)) => (start.min(gap.start), end.max(gap.end)),
+            None => (gap.start, gap.end),
+        });
     }
 }
 
@@ -188,5 +211,61 @@ mod tests {
                 format!("damaged: blocks 2 to {} missing", u64::MAX - 2).as_str()
             ]
         );
+    }
+
+    #[test]
+    fn the_last_block_number_is_used_once() {
+        let (used, lines) = run(&[0, u64::MAX, u64::MAX, u64::MAX]);
+        assert_eq!(used, [true, true, false, false]);
+        let repeated = format!("damaged: block {} repeated", u64::MAX);
+        let missing = format!("damaged: blocks 1 to {} missing", u64::MAX - 1);
+        assert_eq!(lines, [repeated.as_str(), &repeated, &missing]);
+    }
+
+    #[test]
+    fn a_block_filling_the_middle_of_a_gap_leaves_both_parts_in_order() {
+        let (used, lines) = run(&[0, 5, 2]);
+        assert_eq!(used, [true; 3]);
+        assert_eq!(
+            lines,
+            [
+                "damaged: block 2 out of order",
+                "damaged: block 1 missing",
+                "damaged: blocks 3 to 4 missing",
+            ]
+        );
+    }
+
+    /// Every other block of 0..=2200 dropped: 1,100 gaps, the last 8 still open at the end;
+    /// the first 1,024 reported are remembered (1, 3 ... 2047), the rest (2049 ... 2183) not.
+    #[test]
+    fn past_the_remembered_gaps_a_block_behind_is_not_called_only_repeated() {
+        let mut sequences: Vec<u64> = (0..=2200).step_by(2).collect();
+        sequences.extend([1, 100, 2101, 2100, 2199]);
+        let (used, lines) = run(&sequences);
+        let late = &used[used.len() - 5..];
+        assert_eq!(late, [true, false, false, false, true]);
+        assert!(used[..used.len() - 5].iter().all(|&usable| usable));
+        let mut expected: Vec<String> = (1..2184)
+            .step_by(2)
+            .map(|block| format!("damaged: block {block} missing"))
+            .collect();
+        expected.extend([
+            "damaged: block 1 out of order, after it was reported missing".to_string(),
+            "damaged: block 100 repeated".to_string(),
+        ]);
+        for block in [2101, 2100] {
+            expected.push(format!(
+                "damaged: block {block} repeated, or late from a gap past the 1024 \
+                 remembered; skipped"
+            ));
+        }
+        expected.push("damaged: block 2199 out of order".to_string());
+        expected.extend(
+            (2185..2199)
+                .step_by(2)
+                .map(|block| format!("damaged: block {block} missing")),
+        );
+        assert_eq!(lines, expected);
     }
 }
