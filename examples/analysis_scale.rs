@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use memsup::analysis::{analyze_records, Settings};
+use memsup::analysis::{analyze_records, SampleOrder, Settings};
 use memsup::trace::format::{
     AllocFunction, ExitKind, Header, ProbeCounters, Record, RecordMode, StartCause,
 };
@@ -36,7 +36,8 @@ fn main() {
     };
     let started = Instant::now();
     let path = Path::new("synthetic.msp");
-    let analysis = analyze_records(&header, churn(events), path, &Settings::default());
+    let order = SampleOrder::InTimeOrder;
+    let analysis = analyze_records(&header, churn(events), order, path, &Settings::default());
     let seconds = started.elapsed().as_secs_f64();
     let cpu_seconds = cpu_seconds();
     let image = &analysis.processes[0];

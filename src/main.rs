@@ -153,7 +153,9 @@ fn require_input(profile: &std::path::Path) -> Result<()> {
 fn analyze_file(path: &Path, settings: &analysis::Settings) -> Result<analysis::Analysis> {
     let mut reader = ProfileReader::open(path)?;
     let header = reader.header().clone();
-    let mut analysis = analysis::analyze_records(&header, reader.by_ref(), path, settings);
+    let order = analysis::SampleOrder::of_version(reader.version());
+    let records = reader.by_ref();
+    let mut analysis = analysis::analyze_records(&header, records, order, path, settings);
     let status = reader.status();
     analysis.profile.truncated = status.truncated;
     analysis.profile.damage = status.damage.to_vec();

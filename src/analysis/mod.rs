@@ -280,26 +280,52 @@ pub struct Settings {
     pub components: ComponentRules,
 }
 
-/// Replays the records of `profile`, read from `path`, with `settings`.
+/// Where a profile's residency samples (status, rollup, smaps snapshots) lie among its other
+/// records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SampleOrder {
+    /// Written apart from the tracer's records (format version 2): a sample may come before
+    /// tracer records of earlier times, so it is held until a tracer record passes its time.
+    Apart,
+    /// In time order with each process's other records (format version 3): each sample is
+    /// counted as it is read.
+    InTimeOrder,
+}
+
+impl SampleOrder {
+    /// How a profile of format `version` orders its samples.
+    pub fn of_version(version: u32) -> Self {
+        if version >= 3 {
+            SampleOrder::InTimeOrder
+        } else {
+            SampleOrder::Apart
+        }
+    }
+}
+
+/// Replays the records of `profile`, read from `path`, with `settings`. The samples are held
+/// until their time is reached, as version 2 needs; version 3 gives the same analysis so.
 pub fn analyze_configured(profile: &Profile, path: &Path, settings: &Settings) -> Analysis {
     let records = profile.records.iter().cloned();
-    let mut analysis = analyze_records(&profile.header, records, path, settings);
+    let header = &profile.header;
+    let mut analysis = analyze_records(header, records, SampleOrder::Apart, path, settings);
     analysis.profile.truncated = profile.truncated;
     analysis.profile.damage = profile.damage.clone();
     analysis
 }
 
-/// Replays `records`, in file order, of the profile at `path` with `header`. Memory grows
-/// with the live state (blocks, stacks, sites, images), not with the number of records.
-/// `profile.truncated` says whether the records ended without an `End` record; a reader
-/// that saw a block cut short marks it too.
+/// Replays `records`, in file order, of the profile at `path` with `header`, its samples
+/// placed as `order` says. Memory grows with the live state (blocks, stacks, sites, images),
+/// not with the number of records. `profile.truncated` says whether the records ended
+/// without an `End` record; a reader that saw a block cut short marks it too.
 pub fn analyze_records(
     header: &Header,
     records: impl IntoIterator<Item = Record>,
+    order: SampleOrder,
     path: &Path,
     settings: &Settings,
 ) -> Analysis {
-    let mut replay = replay::Replay::new(header.mode);
+    let mut replay = replay::Replay::new(header.mode, order);
     let mut unwind_costs = None;
     let mut sampler_costs = None;
     let mut ended = false;

@@ -10,7 +10,7 @@ use super::heap::HeapState;
 use super::mappings::MappingCall;
 
 use super::sites::{heap_sites, mapping_sites, ImageStacks};
-use super::{ImageExit, ProcessAnalysis, Settings};
+use super::{ImageExit, ProcessAnalysis, SampleOrder, Settings};
 use crate::events::heap::heap_event;
 use crate::events::heap::{ExecEffect, ImageLifecycle, IntegerMap, LiveHeap};
 use crate::trace::format::{
@@ -45,6 +45,7 @@ struct ClosedSpan {
 
 pub(super) struct Replay {
     mode: RecordMode,
+    order: SampleOrder,
     processes: Vec<ProcessAnalysis>,
     open: IntegerMap<u32, OpenImage>,
     /// The stacks of ended images, by position in `processes`.
@@ -62,9 +63,10 @@ pub(super) struct Replay {
 }
 
 impl Replay {
-    pub fn new(mode: RecordMode) -> Self {
+    pub fn new(mode: RecordMode, order: SampleOrder) -> Self {
         Replay {
             mode,
+            order,
             processes: Vec::new(),
             open: IntegerMap::default(),
             closed: HashMap::new(),
@@ -77,12 +79,21 @@ impl Replay {
     }
 
     pub fn apply(&mut self, record: Record) {
-        if let Some(time_ns) = record.time_ns() {
+        let time_ns = record.time_ns();
+        if let Some(time_ns) = time_ns {
             self.last_time_ns = self.last_time_ns.max(time_ns);
         }
         let Some(record) = self.samples.hold(record) else {
+            // In time order, the sample is due now: nothing that comes later is earlier.
+            if let (SampleOrder::InTimeOrder, Some(time_ns)) = (self.order, time_ns) {
+                self.release_held(time_ns.saturating_add(1));
+            }
             return;
         };
+        if let Some(time_ns) = time_ns {
+            // Every tracer record earlier than this one, of every PID, has been read.
+            self.release_held(time_ns);
+        }
         match &record {
             Record::ProcessStart {
                 time_ns,
@@ -173,6 +184,12 @@ impl Replay {
             | Record::SmapsSnapshot { .. }
             | Record::End { .. } => {}
         }
+    }
+
+    /// How many samples and snapshots wait for the replay to reach their time.
+    #[cfg(test)]
+    pub fn held(&self) -> usize {
+        self.samples.held()
     }
 
     /// A call that never returned still counts as a call, with no block.
@@ -312,17 +329,39 @@ impl Replay {
     }
 
     /// An allocator or mapping event of `pid` at `time_ns` is next: opens its image if need
-    /// be, and hands it the samples from before then.
+    /// be, and hands it the snapshots from before then and at it (the samples from before
+    /// then are handed over already, as every record's time releases them).
     fn reach(&mut self, pid: u32, time_ns: u64) {
         self.ensure_open(time_ns, pid);
-        for sample in self.samples.due(pid, time_ns, false) {
-            self.route_sample(pid, sample);
-        }
         let state = self.open.get_mut(&pid).expect("opened above");
         state.lifecycle.event();
         let span = (self.processes[state.index].start_ns, time_ns);
         let taker = (&mut state.components, &state.heap);
         self.samples.take_snapshots(pid, span, false, taker);
+    }
+
+    /// Hands over every PID's samples and snapshots earlier than `time_ns`: each sees its
+    /// image as it is now, which is as it was at the sample's time.
+    fn release_held(&mut self, time_ns: u64) {
+        let pids = self.samples.pids_holding_before(time_ns);
+        if pids.is_empty() {
+            return;
+        }
+        for pid in pids {
+            for sample in self.samples.due(pid, time_ns, false) {
+                self.route_sample(pid, sample);
+            }
+            match self.open.get_mut(&pid) {
+                Some(state) => {
+                    let span = (self.processes[state.index].start_ns, time_ns - 1);
+                    let taker = (&mut state.components, &state.heap);
+                    self.samples.take_snapshots(pid, span, false, taker);
+                }
+                // Not of an image the replay will see again: a later one starts after them.
+                None => self.samples.drop_snapshots_before(pid, time_ns),
+            }
+        }
+        self.samples.settle();
     }
 
     /// Counts a sample in the image of its PID whose time span holds it: the open one, else

@@ -43,7 +43,8 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::analysis::{analyze_records, Settings};
+    use crate::analysis::replay::Replay;
+    use crate::analysis::{analyze_records, SampleOrder, Settings};
     use crate::trace::format::{
         AllocFunction, ExitKind, Header, ProbeCounters, Record, RecordMode, StartCause,
     };
@@ -127,7 +128,7 @@ mod tests {
         ]
     }
 
-    fn summaries(records: Vec<Record>) -> Vec<ResidencySummary> {
+    fn summaries(records: Vec<Record>, order: SampleOrder) -> Vec<ResidencySummary> {
         let header = Header {
             memsup_version: String::new(),
             host: String::new(),
@@ -137,7 +138,7 @@ mod tests {
             options: Vec::new(),
         };
         let settings = Settings::default();
-        let analysis = analyze_records(&header, records, Path::new("p"), &settings);
+        let analysis = analyze_records(&header, records, order, Path::new("p"), &settings);
         let images = analysis.processes.iter();
         images.map(|image| image.residency).collect()
     }
@@ -146,8 +147,15 @@ mod tests {
     fn samples_go_to_the_image_of_their_pid_and_time() {
         let early: Vec<Record> = samples().into_iter().chain(tracer_records()).collect();
         let late: Vec<Record> = tracer_records().into_iter().chain(samples()).collect();
-        for records in [early, late] {
-            let summary = summaries(records);
+        let mut in_time_order = late.clone();
+        in_time_order.sort_by_key(Record::time_ns);
+        let cases = [
+            (early, SampleOrder::Apart),
+            (late, SampleOrder::Apart),
+            (in_time_order, SampleOrder::InTimeOrder),
+        ];
+        for (records, order) in cases {
+            let summary = summaries(records, order);
             assert_eq!(summary.len(), 3);
             assert_eq!(
                 summary[0],
@@ -180,5 +188,73 @@ mod tests {
                 }
             );
         }
+    }
+
+    const SAMPLE_INTERVAL_NS: u64 = 20_000_000;
+    const IDLE_SAMPLES: u64 = 100_000;
+
+    fn malloc(time_ns: u64, pid: u32, address: u64) -> Record {
+        Record::Alloc {
+            time_ns,
+            pid,
+            tid: pid,
+            function: AllocFunction::Malloc,
+            address,
+            size: 64,
+            stack: 0,
+        }
+    }
+
+    /// The `index`th sample of the process that stopped allocating: RSS rises by a page a
+    /// sample for 1,000 samples and starts again; swap is the index.
+    fn idle_sample(index: u64) -> Record {
+        let rss = 4096 * (1 + index % 1000);
+        status(index * SAMPLE_INTERVAL_NS + 1, 10, rss, index)
+    }
+
+    /// Replays `records` one at a time; the image of PID 10 and the most samples held at once.
+    fn replay_idle(records: Vec<Record>, order: SampleOrder) -> (ResidencySummary, usize) {
+        let mut replay = Replay::new(RecordMode::Run, order);
+        let mut most_held = 0;
+        for record in records {
+            replay.apply(record);
+            most_held = most_held.max(replay.held());
+        }
+        let images = replay.finish(&Settings::default());
+        let idle = images.iter().find(|image| image.pid == 10).expect("PID 10");
+        (idle.residency, most_held)
+    }
+
+    const IDLE_SUMMARY: ResidencySummary = ResidencySummary {
+        status_samples: IDLE_SAMPLES,
+        rollup_samples: 0,
+        peak_rss_bytes: 4096 * 1000,
+        peak_pss_bytes: 0,
+        peak_swap_bytes: IDLE_SAMPLES - 1,
+    };
+
+    #[test]
+    fn a_process_that_stops_allocating_holds_no_samples_when_they_are_in_time_order() {
+        let mut records = vec![malloc(0, 10, 0x100)];
+        records.extend((0..IDLE_SAMPLES).map(idle_sample));
+        let (summary, most_held) = replay_idle(records, SampleOrder::InTimeOrder);
+        assert_eq!(most_held, 0);
+        assert_eq!(summary, IDLE_SUMMARY);
+    }
+
+    #[test]
+    fn a_process_that_stops_allocating_holds_only_samples_no_tracer_record_has_passed() {
+        // PID 11 allocates on; each sample of PID 10 reaches the file before a record of
+        // PID 11 of an earlier time, as the sampler wrote apart from the tracer.
+        let mut records = vec![malloc(0, 10, 0x100)];
+        for index in 0..IDLE_SAMPLES {
+            let start_ns = index * SAMPLE_INTERVAL_NS;
+            records.push(idle_sample(index));
+            records.push(malloc(start_ns, 11, 0x1000 + index * 64));
+            records.push(malloc(start_ns + 2, 11, 0x1000 + index * 64 + 32));
+        }
+        let (summary, most_held) = replay_idle(records, SampleOrder::Apart);
+        assert_eq!(most_held, 1);
+        assert_eq!(summary, IDLE_SUMMARY);
     }
 }

@@ -3,7 +3,10 @@
 //! file says little about their time: each PID's are queued in time order, a snapshot is
 //! taken in just before the first tracer event of its PID that is not earlier than it (so it
 //! sees the heap and mappings as they were), and a status or rollup sample just before the
-//! first one that is later.
+//! first one that is later. The tracer's records of every PID reach the file from one thread
+//! in time order, so one of them at time `t` also releases every PID's samples earlier than
+//! `t`: what is held stays within the samples of the last moments, however long a process
+//! goes without a tracer record of its own.
 
 use std::collections::VecDeque;
 
@@ -43,12 +46,25 @@ struct Snapshot {
     mappings: Vec<MappingResidency>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(in crate::analysis) struct Samples {
     /// Each PID's snapshots not yet taken in, in time order.
     snapshots: IntegerMap<u32, VecDeque<Snapshot>>,
     /// Each PID's status and rollup samples not yet handed over, in time order.
     samples: IntegerMap<u32, VecDeque<Sample>>,
+    /// No snapshot or sample held is earlier than this (u64::MAX when none is held), so most
+    /// records need not look at the queues.
+    earliest_ns: u64,
+}
+
+impl Default for Samples {
+    fn default() -> Self {
+        Samples {
+            snapshots: IntegerMap::default(),
+            samples: IntegerMap::default(),
+            earliest_ns: u64::MAX,
+        }
+    }
 }
 
 /// Inserts `item` into `queue`, kept in time order, after any of the same time.
@@ -75,6 +91,7 @@ impl Samples {
                     cost_ns,
                     mappings,
                 };
+                self.earliest_ns = self.earliest_ns.min(time_ns);
                 let queue = self.snapshots.entry(pid).or_default();
                 insert_in_time_order(queue, snapshot, |snapshot| snapshot.time_ns);
                 return None;
@@ -104,9 +121,54 @@ impl Samples {
             ),
             other => return Some(other),
         };
+        self.earliest_ns = self.earliest_ns.min(sample.time_ns());
         let queue = self.samples.entry(pid).or_default();
         insert_in_time_order(queue, sample, Sample::time_ns);
         None
+    }
+
+    /// PIDs holding a snapshot or sample earlier than `time_ns`, in order.
+    pub fn pids_holding_before(&self, time_ns: u64) -> Vec<u32> {
+        if self.earliest_ns >= time_ns {
+            return Vec::new();
+        }
+        let fronts = self
+            .snapshots
+            .iter()
+            .map(|(pid, queue)| (pid, queue.front().map(|snapshot| snapshot.time_ns)))
+            .chain(
+                self.samples
+                    .iter()
+                    .map(|(pid, queue)| (pid, queue.front().map(Sample::time_ns))),
+            );
+        let mut pids: Vec<u32> = fronts
+            .filter(|(_, front)| front.is_some_and(|front_ns| front_ns < time_ns))
+            .map(|(&pid, _)| pid)
+            .collect();
+        pids.sort_unstable();
+        pids.dedup();
+        pids
+    }
+
+    /// Forgets emptied queues and finds the earliest time still held, after a release.
+    pub fn settle(&mut self) {
+        self.snapshots.retain(|_, queue| !queue.is_empty());
+        self.samples.retain(|_, queue| !queue.is_empty());
+        let snapshot_fronts = self.snapshots.values().filter_map(|queue| queue.front());
+        let sample_fronts = self.samples.values().filter_map(|queue| queue.front());
+        self.earliest_ns = snapshot_fronts
+            .map(|snapshot| snapshot.time_ns)
+            .chain(sample_fronts.map(Sample::time_ns))
+            .min()
+            .unwrap_or(u64::MAX);
+    }
+
+    /// How many snapshots and samples are held, of every PID.
+    #[cfg(test)]
+    pub fn held(&self) -> usize {
+        let snapshots: usize = self.snapshots.values().map(VecDeque::len).sum();
+        let samples: usize = self.samples.values().map(VecDeque::len).sum();
+        snapshots + samples
     }
 
     /// Takes in `pid`'s snapshots up to `time_ns` (the one an exec at `time_ns` takes stays

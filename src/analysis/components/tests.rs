@@ -4,7 +4,7 @@ use super::classify::Classifier;
 use super::timeline::{Buckets, StepSeries};
 use super::*;
 use crate::analysis::replay::Replay;
-use crate::analysis::{ProcessAnalysis, Settings};
+use crate::analysis::{ProcessAnalysis, SampleOrder, Settings};
 use crate::trace::format::{
     AllocFunction, ExitKind, MapCall, MappingResidency, ProbeCounters, Record, RecordMode,
     StartCause, MAPPING_EXECUTE, MAPPING_READ, MAPPING_SHARED, MAPPING_WRITE,
@@ -203,7 +203,7 @@ fn analyzed_with(records: &[Record], rules: &[&str]) -> ProcessAnalysis {
 }
 
 fn replay(records: &[Record], mode: RecordMode, settings: &Settings) -> Vec<ProcessAnalysis> {
-    let mut replay = Replay::new(mode);
+    let mut replay = Replay::new(mode, SampleOrder::Apart);
     for record in records {
         replay.apply(record.clone());
     }
