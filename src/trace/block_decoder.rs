@@ -5,6 +5,7 @@ use bincode::Options;
 use crate::trace::codec::{
     BlockState, Stream, KIND_ALLOC, KIND_FREE, KIND_MASK, KIND_OTHER, KIND_REALLOC,
     KIND_STACK_NODE, KIND_STATUS, MAX_BLOCK_THREADS, SAME_THREAD, SAMPLER_THREAD, STREAMS,
+    TIME_FRACTION, TIME_UNIT_NS,
 };
 use crate::trace::format::{AllocFunction, Record};
 use crate::trace::stacks::StackId;
@@ -63,18 +64,25 @@ impl BlockDecoder {
         self.remaining -= 1;
         let tag = self.byte(Stream::Tags)?;
         let kind = tag & KIND_MASK;
-        match kind {
-            KIND_OTHER => self.other().map(Some),
-            KIND_STACK_NODE => self.stack_node().map(Some),
-            KIND_ALLOC | KIND_FREE | KIND_REALLOC | KIND_STATUS => {
-                self.threaded(kind, tag & SAME_THREAD != 0).map(Some)
+        match (kind, tag & !KIND_MASK) {
+            (KIND_OTHER, 0) => self.other().map(Some),
+            (KIND_STACK_NODE, 0) => self.stack_node().map(Some),
+            (KIND_ALLOC | KIND_FREE | KIND_REALLOC | KIND_STATUS, flags)
+                if flags & !(SAME_THREAD | TIME_FRACTION) == 0 =>
+            {
+                self.threaded(tag).map(Some)
             }
             _ => Err(format!("unknown record tag {tag:#x}")),
         }
     }
 
-    fn threaded(&mut self, kind: u8, same_thread: bool) -> Result<Record, String> {
-        let thread = match (same_thread, self.state.previous_thread) {
+    fn threaded(&mut self, tag: u8) -> Result<Record, String> {
+        let kind = tag & KIND_MASK;
+        let fraction = match tag & TIME_FRACTION {
+            0 => 0,
+            _ => self.unsigned(Stream::Fractions)?,
+        };
+        let thread = match (tag & SAME_THREAD != 0, self.state.previous_thread) {
             (true, Some(thread)) => thread,
             (true, None) => return Err("a record continues no thread".to_string()),
             (false, _) => (
@@ -96,7 +104,12 @@ impl BlockDecoder {
         }
         let delta = self.signed(Stream::Times)?;
         let state = self.state.threads.entry(thread).or_default();
-        let time_ns = state.time_ns.wrapping_add(delta as u64);
+        let units = (state.time_ns / TIME_UNIT_NS).wrapping_add(delta as u64);
+        let time_ns = units
+            .checked_mul(TIME_UNIT_NS)
+            .and_then(|whole| whole.checked_add(fraction))
+            .filter(|_| fraction < TIME_UNIT_NS)
+            .ok_or("a time out of range")?;
         state.time_ns = time_ns;
         Ok(match kind {
             KIND_ALLOC => Record::Alloc {
@@ -104,7 +117,7 @@ impl BlockDecoder {
                 pid,
                 tid,
                 function: self.function()?,
-                address: self.address(thread)?,
+                address: self.allocated(thread)?,
                 size: self.size()?,
                 stack: self.stack(thread)?,
             },
@@ -112,15 +125,15 @@ impl BlockDecoder {
                 time_ns,
                 pid,
                 tid,
-                address: self.address(thread)?,
+                address: self.freed(thread)?,
             },
             KIND_REALLOC => Record::Realloc {
                 time_ns,
                 pid,
                 tid,
                 function: self.function()?,
-                old_address: self.address(thread)?,
-                new_address: self.address(thread)?,
+                old_address: self.freed(thread)?,
+                new_address: self.allocated(thread)?,
                 size: self.size()?,
                 stack: self.stack(thread)?,
             },
@@ -150,14 +163,14 @@ impl BlockDecoder {
         let pid = self.unsigned_u32(Stream::Threads)?;
         let previous_id = self.state.previous_node.0;
         let id = i64::from(previous_id)
-            .checked_add(self.signed(Stream::Stacks)?)
+            .checked_add(self.signed(Stream::NodeLinks)?)
             .and_then(|id| StackId::try_from(id).ok())
             .ok_or("a stack node id out of range")?;
         let parent = i64::from(id)
-            .checked_sub(self.signed(Stream::Stacks)?)
+            .checked_sub(self.signed(Stream::NodeLinks)?)
             .and_then(|parent| StackId::try_from(parent).ok())
             .ok_or("a stack node parent out of range")?;
-        let delta = self.signed(Stream::Addresses)? as u64;
+        let delta = self.signed(Stream::NodeAddresses)? as u64;
         let address = self.state.node_base(parent).wrapping_add(delta);
         self.state.remember_node(id, address);
         self.state.previous_thread = None;
@@ -238,6 +251,29 @@ impl BlockDecoder {
         if address != 0 {
             state.address = address;
         }
+        Ok(address)
+    }
+
+    fn allocated(&mut self, thread: (u32, u32)) -> Result<u64, String> {
+        let address = self.address(thread)?;
+        if address != 0 {
+            let state = self.state.threads.get_mut(&thread).unwrap();
+            state.recent.push(address);
+        }
+        Ok(address)
+    }
+
+    fn freed(&mut self, thread: (u32, u32)) -> Result<u64, String> {
+        let rank = match self.unsigned(Stream::References)? {
+            0 => return self.address(thread),
+            reference => usize::try_from(reference - 1).map_err(|_| "a rank past the list")?,
+        };
+        let state = self.state.threads.get_mut(&thread).unwrap();
+        let address = state
+            .recent
+            .take_rank(rank)
+            .ok_or("a free of a recent allocation the thread did not make")?;
+        state.address = address;
         Ok(address)
     }
 

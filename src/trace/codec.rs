@@ -3,8 +3,10 @@
 //! A block's records are split into streams by kind of value, because each stream compresses
 //! far better alone than interleaved: the tags (one byte per record), the process and thread
 //! ids, times, addresses, sizes, stack ids, other numbers, and the rare records in bincode.
-//! Times, addresses and stack ids are stored as differences from the same thread's previous
-//! value in the block, sizes as an index into the block's table of sizes seen. All of that
+//! Times (in whole microseconds, the nanoseconds past them apart), addresses and stack ids are
+//! stored as differences from the same thread's previous value in the block, sizes as an index
+//! into the block's table of sizes seen, a freed address as the rank of one of the thread's
+//! recent allocations when it is one. All of that
 //! state starts empty in every block, so a block decodes without any block before it.
 //!
 //! `block_decoder.rs` walks the streams back into records.
@@ -16,6 +18,7 @@ use std::collections::HashMap;
 use bincode::Options;
 
 use crate::trace::format::Record;
+use crate::trace::recent::RecentAllocations;
 use crate::trace::stacks::StackId;
 use crate::trace::varint::{put_signed, put_unsigned};
 
@@ -31,14 +34,38 @@ const MAX_BLOCK_SIZES: usize = 4096;
 pub(super) enum Stream {
     Tags,
     Threads,
+    /// Whole microseconds since the thread's previous record.
     Times,
+    /// The nanoseconds past the microsecond, for the times that have any.
+    Fractions,
     Addresses,
+    /// What a free releases: 1 + the rank of one of the thread's recent allocations, or 0
+    /// when its address follows in `Addresses`.
+    References,
     Sizes,
     Stacks,
+    /// A stack node's id and its parent's, as differences.
+    NodeLinks,
+    NodeAddresses,
     Values,
     Other,
 }
-pub(super) const STREAMS: usize = 8;
+pub const STREAMS: usize = 12;
+/// The streams' names, in `Stream` order, for measurements.
+pub const STREAM_NAMES: [&str; STREAMS] = [
+    "tags",
+    "threads",
+    "times",
+    "fractions",
+    "addresses",
+    "references",
+    "sizes",
+    "stacks",
+    "node links",
+    "node addrs",
+    "values",
+    "other",
+];
 
 /// Kinds of record in the tag byte's low bits; everything else goes to bincode.
 pub(super) const KIND_OTHER: u8 = 0;
@@ -50,6 +77,10 @@ pub(super) const KIND_STATUS: u8 = 5;
 pub(super) const KIND_MASK: u8 = 0x1f;
 /// Set when the record's process and thread are the previous record's.
 pub(super) const SAME_THREAD: u8 = 0x80;
+/// Set when the record's time is not a whole microsecond: the rest is in `Fractions`.
+pub(super) const TIME_FRACTION: u8 = 0x40;
+/// Nanoseconds in the unit of `Times`.
+pub(super) const TIME_UNIT_NS: u64 = 1000;
 
 /// The thread key of status samples: they come from the sampler, in their own time order.
 pub(super) const SAMPLER_THREAD: u32 = u32::MAX;
@@ -60,6 +91,7 @@ pub(super) struct ThreadState {
     pub(super) time_ns: u64,
     pub(super) address: u64,
     pub(super) stack: StackId,
+    pub(super) recent: RecentAllocations,
     /// For status samples: rss, anon, file, shmem, swap of the previous sample.
     pub(super) values: [u64; 5],
 }
@@ -130,6 +162,11 @@ impl BlockEncoder {
         self.records == 0
     }
 
+    /// The streams so far, in `STREAM_NAMES` order: what each kind of value costs.
+    pub fn streams(&self) -> [&[u8]; STREAMS] {
+        std::array::from_fn(|index| self.streams[index].as_slice())
+    }
+
     pub fn push(&mut self, record: &Record) -> Result<(), bincode::Error> {
         match *record {
             Record::Alloc {
@@ -143,7 +180,7 @@ impl BlockEncoder {
             } => {
                 let thread = self.begin(KIND_ALLOC, pid, tid, time_ns);
                 self.put_byte(Stream::Values, function as u8);
-                self.put_address(thread, address);
+                self.put_allocated(thread, address);
                 self.put_size(size);
                 self.put_stack(thread, stack);
             }
@@ -154,7 +191,7 @@ impl BlockEncoder {
                 address,
             } => {
                 let thread = self.begin(KIND_FREE, pid, tid, time_ns);
-                self.put_address(thread, address);
+                self.put_freed(thread, address);
             }
             Record::Realloc {
                 time_ns,
@@ -168,8 +205,8 @@ impl BlockEncoder {
             } => {
                 let thread = self.begin(KIND_REALLOC, pid, tid, time_ns);
                 self.put_byte(Stream::Values, function as u8);
-                self.put_address(thread, old_address);
-                self.put_address(thread, new_address);
+                self.put_freed(thread, old_address);
+                self.put_allocated(thread, new_address);
                 self.put_size(size);
                 self.put_stack(thread, stack);
             }
@@ -232,16 +269,23 @@ impl BlockEncoder {
     /// Writes the tag, the thread (unless it is the previous record's) and the time.
     fn begin(&mut self, kind: u8, pid: u32, tid: u32, time_ns: u64) -> (u32, u32) {
         let thread = (pid, tid);
+        let fraction = time_ns % TIME_UNIT_NS;
+        let mut tag = kind;
+        if fraction != 0 {
+            tag |= TIME_FRACTION;
+            put_unsigned(self.stream(Stream::Fractions), fraction);
+        }
         if self.state.previous_thread == Some(thread) {
-            self.put_byte(Stream::Tags, kind | SAME_THREAD);
+            tag |= SAME_THREAD;
         } else {
-            self.put_byte(Stream::Tags, kind);
             put_unsigned(self.stream(Stream::Threads), pid.into());
             put_unsigned(self.stream(Stream::Threads), tid.into());
             self.state.previous_thread = Some(thread);
         }
+        self.put_byte(Stream::Tags, tag);
         let state = self.state.threads.entry(thread).or_default();
-        let delta = time_ns.wrapping_sub(state.time_ns) as i64;
+        let units = time_ns / TIME_UNIT_NS;
+        let delta = units.wrapping_sub(state.time_ns / TIME_UNIT_NS) as i64;
         state.time_ns = time_ns;
         put_signed(self.stream(Stream::Times), delta);
         thread
@@ -254,6 +298,33 @@ impl BlockEncoder {
             state.address = address;
         }
         put_signed(self.stream(Stream::Addresses), delta);
+    }
+
+    fn put_allocated(&mut self, thread: (u32, u32), address: u64) {
+        self.put_address(thread, address);
+        if address != 0 {
+            let state = self.state.threads.get_mut(&thread).unwrap();
+            state.recent.push(address);
+        }
+    }
+
+    /// A freed address: a recent allocation's rank, or the address itself.
+    fn put_freed(&mut self, thread: (u32, u32), address: u64) {
+        let state = self.state.threads.get_mut(&thread).unwrap();
+        let rank = match address {
+            0 => None,
+            _ => state.recent.take_address(address),
+        };
+        match rank {
+            Some(rank) => {
+                state.address = address;
+                put_unsigned(self.stream(Stream::References), rank as u64 + 1);
+            }
+            None => {
+                put_unsigned(self.stream(Stream::References), 0);
+                self.put_address(thread, address);
+            }
+        }
     }
 
     fn put_size(&mut self, size: u64) {
@@ -279,15 +350,15 @@ impl BlockEncoder {
         put_unsigned(self.stream(Stream::Threads), pid.into());
         let previous_id = self.state.previous_node.0;
         put_signed(
-            self.stream(Stream::Stacks),
+            self.stream(Stream::NodeLinks),
             i64::from(id) - i64::from(previous_id),
         );
         put_signed(
-            self.stream(Stream::Stacks),
+            self.stream(Stream::NodeLinks),
             i64::from(id) - i64::from(parent),
         );
         let delta = address.wrapping_sub(self.state.node_base(parent)) as i64;
-        put_signed(self.stream(Stream::Addresses), delta);
+        put_signed(self.stream(Stream::NodeAddresses), delta);
         self.state.remember_node(id, address);
         // A stack node names no thread: the next record writes its own.
         self.state.previous_thread = None;

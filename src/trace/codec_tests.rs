@@ -1,7 +1,7 @@
 //! Every kind of record through a block and back, with values at their edges.
 
 use crate::trace::block_decoder::BlockDecoder;
-use crate::trace::codec::BlockEncoder;
+use crate::trace::codec::{BlockEncoder, KIND_FREE, STREAMS, STREAM_NAMES, TIME_FRACTION};
 use crate::trace::format::{AllocFunction, ExitKind, ProbeCounters, Record, SourceFrame};
 
 fn mixed_records() -> Vec<Record> {
@@ -169,11 +169,11 @@ fn a_churn_of_one_thread_costs_a_few_bytes_a_record() {
             })
             .unwrap();
     }
-    // Per pair 12 bytes: 2 tags, time deltas of 3 (22 000 ns) and 2 (3 000 ns) bytes, 2
-    // zero address deltas, function, size index, zero stack delta. The first pair also
-    // names the thread (+2), starts at time 0 (-2), gives the address whole (+4); each of the
-    // 12 sizes is given whole once (+1 each).
-    assert_eq!(encoder.bytes(), 12 * 1000 + 2 - 2 + 4 + 12);
+    // Per pair 9 bytes: 2 tags, time deltas of 22 and 3 microseconds (1 byte each), a zero
+    // address delta, the free as the most recent allocation, function, size index, zero stack
+    // delta. The first pair also names the thread (+2) and gives the address whole (+4); each
+    // of the 12 sizes is given whole once (+1 each).
+    assert_eq!(encoder.bytes(), 9 * 1000 + 2 + 4 + 12);
     let inflated = encoder.take();
     assert_eq!(decode(inflated, 2000).unwrap().len(), 2000);
 }
@@ -213,4 +213,116 @@ fn every_truncation_of_a_block_is_an_error_not_a_panic() {
             let _ = decode(flipped, count);
         }
     }
+}
+
+fn free(time_ns: u64, address: u64) -> Record {
+    Record::Free {
+        time_ns,
+        pid: 3,
+        tid: 3,
+        address,
+    }
+}
+
+fn malloc(time_ns: u64, address: u64) -> Record {
+    Record::Alloc {
+        time_ns,
+        pid: 3,
+        tid: 3,
+        function: AllocFunction::Malloc,
+        address,
+        size: 16,
+        stack: 0,
+    }
+}
+
+/// An inflated block made of the given streams, in `Stream` order.
+fn block_of(streams: [&[u8]; STREAMS]) -> Vec<u8> {
+    let mut block: Vec<u8> = streams.iter().map(|stream| stream.len() as u8).collect();
+    streams
+        .iter()
+        .for_each(|stream| block.extend_from_slice(stream));
+    block
+}
+
+fn stream<'a>(encoder: &'a BlockEncoder, name: &str) -> &'a [u8] {
+    let index = STREAM_NAMES.iter().position(|&known| known == name);
+    encoder.streams()[index.unwrap()]
+}
+
+#[test]
+fn times_are_whole_microseconds_and_the_nanoseconds_past_them_apart() {
+    let mut encoder = BlockEncoder::default();
+    let records = [
+        free(3_000, 0),
+        free(3_500, 0),
+        free(4_000, 0),
+        free(u64::MAX, 0),
+    ];
+    records
+        .iter()
+        .for_each(|record| encoder.push(record).unwrap());
+    // Microseconds 3, 3, 4, then the last one's 18446744073709551 as a zigzag difference.
+    assert_eq!(stream(&encoder, "times")[..3], [6, 0, 2]);
+    // 500 and 615 ns past the microsecond, two bytes each; the whole ones cost nothing here.
+    assert_eq!(stream(&encoder, "fractions"), [0xf4, 0x03, 0xe7, 0x04]);
+    assert_eq!(decode(encoder.take(), 4).unwrap(), records);
+}
+
+#[test]
+fn a_free_of_a_recent_allocation_is_stored_as_its_rank() {
+    let mut encoder = BlockEncoder::default();
+    let records = [
+        malloc(1_000, 0x1000),
+        malloc(2_000, 0x2000),
+        malloc(3_000, 0x3000),
+        free(4_000, 0x2000),
+        free(5_000, 0x1000),
+        free(6_000, 0x1000),
+        free(7_000, 0),
+    ];
+    records
+        .iter()
+        .for_each(|record| encoder.push(record).unwrap());
+    // 0x2000 is second most recent (rank 1), then 0x1000 too; freeing 0x1000 again and
+    // free(NULL) give their addresses: 0 from the last address and 0 - 0x1000.
+    assert_eq!(stream(&encoder, "references"), [2, 2, 0, 0]);
+    assert_eq!(
+        stream(&encoder, "addresses"),
+        [0x80, 0x40, 0x80, 0x40, 0x80, 0x40, 0, 0xff, 0x3f]
+    );
+    assert_eq!(decode(encoder.take(), 7).unwrap(), records);
+}
+
+#[test]
+fn a_rank_the_thread_has_no_allocation_for_is_an_error() {
+    let tags = [KIND_FREE];
+    let threads = [3, 3];
+    let mut streams: [&[u8]; STREAMS] = [&[]; STREAMS];
+    streams[0] = &tags;
+    streams[1] = &threads;
+    streams[2] = &[0];
+    streams[5] = &[1];
+    let error = decode(block_of(streams), 1).unwrap_err();
+    assert!(error.contains("did not make"), "{error}");
+    streams[5] = &[0];
+    streams[4] = &[0];
+    assert_eq!(decode(block_of(streams), 1).unwrap(), [free(0, 0)]);
+}
+
+#[test]
+fn a_fraction_of_a_microsecond_must_be_less_than_one() {
+    let tags = [KIND_FREE | TIME_FRACTION];
+    let threads = [3, 3];
+    let mut streams: [&[u8]; STREAMS] = [&[]; STREAMS];
+    streams[0] = &tags;
+    streams[1] = &threads;
+    streams[2] = &[0];
+    streams[4] = &[0];
+    streams[5] = &[0];
+    streams[3] = &[0xe8, 0x07];
+    let error = decode(block_of(streams), 1).unwrap_err();
+    assert!(error.contains("time out of range"), "{error}");
+    streams[3] = &[0xe7, 0x07];
+    assert_eq!(decode(block_of(streams), 1).unwrap(), [free(999, 0)]);
 }

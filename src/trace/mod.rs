@@ -12,6 +12,7 @@ pub mod frame;
 pub mod output_file;
 pub mod reader;
 pub mod reader_v2;
+pub mod recent;
 pub mod sequence;
 pub mod stacks;
 pub mod varint;
