@@ -112,31 +112,39 @@ impl BlockDecoder {
             .ok_or("a time out of range")?;
         state.time_ns = time_ns;
         Ok(match kind {
-            KIND_ALLOC => Record::Alloc {
-                time_ns,
-                pid,
-                tid,
-                function: self.function()?,
-                address: self.allocated(thread)?,
-                size: self.size()?,
-                stack: self.stack(thread)?,
-            },
+            KIND_ALLOC => {
+                let function = self.function()?;
+                let size = self.size()?;
+                Record::Alloc {
+                    time_ns,
+                    pid,
+                    tid,
+                    function,
+                    address: self.allocated(thread, size)?,
+                    size,
+                    stack: self.stack(thread)?,
+                }
+            }
             KIND_FREE => Record::Free {
                 time_ns,
                 pid,
                 tid,
                 address: self.freed(thread)?,
             },
-            KIND_REALLOC => Record::Realloc {
-                time_ns,
-                pid,
-                tid,
-                function: self.function()?,
-                old_address: self.freed(thread)?,
-                new_address: self.allocated(thread)?,
-                size: self.size()?,
-                stack: self.stack(thread)?,
-            },
+            KIND_REALLOC => {
+                let function = self.function()?;
+                let size = self.size()?;
+                Record::Realloc {
+                    time_ns,
+                    pid,
+                    tid,
+                    function,
+                    old_address: self.freed(thread)?,
+                    new_address: self.allocated(thread, size)?,
+                    size,
+                    stack: self.stack(thread)?,
+                }
+            }
             _ => self.status_sample(time_ns, thread)?,
         })
     }
@@ -254,9 +262,22 @@ impl BlockDecoder {
         Ok(address)
     }
 
-    fn allocated(&mut self, thread: (u32, u32)) -> Result<u64, String> {
-        let address = self.address(thread)?;
+    fn allocated(&mut self, thread: (u32, u32), size: u64) -> Result<u64, String> {
+        let address = match self.unsigned(Stream::Reuses)? {
+            0 => self.address(thread)?,
+            reuse => {
+                let rank = usize::try_from(reuse - 1).map_err(|_| "a rank past the list")?;
+                let address = self
+                    .state
+                    .reused
+                    .take_rank(thread, size, rank)
+                    .ok_or("an allocation reuses a block the thread did not free")?;
+                self.state.threads.get_mut(&thread).unwrap().address = address;
+                address
+            }
+        };
         if address != 0 {
+            self.state.reused.allocated(address, size);
             let state = self.state.threads.get_mut(&thread).unwrap();
             state.recent.push(address);
         }
@@ -265,7 +286,13 @@ impl BlockDecoder {
 
     fn freed(&mut self, thread: (u32, u32)) -> Result<u64, String> {
         let rank = match self.unsigned(Stream::References)? {
-            0 => return self.address(thread),
+            0 => {
+                let address = self.address(thread)?;
+                if address != 0 {
+                    self.state.reused.freed(thread, address);
+                }
+                return Ok(address);
+            }
             reference => usize::try_from(reference - 1).map_err(|_| "a rank past the list")?,
         };
         let state = self.state.threads.get_mut(&thread).unwrap();
@@ -274,6 +301,7 @@ impl BlockDecoder {
             .take_rank(rank)
             .ok_or("a free of a recent allocation the thread did not make")?;
         state.address = address;
+        self.state.reused.freed(thread, address);
         Ok(address)
     }
 

@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use bincode::Options;
 
 use crate::trace::format::Record;
-use crate::trace::recent::RecentAllocations;
+use crate::trace::recent::{RecentAllocations, ReusedBlocks};
 use crate::trace::stacks::StackId;
 use crate::trace::varint::{put_signed, put_unsigned};
 
@@ -42,6 +42,9 @@ pub(super) enum Stream {
     /// What a free releases: 1 + the rank of one of the thread's recent allocations, or 0
     /// when its address follows in `Addresses`.
     References,
+    /// What an allocation reuses: 1 + the rank of a block of its rounded size the thread
+    /// freed lately, or 0 when its address follows in `Addresses`.
+    Reuses,
     Sizes,
     Stacks,
     /// A stack node's id and its parent's, as differences.
@@ -50,7 +53,7 @@ pub(super) enum Stream {
     Values,
     Other,
 }
-pub const STREAMS: usize = 12;
+pub const STREAMS: usize = 13;
 /// The streams' names, in `Stream` order, for measurements.
 pub const STREAM_NAMES: [&str; STREAMS] = [
     "tags",
@@ -59,6 +62,7 @@ pub const STREAM_NAMES: [&str; STREAMS] = [
     "fractions",
     "addresses",
     "references",
+    "reuses",
     "sizes",
     "stacks",
     "node links",
@@ -107,6 +111,7 @@ pub(super) struct BlockState {
     /// Addresses of the block's stack nodes by id (bounded): a node's address is stored as
     /// the difference from its parent's, which is often in the same function or module.
     pub(super) node_addresses: HashMap<StackId, u64>,
+    pub(super) reused: ReusedBlocks,
 }
 
 impl BlockState {
@@ -180,7 +185,7 @@ impl BlockEncoder {
             } => {
                 let thread = self.begin(KIND_ALLOC, pid, tid, time_ns);
                 self.put_byte(Stream::Values, function as u8);
-                self.put_allocated(thread, address);
+                self.put_allocated(thread, address, size);
                 self.put_size(size);
                 self.put_stack(thread, stack);
             }
@@ -206,7 +211,7 @@ impl BlockEncoder {
                 let thread = self.begin(KIND_REALLOC, pid, tid, time_ns);
                 self.put_byte(Stream::Values, function as u8);
                 self.put_freed(thread, old_address);
-                self.put_allocated(thread, new_address);
+                self.put_allocated(thread, new_address, size);
                 self.put_size(size);
                 self.put_stack(thread, stack);
             }
@@ -300,9 +305,20 @@ impl BlockEncoder {
         put_signed(self.stream(Stream::Addresses), delta);
     }
 
-    fn put_allocated(&mut self, thread: (u32, u32), address: u64) {
-        self.put_address(thread, address);
+    /// An allocated address: a lately freed block's rank, or the address itself.
+    fn put_allocated(&mut self, thread: (u32, u32), address: u64, size: u64) {
+        match self.state.reused.take_address(thread, size, address) {
+            Some(rank) => {
+                put_unsigned(self.stream(Stream::Reuses), rank as u64 + 1);
+                self.state.threads.get_mut(&thread).unwrap().address = address;
+            }
+            None => {
+                put_unsigned(self.stream(Stream::Reuses), 0);
+                self.put_address(thread, address);
+            }
+        }
         if address != 0 {
+            self.state.reused.allocated(address, size);
             let state = self.state.threads.get_mut(&thread).unwrap();
             state.recent.push(address);
         }
@@ -324,6 +340,9 @@ impl BlockEncoder {
                 put_unsigned(self.stream(Stream::References), 0);
                 self.put_address(thread, address);
             }
+        }
+        if address != 0 {
+            self.state.reused.freed(thread, address);
         }
     }
 

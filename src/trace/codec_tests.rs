@@ -1,7 +1,7 @@
 //! Every kind of record through a block and back, with values at their edges.
 
 use crate::trace::block_decoder::BlockDecoder;
-use crate::trace::codec::{BlockEncoder, KIND_FREE, STREAMS, STREAM_NAMES, TIME_FRACTION};
+use crate::trace::codec::{BlockEncoder, Stream, KIND_ALLOC, KIND_FREE, STREAMS, TIME_FRACTION};
 use crate::trace::format::{AllocFunction, ExitKind, ProbeCounters, Record, SourceFrame};
 
 fn mixed_records() -> Vec<Record> {
@@ -169,11 +169,13 @@ fn a_churn_of_one_thread_costs_a_few_bytes_a_record() {
             })
             .unwrap();
     }
-    // Per pair 9 bytes: 2 tags, time deltas of 22 and 3 microseconds (1 byte each), a zero
-    // address delta, the free as the most recent allocation, function, size index, zero stack
-    // delta. The first pair also names the thread (+2) and gives the address whole (+4); each
-    // of the 12 sizes is given whole once (+1 each).
-    assert_eq!(encoder.bytes(), 9 * 1000 + 2 + 4 + 12);
+    // Per pair 9 bytes: 2 tags, time deltas of 22 and 3 microseconds (1 byte each), the
+    // allocation as a reuse of the block freed, the free as the most recent allocation,
+    // function, size index, zero stack delta. The first pair also names the thread (+2) and
+    // gives the address whole (+5); each of the 12 sizes is given whole once (+1 each); the
+    // first allocation of each of the other 5 rounded sizes (48 to 112) reuses nothing and
+    // gives a zero address delta (+1 each).
+    assert_eq!(encoder.bytes(), 9 * 1000 + 2 + 5 + 12 + 5);
     let inflated = encoder.take();
     assert_eq!(decode(inflated, 2000).unwrap().len(), 2000);
 }
@@ -225,13 +227,17 @@ fn free(time_ns: u64, address: u64) -> Record {
 }
 
 fn malloc(time_ns: u64, address: u64) -> Record {
+    malloc_of(time_ns, address, 16)
+}
+
+fn malloc_of(time_ns: u64, address: u64, size: u64) -> Record {
     Record::Alloc {
         time_ns,
         pid: 3,
         tid: 3,
         function: AllocFunction::Malloc,
         address,
-        size: 16,
+        size,
         stack: 0,
     }
 }
@@ -245,9 +251,8 @@ fn block_of(streams: [&[u8]; STREAMS]) -> Vec<u8> {
     block
 }
 
-fn stream<'a>(encoder: &'a BlockEncoder, name: &str) -> &'a [u8] {
-    let index = STREAM_NAMES.iter().position(|&known| known == name);
-    encoder.streams()[index.unwrap()]
+fn stream(encoder: &BlockEncoder, stream: Stream) -> &[u8] {
+    encoder.streams()[stream as usize]
 }
 
 #[test]
@@ -263,9 +268,12 @@ fn times_are_whole_microseconds_and_the_nanoseconds_past_them_apart() {
         .iter()
         .for_each(|record| encoder.push(record).unwrap());
     // Microseconds 3, 3, 4, then the last one's 18446744073709551 as a zigzag difference.
-    assert_eq!(stream(&encoder, "times")[..3], [6, 0, 2]);
+    assert_eq!(stream(&encoder, Stream::Times)[..3], [6, 0, 2]);
     // 500 and 615 ns past the microsecond, two bytes each; the whole ones cost nothing here.
-    assert_eq!(stream(&encoder, "fractions"), [0xf4, 0x03, 0xe7, 0x04]);
+    assert_eq!(
+        stream(&encoder, Stream::Fractions),
+        [0xf4, 0x03, 0xe7, 0x04]
+    );
     assert_eq!(decode(encoder.take(), 4).unwrap(), records);
 }
 
@@ -286,9 +294,9 @@ fn a_free_of_a_recent_allocation_is_stored_as_its_rank() {
         .for_each(|record| encoder.push(record).unwrap());
     // 0x2000 is second most recent (rank 1), then 0x1000 too; freeing 0x1000 again and
     // free(NULL) give their addresses: 0 from the last address and 0 - 0x1000.
-    assert_eq!(stream(&encoder, "references"), [2, 2, 0, 0]);
+    assert_eq!(stream(&encoder, Stream::References), [2, 2, 0, 0]);
     assert_eq!(
-        stream(&encoder, "addresses"),
+        stream(&encoder, Stream::Addresses),
         [0x80, 0x40, 0x80, 0x40, 0x80, 0x40, 0, 0xff, 0x3f]
     );
     assert_eq!(decode(encoder.take(), 7).unwrap(), records);
@@ -299,14 +307,14 @@ fn a_rank_the_thread_has_no_allocation_for_is_an_error() {
     let tags = [KIND_FREE];
     let threads = [3, 3];
     let mut streams: [&[u8]; STREAMS] = [&[]; STREAMS];
-    streams[0] = &tags;
-    streams[1] = &threads;
-    streams[2] = &[0];
-    streams[5] = &[1];
+    streams[Stream::Tags as usize] = &tags;
+    streams[Stream::Threads as usize] = &threads;
+    streams[Stream::Times as usize] = &[0];
+    streams[Stream::References as usize] = &[1];
     let error = decode(block_of(streams), 1).unwrap_err();
     assert!(error.contains("did not make"), "{error}");
-    streams[5] = &[0];
-    streams[4] = &[0];
+    streams[Stream::References as usize] = &[0];
+    streams[Stream::Addresses as usize] = &[0];
     assert_eq!(decode(block_of(streams), 1).unwrap(), [free(0, 0)]);
 }
 
@@ -315,14 +323,60 @@ fn a_fraction_of_a_microsecond_must_be_less_than_one() {
     let tags = [KIND_FREE | TIME_FRACTION];
     let threads = [3, 3];
     let mut streams: [&[u8]; STREAMS] = [&[]; STREAMS];
-    streams[0] = &tags;
-    streams[1] = &threads;
-    streams[2] = &[0];
-    streams[4] = &[0];
-    streams[5] = &[0];
-    streams[3] = &[0xe8, 0x07];
+    streams[Stream::Tags as usize] = &tags;
+    streams[Stream::Threads as usize] = &threads;
+    streams[Stream::Times as usize] = &[0];
+    streams[Stream::Addresses as usize] = &[0];
+    streams[Stream::References as usize] = &[0];
+    streams[Stream::Fractions as usize] = &[0xe8, 0x07];
     let error = decode(block_of(streams), 1).unwrap_err();
     assert!(error.contains("time out of range"), "{error}");
-    streams[3] = &[0xe7, 0x07];
+    streams[Stream::Fractions as usize] = &[0xe7, 0x07];
     assert_eq!(decode(block_of(streams), 1).unwrap(), [free(999, 0)]);
+}
+
+#[test]
+fn an_allocation_of_a_block_freed_lately_is_stored_as_its_rank() {
+    let mut encoder = BlockEncoder::default();
+    let records = [
+        malloc(1_000, 0x1000),
+        malloc_of(2_000, 0x2000, 24),
+        free(3_000, 0x1000),
+        free(4_000, 0x2000),
+        malloc(5_000, 0x1000),
+        malloc_of(6_000, 0x2000, 20),
+        malloc_of(7_000, 0x3000, 16),
+    ];
+    records
+        .iter()
+        .for_each(|record| encoder.push(record).unwrap());
+    // 16, 20 and 24 bytes are one rounded size: 0x1000 was freed before 0x2000 (rank 1),
+    // then 0x2000 is the latest; nothing freed is at 0x3000.
+    assert_eq!(stream(&encoder, Stream::Reuses), [0, 0, 2, 1, 0]);
+    assert_eq!(stream(&encoder, Stream::References), [2, 1]);
+    let delta = [0x80, 0x40];
+    assert_eq!(
+        stream(&encoder, Stream::Addresses),
+        [delta, delta, delta].concat()
+    );
+    assert_eq!(decode(encoder.take(), 7).unwrap(), records);
+}
+
+#[test]
+fn a_reuse_of_a_block_the_thread_did_not_free_is_an_error() {
+    let tags = [KIND_ALLOC];
+    let threads = [3, 3];
+    let mut streams: [&[u8]; STREAMS] = [&[]; STREAMS];
+    streams[Stream::Tags as usize] = &tags;
+    streams[Stream::Threads as usize] = &threads;
+    streams[Stream::Times as usize] = &[0];
+    streams[Stream::Values as usize] = &[0];
+    streams[Stream::Sizes as usize] = &[0, 16];
+    streams[Stream::Stacks as usize] = &[0];
+    streams[Stream::Reuses as usize] = &[1];
+    let error = decode(block_of(streams), 1).unwrap_err();
+    assert!(error.contains("did not free"), "{error}");
+    streams[Stream::Reuses as usize] = &[0];
+    streams[Stream::Addresses as usize] = &[0];
+    assert_eq!(decode(block_of(streams), 1).unwrap(), [malloc(0, 0)]);
 }

@@ -1,5 +1,9 @@
-//! The allocations a thread made most recently and has not freed yet: a free usually
-//! releases one of them, and its rank in this short list takes fewer bits than its address.
+//! What a thread allocated and freed recently, to store addresses as short ranks: a free
+//! usually releases one of the thread's latest allocations, and an allocation usually reuses
+//! a block of the same rounded size that the thread freed lately (allocators keep such blocks
+//! in per-thread last-in first-out caches).
+
+use std::collections::HashMap;
 
 /// Allocations remembered per thread; a free of an older one is stored by address.
 pub const RECENT_ALLOCATIONS: usize = 32;
@@ -44,6 +48,50 @@ impl RecentAllocations {
     }
 }
 
+/// Live blocks of a block's allocations whose sizes are remembered, so their frees can be
+/// filed by size (a bound on what a damaged or hostile block makes the reader keep).
+const MAX_SIZED_BLOCKS: usize = 65536;
+
+/// The blocks each thread freed lately, by rounded size.
+#[derive(Default)]
+pub struct ReusedBlocks {
+    sizes: HashMap<u64, u64>,
+    freed: HashMap<((u32, u32), u64), RecentAllocations>,
+}
+
+/// The size glibc's malloc rounds a request to (16-byte chunks with an 8-byte header, 32 at
+/// least): blocks of one such size replace each other. Another allocator only changes how
+/// often the guess holds.
+fn rounded_size(size: u64) -> u64 {
+    (size.saturating_add(8 + 15) & !15).max(32)
+}
+
+impl ReusedBlocks {
+    pub fn allocated(&mut self, address: u64, size: u64) {
+        if self.sizes.len() < MAX_SIZED_BLOCKS || self.sizes.contains_key(&address) {
+            self.sizes.insert(address, size);
+        }
+    }
+
+    pub fn freed(&mut self, thread: (u32, u32), address: u64) {
+        if let Some(size) = self.sizes.remove(&address) {
+            let key = (thread, rounded_size(size));
+            self.freed.entry(key).or_default().push(address);
+        }
+    }
+
+    /// The rank of `address` among the blocks of its rounded size the thread freed lately.
+    pub fn take_address(&mut self, thread: (u32, u32), size: u64, address: u64) -> Option<usize> {
+        let list = self.freed.get_mut(&(thread, rounded_size(size)))?;
+        list.take_address(address)
+    }
+
+    pub fn take_rank(&mut self, thread: (u32, u32), size: u64, rank: usize) -> Option<u64> {
+        let list = self.freed.get_mut(&(thread, rounded_size(size)))?;
+        list.take_rank(rank)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,5 +120,25 @@ mod tests {
         assert_eq!(recent.take_address(1), None);
         assert_eq!(recent.take_address(2), Some(RECENT_ALLOCATIONS - 1));
         assert_eq!(recent.take_rank(RECENT_ALLOCATIONS - 2), Some(3));
+    }
+
+    #[test]
+    fn a_freed_block_is_found_by_its_rounded_size_and_thread() {
+        let mut reused = ReusedBlocks::default();
+        let thread = (1, 1);
+        reused.allocated(0x100, 24);
+        reused.allocated(0x200, 20);
+        reused.allocated(0x300, 40);
+        reused.freed(thread, 0x100);
+        reused.freed(thread, 0x200);
+        reused.freed(thread, 0x300);
+        reused.freed(thread, 0x999);
+        // 20 and 24 bytes both take 32-byte chunks; 40 bytes a 48-byte one.
+        assert_eq!(reused.take_address((1, 2), 17, 0x100), None);
+        assert_eq!(reused.take_address(thread, 17, 0x100), Some(1));
+        assert_eq!(reused.take_rank(thread, 0, 0), Some(0x200));
+        assert_eq!(reused.take_rank(thread, 0, 0), None);
+        assert_eq!(reused.take_address(thread, 40, 0x300), Some(0));
+        assert_eq!(reused.take_address(thread, 40, 0x999), None);
     }
 }
