@@ -4,8 +4,8 @@ use bincode::Options;
 
 use crate::trace::codec::{
     BlockState, Stream, KIND_ALLOC, KIND_FREE, KIND_MASK, KIND_OTHER, KIND_REALLOC,
-    KIND_STACK_NODE, KIND_STATUS, MAX_BLOCK_THREADS, SAME_THREAD, SAMPLER_THREAD, STREAMS,
-    TIME_FRACTION, TIME_UNIT_NS,
+    KIND_STACK_NODE, KIND_STATUS, KIND_SYMBOL, MAX_BLOCK_THREADS, SAME_THREAD, SAMPLER_THREAD,
+    STREAMS, TIME_FRACTION, TIME_UNIT_NS,
 };
 use crate::trace::format::{AllocFunction, Record};
 use crate::trace::stacks::StackId;
@@ -16,7 +16,7 @@ pub struct BlockDecoder {
     data: Vec<u8>,
     /// (position, end) of each stream inside `data`.
     streams: [(usize, usize); STREAMS],
-    state: BlockState,
+    pub(super) state: BlockState,
     remaining: u32,
 }
 
@@ -67,6 +67,7 @@ impl BlockDecoder {
         match (kind, tag & !KIND_MASK) {
             (KIND_OTHER, 0) => self.other().map(Some),
             (KIND_STACK_NODE, 0) => self.stack_node().map(Some),
+            (KIND_SYMBOL, 0) => self.symbol().map(Some),
             (KIND_ALLOC | KIND_FREE | KIND_REALLOC | KIND_STATUS, flags)
                 if flags & !(SAME_THREAD | TIME_FRACTION) == 0 =>
             {
@@ -204,6 +205,7 @@ impl BlockDecoder {
             | Record::Free { .. }
             | Record::Realloc { .. }
             | Record::StackNode { .. }
+            | Record::Symbol { .. }
             | Record::StatusSample { .. } => Err("a compact record kind stored whole".to_string()),
             record => Ok(record),
         }
@@ -218,13 +220,13 @@ impl BlockDecoder {
         self.streams[stream as usize].0 += used;
     }
 
-    fn byte(&mut self, stream: Stream) -> Result<u8, String> {
+    pub(super) fn byte(&mut self, stream: Stream) -> Result<u8, String> {
         let byte = self.cursor(stream).byte()?;
         self.advance(stream, 1);
         Ok(byte)
     }
 
-    fn unsigned(&mut self, stream: Stream) -> Result<u64, String> {
+    pub(super) fn unsigned(&mut self, stream: Stream) -> Result<u64, String> {
         let mut cursor = self.cursor(stream);
         let value = cursor.unsigned()?;
         let used = cursor.position();
@@ -232,11 +234,22 @@ impl BlockDecoder {
         Ok(value)
     }
 
-    fn unsigned_u32(&mut self, stream: Stream) -> Result<u32, String> {
+    /// The next `length` bytes of a stream, refused when the stream has fewer.
+    pub(super) fn bytes(&mut self, stream: Stream, length: u64) -> Result<Vec<u8>, String> {
+        let (position, end) = self.streams[stream as usize];
+        let length = usize::try_from(length)
+            .ok()
+            .filter(|&length| length <= end - position)
+            .ok_or("a string runs past its stream")?;
+        self.advance(stream, length);
+        Ok(self.data[position..position + length].to_vec())
+    }
+
+    pub(super) fn unsigned_u32(&mut self, stream: Stream) -> Result<u32, String> {
         u32::try_from(self.unsigned(stream)?).map_err(|_| "an id past 32 bits".to_string())
     }
 
-    fn signed(&mut self, stream: Stream) -> Result<i64, String> {
+    pub(super) fn signed(&mut self, stream: Stream) -> Result<i64, String> {
         let mut cursor = self.cursor(stream);
         let value = cursor.signed()?;
         let used = cursor.position();

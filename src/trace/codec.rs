@@ -20,6 +20,7 @@ use bincode::Options;
 use crate::trace::format::Record;
 use crate::trace::recent::{RecentAllocations, ReusedBlocks};
 use crate::trace::stacks::StackId;
+use crate::trace::symbol_codec::StringTable;
 use crate::trace::varint::{put_signed, put_unsigned};
 
 /// Distinct threads one block may hold; the writer starts a new block before passing it.
@@ -51,9 +52,16 @@ pub(super) enum Stream {
     NodeLinks,
     NodeAddresses,
     Values,
+    /// Numbers of symbol records: address differences, offsets, their frames' counts,
+    /// flags, lines and columns.
+    Symbols,
+    /// 1 + the index of a string in the block's table, or 0 when it follows in `Strings`.
+    StringRefs,
+    /// Each new string of the block: its length, then its bytes.
+    Strings,
     Other,
 }
-pub const STREAMS: usize = 13;
+pub const STREAMS: usize = 16;
 /// The streams' names, in `Stream` order, for measurements.
 pub const STREAM_NAMES: [&str; STREAMS] = [
     "tags",
@@ -68,6 +76,9 @@ pub const STREAM_NAMES: [&str; STREAMS] = [
     "node links",
     "node addrs",
     "values",
+    "symbols",
+    "string refs",
+    "strings",
     "other",
 ];
 
@@ -78,6 +89,7 @@ pub(super) const KIND_FREE: u8 = 2;
 pub(super) const KIND_REALLOC: u8 = 3;
 pub(super) const KIND_STACK_NODE: u8 = 4;
 pub(super) const KIND_STATUS: u8 = 5;
+pub(super) const KIND_SYMBOL: u8 = 6;
 pub(super) const KIND_MASK: u8 = 0x1f;
 /// Set when the record's process and thread are the previous record's.
 pub(super) const SAME_THREAD: u8 = 0x80;
@@ -112,6 +124,7 @@ pub(super) struct BlockState {
     /// the difference from its parent's, which is often in the same function or module.
     pub(super) node_addresses: HashMap<StackId, u64>,
     pub(super) reused: ReusedBlocks,
+    pub(super) strings: StringTable,
 }
 
 impl BlockState {
@@ -143,7 +156,7 @@ impl BlockState {
 #[derive(Default)]
 pub struct BlockEncoder {
     streams: [Vec<u8>; STREAMS],
-    state: BlockState,
+    pub(super) state: BlockState,
     records: u32,
 }
 
@@ -241,6 +254,7 @@ impl BlockEncoder {
                 }
                 self.state.threads.get_mut(&thread).unwrap().values = values;
             }
+            Record::Symbol { .. } => self.push_symbol(record),
             _ => {
                 self.put_byte(Stream::Tags, KIND_OTHER);
                 super::writer::encoding().serialize_into(self.stream(Stream::Other), record)?;
@@ -263,11 +277,11 @@ impl BlockEncoder {
         block
     }
 
-    fn stream(&mut self, stream: Stream) -> &mut Vec<u8> {
+    pub(super) fn stream(&mut self, stream: Stream) -> &mut Vec<u8> {
         &mut self.streams[stream as usize]
     }
 
-    fn put_byte(&mut self, stream: Stream, byte: u8) {
+    pub(super) fn put_byte(&mut self, stream: Stream, byte: u8) {
         self.stream(stream).push(byte);
     }
 
