@@ -234,6 +234,11 @@ impl BlockDecoder {
         Ok(value)
     }
 
+    /// Bytes of the inflated block.
+    pub(super) fn block_length(&self) -> usize {
+        self.data.len()
+    }
+
     /// The next `length` bytes of a stream, refused when the stream has fewer.
     pub(super) fn bytes(&mut self, stream: Stream, length: u64) -> Result<Vec<u8>, String> {
         let (position, end) = self.streams[stream as usize];

@@ -2,12 +2,13 @@
 //!
 //! A block's records are split into streams by kind of value, because each stream compresses
 //! far better alone than interleaved: the tags (one byte per record), the process and thread
-//! ids, times, addresses, sizes, stack ids, other numbers, and the rare records in bincode.
-//! Times (in whole microseconds, the nanoseconds past them apart), addresses and stack ids are
-//! stored as differences from the same thread's previous value in the block, sizes as an index
-//! into the block's table of sizes seen, a freed address as the rank of one of the thread's
-//! recent allocations when it is one. All of that
-//! state starts empty in every block, so a block decodes without any block before it.
+//! ids, times, addresses, sizes, stack ids, stack nodes, symbols, other numbers, and the rare
+//! records in bincode. Times (in whole microseconds, the nanoseconds past them apart),
+//! addresses and stack ids are stored as differences from the same thread's previous value in
+//! the block, sizes as an index into the block's table of sizes seen, a freed or allocated
+//! address as its rank among the thread's recent allocations or frees when it is one of them
+//! (`recent`), a symbol's strings by index after their first time (`symbol_codec`). All of
+//! that state starts empty in every block, so a block decodes without any block before it.
 //!
 //! `block_decoder.rs` walks the streams back into records.
 //!

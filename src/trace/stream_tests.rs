@@ -260,3 +260,24 @@ fn a_string_outside_the_table_or_not_utf8_is_an_error() {
     let error = decode(block_of(streams), 1).unwrap_err();
     assert!(error.contains("UTF-8"), "{error}");
 }
+
+#[test]
+fn a_symbol_that_names_one_string_past_its_block_size_is_an_error() {
+    let frames = 10;
+    let tags = [KIND_SYMBOL];
+    let mut numbers = vec![0, 0, frames];
+    numbers.extend(std::iter::repeat_n(0, frames as usize));
+    let mut references = vec![0, 1];
+    references.extend(std::iter::repeat_n(1, 2 * frames as usize));
+    let mut streams: [&[u8]; STREAMS] = [&[]; STREAMS];
+    streams[Stream::Tags as usize] = &tags;
+    streams[Stream::Threads as usize] = &[3];
+    streams[Stream::Symbols as usize] = &numbers;
+    streams[Stream::StringRefs as usize] = &references;
+    streams[Stream::Strings as usize] = b"\x10abcdefghijklmnop";
+    // 22 copies of 16 bytes from a block of 70.
+    let block = block_of(streams);
+    assert_eq!(block.len(), 70);
+    let error = decode(block, 1).unwrap_err();
+    assert!(error.contains("outweigh its block"), "{error}");
+}

@@ -24,6 +24,9 @@ pub(super) struct StringTable {
     indices: HashMap<String, u32>,
     strings: Vec<String>,
     previous_address: u64,
+    /// Bytes of strings the record being decoded may still take: a record's strings never
+    /// come to more than its block's bytes, however often it names one string.
+    budget: usize,
 }
 
 impl BlockEncoder {
@@ -97,6 +100,7 @@ impl BlockEncoder {
 impl BlockDecoder {
     pub(super) fn symbol(&mut self) -> Result<Record, String> {
         let pid = self.unsigned_u32(Stream::Threads)?;
+        self.state.strings.budget = self.block_length();
         let delta = self.signed(Stream::Symbols)? as u64;
         let address = self.state.strings.previous_address.wrapping_add(delta);
         self.state.strings.previous_address = address;
@@ -151,12 +155,17 @@ impl BlockDecoder {
 
     fn string(&mut self) -> Result<String, String> {
         let index = self.unsigned(Stream::StringRefs)?;
+        let table = &mut self.state.strings;
         if index > 0 {
-            return usize::try_from(index - 1)
+            let string = usize::try_from(index - 1)
                 .ok()
-                .and_then(|index| self.state.strings.strings.get(index))
-                .cloned()
-                .ok_or_else(|| format!("string {index} not in the block's table"));
+                .and_then(|index| table.strings.get(index))
+                .ok_or_else(|| format!("string {index} not in the block's table"))?;
+            table.budget = table
+                .budget
+                .checked_sub(string.len())
+                .ok_or("a symbol's strings outweigh its block")?;
+            return Ok(string.clone());
         }
         let length = self.unsigned(Stream::Strings)?;
         let bytes = self.bytes(Stream::Strings, length)?;
