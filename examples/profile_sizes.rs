@@ -1,19 +1,22 @@
 //! Rewrites profiles in the current encoding and prints their sizes, and what each
 //! compressor and level makes of the same encoded blocks.
 //!
-//! Usage: `cargo run --release --example profile_sizes -- PROFILE... [--out DIR]`
+//! Usage: `cargo run --release --example profile_sizes -- PROFILE... [--out DIR] [--microseconds]`
+//!
+//! `--microseconds` truncates the times of the records to whole microseconds first, as the
+//! recorder's clock now gives them, for profiles recorded before it did.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use memsup::trace::codec::BlockEncoder;
+use memsup::trace::codec::{BlockEncoder, STREAMS, STREAM_NAMES};
+use memsup::trace::format::Record;
 use memsup::trace::reader::ProfileReader;
 use memsup::trace::writer::{ProfileWriter, BLOCK_BYTES};
 
 /// Events: the records a program's work produces (everything but symbols and stack nodes).
-fn is_event(record: &memsup::trace::format::Record) -> bool {
-    use memsup::trace::format::Record;
+fn is_event(record: &Record) -> bool {
     !matches!(record, Record::Symbol { .. } | Record::StackNode { .. })
 }
 
@@ -24,21 +27,37 @@ fn main() {
         .position(|argument| argument == "--out")
         .map(|index| PathBuf::from(&arguments[index + 1]))
         .unwrap_or_else(std::env::temp_dir);
+    let microseconds = arguments
+        .iter()
+        .any(|argument| argument == "--microseconds");
     let profiles: Vec<&String> = arguments
         .iter()
         .enumerate()
         .filter(|(index, argument)| {
-            *argument != "--out"
+            !argument.starts_with("--")
                 && arguments.get(index.wrapping_sub(1)).map(String::as_str) != Some("--out")
         })
         .map(|(_, argument)| argument)
         .collect();
     for profile in profiles {
-        rewrite(Path::new(profile), &out);
+        rewrite(Path::new(profile), &out, microseconds);
     }
 }
 
-fn rewrite(path: &Path, out: &Path) {
+/// The record with its time truncated to a whole microsecond (the kinds that make up the
+/// events; the rare others keep theirs).
+fn in_microseconds(mut record: Record) -> Record {
+    match &mut record {
+        Record::Alloc { time_ns, .. }
+        | Record::Free { time_ns, .. }
+        | Record::Realloc { time_ns, .. }
+        | Record::StatusSample { time_ns, .. } => *time_ns -= *time_ns % 1000,
+        _ => {}
+    }
+    record
+}
+
+fn rewrite(path: &Path, out: &Path, microseconds: bool) {
     let mut reader = ProfileReader::open(path).expect("reading the profile");
     let header = reader.header().clone();
     let target = out.join(format!(
@@ -48,17 +67,28 @@ fn rewrite(path: &Path, out: &Path) {
     let _ = std::fs::remove_file(&target);
     let mut writer = ProfileWriter::create(&target, &header).expect("creating the copy");
     let mut blocks = vec![Vec::new()];
+    let mut breakdown = Breakdown::default();
     let mut encoder = BlockEncoder::default();
     let (mut records, mut events) = (0u64, 0u64);
+    let mut encoding = std::time::Duration::ZERO;
     for record in reader.by_ref() {
+        let record = match microseconds {
+            true => in_microseconds(record),
+            false => record,
+        };
         records += 1;
         events += u64::from(is_event(&record));
         writer.push(&record).expect("writing");
+        let started = Instant::now();
         encoder.push(&record).expect("encoding");
+        encoding += started.elapsed();
+        breakdown.count(&record);
         if encoder.bytes() >= BLOCK_BYTES {
+            breakdown.add_block(&encoder);
             blocks.push(encoder.take());
         }
     }
+    breakdown.add_block(&encoder);
     blocks.push(encoder.take());
     writer.finish().expect("finishing");
     let before = std::fs::metadata(path).unwrap().len();
@@ -72,7 +102,75 @@ fn rewrite(path: &Path, out: &Path) {
         after as f64 / events as f64,
         encoded as f64 / events as f64
     );
+    println!(
+        "  encoding (records to streams): {:.0} ms, {:.1} M records/s, {:.0} MB/s of encoded bytes",
+        encoding.as_secs_f64() * 1e3,
+        records as f64 / encoding.as_secs_f64() / 1e6,
+        encoded as f64 / encoding.as_secs_f64() / 1e6
+    );
     compare(&blocks, events);
+    breakdown.print(events);
+}
+
+/// Where the bytes go: each stream compressed on its own, block by block, and the records of
+/// each kind that the streams hold.
+#[derive(Default)]
+struct Breakdown {
+    stream_bytes: [(usize, usize); STREAMS],
+    /// Zero bytes in each stream: in `references` and `reuses` (ranks of at most 32, one
+    /// byte each) the frees and allocations stored by address.
+    zeros: [usize; STREAMS],
+    kinds: std::collections::BTreeMap<String, u64>,
+}
+
+impl Breakdown {
+    fn count(&mut self, record: &Record) {
+        let text = format!("{record:?}");
+        let kind = text.split([' ', '(']).next().unwrap_or("").to_string();
+        *self.kinds.entry(kind).or_default() += 1;
+    }
+
+    fn add_block(&mut self, encoder: &BlockEncoder) {
+        for (index, stream) in encoder.streams().into_iter().enumerate() {
+            self.stream_bytes[index].0 += stream.len();
+            self.stream_bytes[index].1 += deflate(stream, 6).len();
+            self.zeros[index] += stream.iter().filter(|&&byte| byte == 0).count();
+        }
+    }
+
+    fn print(&self, events: u64) {
+        println!("  stream       encoded   deflated  B/event");
+        for (name, (encoded, deflated)) in STREAM_NAMES.iter().zip(self.stream_bytes) {
+            println!(
+                "  {name:<10} {encoded:>9} {deflated:>10}  {:>7.3}",
+                deflated as f64 / events as f64
+            );
+        }
+        for name in ["references", "reuses"] {
+            let index = STREAM_NAMES
+                .iter()
+                .position(|&known| known == name)
+                .unwrap();
+            let (total, zeros) = (self.stream_bytes[index].0, self.zeros[index]);
+            println!(
+                "  {name}: {:.1} % by rank",
+                100.0 * (total - zeros) as f64 / total.max(1) as f64
+            );
+        }
+        let kinds: Vec<String> = self
+            .kinds
+            .iter()
+            .map(|(kind, n)| format!("{kind} {n}"))
+            .collect();
+        println!("  records: {}", kinds.join(", "));
+    }
+}
+
+fn deflate(bytes: &[u8], level: u32) -> Vec<u8> {
+    let mut encoder =
+        flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::new(level));
+    encoder.write_all(bytes).unwrap();
+    encoder.finish().unwrap()
 }
 
 /// Each compressor and level on the same blocks: bytes per event and MB/s of encoded input.
@@ -89,12 +187,7 @@ fn compare(blocks: &[Vec<u8>], events: u64) {
         );
     };
     for level in [1, 6, 9] {
-        report(format!("deflate {level}"), &|block| {
-            let mut encoder =
-                flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::new(level));
-            encoder.write_all(block).unwrap();
-            encoder.finish().unwrap()
-        });
+        report(format!("deflate {level}"), &|block| deflate(block, level));
     }
     for level in [1, 3, 6, 9, 19] {
         report(format!("zstd {level}"), &|block| {

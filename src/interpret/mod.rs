@@ -50,6 +50,8 @@ pub struct Shared {
     pub modules: Arc<ModuleStore>,
     /// Time 0 of the records, on the events' clock.
     pub origin_ns: u64,
+    /// Records' times are truncated to a multiple of it (`RECORD_TIME_UNIT_NS`).
+    pub time_unit_ns: u64,
 }
 
 struct Interpreter {
@@ -69,6 +71,7 @@ struct Interpreter {
     /// Processes whose start snapshot shows their first image: its exec asks for none.
     start_shows_image: HashSet<u32>,
     origin_ns: u64,
+    time_unit_ns: u64,
     /// The time of the last timed record written.
     last_time_ns: u64,
     new_nodes: Vec<StackNode>,
@@ -116,6 +119,7 @@ impl Interpreter {
             in_stream: HashSet::new(),
             start_shows_image: HashSet::new(),
             origin_ns: shared.origin_ns,
+            time_unit_ns: shared.time_unit_ns.max(1),
             last_time_ns: 0,
             new_nodes: Vec::new(),
             costs: UnwindCosts::default(),
@@ -152,11 +156,11 @@ impl Interpreter {
         let _ = self.output.send(record);
     }
 
-    /// Nanoseconds since the recording started, never before the last record's.
+    /// Nanoseconds since the recording started, in whole time units, never before the last
+    /// record's.
     fn record_time(&mut self, time_ns: u64) -> u64 {
-        let time_ns = time_ns
-            .saturating_sub(self.origin_ns)
-            .max(self.last_time_ns);
+        let time_ns = time_ns.saturating_sub(self.origin_ns);
+        let time_ns = (time_ns - time_ns % self.time_unit_ns).max(self.last_time_ns);
         self.last_time_ns = time_ns;
         time_ns
     }

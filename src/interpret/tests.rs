@@ -27,6 +27,7 @@ fn interpreter(output: Sender<Record>, watched: &Arc<Watched>) -> Interpreter {
             watched: Arc::clone(watched),
             modules: Arc::default(),
             origin_ns: ORIGIN,
+            time_unit_ns: 1,
         },
     )
 }
@@ -190,6 +191,39 @@ fn record_times_start_at_the_origin_and_never_go_back() {
         })
         .collect();
     assert_eq!(times, [5, 9, 9, 12]);
+}
+
+/// A recording's times are whole microseconds, truncated, so their order stays.
+#[test]
+fn record_times_are_truncated_to_the_time_unit() {
+    let (sender, receiver) = unbounded();
+    let mut stage = interpreter(sender, &Arc::default());
+    stage.time_unit_ns = 1000;
+    for (time_ns, kind) in [
+        (5_999, start()),
+        (6_000, EventKind::ThreadStart),
+        (6_999, EventKind::ThreadExit),
+        (1_000_001, EventKind::End),
+    ] {
+        stage.take(Event {
+            time_ns: ORIGIN + time_ns,
+            pid: PID,
+            tid: PID,
+            kind,
+        });
+    }
+    drop(stage);
+    let times: Vec<u64> = receiver
+        .try_iter()
+        .filter_map(|record| match record {
+            Record::ProcessStart { time_ns, .. }
+            | Record::ThreadStart { time_ns, .. }
+            | Record::ThreadExit { time_ns, .. }
+            | Record::End { time_ns } => Some(time_ns),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(times, [5_000, 6_000, 6_000, 1_000_000]);
 }
 
 /// A sample is recorded only within the lifetime the stream gives its process: one that

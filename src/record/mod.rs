@@ -23,7 +23,7 @@ use crate::ptrace::tracer::{Mode, Tracer};
 use crate::ptrace::{attach, signals};
 use crate::sampler::{Rates, Sampler, Snapshots};
 use crate::symbols::elf::check_executable;
-use crate::trace::format::{ExitKind, Header, RecordMode};
+use crate::trace::format::{ExitKind, Header, RecordMode, RECORD_TIME_UNIT_NS};
 use crate::trace::output_file::OutputRequest;
 use crate::trace::writer::{self, ProfileWriter};
 use progress::Progress;
@@ -100,6 +100,7 @@ impl Pipeline {
             watched: Arc::new(Watched::default()),
             modules: Arc::clone(&modules),
             origin_ns: monotonic_ns(),
+            time_unit_ns: RECORD_TIME_UNIT_NS,
         };
         let sink = EventSink::new(
             event_sender,

@@ -4,7 +4,8 @@ use bincode::Options;
 
 use crate::trace::codec::{
     BlockState, Stream, KIND_ALLOC, KIND_FREE, KIND_MASK, KIND_OTHER, KIND_REALLOC,
-    KIND_STACK_NODE, KIND_STATUS, MAX_BLOCK_THREADS, SAME_THREAD, SAMPLER_THREAD, STREAMS,
+    KIND_STACK_NODE, KIND_STATUS, KIND_SYMBOL, MAX_BLOCK_THREADS, SAME_THREAD, SAMPLER_THREAD,
+    STREAMS, TIME_FRACTION, TIME_UNIT_NS,
 };
 use crate::trace::format::{AllocFunction, Record};
 use crate::trace::stacks::StackId;
@@ -15,7 +16,7 @@ pub struct BlockDecoder {
     data: Vec<u8>,
     /// (position, end) of each stream inside `data`.
     streams: [(usize, usize); STREAMS],
-    state: BlockState,
+    pub(super) state: BlockState,
     remaining: u32,
 }
 
@@ -63,18 +64,26 @@ impl BlockDecoder {
         self.remaining -= 1;
         let tag = self.byte(Stream::Tags)?;
         let kind = tag & KIND_MASK;
-        match kind {
-            KIND_OTHER => self.other().map(Some),
-            KIND_STACK_NODE => self.stack_node().map(Some),
-            KIND_ALLOC | KIND_FREE | KIND_REALLOC | KIND_STATUS => {
-                self.threaded(kind, tag & SAME_THREAD != 0).map(Some)
+        match (kind, tag & !KIND_MASK) {
+            (KIND_OTHER, 0) => self.other().map(Some),
+            (KIND_STACK_NODE, 0) => self.stack_node().map(Some),
+            (KIND_SYMBOL, 0) => self.symbol().map(Some),
+            (KIND_ALLOC | KIND_FREE | KIND_REALLOC | KIND_STATUS, flags)
+                if flags & !(SAME_THREAD | TIME_FRACTION) == 0 =>
+            {
+                self.threaded(tag).map(Some)
             }
             _ => Err(format!("unknown record tag {tag:#x}")),
         }
     }
 
-    fn threaded(&mut self, kind: u8, same_thread: bool) -> Result<Record, String> {
-        let thread = match (same_thread, self.state.previous_thread) {
+    fn threaded(&mut self, tag: u8) -> Result<Record, String> {
+        let kind = tag & KIND_MASK;
+        let fraction = match tag & TIME_FRACTION {
+            0 => 0,
+            _ => self.unsigned(Stream::Fractions)?,
+        };
+        let thread = match (tag & SAME_THREAD != 0, self.state.previous_thread) {
             (true, Some(thread)) => thread,
             (true, None) => return Err("a record continues no thread".to_string()),
             (false, _) => (
@@ -96,34 +105,47 @@ impl BlockDecoder {
         }
         let delta = self.signed(Stream::Times)?;
         let state = self.state.threads.entry(thread).or_default();
-        let time_ns = state.time_ns.wrapping_add(delta as u64);
+        let units = (state.time_ns / TIME_UNIT_NS).wrapping_add(delta as u64);
+        let time_ns = units
+            .checked_mul(TIME_UNIT_NS)
+            .and_then(|whole| whole.checked_add(fraction))
+            .filter(|_| fraction < TIME_UNIT_NS)
+            .ok_or("a time out of range")?;
         state.time_ns = time_ns;
         Ok(match kind {
-            KIND_ALLOC => Record::Alloc {
-                time_ns,
-                pid,
-                tid,
-                function: self.function()?,
-                address: self.address(thread)?,
-                size: self.size()?,
-                stack: self.stack(thread)?,
-            },
+            KIND_ALLOC => {
+                let function = self.function()?;
+                let size = self.size()?;
+                Record::Alloc {
+                    time_ns,
+                    pid,
+                    tid,
+                    function,
+                    address: self.allocated(thread, size)?,
+                    size,
+                    stack: self.stack(thread)?,
+                }
+            }
             KIND_FREE => Record::Free {
                 time_ns,
                 pid,
                 tid,
-                address: self.address(thread)?,
+                address: self.freed(thread)?,
             },
-            KIND_REALLOC => Record::Realloc {
-                time_ns,
-                pid,
-                tid,
-                function: self.function()?,
-                old_address: self.address(thread)?,
-                new_address: self.address(thread)?,
-                size: self.size()?,
-                stack: self.stack(thread)?,
-            },
+            KIND_REALLOC => {
+                let function = self.function()?;
+                let size = self.size()?;
+                Record::Realloc {
+                    time_ns,
+                    pid,
+                    tid,
+                    function,
+                    old_address: self.freed(thread)?,
+                    new_address: self.allocated(thread, size)?,
+                    size,
+                    stack: self.stack(thread)?,
+                }
+            }
             _ => self.status_sample(time_ns, thread)?,
         })
     }
@@ -150,14 +172,14 @@ impl BlockDecoder {
         let pid = self.unsigned_u32(Stream::Threads)?;
         let previous_id = self.state.previous_node.0;
         let id = i64::from(previous_id)
-            .checked_add(self.signed(Stream::Stacks)?)
+            .checked_add(self.signed(Stream::NodeLinks)?)
             .and_then(|id| StackId::try_from(id).ok())
             .ok_or("a stack node id out of range")?;
         let parent = i64::from(id)
-            .checked_sub(self.signed(Stream::Stacks)?)
+            .checked_sub(self.signed(Stream::NodeLinks)?)
             .and_then(|parent| StackId::try_from(parent).ok())
             .ok_or("a stack node parent out of range")?;
-        let delta = self.signed(Stream::Addresses)? as u64;
+        let delta = self.signed(Stream::NodeAddresses)? as u64;
         let address = self.state.node_base(parent).wrapping_add(delta);
         self.state.remember_node(id, address);
         self.state.previous_thread = None;
@@ -183,6 +205,7 @@ impl BlockDecoder {
             | Record::Free { .. }
             | Record::Realloc { .. }
             | Record::StackNode { .. }
+            | Record::Symbol { .. }
             | Record::StatusSample { .. } => Err("a compact record kind stored whole".to_string()),
             record => Ok(record),
         }
@@ -197,13 +220,13 @@ impl BlockDecoder {
         self.streams[stream as usize].0 += used;
     }
 
-    fn byte(&mut self, stream: Stream) -> Result<u8, String> {
+    pub(super) fn byte(&mut self, stream: Stream) -> Result<u8, String> {
         let byte = self.cursor(stream).byte()?;
         self.advance(stream, 1);
         Ok(byte)
     }
 
-    fn unsigned(&mut self, stream: Stream) -> Result<u64, String> {
+    pub(super) fn unsigned(&mut self, stream: Stream) -> Result<u64, String> {
         let mut cursor = self.cursor(stream);
         let value = cursor.unsigned()?;
         let used = cursor.position();
@@ -211,11 +234,27 @@ impl BlockDecoder {
         Ok(value)
     }
 
-    fn unsigned_u32(&mut self, stream: Stream) -> Result<u32, String> {
+    /// Bytes of the inflated block.
+    pub(super) fn block_length(&self) -> usize {
+        self.data.len()
+    }
+
+    /// The next `length` bytes of a stream, refused when the stream has fewer.
+    pub(super) fn bytes(&mut self, stream: Stream, length: u64) -> Result<Vec<u8>, String> {
+        let (position, end) = self.streams[stream as usize];
+        let length = usize::try_from(length)
+            .ok()
+            .filter(|&length| length <= end - position)
+            .ok_or("a string runs past its stream")?;
+        self.advance(stream, length);
+        Ok(self.data[position..position + length].to_vec())
+    }
+
+    pub(super) fn unsigned_u32(&mut self, stream: Stream) -> Result<u32, String> {
         u32::try_from(self.unsigned(stream)?).map_err(|_| "an id past 32 bits".to_string())
     }
 
-    fn signed(&mut self, stream: Stream) -> Result<i64, String> {
+    pub(super) fn signed(&mut self, stream: Stream) -> Result<i64, String> {
         let mut cursor = self.cursor(stream);
         let value = cursor.signed()?;
         let used = cursor.position();
@@ -238,6 +277,49 @@ impl BlockDecoder {
         if address != 0 {
             state.address = address;
         }
+        Ok(address)
+    }
+
+    fn allocated(&mut self, thread: (u32, u32), size: u64) -> Result<u64, String> {
+        let address = match self.unsigned(Stream::Reuses)? {
+            0 => self.address(thread)?,
+            reuse => {
+                let rank = usize::try_from(reuse - 1).map_err(|_| "a rank past the list")?;
+                let address = self
+                    .state
+                    .reused
+                    .take_rank(thread, size, rank)
+                    .ok_or("an allocation reuses a block the thread did not free")?;
+                self.state.threads.get_mut(&thread).unwrap().address = address;
+                address
+            }
+        };
+        if address != 0 {
+            self.state.reused.allocated(address, size);
+            let state = self.state.threads.get_mut(&thread).unwrap();
+            state.recent.push(address);
+        }
+        Ok(address)
+    }
+
+    fn freed(&mut self, thread: (u32, u32)) -> Result<u64, String> {
+        let rank = match self.unsigned(Stream::References)? {
+            0 => {
+                let address = self.address(thread)?;
+                if address != 0 {
+                    self.state.reused.freed(thread, address);
+                }
+                return Ok(address);
+            }
+            reference => usize::try_from(reference - 1).map_err(|_| "a rank past the list")?,
+        };
+        let state = self.state.threads.get_mut(&thread).unwrap();
+        let address = state
+            .recent
+            .take_rank(rank)
+            .ok_or("a free of a recent allocation the thread did not make")?;
+        state.address = address;
+        self.state.reused.freed(thread, address);
         Ok(address)
     }
 

@@ -2,10 +2,13 @@
 //!
 //! A block's records are split into streams by kind of value, because each stream compresses
 //! far better alone than interleaved: the tags (one byte per record), the process and thread
-//! ids, times, addresses, sizes, stack ids, other numbers, and the rare records in bincode.
-//! Times, addresses and stack ids are stored as differences from the same thread's previous
-//! value in the block, sizes as an index into the block's table of sizes seen. All of that
-//! state starts empty in every block, so a block decodes without any block before it.
+//! ids, times, addresses, sizes, stack ids, stack nodes, symbols, other numbers, and the rare
+//! records in bincode. Times (in whole microseconds, the nanoseconds past them apart),
+//! addresses and stack ids are stored as differences from the same thread's previous value in
+//! the block, sizes as an index into the block's table of sizes seen, a freed or allocated
+//! address as its rank among the thread's recent allocations or frees when it is one of them
+//! (`recent`), a symbol's strings by index after their first time (`symbol_codec`). All of
+//! that state starts empty in every block, so a block decodes without any block before it.
 //!
 //! `block_decoder.rs` walks the streams back into records.
 //!
@@ -16,7 +19,9 @@ use std::collections::HashMap;
 use bincode::Options;
 
 use crate::trace::format::Record;
+use crate::trace::recent::{RecentAllocations, ReusedBlocks};
 use crate::trace::stacks::StackId;
+use crate::trace::symbol_codec::StringTable;
 use crate::trace::varint::{put_signed, put_unsigned};
 
 /// Distinct threads one block may hold; the writer starts a new block before passing it.
@@ -31,14 +36,52 @@ const MAX_BLOCK_SIZES: usize = 4096;
 pub(super) enum Stream {
     Tags,
     Threads,
+    /// Whole microseconds since the thread's previous record.
     Times,
+    /// The nanoseconds past the microsecond, for the times that have any.
+    Fractions,
     Addresses,
+    /// What a free releases: 1 + the rank of one of the thread's recent allocations, or 0
+    /// when its address follows in `Addresses`.
+    References,
+    /// What an allocation reuses: 1 + the rank of a block of its rounded size the thread
+    /// freed lately, or 0 when its address follows in `Addresses`.
+    Reuses,
     Sizes,
     Stacks,
+    /// A stack node's id and its parent's, as differences.
+    NodeLinks,
+    NodeAddresses,
     Values,
+    /// Numbers of symbol records: address differences, offsets, their frames' counts,
+    /// flags, lines and columns.
+    Symbols,
+    /// 1 + the index of a string in the block's table, or 0 when it follows in `Strings`.
+    StringRefs,
+    /// Each new string of the block: its length, then its bytes.
+    Strings,
     Other,
 }
-pub(super) const STREAMS: usize = 8;
+pub const STREAMS: usize = 16;
+/// The streams' names, in `Stream` order, for measurements.
+pub const STREAM_NAMES: [&str; STREAMS] = [
+    "tags",
+    "threads",
+    "times",
+    "fractions",
+    "addresses",
+    "references",
+    "reuses",
+    "sizes",
+    "stacks",
+    "node links",
+    "node addrs",
+    "values",
+    "symbols",
+    "string refs",
+    "strings",
+    "other",
+];
 
 /// Kinds of record in the tag byte's low bits; everything else goes to bincode.
 pub(super) const KIND_OTHER: u8 = 0;
@@ -47,9 +90,14 @@ pub(super) const KIND_FREE: u8 = 2;
 pub(super) const KIND_REALLOC: u8 = 3;
 pub(super) const KIND_STACK_NODE: u8 = 4;
 pub(super) const KIND_STATUS: u8 = 5;
+pub(super) const KIND_SYMBOL: u8 = 6;
 pub(super) const KIND_MASK: u8 = 0x1f;
 /// Set when the record's process and thread are the previous record's.
 pub(super) const SAME_THREAD: u8 = 0x80;
+/// Set when the record's time is not a whole microsecond: the rest is in `Fractions`.
+pub(super) const TIME_FRACTION: u8 = 0x40;
+/// Nanoseconds in the unit of `Times`.
+pub(super) const TIME_UNIT_NS: u64 = 1000;
 
 /// The thread key of status samples: they come from the sampler, in their own time order.
 pub(super) const SAMPLER_THREAD: u32 = u32::MAX;
@@ -60,6 +108,7 @@ pub(super) struct ThreadState {
     pub(super) time_ns: u64,
     pub(super) address: u64,
     pub(super) stack: StackId,
+    pub(super) recent: RecentAllocations,
     /// For status samples: rss, anon, file, shmem, swap of the previous sample.
     pub(super) values: [u64; 5],
 }
@@ -75,6 +124,8 @@ pub(super) struct BlockState {
     /// Addresses of the block's stack nodes by id (bounded): a node's address is stored as
     /// the difference from its parent's, which is often in the same function or module.
     pub(super) node_addresses: HashMap<StackId, u64>,
+    pub(super) reused: ReusedBlocks,
+    pub(super) strings: StringTable,
 }
 
 impl BlockState {
@@ -106,7 +157,7 @@ impl BlockState {
 #[derive(Default)]
 pub struct BlockEncoder {
     streams: [Vec<u8>; STREAMS],
-    state: BlockState,
+    pub(super) state: BlockState,
     records: u32,
 }
 
@@ -130,6 +181,11 @@ impl BlockEncoder {
         self.records == 0
     }
 
+    /// The streams so far, in `STREAM_NAMES` order: what each kind of value costs.
+    pub fn streams(&self) -> [&[u8]; STREAMS] {
+        std::array::from_fn(|index| self.streams[index].as_slice())
+    }
+
     pub fn push(&mut self, record: &Record) -> Result<(), bincode::Error> {
         match *record {
             Record::Alloc {
@@ -143,7 +199,7 @@ impl BlockEncoder {
             } => {
                 let thread = self.begin(KIND_ALLOC, pid, tid, time_ns);
                 self.put_byte(Stream::Values, function as u8);
-                self.put_address(thread, address);
+                self.put_allocated(thread, address, size);
                 self.put_size(size);
                 self.put_stack(thread, stack);
             }
@@ -154,7 +210,7 @@ impl BlockEncoder {
                 address,
             } => {
                 let thread = self.begin(KIND_FREE, pid, tid, time_ns);
-                self.put_address(thread, address);
+                self.put_freed(thread, address);
             }
             Record::Realloc {
                 time_ns,
@@ -168,8 +224,8 @@ impl BlockEncoder {
             } => {
                 let thread = self.begin(KIND_REALLOC, pid, tid, time_ns);
                 self.put_byte(Stream::Values, function as u8);
-                self.put_address(thread, old_address);
-                self.put_address(thread, new_address);
+                self.put_freed(thread, old_address);
+                self.put_allocated(thread, new_address, size);
                 self.put_size(size);
                 self.put_stack(thread, stack);
             }
@@ -199,6 +255,7 @@ impl BlockEncoder {
                 }
                 self.state.threads.get_mut(&thread).unwrap().values = values;
             }
+            Record::Symbol { .. } => self.push_symbol(record),
             _ => {
                 self.put_byte(Stream::Tags, KIND_OTHER);
                 super::writer::encoding().serialize_into(self.stream(Stream::Other), record)?;
@@ -221,27 +278,34 @@ impl BlockEncoder {
         block
     }
 
-    fn stream(&mut self, stream: Stream) -> &mut Vec<u8> {
+    pub(super) fn stream(&mut self, stream: Stream) -> &mut Vec<u8> {
         &mut self.streams[stream as usize]
     }
 
-    fn put_byte(&mut self, stream: Stream, byte: u8) {
+    pub(super) fn put_byte(&mut self, stream: Stream, byte: u8) {
         self.stream(stream).push(byte);
     }
 
     /// Writes the tag, the thread (unless it is the previous record's) and the time.
     fn begin(&mut self, kind: u8, pid: u32, tid: u32, time_ns: u64) -> (u32, u32) {
         let thread = (pid, tid);
+        let fraction = time_ns % TIME_UNIT_NS;
+        let mut tag = kind;
+        if fraction != 0 {
+            tag |= TIME_FRACTION;
+            put_unsigned(self.stream(Stream::Fractions), fraction);
+        }
         if self.state.previous_thread == Some(thread) {
-            self.put_byte(Stream::Tags, kind | SAME_THREAD);
+            tag |= SAME_THREAD;
         } else {
-            self.put_byte(Stream::Tags, kind);
             put_unsigned(self.stream(Stream::Threads), pid.into());
             put_unsigned(self.stream(Stream::Threads), tid.into());
             self.state.previous_thread = Some(thread);
         }
+        self.put_byte(Stream::Tags, tag);
         let state = self.state.threads.entry(thread).or_default();
-        let delta = time_ns.wrapping_sub(state.time_ns) as i64;
+        let units = time_ns / TIME_UNIT_NS;
+        let delta = units.wrapping_sub(state.time_ns / TIME_UNIT_NS) as i64;
         state.time_ns = time_ns;
         put_signed(self.stream(Stream::Times), delta);
         thread
@@ -254,6 +318,47 @@ impl BlockEncoder {
             state.address = address;
         }
         put_signed(self.stream(Stream::Addresses), delta);
+    }
+
+    /// An allocated address: a lately freed block's rank, or the address itself.
+    fn put_allocated(&mut self, thread: (u32, u32), address: u64, size: u64) {
+        match self.state.reused.take_address(thread, size, address) {
+            Some(rank) => {
+                put_unsigned(self.stream(Stream::Reuses), rank as u64 + 1);
+                self.state.threads.get_mut(&thread).unwrap().address = address;
+            }
+            None => {
+                put_unsigned(self.stream(Stream::Reuses), 0);
+                self.put_address(thread, address);
+            }
+        }
+        if address != 0 {
+            self.state.reused.allocated(address, size);
+            let state = self.state.threads.get_mut(&thread).unwrap();
+            state.recent.push(address);
+        }
+    }
+
+    /// A freed address: a recent allocation's rank, or the address itself.
+    fn put_freed(&mut self, thread: (u32, u32), address: u64) {
+        let state = self.state.threads.get_mut(&thread).unwrap();
+        let rank = match address {
+            0 => None,
+            _ => state.recent.take_address(address),
+        };
+        match rank {
+            Some(rank) => {
+                state.address = address;
+                put_unsigned(self.stream(Stream::References), rank as u64 + 1);
+            }
+            None => {
+                put_unsigned(self.stream(Stream::References), 0);
+                self.put_address(thread, address);
+            }
+        }
+        if address != 0 {
+            self.state.reused.freed(thread, address);
+        }
     }
 
     fn put_size(&mut self, size: u64) {
@@ -279,15 +384,15 @@ impl BlockEncoder {
         put_unsigned(self.stream(Stream::Threads), pid.into());
         let previous_id = self.state.previous_node.0;
         put_signed(
-            self.stream(Stream::Stacks),
+            self.stream(Stream::NodeLinks),
             i64::from(id) - i64::from(previous_id),
         );
         put_signed(
-            self.stream(Stream::Stacks),
+            self.stream(Stream::NodeLinks),
             i64::from(id) - i64::from(parent),
         );
         let delta = address.wrapping_sub(self.state.node_base(parent)) as i64;
-        put_signed(self.stream(Stream::Addresses), delta);
+        put_signed(self.stream(Stream::NodeAddresses), delta);
         self.state.remember_node(id, address);
         // A stack node names no thread: the next record writes its own.
         self.state.previous_thread = None;

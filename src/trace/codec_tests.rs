@@ -117,7 +117,7 @@ fn mixed_records() -> Vec<Record> {
     ]
 }
 
-fn decode(inflated: Vec<u8>, records: u32) -> Result<Vec<Record>, String> {
+pub(super) fn decode(inflated: Vec<u8>, records: u32) -> Result<Vec<Record>, String> {
     let mut decoder = BlockDecoder::new(inflated, records)?;
     let mut decoded = Vec::new();
     while let Some(record) = decoder.next_record()? {
@@ -169,11 +169,13 @@ fn a_churn_of_one_thread_costs_a_few_bytes_a_record() {
             })
             .unwrap();
     }
-    // Per pair 12 bytes: 2 tags, time deltas of 3 (22 000 ns) and 2 (3 000 ns) bytes, 2
-    // zero address deltas, function, size index, zero stack delta. The first pair also
-    // names the thread (+2), starts at time 0 (-2), gives the address whole (+4); each of the
-    // 12 sizes is given whole once (+1 each).
-    assert_eq!(encoder.bytes(), 12 * 1000 + 2 - 2 + 4 + 12);
+    // Per pair 9 bytes: 2 tags, time deltas of 22 and 3 microseconds (1 byte each), the
+    // allocation as a reuse of the block freed, the free as the most recent allocation,
+    // function, size index, zero stack delta. The first pair also names the thread (+2) and
+    // gives the address whole (+5); each of the 12 sizes is given whole once (+1 each); the
+    // first allocation of each of the other 5 rounded sizes (48 to 112) reuses nothing and
+    // gives a zero address delta (+1 each).
+    assert_eq!(encoder.bytes(), 9 * 1000 + 2 + 5 + 12 + 5);
     let inflated = encoder.take();
     assert_eq!(decode(inflated, 2000).unwrap().len(), 2000);
 }

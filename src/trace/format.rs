@@ -19,6 +19,13 @@ pub const MAGIC: [u8; 8] = *b"MEMSUP\0\0";
 /// Version of the record encoding. Readers refuse newer versions with a clear message.
 pub const FORMAT_VERSION: u32 = 3;
 
+/// Recordings give times in whole microseconds. A time is taken when memsup handles a stop,
+/// microseconds after the program's call and with as much jitter, and two records of one
+/// thread lie more than 10 µs apart (each costs a ptrace stop), so the nanoseconds are noise;
+/// dropping them keeps every order by time (truncation never reverses two times) and saves
+/// more than a byte per record. The encoding itself keeps whatever nanoseconds a time has.
+pub const RECORD_TIME_UNIT_NS: u64 = 1000;
+
 /// The outermost frame of a stack whose walk stopped early (copy too short, an address
 /// outside every module, too deep): reports show it as `[truncated]`.
 pub const TRUNCATED_FRAME: u64 = u64::MAX;

@@ -12,7 +12,11 @@ pub mod frame;
 pub mod output_file;
 pub mod reader;
 pub mod reader_v2;
+mod recent;
 pub mod sequence;
 pub mod stacks;
+#[cfg(test)]
+mod stream_tests;
+mod symbol_codec;
 pub mod varint;
 pub mod writer;
