@@ -182,13 +182,7 @@ fn record_times_start_at_the_origin_and_never_go_back() {
     ];
     let times: Vec<u64> = interpret(events, &Arc::default())
         .iter()
-        .filter_map(|record| match *record {
-            Record::ProcessStart { time_ns, .. }
-            | Record::ThreadStart { time_ns, .. }
-            | Record::ThreadExit { time_ns, .. }
-            | Record::End { time_ns } => Some(time_ns),
-            _ => None,
-        })
+        .filter_map(Record::time_ns)
         .collect();
     assert_eq!(times, [5, 9, 9, 12]);
 }
@@ -213,16 +207,7 @@ fn record_times_are_truncated_to_the_time_unit() {
         });
     }
     drop(stage);
-    let times: Vec<u64> = receiver
-        .try_iter()
-        .filter_map(|record| match record {
-            Record::ProcessStart { time_ns, .. }
-            | Record::ThreadStart { time_ns, .. }
-            | Record::ThreadExit { time_ns, .. }
-            | Record::End { time_ns } => Some(time_ns),
-            _ => None,
-        })
-        .collect();
+    let times: Vec<u64> = receiver.try_iter().filter_map(|r| r.time_ns()).collect();
     assert_eq!(times, [5_000, 6_000, 6_000, 1_000_000]);
 }
 
