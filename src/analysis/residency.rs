@@ -194,15 +194,7 @@ mod tests {
     const IDLE_SAMPLES: u64 = 100_000;
 
     fn malloc(time_ns: u64, pid: u32, address: u64) -> Record {
-        Record::Alloc {
-            time_ns,
-            pid,
-            tid: pid,
-            function: AllocFunction::Malloc,
-            address,
-            size: 64,
-            stack: 0,
-        }
+        crate::analysis::tests::alloc_for(time_ns, pid, address, 64)
     }
 
     /// The `index`th sample of the process that stopped allocating: RSS rises by a page a

@@ -384,7 +384,7 @@ pub(crate) fn images_profile() -> Profile {
     profile(records, true)
 }
 
-fn alloc_for(time_ns: u64, pid: u32, address: u64, size: u64) -> Record {
+pub(crate) fn alloc_for(time_ns: u64, pid: u32, address: u64, size: u64) -> Record {
     Record::Alloc {
         time_ns,
         pid,

@@ -4,7 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::common::run::{memsup_run_command, run_command, split_stderr};
+use crate::common::run::{
+    assert_same_behaviour, memsup_run_command, run_command, run_native, split_stderr,
+};
 use crate::common::*;
 
 const READS_PREFIX: &str = "memsup: module reads: ";
@@ -18,7 +20,14 @@ fn every_module_file_is_read_once_across_three_images() {
     let mut command = memsup_run_command(&profile, &fixture);
     command.arg(&child).env("MEMSUP_DEBUG_MODULE_READS", "1");
     let output = run_command(command, None);
-    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let child_path = child.to_string_lossy().into_owned();
+    let native = run_native(&fixture, &[child_path.as_str()], None);
+    assert_eq!(
+        String::from_utf8_lossy(&native.stdout),
+        "exit3: leaking 400 bytes in 2 blocks, sum 195, exiting with status 3\n\
+         fork_exec: child exited with status 3\n"
+    );
+    assert_same_behaviour(&output, &native);
     let (_, memsup_lines) = split_stderr(&output.stderr);
     let mut reads: BTreeMap<String, u64> = BTreeMap::new();
     for line in memsup_lines
