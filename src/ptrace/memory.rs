@@ -12,6 +12,7 @@ use nix::sys::uio::{process_vm_readv, process_vm_writev, RemoteIoVec};
 use nix::unistd::Pid;
 
 use crate::error::{Error, Result};
+use crate::proc::status::parse_status_memory;
 
 /// Read access to another address space.
 pub trait RemoteMemory {
@@ -145,10 +146,10 @@ impl ProcessMemory {
 }
 
 /// Whether process `pid` still has its memory: false once it is gone, a zombie, or exiting
-/// past the release of its address space (its status then has no `VmSize`).
+/// past the release of its address space (its status then has no memory lines).
 fn has_address_space(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .is_ok_and(|status| status.lines().any(|line| line.starts_with("VmSize:")))
+    std::fs::read(format!("/proc/{pid}/status"))
+        .is_ok_and(|status| parse_status_memory(&status).is_some())
 }
 
 impl TraceeMemory for ProcessMemory {
