@@ -4,6 +4,8 @@
 # Prints: events, profile bytes, bytes/event, report wall seconds, report peak RSS (KiB).
 set -eu
 cd "$(dirname "$0")/.."
+# GNU time gives the peak RSS (Debian package `time`).
+[ -x /usr/bin/time ] || { echo "report_scale.sh: needs /usr/bin/time (apt-get install time)" >&2; exit 1; }
 cargo build --release --quiet --example synthetic_profile
 cargo build --release --quiet
 directory=${TMPDIR:-/tmp}/memsup-report-scale
@@ -17,5 +19,5 @@ for events in "$@"; do
     /usr/bin/time -f '%e %M' -o "$directory/time" target/release/memsup report "$profile" >/dev/null
     read -r seconds rss < "$directory/time"
     printf '%12s %12s %8.2f %10s %14s\n' "$events" "$bytes" \
-        "$(echo "$bytes / $events" | bc -l)" "$seconds" "$rss"
+        "$(awk -v b="$bytes" -v e="$events" 'BEGIN { print b / e }')" "$seconds" "$rss"
 done
