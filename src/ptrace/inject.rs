@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::proc::maps::{find_gap, read_maps};
 use crate::ptrace::memory::RemoteMemoryMut;
 use crate::ptrace::regs;
-use crate::ptrace::stop::{wait_for_thread_until, Deadline, Event, Stop, STOP_TIMEOUT};
+use crate::ptrace::stop::{hand_back, wait_for_thread_until, Deadline, Event, Stop, STOP_TIMEOUT};
 
 pub const PAGE_SIZE: u64 = 4096;
 const SYSCALL_INT3: [u8; 3] = [0x0f, 0x05, 0xcc];
@@ -147,8 +147,10 @@ fn run_until_trap(tid: i32) -> Result<Vec<i32>> {
             })
             | Some(Stop::Syscall { .. }) => regs::resume(tid, 0)?,
             Some(Stop::Event { .. }) => regs::resume(tid, 0)?,
-            Some(Stop::Exited { .. }) | Some(Stop::Killed { .. }) => {
-                return Err(Error::ProcessGone(tid))
+            Some(end @ (Stop::Exited { .. } | Stop::Killed { .. })) => {
+                // Reaped here, recorded by the event loop.
+                hand_back(end);
+                return Err(Error::ProcessGone(tid));
             }
             None => {}
         }

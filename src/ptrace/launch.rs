@@ -147,9 +147,19 @@ fn close(fd: i32) {
     unsafe { libc::close(fd) };
 }
 
-/// Launches `args[0]` (already resolved to `path`) under ptrace and returns its PID, stopped
-/// at its exec event. Nothing runs unless the seize succeeded.
-pub fn launch(path: &Path, args: &[OsString], use_seccomp: bool) -> Result<i32> {
+/// A launched program, as memsup first sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Launched {
+    /// Stopped at its exec event, ready to be probed.
+    AtExec(i32),
+    /// Killed by `signal` before memsup saw its exec event (a SIGKILL right at the start):
+    /// it ended as it would have without memsup, and was reaped.
+    Killed { pid: i32, signal: i32 },
+}
+
+/// Launches `args[0]` (already resolved to `path`) under ptrace and returns it stopped at its
+/// exec event, or killed before it. Nothing runs unless the seize succeeded.
+pub fn launch(path: &Path, args: &[OsString], use_seccomp: bool) -> Result<Launched> {
     let plan = ChildPlan::new(path, args, use_seccomp)?;
     let argv = null_terminated(&plan.argv);
     let envp = null_terminated(&plan.envp);
@@ -183,18 +193,31 @@ pub fn launch(path: &Path, args: &[OsString], use_seccomp: bool) -> Result<i32> 
         let _ = wait_for_thread(pid);
     }
     close(error_pipe[0]);
-    result.map(|_| pid)
+    result
 }
 
-fn run_to_exec(pid: i32, error_pipe: i32, path: &Path) -> Result<()> {
+fn run_to_exec(pid: i32, error_pipe: i32, path: &Path) -> Result<Launched> {
     loop {
         let status = wait_for_thread(pid).map_err(|e| Error::ptrace("waitpid", pid, e))?;
         match Stop::from_wait_status(status) {
             Some(Stop::Event {
                 event: Event::Exec, ..
-            }) => return Ok(()),
-            Some(Stop::Exited { .. }) | Some(Stop::Killed { .. }) => {
-                return Err(exec_failure(error_pipe, path))
+            }) => return Ok(Launched::AtExec(pid)),
+            Some(Stop::Killed { signal, .. }) => {
+                return match exec_errno(error_pipe) {
+                    Some(errno) => Err(exec_failure(errno, path)),
+                    // No exec error came back: a signal ended the program, not memsup.
+                    None => Ok(Launched::Killed { pid, signal }),
+                };
+            }
+            Some(Stop::Exited { .. }) => {
+                let display = path.display().to_string();
+                return Err(match exec_errno(error_pipe) {
+                    Some(errno) => exec_failure(errno, path),
+                    None => {
+                        Error::Internal(format!("{display}: the program ended before it started"))
+                    }
+                });
             }
             // A signal before exec (e.g. Ctrl-C) is the program's: deliver it.
             Some(Stop::Signal { signal, .. }) => regs::resume(pid, signal)?,
@@ -204,14 +227,17 @@ fn run_to_exec(pid: i32, error_pipe: i32, path: &Path) -> Result<()> {
     }
 }
 
-fn exec_failure(error_pipe: i32, path: &Path) -> Error {
+/// The errno the child sent when its exec failed; None when the pipe closed without one (the
+/// exec succeeded, or the child died before trying).
+fn exec_errno(error_pipe: i32) -> Option<i32> {
     let mut errno = 0i32;
     // SAFETY: reads at most 4 bytes into a local.
     let read = unsafe { libc::read(error_pipe, (&mut errno as *mut i32).cast(), 4) };
+    (read == 4).then_some(errno)
+}
+
+fn exec_failure(errno: i32, path: &Path) -> Error {
     let display = path.display().to_string();
-    if read != 4 {
-        return Error::Internal(format!("{display}: the program ended before it started"));
-    }
     match Errno::from_raw(errno) {
         Errno::ENOENT => Error::CommandNotFound(display),
         errno => Error::NotExecutable {
@@ -233,7 +259,10 @@ impl Tracer<'_> {
         };
         self.send(pid, pid, start);
         self.record_exec(pid);
-        self.setup_image(pid)?;
-        self.resume(pid)
+        match self.setup_image(pid).and_then(|()| self.resume(pid)) {
+            // Killed while its probes went in: the event loop collects how it ended.
+            Err(Error::ProcessGone(_)) => Ok(()),
+            outcome => outcome,
+        }
     }
 }

@@ -1,5 +1,6 @@
 //! Every wait status decoded once into a typed `Stop`, and the waits for one thread's stop.
 
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
@@ -8,6 +9,7 @@ use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
 use crate::error::Error;
+use crate::failure::lock;
 use crate::ptrace::signals;
 
 /// ptrace event numbers (PTRACE_EVENT_*).
@@ -175,6 +177,20 @@ impl WaitFailure {
     }
 }
 
+/// Ends of threads reaped by a wait outside the event loop that did not record them (a
+/// thread killed during a remote system call): the loop takes them back, so the process
+/// still ends with its real status.
+static HANDED_BACK: Mutex<Vec<Stop>> = Mutex::new(Vec::new());
+
+pub fn hand_back(stop: Stop) {
+    lock(&HANDED_BACK).push(stop);
+}
+
+/// The stops handed back since the last call, oldest first.
+pub fn take_handed_back() -> Vec<Stop> {
+    std::mem::take(&mut *lock(&HANDED_BACK))
+}
+
 /// As `wait_for_thread`, but gives up at `deadline`: polls with WNOHANG and short sleeps
 /// (never used by the main loop, only by attach, detach and remote calls).
 pub fn wait_for_thread_until(tid: i32, deadline: &Deadline) -> Result<WaitStatus, WaitFailure> {
@@ -203,6 +219,16 @@ pub fn wait_for_thread_until(tid: i32, deadline: &Deadline) -> Result<WaitStatus
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ends_handed_back_reach_the_event_loop_once_in_order() {
+        let killed = Stop::Killed { tid: 41, signal: 9 };
+        let exited = Stop::Exited { tid: 42, code: 3 };
+        hand_back(killed);
+        hand_back(exited);
+        assert_eq!(take_handed_back(), [killed, exited]);
+        assert_eq!(take_handed_back(), []);
+    }
 
     /// A child of this test process that waits to be killed.
     fn paused_child() -> Pid {

@@ -16,7 +16,7 @@ use crate::module::ModuleStore;
 use crate::ptrace::capture::StackMode;
 use crate::ptrace::signals;
 use crate::ptrace::state::{Process, Thread};
-use crate::ptrace::stop::{Event, Stop, GROUP_STOP_SIGNALS};
+use crate::ptrace::stop::{take_handed_back, Event, Stop, GROUP_STOP_SIGNALS};
 use crate::ptrace::tracee::{Ptrace, Tracee};
 use crate::trace::format::{ExitKind, SnapshotReason};
 
@@ -169,6 +169,9 @@ impl<'a> Tracer<'a> {
                     return Ok(());
                 }
                 continue;
+            }
+            if self.deferred.is_empty() {
+                self.deferred.extend(take_handed_back());
             }
             let stop = match self.deferred.pop_front() {
                 Some(stop) => stop,

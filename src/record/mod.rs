@@ -18,12 +18,12 @@ use crate::events::{monotonic_ns, EventKind, EventSink, Watched};
 use crate::interpret::{self, LiveStats};
 use crate::module::ModuleStore;
 use crate::ptrace::capture::StackMode;
-use crate::ptrace::launch::{launch, resolve_command};
+use crate::ptrace::launch::{launch, resolve_command, Launched};
 use crate::ptrace::tracer::{Mode, Tracer};
 use crate::ptrace::{attach, signals};
 use crate::sampler::{Rates, Sampler, Snapshots};
 use crate::symbols::elf::check_executable;
-use crate::trace::format::{ExitKind, Header, RecordMode, RECORD_TIME_UNIT_NS};
+use crate::trace::format::{ExitKind, Header, RecordMode, StartCause, RECORD_TIME_UNIT_NS};
 use crate::trace::output_file::OutputRequest;
 use crate::trace::writer::{self, ProfileWriter};
 use progress::Progress;
@@ -248,7 +248,12 @@ pub fn run(options: RunOptions) -> Result<i32> {
     }
     let launched = launch(&path, &options.command, true);
     let pid = match launched {
-        Ok(pid) => pid,
+        Ok(Launched::AtExec(pid)) => pid,
+        Ok(Launched::Killed { pid, signal }) => {
+            record_killed_at_start(&pipeline.sink, pid, &path, &options.command, signal);
+            pipeline.finish()?;
+            return Ok(128 + signal);
+        }
         Err(error) => {
             let written_to = pipeline.output.clone();
             let _ = pipeline.finish_quietly();
@@ -274,6 +279,36 @@ pub fn run(options: RunOptions) -> Result<i32> {
     pipeline.finish()?;
     outcome?;
     Ok(status)
+}
+
+/// A program killed before its exec stop was seen: its start, its program and its end, so
+/// the profile says what happened to it as for any other.
+fn record_killed_at_start(
+    sink: &EventSink,
+    pid: i32,
+    path: &Path,
+    command: &[OsString],
+    signal: i32,
+) {
+    let pid = pid as u32;
+    let start = EventKind::ProcessStart {
+        parent_pid: None,
+        cause: StartCause::Launch,
+    };
+    sink.send(pid, pid, start);
+    let exec = EventKind::Exec {
+        exe: path.to_string_lossy().into_owned(),
+        argv: command
+            .iter()
+            .map(|argument| argument.to_string_lossy().into_owned())
+            .collect(),
+    };
+    sink.send(pid, pid, exec);
+    let exit = EventKind::ProcessExit {
+        status: ExitKind::Signal(signal),
+        counters: Default::default(),
+    };
+    sink.send(pid, pid, exit);
 }
 
 /// Joins running processes until Ctrl-C, `--duration` or their exit; then detaches.
