@@ -12,6 +12,7 @@ pub mod cli;
 pub mod error;
 pub mod events;
 pub mod failure;
+pub mod hooks;
 pub mod interpret;
 pub mod module;
 pub mod platform;

@@ -1,0 +1,166 @@
+//! The memory shared between injected hooks and memsup, byte by byte: the contract between
+//! the machine code `code` assembles (the producer, inside the target) and the drain (the
+//! consumer, in memsup). Both sides take every offset from here.
+//!
+//! One *area* per process image: a memfd mapped `MAP_SHARED` in the target and in memsup,
+//! made of a header page and `ring_count` rings. A ring is a header (the producers' claim
+//! counter and the consumer's position, each on its own cache line) and `capacity` fixed-size
+//! records. A producer picks its ring by CPU (per-CPU rings keep claims on a mostly local
+//! line), claims index `i` with a compare-and-swap on `head` only when `i - tail < capacity`
+//! (so a claim never waits on a slot it cannot write), writes the record at `i % capacity`
+//! and publishes it by storing `seq = i + 1` last. x86-TSO keeps the stores in order.
+
+/// `MEMSUPHK`, little-endian.
+pub const MAGIC: u64 = u64::from_le_bytes(*b"MEMSUPHK");
+pub const VERSION: u32 = 1;
+
+/// Bytes of the area header (one page).
+pub const AREA_HEADER_BYTES: u64 = 4096;
+
+/// Area header fields (byte offsets; u64 unless stated).
+pub mod header {
+    pub const MAGIC: u64 = 0;
+    /// u32 `VERSION`.
+    pub const VERSION: u64 = 8;
+    /// u32: number of rings, a power of two.
+    pub const RING_COUNT: u64 = 12;
+    /// Records per ring, a power of two.
+    pub const CAPACITY: u64 = 16;
+    /// u32: 1 while hooks record; 0 makes every hook pass straight through to the
+    /// allocator. memsup clears it at detach; a producer clears it when nobody drains.
+    pub const ENABLED: u64 = 24;
+    /// u32: what a producer does when its ring is full: `POLICY_WAIT` or `POLICY_DROP`.
+    pub const POLICY: u64 = 28;
+    /// TSC of the drain's last pass, written by memsup on every pass, busy or idle.
+    pub const HEARTBEAT: u64 = 32;
+    /// TSC ticks without a heartbeat after which a producer that finds its ring full
+    /// decides memsup is gone: it clears `ENABLED` and drops its record.
+    pub const STALE_TICKS: u64 = 40;
+    /// TSC ticks a producer waits for room (policy wait) before it drops its record and
+    /// counts it: the bound that makes a wait never a deadlock.
+    pub const WAIT_LIMIT_TICKS: u64 = 48;
+    /// Records dropped by producers (atomic increments).
+    pub const DROPPED: u64 = 56;
+    /// Times a producer found its ring full (atomic increments).
+    pub const FULL_WAITS: u64 = 64;
+}
+
+pub const POLICY_WAIT: u32 = 0;
+pub const POLICY_DROP: u32 = 1;
+
+/// Bytes of a ring's header: `head` and `tail` on separate cache lines.
+pub const RING_HEADER_BYTES: u64 = 128;
+/// Ring header fields (byte offsets from the ring's start).
+pub mod ring {
+    /// Next index to claim (producers, compare-and-swap).
+    pub const HEAD: u64 = 0;
+    /// Next index the drain reads (memsup; producers read it to see room).
+    pub const TAIL: u64 = 64;
+}
+
+/// Bytes of one record: two cache lines.
+pub const RECORD_BYTES: u64 = 128;
+/// Record fields (byte offsets from the record's start; u64 unless stated).
+pub mod record {
+    /// `index + 1`, stored last: the record is published once `seq` equals it.
+    pub const SEQ: u64 = 0;
+    /// u32: an `Op` code.
+    pub const OP: u64 = 8;
+    /// u32: the ring the producer chose (its CPU, masked), for diagnostics.
+    pub const CPU: u64 = 12;
+    /// `rdtsc` when the event happened: before the call for a free, after it returned for
+    /// everything that returns a result.
+    pub const TSC: u64 = 16;
+    /// The thread's self pointer (`fs:[0]`, glibc and musl alike): which thread.
+    pub const THREAD: u64 = 24;
+    /// The return address at the function's entry: the caller.
+    pub const CALLER: u64 = 32;
+    /// rsp at the function's entry (it points at the return address).
+    pub const STACK_POINTER: u64 = 40;
+    /// rax after the call returned (0 for a free).
+    pub const RESULT: u64 = 48;
+    /// The six integer arguments at entry: rdi, rsi, rdx, rcx, r8, r9 (6 × u64).
+    pub const ARGUMENTS: u64 = 56;
+    /// For `posix_memalign`: the pointer stored through its first argument when it returned
+    /// 0, else 0. Unused by other operations.
+    pub const OUT: u64 = 104;
+    /// `rdtsc` at entry, for calls recorded after they return (0 for a free).
+    pub const ENTRY_TSC: u64 = 112;
+}
+
+/// What a record reports: the function whose hook wrote it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum Op {
+    Malloc = 1,
+    Calloc = 2,
+    Realloc = 3,
+    Reallocarray = 4,
+    Free = 5,
+    PosixMemalign = 6,
+    AlignedAlloc = 7,
+    Memalign = 8,
+    Valloc = 9,
+    Pvalloc = 10,
+}
+
+impl Op {
+    pub const ALL: [Op; 10] = [
+        Op::Malloc,
+        Op::Calloc,
+        Op::Realloc,
+        Op::Reallocarray,
+        Op::Free,
+        Op::PosixMemalign,
+        Op::AlignedAlloc,
+        Op::Memalign,
+        Op::Valloc,
+        Op::Pvalloc,
+    ];
+
+    pub fn from_code(code: u32) -> Option<Op> {
+        Op::ALL.into_iter().find(|op| *op as u32 == code)
+    }
+
+    /// How its hook is shaped.
+    pub fn shape(self) -> HookShape {
+        match self {
+            Op::Free => HookShape::Before,
+            Op::PosixMemalign => HookShape::AfterWithOutPointer,
+            _ => HookShape::After,
+        }
+    }
+}
+
+/// How a hook wraps its function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookShape {
+    /// Records at entry, then continues into the function (free: the record must be
+    /// published before the block can be reused by another thread).
+    Before,
+    /// Calls the function, then records with its result (the pointer is known only then).
+    After,
+    /// As `After`, and also reads the pointer the function stored through its first
+    /// argument (posix_memalign).
+    AfterWithOutPointer,
+}
+
+/// Bytes of an area with `ring_count` rings of `capacity` records.
+pub fn area_bytes(ring_count: u64, capacity: u64) -> u64 {
+    AREA_HEADER_BYTES + ring_count * ring_bytes(capacity)
+}
+
+/// Bytes of one ring of `capacity` records, header included.
+pub fn ring_bytes(capacity: u64) -> u64 {
+    RING_HEADER_BYTES + capacity * RECORD_BYTES
+}
+
+/// Byte offset of ring `index` from the area's start.
+pub fn ring_offset(index: u64, capacity: u64) -> u64 {
+    AREA_HEADER_BYTES + index * ring_bytes(capacity)
+}
+
+/// Byte offset of record slot `index` (any claim index; it wraps) from its ring's start.
+pub fn record_offset(index: u64, capacity: u64) -> u64 {
+    RING_HEADER_BYTES + (index & (capacity - 1)) * RECORD_BYTES
+}

@@ -1,0 +1,5 @@
+//! The hook engine: allocator entries patched with a `jmp` to code memsup injects, which
+//! records each call into rings shared with memsup and runs the relocated prologue, so the
+//! program takes no ptrace stop per allocation. A second event source beside the tracer.
+
+pub mod layout;
