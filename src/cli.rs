@@ -7,6 +7,8 @@ use std::time::Duration;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::breakpoints::table::StepOverPolicy;
+use crate::hooks::drain::RingFull;
+use crate::trace::format::Engine;
 use crate::ptrace::capture::StackMode;
 use crate::report::folded::Metric;
 use crate::trace::output_file::OutputRequest;
@@ -151,6 +153,51 @@ pub struct ProbeArgs {
     /// address into the calling code (cheaper, no stacks in reports).
     #[arg(long, value_enum, default_value_t = StacksArg::Full)]
     pub stacks: StacksArg,
+    /// How allocator calls are recorded: `int3` stops the program at each call; `hooks`
+    /// patches each allocator entry with a jump to code memsup injects, which writes the call
+    /// into rings memsup reads, with no stop (functions it cannot patch keep int3). Default:
+    /// the MEMSUP_ENGINE environment variable if set, else `hooks` with `--stacks caller`,
+    /// else `int3` (hooks record only the caller).
+    #[arg(long, value_enum)]
+    pub engine: Option<EngineArg>,
+    /// What a hook does when its ring is full: `wait` for memsup to drain it (lossless), or
+    /// `drop` the call and count it.
+    #[arg(long = "ring-full", value_enum, default_value_t = RingFullArg::Wait)]
+    pub ring_full: RingFullArg,
+}
+
+impl ProbeArgs {
+    /// `--engine`, else `MEMSUP_ENGINE` (`hooks` or `int3`), else by `--stacks`.
+    pub fn engine(self) -> Engine {
+        let from_environment = || match std::env::var("MEMSUP_ENGINE").as_deref() {
+            Ok("hooks") => Some(EngineArg::Hooks),
+            Ok("int3") => Some(EngineArg::Int3),
+            _ => None,
+        };
+        match (self.engine.or_else(from_environment), self.stacks) {
+            (Some(EngineArg::Hooks), _) | (None, StacksArg::Caller) => Engine::Hooks,
+            (Some(EngineArg::Int3), _) | (None, StacksArg::Full) => Engine::Int3,
+        }
+    }
+
+    pub fn ring_full(self) -> RingFull {
+        match self.ring_full {
+            RingFullArg::Wait => RingFull::Wait,
+            RingFullArg::Drop => RingFull::Drop,
+        }
+    }
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineArg {
+    Hooks,
+    Int3,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RingFullArg {
+    Wait,
+    Drop,
 }
 
 /// How residency (RSS, PSS) is sampled, without ptrace.

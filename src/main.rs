@@ -62,6 +62,8 @@ fn execute(command: Command) -> Result<i32> {
                 quiet,
                 step_over: probes.step_over.policy(),
                 stacks: probes.stacks.mode(),
+                engine: probes.engine(),
+                ring_full: probes.ring_full(),
                 rates: sampling.rates(),
             })
         }
@@ -80,6 +82,8 @@ fn execute(command: Command) -> Result<i32> {
             quiet,
             step_over: probes.step_over.policy(),
             stacks: probes.stacks.mode(),
+            engine: probes.engine(),
+            ring_full: probes.ring_full(),
             rates: sampling.rates(),
         }),
         Command::Report {

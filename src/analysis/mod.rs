@@ -27,7 +27,7 @@ use std::path::Path;
 pub use residency::ResidencySummary;
 
 use crate::trace::format::{
-    AllocFunction, Header, MapCall, ProbeCounters, Record, RecordMode, SamplerCosts, StartCause,
+    AllocFunction, Engine, Header, HookCounters, MapCall, ProbeCounters, ProbeSite, Record, RecordMode, SamplerCosts, StartCause,
     UnwindCosts,
 };
 use crate::trace::reader::Profile;
@@ -124,6 +124,11 @@ pub struct ProcessAnalysis {
     pub mappings: MappingStats,
     /// What watching this image cost.
     pub probes: ProbeCounters,
+    /// What recorded its allocator calls, each probe site's implementation, and what the
+    /// hook rings counted.
+    pub engine: Engine,
+    pub probe_sites: Vec<ProbeSite>,
+    pub hooks: HookCounters,
     /// Every heap call site, by bytes live at the peak, then bytes allocated.
     pub sites: Vec<Site>,
     /// Every mapping call site, by bytes mapped (mmap and break growth).
@@ -193,6 +198,9 @@ impl ProcessAnalysis {
             largest_allocation: 0,
             mappings: MappingStats::default(),
             probes: ProbeCounters::default(),
+            engine: Engine::Int3,
+            probe_sites: Vec::new(),
+            hooks: HookCounters::default(),
             sites: Vec::new(),
             mapping_sites: Vec::new(),
             warnings: Vec::new(),

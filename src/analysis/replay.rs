@@ -159,6 +159,20 @@ impl Replay {
                 ..
             } => self.abandoned_call(*time_ns, *pid, *function),
             Record::ImageCounters { pid, counters } => self.image_counters(*pid, counters),
+            Record::ProbeSites {
+                pid,
+                engine,
+                sites,
+                hooks,
+                ..
+            } => {
+                if let Some(state) = self.open.get(pid) {
+                    let image = &mut self.processes[state.index];
+                    image.engine = *engine;
+                    image.probe_sites = sites.clone();
+                    image.hooks = *hooks;
+                }
+            }
             Record::Module { pid, path, .. } => {
                 if let Some(state) = self.open.get_mut(pid) {
                     state.components.module(path);

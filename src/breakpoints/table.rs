@@ -26,6 +26,16 @@ pub enum ProbeKind {
 }
 
 impl ProbeKind {
+    /// The probed function's standard name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProbeKind::Alloc(function) => function.name(),
+            ProbeKind::Map(call) => call.name(),
+            ProbeKind::Rendezvous => "rendezvous",
+            ProbeKind::IfuncResolver(_) => "IFUNC resolver",
+        }
+    }
+
     /// Probes of the program's own calls, as opposed to memsup's bookkeeping probes.
     pub fn is_program_probe(self) -> bool {
         matches!(self, ProbeKind::Alloc(_) | ProbeKind::Map(_))

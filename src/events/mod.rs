@@ -4,6 +4,7 @@
 //! injected hooks or a snapshot) send events through one `EventSink`; only `interpret` turns
 //! them into profile records. Nothing here knows which source made an event.
 
+pub mod calls;
 pub mod heap;
 pub mod sink;
 pub mod stack;
@@ -14,8 +15,8 @@ pub use stack::{CopyWindows, RawStack, StackCopy};
 pub use watched::Watched;
 
 use crate::trace::format::{
-    AllocFunction, ExitKind, MapCall, MappingResidency, ProbeCounters, SamplerCosts,
-    SnapshotReason, StartCause,
+    AllocFunction, Engine, ExitKind, HookCounters, MapCall, MappingResidency, ProbeCounters, ProbeSite,
+    SamplerCosts, SnapshotReason, StartCause,
 };
 
 /// One thing a source saw. `time_ns` is a raw CLOCK_MONOTONIC reading, the clock code inside
@@ -113,6 +114,12 @@ pub enum EventKind {
         mappings: Vec<MappingResidency>,
     },
     SamplerCosts(SamplerCosts),
+    /// How the image's allocator calls were recorded (sent at its end).
+    ProbeSites {
+        engine: Engine,
+        sites: Vec<ProbeSite>,
+        hooks: HookCounters,
+    },
     /// The recording ends: nothing follows.
     End,
 }

@@ -111,6 +111,17 @@ impl EventSink {
     /// Sends without dropping: waits when the interpret stage is behind, and counts it.
     /// The event's time is taken here, now.
     pub fn send(&self, pid: u32, tid: u32, kind: EventKind) {
+        self.send_stamped(None, pid, tid, kind)
+    }
+
+    /// As `send`, for a source that read the clock itself when the event happened (a hook's
+    /// record): never later than now, so the channel stays in time order within a pid as
+    /// long as that source sends in its own time order.
+    pub fn send_at(&self, time_ns: u64, pid: u32, tid: u32, kind: EventKind) {
+        self.send_stamped(Some(time_ns), pid, tid, kind)
+    }
+
+    fn send_stamped(&self, time_ns: Option<u64>, pid: u32, tid: u32, kind: EventKind) {
         let bytes = kind.stack().map_or(0, |stack| stack.copy_bytes());
         let sender = self
             .shared
@@ -127,8 +138,9 @@ impl EventSink {
         if matches!(kind, EventKind::ProcessExit { .. }) {
             self.shared.watched.remove(pid as i32);
         }
+        let now = monotonic_ns();
         let event = Event {
-            time_ns: monotonic_ns(),
+            time_ns: time_ns.map_or(now, |time| time.min(now)),
             pid,
             tid,
             kind,

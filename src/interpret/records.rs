@@ -177,6 +177,17 @@ fn process_record(time_ns: u64, pid: u32, tid: u32, kind: EventKind) -> Result<R
             status,
             counters,
         },
+        EventKind::ProbeSites {
+            engine,
+            sites,
+            hooks,
+        } => Record::ProbeSites {
+            time_ns,
+            pid,
+            engine,
+            sites,
+            hooks,
+        },
         EventKind::End => Record::End { time_ns },
         other => return Err(other),
     })

@@ -275,7 +275,7 @@ impl Tracer<'_> {
             process.memory.use_thread(injector);
         }
         self.create_scratch(pid, injector, anchor)?;
-        self.scan_modules(pid)?;
+        self.scan_modules(pid, Some(injector))?;
         for joined in threads {
             self.joining.remove(&joined.tid);
             if !joined.group_stopped {

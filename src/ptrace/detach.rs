@@ -309,6 +309,15 @@ impl Tracer<'_> {
                 }
             }
         }
+        self.processes.insert(pid, process);
+        self.finish_image(pid);
+        let shares_parent_memory = self.process(pid).is_ok_and(|p| p.shares_parent_memory);
+        if !shares_parent_memory {
+            self.remove_hooks(pid, &tids);
+        }
+        let Some(mut process) = self.processes.remove(&pid) else {
+            return;
+        };
         if process.shares_parent_memory {
             // The parent's detach restores the one memory they share.
             process.breakpoints.clear();

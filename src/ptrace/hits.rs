@@ -7,6 +7,7 @@ use crate::breakpoints::probes::needs_return;
 use crate::breakpoints::returns::PendingReturn;
 use crate::breakpoints::table::{Breakpoint, ProbeKind, StepOver, INT3};
 use crate::error::{Error, Result};
+use crate::events::calls::returned_call;
 use crate::events::{EventKind, RawStack};
 use crate::ptrace::memory::{RemoteMemory, RemoteMemoryMut};
 use crate::ptrace::regs;
@@ -116,11 +117,11 @@ impl Tracer<'_> {
             }
         }
         regs.rip = breakpoint.address;
-        self.step_over(tid, pid, regs, breakpoint, entry_rsp, hijack_slot, is_probe)?;
         if breakpoint.kind == ProbeKind::Rendezvous {
-            self.scan_modules(pid)?;
+            // While the thread is stopped: the hook engine runs system calls in it.
+            self.scan_modules(pid, Some(tid))?;
         }
-        Ok(())
+        self.step_over(tid, pid, regs, breakpoint, entry_rsp, hijack_slot, is_probe)
     }
 
     /// Continues past the probed instruction, writing the hijacked return address (and a
@@ -298,58 +299,32 @@ pub(crate) fn return_event(
 ) -> Result<EventKind> {
     let args = entry.args;
     let stack = entry.stack.unwrap_or(RawStack::Frames(Vec::new()));
-    let alloc = |function, address, size, stack| EventKind::Alloc {
-        function,
-        address,
-        size,
-        stack,
-    };
-    Ok(match entry.kind {
-        ProbeKind::Alloc(
-            function @ (AllocFunction::Malloc | AllocFunction::Valloc | AllocFunction::Pvalloc),
-        ) => alloc(function, result, args[0], stack),
-        ProbeKind::Alloc(AllocFunction::Calloc) => alloc(
-            AllocFunction::Calloc,
-            result,
-            args[0].saturating_mul(args[1]),
-            stack,
-        ),
-        ProbeKind::Alloc(function @ (AllocFunction::AlignedAlloc | AllocFunction::Memalign)) => {
-            alloc(function, result, args[1], stack)
-        }
-        ProbeKind::Alloc(AllocFunction::PosixMemalign) => {
-            let address = if result == 0 {
-                memory.read_u64(args[0])?
-            } else {
-                0
+    let no_record = || Error::Internal("no return record for this probe".into());
+    match entry.kind {
+        ProbeKind::Alloc(function) => {
+            let mut failed = None;
+            let stored = || match memory.read_u64(args[0]) {
+                Ok(value) => Some(value),
+                Err(error) => {
+                    failed = Some(error);
+                    None
+                }
             };
-            alloc(AllocFunction::PosixMemalign, address, args[2], stack)
-        }
-        ProbeKind::Alloc(function @ (AllocFunction::Realloc | AllocFunction::Reallocarray)) => {
-            EventKind::Realloc {
-                function,
-                old_address: args[0],
-                new_address: result,
-                size: if function == AllocFunction::Realloc {
-                    args[1]
-                } else {
-                    args[1].saturating_mul(args[2])
-                },
-                stack,
+            let event = returned_call(function, &args, result, stored, stack);
+            match (event, failed) {
+                (_, Some(error)) => Err(error),
+                (Some(event), None) => Ok(event),
+                (None, None) => Err(no_record()),
             }
         }
-        ProbeKind::Map(call) => EventKind::Mapping {
+        ProbeKind::Map(call) => Ok(EventKind::Mapping {
             call,
             args,
             result: wrapper_result(call, &args, result),
             stack,
-        },
-        ProbeKind::Alloc(AllocFunction::Free)
-        | ProbeKind::Rendezvous
-        | ProbeKind::IfuncResolver(_) => {
-            return Err(Error::Internal("no return record for this probe".into()));
-        }
-    })
+        }),
+        ProbeKind::Rendezvous | ProbeKind::IfuncResolver(_) => Err(no_record()),
+    }
 }
 
 /// libc's wrappers return -1 and set errno; the records hold the system call's result.

@@ -4,7 +4,8 @@ use crate::error::Result;
 use crate::events::EventKind;
 use crate::proc::status::{read_cmdline, read_status};
 use crate::ptrace::state::{Process, Thread};
-use crate::ptrace::stop::Event;
+use crate::ptrace::regs;
+use crate::ptrace::stop::{hand_back, wait_for_thread_until, Deadline, Event, Stop, STOP_TIMEOUT};
 use crate::ptrace::thread_stack::clone_stack_top;
 use crate::ptrace::tracer::Tracer;
 use crate::trace::format::{ExitKind, StartCause};
@@ -12,11 +13,55 @@ use crate::trace::format::{ExitKind, StartCause};
 impl Tracer<'_> {
     pub(crate) fn on_new_child(&mut self, tid: i32, event: Event) -> Result<()> {
         let child = self.register_child(tid, event)?;
+        let hooked = self.processes.get(&child).is_some_and(|p| p.hooks.is_some());
+        if event == Event::Fork && hooked && self.hold_first_stop(child) {
+            self.rearm_fork_child(child);
+        }
         // The child first: a parent killed meanwhile must not leave it stopped.
         if self.early_threads.remove(&child) {
             let _ = self.resume(child);
         }
         self.resume(tid)
+    }
+
+    /// Waits for a new child's first stop, unless it came already; it stays held (in
+    /// `early_threads`) for `on_new_child` to resume. False if it ended instead.
+    fn hold_first_stop(&mut self, child: i32) -> bool {
+        if self.early_threads.contains(&child) {
+            return true;
+        }
+        let deadline = Deadline::after(STOP_TIMEOUT);
+        loop {
+            let Ok(status) = wait_for_thread_until(child, &deadline) else {
+                return false;
+            };
+            match Stop::from_wait_status(status) {
+                Some(Stop::Event {
+                    event: Event::Stop, ..
+                }) => {
+                    self.early_threads.insert(child);
+                    return true;
+                }
+                Some(end @ (Stop::Exited { .. } | Stop::Killed { .. })) => {
+                    hand_back(end);
+                    return false;
+                }
+                Some(Stop::Signal { signal, .. }) => {
+                    if let Some(thread) = self.threads.get_mut(&child) {
+                        thread.pending_signals.push(signal);
+                    }
+                    if regs::resume(child, 0).is_err() {
+                        return false;
+                    }
+                }
+                Some(_) => {
+                    if regs::resume(child, 0).is_err() {
+                        return false;
+                    }
+                }
+                None => {}
+            }
+        }
     }
 
     /// Records the thread or process that `tid`'s clone, fork or vfork event announces.
@@ -32,6 +77,9 @@ impl Tracer<'_> {
             self.threads.insert(child, Thread::new(parent_pid));
             self.send(parent_pid, child, EventKind::ThreadStart);
             let registers = self.tracee.registers(tid).ok();
+            if let Some(registers) = &registers {
+                self.name_new_thread(parent_pid, child, registers);
+            }
             let memory = &self.process(parent_pid)?.memory;
             if let Some(address) = registers.and_then(|r| clone_stack_top(&r, memory)) {
                 self.send(parent_pid, child, EventKind::ThreadStack { address });
@@ -62,6 +110,7 @@ impl Tracer<'_> {
     }
 
     pub(crate) fn on_exec(&mut self, pid: i32) -> Result<()> {
+        self.finish_image(pid);
         if let Some(process) = self.processes.get(&pid) {
             let counters = process.counters;
             self.send(pid, pid, EventKind::ImageCounters { counters });
@@ -110,9 +159,11 @@ impl Tracer<'_> {
             process.exiting_threads.remove(&tid);
         }
         if tid != thread.pid {
+            self.flush_hooks(thread.pid);
             self.send(thread.pid, tid, EventKind::ThreadExit);
             return Ok(());
         }
+        self.finish_image(tid);
         self.threads.retain(|_, t| t.pid != tid);
         if let Some(process) = self.processes.remove(&tid) {
             let counters = process.counters;

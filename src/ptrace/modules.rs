@@ -10,10 +10,11 @@ use crate::platform::allocators::{ALLOCATOR_SYMBOLS, MAPPING_SYMBOLS};
 use crate::platform::libraries::{LibraryKind, RENDEZVOUS_SYMBOL};
 use crate::proc::auxv::{read_auxv_value, AT_BASE};
 use crate::proc::maps::{mapping_containing, read_maps};
+use crate::ptrace::hooks::Candidate;
 use crate::ptrace::inject::ScratchPage;
 use crate::ptrace::memory::RemoteMemory;
 use crate::ptrace::tracer::{Mode, Tracer};
-use crate::trace::format::AllocFunction;
+use crate::trace::format::{AllocFunction, Engine};
 
 impl Tracer<'_> {
     /// At an exec stop (one thread, nothing run yet): scratch page, then probes in what is
@@ -40,7 +41,7 @@ impl Tracer<'_> {
                 .map_or(0, |m| m.start)
         };
         self.create_scratch(pid, pid, anchor)?;
-        self.scan_modules(pid)?;
+        self.scan_modules(pid, Some(pid))?;
         let process = self.process(pid)?;
         let has_allocator = process
             .breakpoints
@@ -73,7 +74,9 @@ impl Tracer<'_> {
     }
 
     /// Probes every module not seen before, and forgets probes of modules that went away.
-    pub(crate) fn scan_modules(&mut self, pid: i32) -> Result<()> {
+    /// `injector`: a stopped thread of the process that can run system calls for the hook
+    /// engine (None: allocator entries keep int3 probes).
+    pub(crate) fn scan_modules(&mut self, pid: i32, injector: Option<i32>) -> Result<()> {
         let modules = loaded::of_process(pid)?;
         let process = self
             .processes
@@ -96,7 +99,7 @@ impl Tracer<'_> {
                 .expect("checked")
                 .known_modules
                 .insert(module.path.clone());
-            if let Err(error) = self.probe_module(pid, &module) {
+            if let Err(error) = self.probe_module(pid, injector, &module) {
                 self.warn(pid, format!("{}: not probed: {error}", module.path));
             }
         }
@@ -128,7 +131,12 @@ impl Tracer<'_> {
         }
     }
 
-    fn probe_module(&mut self, pid: i32, module: &LoadedModule) -> Result<()> {
+    fn probe_module(
+        &mut self,
+        pid: i32,
+        injector: Option<i32>,
+        module: &LoadedModule,
+    ) -> Result<()> {
         let file = self.modules.get(&module.path)?;
         let elf = file.elf()?;
         let bias = module.load_bias(elf);
@@ -143,6 +151,7 @@ impl Tracer<'_> {
             },
         );
         let mut targets: Vec<(u64, ProbeKind)> = Vec::new();
+        let mut candidates: Vec<Candidate> = Vec::new();
         if LibraryKind::of(&module.path) == LibraryKind::DynamicLinker {
             for symbol in elf.find_functions(&[RENDEZVOUS_SYMBOL]) {
                 targets.push((symbol.address.wrapping_add(bias), ProbeKind::Rendezvous));
@@ -168,10 +177,12 @@ impl Tracer<'_> {
                     ));
                 }
                 for symbol in direct {
-                    targets.push((
-                        symbol.address.wrapping_add(bias),
-                        ProbeKind::Alloc(*function),
-                    ));
+                    candidates.push(Candidate {
+                        address: symbol.address.wrapping_add(bias),
+                        size: symbol.size,
+                        function: *function,
+                        name: symbol.name.clone(),
+                    });
                 }
             }
             if self.process(pid)?.probe_mapping_wrappers {
@@ -186,6 +197,37 @@ impl Tracer<'_> {
                 }
             }
         }
+        // One entry under several names (malloc, __libc_malloc) is one probe.
+        candidates.sort_by_key(|c| c.address);
+        candidates.dedup_by_key(|c| c.address);
+        let process = self
+            .processes
+            .get_mut(&pid)
+            .ok_or(Error::ProcessGone(pid))?;
+        let all: Vec<(u64, ProbeKind)> = candidates
+            .iter()
+            .map(|c| (c.address, ProbeKind::Alloc(c.function)))
+            .collect();
+        // A forwarder to a probed function of the same kind needs no probe.
+        candidates.retain(|c| {
+            let mut code = [0u8; 16];
+            let forwards = process.memory.read(c.address, &mut code).is_ok()
+                && direct_jump_target(&code, c.address)
+                    .is_some_and(|target| all.contains(&(target, ProbeKind::Alloc(c.function))));
+            !forwards
+        });
+        if self.engine == Engine::Hooks {
+            candidates = self
+                .hook_module(pid, injector, module, candidates)
+                .into_iter()
+                .map(|(candidate, _)| candidate)
+                .collect();
+        }
+        targets.extend(
+            candidates
+                .iter()
+                .map(|c| (c.address, ProbeKind::Alloc(c.function))),
+        );
         let process = self
             .processes
             .get_mut(&pid)

@@ -1,6 +1,6 @@
 //! What the tracer knows about each supervised process and thread.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use crate::breakpoints::returns::ShadowStack;
 use crate::breakpoints::table::{BreakpointTable, StepOverPolicy};
@@ -8,7 +8,8 @@ use crate::events::RawStack;
 use crate::ptrace::capture::StackCopyState;
 use crate::ptrace::inject::ScratchPage;
 use crate::ptrace::memory::TraceeMemory;
-use crate::trace::format::{MapCall, ProbeCounters};
+use crate::hooks::code::CpuSource;
+use crate::trace::format::{MapCall, ProbeCounters, ProbeSite};
 
 /// A mapping system call seen at its seccomp stop, waiting for its result.
 #[derive(Debug)]
@@ -55,6 +56,45 @@ pub struct Process {
     /// Threads that reached their exit stop and are not reaped yet: when all of them have,
     /// the process is ending (exit_group, or the last thread after a pthread_exit'd main).
     pub(super) exiting_threads: HashSet<i32>,
+    /// The hook engine's pages, area and patches in this image, once it has any.
+    pub(super) hooks: Option<ProcessHooks>,
+}
+
+/// What the hook engine put into one process image.
+#[derive(Debug, Clone)]
+pub struct ProcessHooks {
+    /// The ring area's address in the target.
+    pub area: u64,
+    pub area_bytes: u64,
+    pub cpu: CpuSource,
+    /// Code pages: (base, length).
+    pub pages: Vec<(u64, u64)>,
+    pub patched: Vec<PatchedEntry>,
+    /// Each hooked function.
+    pub sites: Vec<ProbeSite>,
+    /// Allocator entries that kept an int3, and why.
+    pub refusals: HashMap<u64, String>,
+}
+
+impl ProcessHooks {
+    pub fn new(area: u64, area_bytes: u64, cpu: CpuSource) -> ProcessHooks {
+        ProcessHooks {
+            area,
+            area_bytes,
+            cpu,
+            pages: Vec::new(),
+            patched: Vec::new(),
+            sites: Vec::new(),
+            refusals: HashMap::new(),
+        }
+    }
+}
+
+/// Bytes written over an entry, and what was there.
+#[derive(Debug, Clone)]
+pub struct PatchedEntry {
+    pub address: u64,
+    pub original: Vec<u8>,
 }
 
 impl Process {
@@ -74,6 +114,7 @@ impl Process {
             probe_mapping_wrappers,
             shares_parent_memory: false,
             exiting_threads: HashSet::new(),
+            hooks: None,
         }
     }
 
@@ -83,6 +124,7 @@ impl Process {
             breakpoints: parent.breakpoints.clone(),
             scratch: parent.scratch.clone(),
             known_modules: parent.known_modules.clone(),
+            hooks: parent.hooks.clone(),
             ..Process::new(
                 pid,
                 parent.probe_mapping_wrappers,

@@ -12,13 +12,14 @@ use crate::breakpoints::table::StepOverPolicy;
 use crate::error::{Error, Result};
 use crate::events::{EventKind, EventSink, Residency};
 use crate::failure::{test_fault, TestFault};
+use crate::hooks::drain::{Drain, RingFull};
 use crate::module::ModuleStore;
 use crate::ptrace::capture::StackMode;
 use crate::ptrace::signals;
 use crate::ptrace::state::{Process, Thread};
 use crate::ptrace::stop::{take_handed_back, Event, Stop, GROUP_STOP_SIGNALS};
 use crate::ptrace::tracee::{Ptrace, Tracee};
-use crate::trace::format::{ExitKind, SnapshotReason};
+use crate::trace::format::{Engine, ExitKind, SnapshotReason};
 
 /// What memsup does when the user interrupts it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +66,9 @@ pub struct Tracer<'a> {
     /// Threads joined by an attach still in progress: stopped, their stop already collected,
     /// so a detach after a failed attach must not wait for another.
     pub(super) joining: HashSet<i32>,
+    /// What records allocator calls; the hook engine's drain when it is hooks.
+    pub(super) engine: Engine,
+    pub(super) drain: Option<Drain>,
     /// Test-only failure to inject (`MEMSUP_TEST_FAULT`), attach mode only.
     test_fault: Option<TestFault>,
     _not_send: PhantomData<*const ()>,
@@ -111,6 +115,8 @@ impl<'a> Tracer<'a> {
             unresponsive: Vec::new(),
             inside_event: HashSet::new(),
             joining: HashSet::new(),
+            engine: Engine::Int3,
+            drain: None,
             test_fault: test_fault().filter(|_| mode == Mode::Attach),
             _not_send: PhantomData,
         }
@@ -124,6 +130,16 @@ impl<'a> Tracer<'a> {
     /// Whole call stacks (the default) or the calling address only.
     pub fn set_stack_mode(&mut self, mode: StackMode) {
         self.stack_mode = mode;
+    }
+
+    /// Records allocator calls with `engine` (after `set_stack_mode`: hooks keep the caller,
+    /// or mark stacks truncated).
+    pub fn set_engine(&mut self, engine: Engine, ring_full: RingFull) {
+        self.engine = engine;
+        self.drain = (engine == Engine::Hooks).then(|| {
+            let caller_only = self.stack_mode == StackMode::Caller;
+            Drain::start(self.sink.clone(), caller_only, ring_full)
+        });
     }
 
     /// Attach mode: every requested process has been joined; modules found from now on are

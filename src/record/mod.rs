@@ -13,6 +13,7 @@ use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::breakpoints::table::StepOverPolicy;
+use crate::hooks::drain::RingFull;
 use crate::error::{Error, Result, TraceError};
 use crate::events::{monotonic_ns, EventKind, EventSink, Watched};
 use crate::interpret::{self, LiveStats};
@@ -23,7 +24,7 @@ use crate::ptrace::tracer::{Mode, Tracer};
 use crate::ptrace::{attach, signals};
 use crate::sampler::{Rates, Sampler, Snapshots};
 use crate::symbols::elf::check_executable;
-use crate::trace::format::{ExitKind, Header, RecordMode, StartCause, RECORD_TIME_UNIT_NS};
+use crate::trace::format::{Engine, ExitKind, Header, RecordMode, StartCause, RECORD_TIME_UNIT_NS};
 use crate::trace::output_file::OutputRequest;
 use crate::trace::writer::{self, ProfileWriter};
 use progress::Progress;
@@ -41,6 +42,8 @@ pub struct RunOptions {
     pub quiet: bool,
     pub step_over: StepOverPolicy,
     pub stacks: StackMode,
+    pub engine: Engine,
+    pub ring_full: RingFull,
     /// How often residency is sampled.
     pub rates: Rates,
 }
@@ -53,6 +56,8 @@ pub struct AttachOptions {
     pub quiet: bool,
     pub step_over: StepOverPolicy,
     pub stacks: StackMode,
+    pub engine: Engine,
+    pub ring_full: RingFull,
     pub rates: Rates,
 }
 
@@ -182,6 +187,10 @@ fn stacks_option(mode: StackMode) -> String {
     }
 }
 
+fn engine_option(engine: Engine) -> String {
+    format!("engine={}", engine.name())
+}
+
 /// `interval=20ms`, and `smaps-interval=...` when given.
 fn rate_options(rates: Rates) -> Vec<String> {
     let mut options = vec![format!("interval={}ms", rates.interval.as_millis())];
@@ -226,7 +235,7 @@ pub fn run(options: RunOptions) -> Result<i32> {
         header(
             RecordMode::Run,
             target,
-            ["seccomp=on".into(), stacks_option(options.stacks)]
+            ["seccomp=on".into(), stacks_option(options.stacks), engine_option(options.engine)]
                 .into_iter()
                 .chain(rate_options(options.rates))
                 .collect(),
@@ -270,6 +279,7 @@ pub fn run(options: RunOptions) -> Result<i32> {
     );
     tracer.set_step_over_policy(options.step_over);
     tracer.set_stack_mode(options.stacks);
+    tracer.set_engine(options.engine, options.ring_full);
     tracer.adopt_launched(pid)?;
     print_warnings(&mut tracer);
     let outcome = tracer.run();
@@ -319,7 +329,7 @@ pub fn attach(options: AttachOptions) -> Result<i32> {
         .duration
         .map(|duration| format!("duration={}s", duration.as_secs_f64()))
         .into_iter()
-        .chain([stacks_option(options.stacks)])
+        .chain([stacks_option(options.stacks), engine_option(options.engine)])
         .chain(rate_options(options.rates))
         .collect();
     let pipeline = Pipeline::start(
@@ -338,6 +348,7 @@ pub fn attach(options: AttachOptions) -> Result<i32> {
     );
     tracer.set_step_over_policy(options.step_over);
     tracer.set_stack_mode(options.stacks);
+    tracer.set_engine(options.engine, options.ring_full);
     if let Err(error) = detach_on_failure(&mut tracer, |tracer| join_all(tracer, &pids)) {
         drop(tracer);
         drop(oom_shield);

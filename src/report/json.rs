@@ -13,7 +13,9 @@ use crate::analysis::{
     cause_name, mode_name, Analysis, MappingStats, ProcessAnalysis, ProfileInfo, ResidencySummary,
     MAP_CALLS,
 };
-use crate::trace::format::{AllocFunction, ProbeCounters, SamplerCosts, UnwindCosts};
+use crate::trace::format::{
+    AllocFunction, HookCounters, ProbeCounters, ProbeSite, SamplerCosts, UnwindCosts,
+};
 
 pub const SCHEMA: &str = "memsup-report";
 /// 2: call sites are whole stacks (`sites`, `mapping_sites`) instead of return addresses
@@ -96,6 +98,10 @@ struct ProcessJson<'a> {
     mappings: MappingsJson,
     /// Field order of `ProbeCounters` is the documented key order.
     probes: &'a ProbeCounters,
+    /// `hooks` or `int3`: what recorded the allocator calls.
+    engine: &'static str,
+    probe_sites: &'a [ProbeSite],
+    hooks: &'a HookCounters,
     residency: ResidencyJson,
     components: Vec<ComponentJson<'a>>,
     snapshots: Vec<SnapshotJson>,
@@ -138,6 +144,9 @@ impl<'a> ProcessJson<'a> {
             live_blocks_at_exit: image.live_blocks_at_exit,
             largest_allocation: image.largest_allocation,
             mappings: MappingsJson::new(&image.mappings),
+            engine: image.engine.name(),
+            probe_sites: &image.probe_sites,
+            hooks: &image.hooks,
             probes: &image.probes,
             residency: ResidencyJson::new(&image.residency),
             components: ComponentJson::list(&image.components),

@@ -10,7 +10,7 @@ use std::io::Write;
 use crate::analysis::{
     cause_name, mode_name, Analysis, ImageExit, ProcessAnalysis, ProfileInfo, MAP_CALLS,
 };
-use crate::trace::format::{AllocFunction, ProbeCounters};
+use crate::trace::format::{AllocFunction, Engine, ProbeCounters};
 
 /// How many call sites each list shows unless told otherwise.
 pub const DEFAULT_TOP: usize = 10;
@@ -75,6 +75,7 @@ fn render_process(image: &ProcessAnalysis, top: usize, out: &mut dyn Write) -> s
     rows.extend(mapping_rows(image));
     rows.extend(residency_rows(image));
     rows.extend(probe_rows(&image.probes));
+    rows.extend(engine_rows(image));
     for (label, value) in rows {
         writeln!(out, "  {label:<LABEL_WIDTH$} {value}")?;
     }
@@ -205,6 +206,39 @@ fn calls_summary(image: &ProcessAnalysis) -> String {
         })
         .collect();
     calls.join(", ")
+}
+
+/// What recorded the allocator calls; with hooks, what the rings counted and which
+/// functions kept a breakpoint.
+fn engine_rows(image: &ProcessAnalysis) -> Rows {
+    if image.engine == Engine::Int3 {
+        return vec![("engine", "int3 (a stop per allocator call)".to_string())];
+    }
+    let hooked = image
+        .probe_sites
+        .iter()
+        .filter(|site| site.implementation == "hook")
+        .count();
+    let hooks = &image.hooks;
+    let mut rows = vec![
+        (
+            "engine",
+            format!("hooks ({}, no stop per call)", plural(hooked as u64, "function")),
+        ),
+        (
+            "",
+            format!(
+                "ring records {}, nested {}, dropped {}, full waits {}, torn {}",
+                hooks.records, hooks.nested, hooks.dropped, hooks.full_waits, hooks.torn
+            ),
+        ),
+    ];
+    for site in &image.probe_sites {
+        if site.implementation.contains("no hook") {
+            rows.push(("", format!("{} {}", site.function, site.implementation)));
+        }
+    }
+    rows
 }
 
 /// The costs users ask about first, then the rest.

@@ -407,6 +407,62 @@ pub enum Record {
         tid: u32,
         address: u64,
     },
+    /// How this process image's allocator calls were recorded, written at the image's end:
+    /// by which engine, each probe site's implementation, and what the hook rings counted.
+    ProbeSites {
+        time_ns: u64,
+        pid: u32,
+        engine: Engine,
+        sites: Vec<ProbeSite>,
+        hooks: HookCounters,
+    },
+}
+
+/// What recorded a process image's allocator calls.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Engine {
+    /// A breakpoint on each allocator entry: a stop per call.
+    Int3,
+    /// Hooks injected at the entries, writing rings memsup drains: no stop per call.
+    Hooks,
+}
+
+impl Engine {
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Int3 => "int3",
+            Engine::Hooks => "hooks",
+        }
+    }
+}
+
+/// One probed function and how its probe works.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct ProbeSite {
+    /// The function probed, by its standard name (`malloc`, `mmap`, `rendezvous`).
+    pub function: String,
+    pub address: u64,
+    /// `hook`, or the int3 step-over (`emulated`, `out of line`, ...), with the reason a
+    /// hook could not be placed when there is one.
+    pub implementation: String,
+}
+
+/// What an image's hook rings counted.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HookCounters {
+    /// Records read from the rings.
+    pub records: u64,
+    /// Records of calls made inside another allocator call (recorded once, by the outer one).
+    pub nested: u64,
+    /// Records the hooks dropped: ring full with `--ring-full drop`, a wait past its limit,
+    /// or memsup gone.
+    pub dropped: u64,
+    /// Times a hook found its ring full.
+    pub full_waits: u64,
+    /// Slots claimed and never published (a thread that died inside a hook).
+    pub torn: u64,
+    /// Records that failed validation.
+    pub invalid: u64,
 }
 
 /// Why a full smaps snapshot was taken.
@@ -526,7 +582,8 @@ impl Record {
             | Record::RollupSample { pid, .. }
             | Record::SmapsSnapshot { pid, .. }
             | Record::ScratchPage { pid, .. }
-            | Record::ThreadStack { pid, .. } => Some(*pid),
+            | Record::ThreadStack { pid, .. }
+            | Record::ProbeSites { pid, .. } => Some(*pid),
             Record::End { .. } | Record::UnwindCosts(_) | Record::SamplerCosts(_) => None,
         }
     }
@@ -551,7 +608,8 @@ impl Record {
             | Record::RollupSample { time_ns, .. }
             | Record::SmapsSnapshot { time_ns, .. }
             | Record::ScratchPage { time_ns, .. }
-            | Record::ThreadStack { time_ns, .. } => Some(*time_ns),
+            | Record::ThreadStack { time_ns, .. }
+            | Record::ProbeSites { time_ns, .. } => Some(*time_ns),
             Record::Symbol { .. }
             | Record::ImageCounters { .. }
             | Record::StackNode { .. }

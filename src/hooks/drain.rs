@@ -1,0 +1,304 @@
+//! The hook engine's event source: a thread of memsup that empties every registered area's
+//! rings into the event sink, and another that keeps each area's heartbeat fresh so hooks
+//! know someone drains. The tracer registers an image's area when it plants hooks, names
+//! its threads, and drains it itself (`flush`, `finish`) before it reports anything that
+//! must come after the image's records: a thread's or a process's end, an exec.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::clock::{rdtsc, TscClock};
+use super::inject::SharedArea;
+use super::layout::{Op, POLICY_DROP, POLICY_WAIT};
+use super::ring::{Area, Drainer, RawRecord};
+use crate::events::calls::returned_call;
+use crate::events::{EventKind, EventSink, RawStack};
+use crate::failure::lock;
+use crate::trace::format::{AllocFunction, HookCounters};
+
+/// Records per ring: fits the caches, and leaves the drain a few milliseconds at millions of
+/// calls per second.
+pub const RING_CAPACITY: u64 = 4096;
+/// Rings per area at most: one per CPU, CPUs beyond share.
+const MAX_RINGS: u64 = 8;
+/// How long hooks wait for room before they drop a record (never a deadlock).
+const WAIT_LIMIT: Duration = Duration::from_secs(2);
+/// Without a heartbeat this long, a hook that finds its ring full decides memsup is gone.
+const STALE_AFTER: Duration = Duration::from_secs(1);
+/// How often the heartbeat is written: well within `STALE_AFTER`.
+const HEARTBEAT_EVERY: Duration = Duration::from_millis(50);
+/// The longest the drain sleeps when its rings were empty.
+const IDLE_SLEEP_MAX: Duration = Duration::from_micros(1000);
+
+/// Rings an area gets on this machine.
+pub fn ring_count() -> u64 {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
+    cpus.next_power_of_two().min(MAX_RINGS)
+}
+
+/// What to do when a ring is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RingFull {
+    Wait,
+    Drop,
+}
+
+struct Image {
+    area: Arc<AreaHandle>,
+    drainer: Drainer,
+    /// Thread self pointer → thread id.
+    threads: HashMap<u64, u32>,
+    /// Code from which an allocator call is another allocator call's inner call (hooked
+    /// function bodies, hook pages): recorded once, by the outer call.
+    internal: Vec<(u64, u64)>,
+    counters: HookCounters,
+}
+
+struct AreaHandle {
+    area: Area,
+    _local: SharedArea,
+}
+
+struct Shared {
+    images: Mutex<HashMap<u32, Image>>,
+    /// Areas whose heartbeat is kept, apart from `images` so a drain blocked on a full sink
+    /// never lets them go stale.
+    beating: Mutex<Vec<Arc<AreaHandle>>>,
+    stop: AtomicBool,
+    sink: EventSink,
+    clock: TscClock,
+    caller_only: bool,
+}
+
+pub struct Drain {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+    policy: RingFull,
+}
+
+impl Drain {
+    /// `caller_only`: `--stacks caller`; otherwise each event's stack is its caller, marked
+    /// truncated.
+    pub fn start(sink: EventSink, caller_only: bool, policy: RingFull) -> Drain {
+        let shared = Arc::new(Shared {
+            images: Mutex::new(HashMap::new()),
+            beating: Mutex::new(Vec::new()),
+            stop: AtomicBool::new(false),
+            sink,
+            clock: TscClock::calibrate(),
+            caller_only,
+        });
+        let drainer = Arc::clone(&shared);
+        let beater = Arc::clone(&shared);
+        let threads = vec![
+            std::thread::Builder::new()
+                .name("memsup-drain".into())
+                .spawn(move || drain_loop(&drainer))
+                .expect("spawning the drain thread"),
+            std::thread::Builder::new()
+                .name("memsup-heartbeat".into())
+                .spawn(move || heartbeat_loop(&beater))
+                .expect("spawning the heartbeat thread"),
+        ];
+        Drain {
+            shared,
+            threads,
+            policy,
+        }
+    }
+
+    /// Starts draining `pid`'s new area (fills its header: hooks may run from now on).
+    pub fn register(&self, pid: u32, shared_area: SharedArea, ring_count: u64) {
+        // SAFETY: the mapping lives in the handle as long as the view.
+        let area = unsafe { Area::new(shared_area.local.pointer(), shared_area.local.len()) };
+        let ticks = |d: Duration| (self.shared.clock.ticks_per_second() as f64 * d.as_secs_f64()) as u64;
+        let policy = match self.policy {
+            RingFull::Wait => POLICY_WAIT,
+            RingFull::Drop => POLICY_DROP,
+        };
+        area.initialise(
+            ring_count as u32,
+            RING_CAPACITY,
+            policy,
+            ticks(STALE_AFTER),
+            ticks(WAIT_LIMIT),
+        );
+        area.heartbeat(rdtsc());
+        let handle = Arc::new(AreaHandle {
+            area,
+            _local: shared_area,
+        });
+        let drainer = Drainer::new(&handle.area);
+        lock(&self.shared.beating).push(Arc::clone(&handle));
+        let image = Image {
+            area: handle,
+            drainer,
+            threads: HashMap::new(),
+            internal: Vec::new(),
+            counters: HookCounters::default(),
+        };
+        lock(&self.shared.images).insert(pid, image);
+    }
+
+    pub fn is_registered(&self, pid: u32) -> bool {
+        lock(&self.shared.images).contains_key(&pid)
+    }
+
+    /// Calls from `[start, end)` are inner calls of another allocator call.
+    pub fn add_internal_range(&self, pid: u32, start: u64, end: u64) {
+        if let Some(image) = lock(&self.shared.images).get_mut(&pid) {
+            image.internal.push((start, end));
+        }
+    }
+
+    /// Records whose thread self pointer is `key` come from thread `tid`.
+    pub fn name_thread(&self, pid: u32, key: u64, tid: u32) {
+        if let Some(image) = lock(&self.shared.images).get_mut(&pid) {
+            image.threads.insert(key, tid);
+        }
+    }
+
+    /// Sends every record `pid`'s hooks have published so far.
+    pub fn flush(&self, pid: u32) {
+        let mut images = lock(&self.shared.images);
+        if let Some(image) = images.get_mut(&pid) {
+            let mut records = Vec::new();
+            image.drainer.drain(&image.area.area, rdtsc(), &mut records);
+            send_records(&self.shared, pid, image, &records);
+        }
+    }
+
+    /// The image is over (exit, exec, detach): sends everything left, counting what could
+    /// not be read, and forgets the area. Returns its counters.
+    pub fn finish(&self, pid: u32) -> Option<HookCounters> {
+        let mut images = lock(&self.shared.images);
+        let mut image = images.remove(&pid)?;
+        let mut records = Vec::new();
+        image.drainer.drain(&image.area.area, rdtsc(), &mut records);
+        image.drainer.finish(&image.area.area, &mut records);
+        send_records(&self.shared, pid, &mut image, &records);
+        let area = &image.area.area;
+        image.counters.dropped = area.dropped();
+        image.counters.full_waits = area.full_waits();
+        image.counters.torn = image.drainer.torn();
+        image.counters.invalid = image.drainer.invalid();
+        lock(&self.shared.beating).retain(|handle| !Arc::ptr_eq(handle, &image.area));
+        Some(image.counters)
+    }
+
+    /// Makes `pid`'s hooks pass through (a detach that cannot remove them).
+    pub fn disable(&self, pid: u32) {
+        if let Some(image) = lock(&self.shared.images).get(&pid) {
+            image.area.area.set_enabled(false);
+        }
+    }
+}
+
+impl Drop for Drain {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn drain_loop(shared: &Shared) {
+    let mut idle = Duration::from_micros(20);
+    let mut records = Vec::new();
+    while !shared.stop.load(Ordering::Relaxed) {
+        let mut read = 0;
+        {
+            let mut images = lock(&shared.images);
+            for (pid, image) in images.iter_mut() {
+                records.clear();
+                read += image.drainer.drain(&image.area.area, rdtsc(), &mut records);
+                send_records(shared, *pid, image, &records);
+            }
+        }
+        if read > 0 {
+            idle = Duration::from_micros(20);
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(idle);
+            idle = (idle * 2).min(IDLE_SLEEP_MAX);
+        }
+    }
+}
+
+fn heartbeat_loop(shared: &Shared) {
+    while !shared.stop.load(Ordering::Relaxed) {
+        let now = rdtsc();
+        for handle in lock(&shared.beating).iter() {
+            handle.area.heartbeat(now);
+        }
+        std::thread::sleep(HEARTBEAT_EVERY);
+    }
+}
+
+fn send_records(shared: &Shared, pid: u32, image: &mut Image, records: &[RawRecord]) {
+    for record in records {
+        image.counters.records += 1;
+        if image
+            .internal
+            .iter()
+            .any(|&(start, end)| (start..end).contains(&record.caller))
+        {
+            image.counters.nested += 1;
+            continue;
+        }
+        let Some(kind) = event_of(record, shared.caller_only) else {
+            continue;
+        };
+        let tid = image.threads.get(&record.thread).copied().unwrap_or(pid);
+        let time_ns = shared.clock.to_monotonic_ns(record.tsc);
+        shared.sink.send_at(time_ns, pid, tid, kind);
+    }
+}
+
+/// The event a hook's record reports.
+fn event_of(record: &RawRecord, caller_only: bool) -> Option<EventKind> {
+    let stack = if caller_only {
+        RawStack::Caller(record.caller)
+    } else {
+        RawStack::Uncopied(record.caller)
+    };
+    let function = function_of(record.op);
+    if function == AllocFunction::Free {
+        return Some(EventKind::Free {
+            address: record.arguments[0],
+        });
+    }
+    returned_call(
+        function,
+        &record.arguments,
+        record.result,
+        || Some(record.out),
+        stack,
+    )
+}
+
+pub fn function_of(op: Op) -> AllocFunction {
+    match op {
+        Op::Malloc => AllocFunction::Malloc,
+        Op::Calloc => AllocFunction::Calloc,
+        Op::Realloc => AllocFunction::Realloc,
+        Op::Reallocarray => AllocFunction::Reallocarray,
+        Op::Free => AllocFunction::Free,
+        Op::PosixMemalign => AllocFunction::PosixMemalign,
+        Op::AlignedAlloc => AllocFunction::AlignedAlloc,
+        Op::Memalign => AllocFunction::Memalign,
+        Op::Valloc => AllocFunction::Valloc,
+        Op::Pvalloc => AllocFunction::Pvalloc,
+    }
+}
+
+pub fn op_of(function: AllocFunction) -> Op {
+    Op::ALL
+        .into_iter()
+        .find(|op| function_of(*op) == function)
+        .expect("every allocator function has an operation")
+}

@@ -1,0 +1,84 @@
+//! Laying out one code page for the allocator functions of one module: the hooks, then each
+//! function's relocated prologue, each hook's continuation pointing at its prologue, and the
+//! jump each entry gets. Pure: the caller maps the page and writes what this returns.
+
+use super::code::{assemble, CpuSource};
+use super::inject::page_align;
+use super::layout::Op;
+use super::relocate::{jump_bytes, relocate_entry, EntryPatch, MAX_RELOCATED_BYTES};
+use crate::error::Result;
+
+/// A function to hook.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub address: u64,
+    pub op: Op,
+    /// The whole function, as its symbol's size gives it.
+    pub code: Vec<u8>,
+}
+
+/// An entry to patch: write `jump` at `address + patch.offset`.
+#[derive(Debug, Clone)]
+pub struct Patch {
+    /// Index into the targets.
+    pub target: usize,
+    pub patch: EntryPatch,
+    pub jump: Vec<u8>,
+}
+
+/// The code page's bytes and what to do with them.
+#[derive(Debug)]
+pub struct PagePlan {
+    pub bytes: Vec<u8>,
+    pub patches: Vec<Patch>,
+    /// Targets that keep an int3 probe, with the reason.
+    pub refused: Vec<(usize, String)>,
+}
+
+/// Bytes a page for `count` functions takes, to map it before it is planned.
+pub fn page_bytes(count: usize, cpu: CpuSource) -> Result<u64> {
+    let ops = vec![Op::Malloc; count];
+    let hooks = assemble(0x1000_0000, 0x2000_0000, cpu, &ops)?.bytes.len();
+    let hooks = hooks.next_multiple_of(16);
+    Ok(page_align((hooks + count * (MAX_RELOCATED_BYTES + 16)) as u64))
+}
+
+/// The page at `base` for `targets`, its hooks writing to the area at `area`.
+pub fn plan(base: u64, area: u64, cpu: CpuSource, targets: &[Target]) -> Result<PagePlan> {
+    let ops: Vec<Op> = targets.iter().map(|t| t.op).collect();
+    let hooks = assemble(base, area, cpu, &ops)?;
+    let mut bytes = hooks.bytes;
+    bytes.resize(bytes.len().next_multiple_of(16), 0xcc);
+    let mut patches = Vec::new();
+    let mut refused = Vec::new();
+    for (index, target) in targets.iter().enumerate() {
+        let at = base + bytes.len() as u64;
+        let relocation = match relocate_entry(&target.code, target.address, at) {
+            Ok(relocation) => relocation,
+            Err(refusal) => {
+                refused.push((index, refusal.to_string()));
+                continue;
+            }
+        };
+        let from = target.address + relocation.patch.offset;
+        let Some(jump) = jump_bytes(from, hooks.entries[index], relocation.patch.length) else {
+            refused.push((index, "the hook page is out of rel32 reach".to_string()));
+            continue;
+        };
+        let slot = (hooks.continuation_slots[index] - base) as usize;
+        bytes[slot..slot + 8].copy_from_slice(&at.to_le_bytes());
+        bytes.extend_from_slice(&relocation.code);
+        bytes.resize(bytes.len().next_multiple_of(16), 0xcc);
+        patches.push(Patch {
+            target: index,
+            patch: relocation.patch,
+            jump,
+        });
+    }
+    bytes.resize(page_align(bytes.len() as u64) as usize, 0xcc);
+    Ok(PagePlan {
+        bytes,
+        patches,
+        refused,
+    })
+}

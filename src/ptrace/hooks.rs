@@ -1,0 +1,418 @@
+//! The tracer's side of the hook engine: planting hooks in a module's allocator entries
+//! (with every thread of the process stopped), giving a fork child its own rings before it
+//! runs, naming threads for the drain, and taking everything out again at detach.
+
+use libc::user_regs_struct;
+
+use crate::error::{Error, Result};
+use crate::events::EventKind;
+use crate::hooks::code::CpuSource;
+use crate::hooks::drain::{op_of, ring_count, RING_CAPACITY};
+use crate::hooks::inject::Injector;
+use crate::hooks::layout::area_bytes;
+use crate::hooks::placement::{page_bytes, plan, Target};
+use crate::module::loaded::LoadedModule;
+use crate::ptrace::memory::RemoteMemory;
+use crate::ptrace::regs;
+use crate::ptrace::state::{PatchedEntry, ProcessHooks};
+use crate::ptrace::tracer::Tracer;
+use crate::trace::format::{AllocFunction, Engine, ProbeSite};
+
+/// Longest function read to check that no branch lands in its patched bytes.
+const MAX_FUNCTION_BYTES: u64 = 64 << 10;
+/// Offset of `tls` in the kernel's `struct clone_args`.
+const CLONE_ARGS_TLS: u64 = 56;
+
+/// An allocator function a module defines.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub address: u64,
+    pub size: u64,
+    pub function: AllocFunction,
+    pub name: String,
+}
+
+/// How the hook code picks its ring on this machine.
+pub fn cpu_source() -> CpuSource {
+    // SAFETY: cpuid is always available on x86-64.
+    let features = unsafe { std::arch::x86_64::__cpuid_count(7, 0) };
+    if features.ecx & (1 << 22) != 0 {
+        CpuSource::Rdpid
+    } else {
+        CpuSource::Single
+    }
+}
+
+impl Tracer<'_> {
+    /// Hooks what it can of `candidates` (in `module` of process `pid`, whose thread
+    /// `injector` is stopped); returns the others, each with the reason it keeps an int3.
+    pub(crate) fn hook_module(
+        &mut self,
+        pid: i32,
+        injector: Option<i32>,
+        module: &LoadedModule,
+        candidates: Vec<Candidate>,
+    ) -> Vec<(Candidate, String)> {
+        if candidates.is_empty() {
+            return Vec::new();
+        }
+        let Some(tid) = injector.filter(|&tid| self.only_stopped_threads(pid, tid)) else {
+            let reason = "other threads were running when it was loaded".to_string();
+            return candidates.into_iter().map(|c| (c, reason.clone())).collect();
+        };
+        let refused = match self.try_hook_module(pid, tid, module, &candidates) {
+            Ok(refused) => refused,
+            Err(error) => {
+                let reason = format!("placing hooks failed: {error}");
+                candidates.into_iter().map(|c| (c, reason.clone())).collect()
+            }
+        };
+        if let Some(hooks) = self.processes.get_mut(&pid).and_then(|p| p.hooks.as_mut()) {
+            for (candidate, reason) in &refused {
+                hooks.refusals.insert(candidate.address, reason.clone());
+            }
+        }
+        refused
+    }
+
+    fn try_hook_module(
+        &mut self,
+        pid: i32,
+        tid: i32,
+        module: &LoadedModule,
+        candidates: &[Candidate],
+    ) -> Result<Vec<(Candidate, String)>> {
+        self.ensure_area(pid, tid)?;
+        let process = self.process_mut(pid)?;
+        let stub = process
+            .scratch
+            .as_ref()
+            .map(|s| s.syscall_stub())
+            .ok_or_else(|| Error::Internal("no scratch page".into()))?;
+        let hooks = process.hooks.as_ref().expect("ensured above");
+        let (area, cpu) = (hooks.area, hooks.cpu);
+        let mut targets = Vec::new();
+        for candidate in candidates {
+            let mut code = vec![0u8; candidate.size.min(MAX_FUNCTION_BYTES) as usize];
+            process.memory.read(candidate.address, &mut code)?;
+            let op = op_of(candidate.function);
+            targets.push(Target {
+                address: candidate.address,
+                op,
+                code,
+            });
+        }
+        let bytes = page_bytes(targets.len(), cpu)?;
+        let mut injector = Injector {
+            memory: &mut process.memory,
+            pid,
+            tid,
+            stub,
+            signals: Vec::new(),
+        };
+        let base = injector.map_code(module.start, bytes)?;
+        let signals = std::mem::take(&mut injector.signals);
+        let page = plan(base, area, cpu, &targets)?;
+        process.memory.write_code(base, &page.bytes)?;
+        let hooks = process.hooks.as_mut().expect("ensured above");
+        hooks.pages.push((base, page.bytes.len() as u64));
+        let mut internal = vec![(base, base + page.bytes.len() as u64)];
+        for patch in &page.patches {
+            let candidate = &candidates[patch.target];
+            let address = candidate.address + patch.patch.offset;
+            process.memory.write_code(address, &patch.jump)?;
+            let hooks = process.hooks.as_mut().expect("ensured above");
+            hooks.patched.push(PatchedEntry {
+                address,
+                original: patch.patch.original.clone(),
+            });
+            hooks.sites.push(ProbeSite {
+                function: candidate.function.name().to_string(),
+                address: candidate.address,
+                implementation: "hook".to_string(),
+            });
+        }
+        internal.extend(candidates.iter().map(|c| (c.address, c.address + c.size)));
+        if let Some(thread) = self.threads.get_mut(&tid) {
+            thread.pending_signals.extend(signals);
+        }
+        let drain = self.drain.as_ref().expect("the hook engine has a drain");
+        for (start, end) in internal {
+            drain.add_internal_range(pid as u32, start, end);
+        }
+        self.send(pid, pid, EventKind::ScratchPage { address: base });
+        Ok(page
+            .refused
+            .into_iter()
+            .map(|(index, reason)| (candidates[index].clone(), reason))
+            .collect())
+    }
+
+    /// The process's ring area, created and registered with the drain on first use.
+    fn ensure_area(&mut self, pid: i32, tid: i32) -> Result<()> {
+        if self.process(pid)?.hooks.is_some() {
+            return Ok(());
+        }
+        let rings = ring_count();
+        let bytes = area_bytes(rings, RING_CAPACITY);
+        let process = self.process_mut(pid)?;
+        let stub = process
+            .scratch
+            .as_ref()
+            .map(|s| s.syscall_stub())
+            .ok_or_else(|| Error::Internal("no scratch page".into()))?;
+        let mut injector = Injector {
+            memory: &mut process.memory,
+            pid,
+            tid,
+            stub,
+            signals: Vec::new(),
+        };
+        let area = injector.create_area(bytes, None)?;
+        let signals = injector.signals;
+        let address = area.address;
+        process.hooks = Some(ProcessHooks::new(address, bytes, cpu_source()));
+        let drain = self.drain.as_ref().expect("the hook engine has a drain");
+        drain.register(pid as u32, area, rings);
+        if let Some(thread) = self.threads.get_mut(&tid) {
+            thread.pending_signals.extend(signals);
+        }
+        self.send(pid, pid, EventKind::ScratchPage { address });
+        self.name_stopped_threads(pid);
+        Ok(())
+    }
+
+    /// Tells the drain each stopped thread's self pointer (its fs base).
+    fn name_stopped_threads(&self, pid: i32) {
+        let Some(drain) = self.drain.as_ref() else {
+            return;
+        };
+        for (&tid, thread) in &self.threads {
+            if thread.pid != pid {
+                continue;
+            }
+            if let Ok(registers) = regs::get_registers(tid) {
+                if registers.fs_base != 0 {
+                    drain.name_thread(pid as u32, registers.fs_base, tid as u32);
+                }
+            }
+        }
+    }
+
+    /// Whether every known thread of `pid` is stopped: `tid` alone, or all joining.
+    fn only_stopped_threads(&self, pid: i32, tid: i32) -> bool {
+        self.threads
+            .iter()
+            .filter(|(_, thread)| thread.pid == pid)
+            .all(|(other, _)| *other == tid || self.joining.contains(other))
+    }
+
+    /// A new thread of a hooked process: its records carry the self pointer its clone gave
+    /// it (`registers` are the creating thread's, stopped at the clone event).
+    pub(crate) fn name_new_thread(&self, pid: i32, child: i32, registers: &user_regs_struct) {
+        let Some(drain) = self.drain.as_ref() else {
+            return;
+        };
+        let Ok(process) = self.process(pid) else {
+            return;
+        };
+        if process.hooks.is_none() {
+            return;
+        }
+        let tls = match registers.orig_rax as i64 {
+            libc::SYS_clone => Some(registers.r8),
+            libc::SYS_clone3 => process
+                .memory
+                .read_u64(registers.rdi + CLONE_ARGS_TLS)
+                .ok(),
+            _ => None,
+        };
+        if let Some(key) = tls.filter(|&key| key != 0) {
+            drain.name_thread(pid as u32, key, child as u32);
+        }
+    }
+
+    /// A fork child shares its parent's ring area until it gets its own, at the same
+    /// address, before it runs. If that fails its hooks are taken out.
+    pub(crate) fn rearm_fork_child(&mut self, child: i32) {
+        let Ok(process) = self.process(child) else {
+            return;
+        };
+        let Some(hooks) = process.hooks.as_ref() else {
+            return;
+        };
+        if process.shares_parent_memory {
+            return;
+        }
+        let (address, bytes) = (hooks.area, hooks.area_bytes);
+        let outcome = self.replace_area(child, address, bytes);
+        if let Err(error) = outcome {
+            self.warn(
+                child,
+                format!("its own hook rings could not be made ({error}); allocator calls are not recorded"),
+            );
+            if let Ok(process) = self.process_mut(child) {
+                if let Some(hooks) = process.hooks.take() {
+                    for entry in hooks.patched {
+                        let _ = process.memory.write_code(entry.address, &entry.original);
+                    }
+                }
+            }
+        }
+    }
+
+    fn replace_area(&mut self, child: i32, address: u64, bytes: u64) -> Result<()> {
+        let process = self.process_mut(child)?;
+        let stub = process
+            .scratch
+            .as_ref()
+            .map(|s| s.syscall_stub())
+            .ok_or_else(|| Error::Internal("no scratch page".into()))?;
+        let mut injector = Injector {
+            memory: &mut process.memory,
+            pid: child,
+            tid: child,
+            stub,
+            signals: Vec::new(),
+        };
+        let area = injector.create_area(bytes, Some(address))?;
+        let signals = injector.signals;
+        if let Some(thread) = self.threads.get_mut(&child) {
+            thread.pending_signals.extend(signals);
+        }
+        let drain = self.drain.as_ref().expect("the hook engine has a drain");
+        drain.register(child as u32, area, ring_count());
+        let pages = self.process(child)?.hooks.as_ref().map(|h| h.pages.clone());
+        for (start, length) in pages.unwrap_or_default() {
+            drain.add_internal_range(child as u32, start, start + length);
+        }
+        self.name_stopped_threads(child);
+        Ok(())
+    }
+
+    /// Sends what `pid`'s hooks recorded so far (before a thread's end is reported).
+    pub(crate) fn flush_hooks(&self, pid: i32) {
+        if let Some(drain) = self.drain.as_ref() {
+            drain.flush(pid as u32);
+        }
+    }
+
+    /// The image of `pid` ends (exit, exec, detach): its last records, then how they were
+    /// recorded.
+    pub(crate) fn finish_image(&mut self, pid: i32) {
+        let counters = self
+            .drain
+            .as_ref()
+            .and_then(|drain| drain.finish(pid as u32))
+            .unwrap_or_default();
+        let Ok(process) = self.process(pid) else {
+            return;
+        };
+        let mut sites: Vec<ProbeSite> = process
+            .hooks
+            .as_ref()
+            .map(|hooks| hooks.sites.clone())
+            .unwrap_or_default();
+        let hooked = !sites.is_empty();
+        sites.extend(process.breakpoints.iter().map(|breakpoint| ProbeSite {
+            function: breakpoint.kind.name().to_string(),
+            address: breakpoint.address,
+            implementation: process
+                .hooks
+                .as_ref()
+                .and_then(|hooks| hooks.refusals.get(&breakpoint.address))
+                .map_or_else(
+                    || format!("int3, {}", breakpoint.step_over.name()),
+                    |reason| format!("int3, {} (no hook: {reason})", breakpoint.step_over.name()),
+                ),
+        }));
+        let engine = if hooked { Engine::Hooks } else { Engine::Int3 };
+        self.send(
+            pid,
+            pid,
+            EventKind::ProbeSites {
+                engine,
+                sites,
+                hooks: counters,
+            },
+        );
+    }
+
+    /// Detach: every entry gets its bytes back; the code pages and the area go only when no
+    /// thread can still be in them, else the hooks are left switched off.
+    pub(crate) fn remove_hooks(&mut self, pid: i32, tids: &[i32]) {
+        let Some(hooks) = self.processes.get_mut(&pid).and_then(|p| p.hooks.take()) else {
+            return;
+        };
+        let process = self.processes.get_mut(&pid).expect("checked");
+        for entry in &hooks.patched {
+            let _ = process.memory.write_code(entry.address, &entry.original);
+        }
+        if let Some(drain) = self.drain.as_ref() {
+            drain.disable(pid as u32);
+        }
+        let inside = tids
+            .iter()
+            .any(|&tid| thread_may_be_inside(tid, &process.memory, &hooks));
+        if inside {
+            self.warn(
+                pid,
+                "a thread may still be inside memsup's hook code: it stays mapped, switched off".into(),
+            );
+            return;
+        }
+        let Some(stub) = process.scratch.as_ref().map(|s| s.syscall_stub()) else {
+            return;
+        };
+        let Some(&tid) = tids.iter().find(|tid| !self.inside_event.contains(tid)) else {
+            return;
+        };
+        let mut injector = Injector {
+            memory: &mut process.memory,
+            pid,
+            tid,
+            stub,
+            signals: Vec::new(),
+        };
+        for &(base, length) in &hooks.pages {
+            let _ = injector.unmap(base, length);
+        }
+        let _ = injector.unmap(hooks.area, hooks.area_bytes);
+    }
+}
+
+/// Whether thread `tid` (stopped) runs in a hook page or has a return address into one on
+/// its stack (an allocator call the hook made and that has not returned).
+fn thread_may_be_inside(tid: i32, memory: &dyn RemoteMemory, hooks: &ProcessHooks) -> bool {
+    let Ok(registers) = regs::get_registers(tid) else {
+        return false;
+    };
+    let in_pages = |address: u64| {
+        hooks
+            .pages
+            .iter()
+            .any(|&(base, length)| (base..base + length).contains(&address))
+    };
+    if in_pages(registers.rip) {
+        return true;
+    }
+    // A conservative scan of the live stack, up to 256 KiB above rsp.
+    let mut word = [0u8; 8];
+    let mut buffer = vec![0u8; 4096];
+    let mut address = registers.rsp & !7;
+    for _ in 0..64 {
+        // Page by page, so the read that meets the stack's end fails alone.
+        let length = (4096 - (address & 4095)) as usize;
+        if memory.read(address, &mut buffer[..length]).is_err() {
+            break;
+        }
+        for chunk in buffer[..length].chunks_exact(8) {
+            word.copy_from_slice(chunk);
+            if in_pages(u64::from_le_bytes(word)) {
+                return true;
+            }
+        }
+        address += length as u64;
+    }
+    false
+}
