@@ -3,3 +3,4 @@
 //! program takes no ptrace stop per allocation. A second event source beside the tracer.
 
 pub mod layout;
+pub mod relocate;
