@@ -2,4 +2,13 @@
 //! records each call into rings shared with memsup and runs the relocated prologue, so the
 //! program takes no ptrace stop per allocation. A second event source beside the tracer.
 
+pub mod clock;
+pub mod code;
+mod code_record;
 pub mod layout;
+pub mod ring;
+
+#[cfg(test)]
+mod code_tests;
+#[cfg(test)]
+mod test_support;
