@@ -7,3 +7,5 @@ pub mod returns;
 pub mod table;
 #[cfg(test)]
 pub(crate) mod test_pages;
+#[cfg(test)]
+pub(crate) mod test_programs;

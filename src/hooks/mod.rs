@@ -2,4 +2,17 @@
 //! records each call into rings shared with memsup and runs the relocated prologue, so the
 //! program takes no ptrace stop per allocation. A second event source beside the tracer.
 
+pub mod clock;
+pub mod code;
+mod code_record;
+pub mod drain;
+pub mod inject;
 pub mod layout;
+pub mod placement;
+pub mod relocate;
+pub mod ring;
+
+#[cfg(test)]
+mod code_tests;
+#[cfg(test)]
+mod test_support;

@@ -3,11 +3,11 @@
 //! or library that is missing skips its test with a message rather than failing.
 
 use std::path::Path;
-use std::process::Command;
 
 use object::{Object, ObjectSection, ObjectSymbol};
 
 use crate::breakpoints::emulate::Emulation;
+use crate::breakpoints::test_programs::build_static;
 
 const GLIBC_SHARED: &str = "/lib/x86_64-linux-gnu/libc.so.6";
 
@@ -118,26 +118,6 @@ fn assert_emulatable(label: &str, found: &[(String, u64, Vec<u8>)], required: &[
         let emulation =
             emulation.unwrap_or_else(|| panic!("{label} {name}: {bytes:02x?} not emulated"));
         assert!(emulation.length() <= bytes.len());
-    }
-}
-
-/// Builds `source` statically with `compiler`; None (with a message) when it is not there.
-fn build_static(compiler: &str, source: &str) -> Option<(tempfile::TempDir, std::path::PathBuf)> {
-    let directory = tempfile::tempdir().expect("temporary directory");
-    let source_path = directory.path().join("program.c");
-    let program = directory.path().join("program");
-    std::fs::write(&source_path, source).expect("write C source");
-    let status = Command::new(compiler)
-        .args(["-static", "-O0", "-w", "-o"])
-        .arg(&program)
-        .arg(&source_path)
-        .status();
-    match status {
-        Ok(status) if status.success() => Some((directory, program)),
-        other => {
-            eprintln!("skipped: {compiler} -static failed or is missing ({other:?})");
-            None
-        }
     }
 }
 

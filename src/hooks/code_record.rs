@@ -1,0 +1,167 @@
+//! The record routine every hook calls: picks a ring by CPU, claims a slot, writes the
+//! record from the hook's frame (layout in `code`) and publishes it.
+//!
+//! Registers while claiming: r9 the ring, rsi its capacity, r8 the op in the low half and
+//! the ring's number in the high half (one store writes both `OP` and `CPU`), r10 the TSC,
+//! rdi the TSC when the ring was first found full (0 until then), r11 the head.
+
+use iced_x86::code_asm::*;
+
+use super::code::CpuSource;
+use super::layout::{header, record, ring, AREA_HEADER_BYTES, POLICY_DROP, RECORD_BYTES};
+
+/// Frame offsets from the record routine's `rsp`.
+pub(super) const FRAME_RESULT: u64 = 16;
+pub(super) const FRAME_OUT: u64 = 24;
+pub(super) const FRAME_ENTRY_TSC: u64 = 32;
+pub(super) const FRAME_ARGUMENTS: u64 = 40;
+pub(super) const FRAME_CALLER: u64 = 88;
+
+/// Pause rounds between checks of the clock while waiting for room.
+const SPINS_PER_YIELD: u32 = 256;
+const SYS_SCHED_YIELD: u32 = 24;
+
+type Emit = Result<(), IcedError>;
+
+pub(super) fn emit_record_routine(a: &mut CodeAssembler, area: u64, cpu: CpuSource) -> Emit {
+    let mut claim = a.create_label();
+    let mut full = a.create_label();
+    emit_ring_choice(a, area, cpu)?;
+    a.xor(edi, edi)?;
+    a.set_label(&mut claim)?;
+    // The head, THEN the TSC (rdtscp waits for the load): the TSC is then monotonic in
+    // claim order within a ring, which the drain's release rule relies on.
+    a.mov(r11, qword_ptr(r9 + ring::HEAD as i32))?;
+    a.rdtscp()?;
+    a.shl(rdx, 32)?;
+    a.or(rax, rdx)?;
+    a.mov(r10, rax)?;
+    a.mov(rax, r11)?;
+    a.sub(r11, qword_ptr(r9 + ring::TAIL as i32))?;
+    a.cmp(r11, rsi)?;
+    a.jae(full)?;
+    a.lea(r11, qword_ptr(rax + 1))?;
+    a.lock().cmpxchg(qword_ptr(r9 + ring::HEAD as i32), r11)?;
+    a.jne(claim)?;
+    emit_write(a)?;
+    a.set_label(&mut full)?;
+    emit_full(a, area, claim)
+}
+
+/// r9 = the ring, rsi = capacity, r8 = op | ring << 32.
+fn emit_ring_choice(a: &mut CodeAssembler, area: u64, cpu: CpuSource) -> Emit {
+    match cpu {
+        CpuSource::Rseq { offset } => {
+            let mut registered = a.create_label();
+            a.mov(eax, dword_ptr(offset + 4).fs())?;
+            // 0xffff_fffe / 0xffff_ffff: the thread has no rseq registration.
+            a.cmp(eax, 0xffff_fff0u32 as i32)?;
+            a.jb(registered)?;
+            a.xor(eax, eax)?;
+            a.set_label(&mut registered)?;
+        }
+        CpuSource::Rdpid => a.rdpid(rax)?,
+        CpuSource::Single => a.xor(eax, eax)?,
+    }
+    a.mov(rdi, area)?;
+    a.mov(ecx, dword_ptr(rdi + header::RING_COUNT as i32))?;
+    a.dec(ecx)?;
+    a.and(eax, ecx)?;
+    a.mov(rcx, rax)?;
+    a.shl(rcx, 32)?;
+    a.or(r8, rcx)?;
+    a.mov(rsi, qword_ptr(rdi + header::CAPACITY as i32))?;
+    // ring_bytes = (capacity + 1) * RECORD_BYTES (its header is one record's size).
+    a.lea(rcx, qword_ptr(rsi + 1))?;
+    a.shl(rcx, RECORD_BYTES.trailing_zeros())?;
+    a.imul_2(rcx, rax)?;
+    a.lea(r9, qword_ptr(rdi + rcx + AREA_HEADER_BYTES as i32))
+}
+
+/// Index in rax: writes every field, `SEQ` last.
+fn emit_write(a: &mut CodeAssembler) -> Emit {
+    a.lea(rcx, qword_ptr(rsi - 1))?;
+    a.and(rcx, rax)?;
+    a.shl(rcx, RECORD_BYTES.trailing_zeros())?;
+    a.lea(
+        rcx,
+        qword_ptr(r9 + rcx + super::layout::RING_HEADER_BYTES as i32),
+    )?;
+    let field = |offset: u64| qword_ptr(rcx + offset as i32);
+    a.mov(field(record::OP), r8)?;
+    a.mov(field(record::TSC), r10)?;
+    a.mov(rdx, qword_ptr(0u64).fs())?;
+    a.mov(field(record::THREAD), rdx)?;
+    a.mov(rdx, qword_ptr(rsp + FRAME_CALLER as i32))?;
+    a.mov(field(record::CALLER), rdx)?;
+    a.lea(rdx, qword_ptr(rsp + FRAME_CALLER as i32))?;
+    a.mov(field(record::STACK_POINTER), rdx)?;
+    let copies = [
+        (FRAME_RESULT, record::RESULT),
+        (FRAME_OUT, record::OUT),
+        (FRAME_ENTRY_TSC, record::ENTRY_TSC),
+    ];
+    for (from, to) in copies {
+        a.mov(rdx, qword_ptr(rsp + from as i32))?;
+        a.mov(field(to), rdx)?;
+    }
+    for argument in 0..6u64 {
+        a.mov(
+            rdx,
+            qword_ptr(rsp + (FRAME_ARGUMENTS + 8 * argument) as i32),
+        )?;
+        a.mov(field(record::ARGUMENTS + 8 * argument), rdx)?;
+    }
+    a.inc(rax)?;
+    a.mov(field(record::SEQ), rax)?;
+    a.ret()
+}
+
+/// The ring is full (rax = head, r10 = now): drop, or wait for room within the limits.
+fn emit_full(a: &mut CodeAssembler, area: u64, claim: CodeLabel) -> Emit {
+    let mut drop = a.create_label();
+    let mut stale = a.create_label();
+    let mut round = a.create_label();
+    let mut spin = a.create_label();
+    a.mov(rdx, area)?;
+    a.cmp(dword_ptr(rdx + header::POLICY as i32), POLICY_DROP as i32)?;
+    a.je(drop)?;
+    a.test(rdi, rdi)?;
+    a.jne(round)?;
+    a.mov(rdi, r10)?;
+    a.lock().inc(qword_ptr(rdx + header::FULL_WAITS as i32))?;
+    a.set_label(&mut round)?;
+    a.mov(r11d, SPINS_PER_YIELD)?;
+    a.set_label(&mut spin)?;
+    a.pause()?;
+    a.mov(rax, qword_ptr(r9 + ring::HEAD as i32))?;
+    a.sub(rax, qword_ptr(r9 + ring::TAIL as i32))?;
+    a.cmp(rax, rsi)?;
+    a.jb(claim)?;
+    a.dec(r11d)?;
+    a.jne(spin)?;
+    // Signed differences: a heartbeat a little ahead of this CPU's TSC is not stale.
+    a.rdtsc()?;
+    a.shl(rdx, 32)?;
+    a.or(rax, rdx)?;
+    a.mov(rdx, area)?;
+    a.cmp(dword_ptr(rdx + header::ENABLED as i32), 0)?;
+    a.je(drop)?;
+    a.mov(rcx, rax)?;
+    a.sub(rcx, rdi)?;
+    a.cmp(rcx, qword_ptr(rdx + header::WAIT_LIMIT_TICKS as i32))?;
+    a.jg(drop)?;
+    a.sub(rax, qword_ptr(rdx + header::HEARTBEAT as i32))?;
+    a.cmp(rax, qword_ptr(rdx + header::STALE_TICKS as i32))?;
+    a.jg(stale)?;
+    // syscall keeps every register but rax, rcx and r11.
+    a.mov(eax, SYS_SCHED_YIELD)?;
+    a.syscall()?;
+    a.jmp(round)?;
+    a.set_label(&mut stale)?;
+    a.mov(dword_ptr(rdx + header::ENABLED as i32), 0)?;
+    a.set_label(&mut drop)?;
+    a.mov(rdx, area)?;
+    a.lock().inc(qword_ptr(rdx + header::DROPPED as i32))?;
+    a.ret()
+}

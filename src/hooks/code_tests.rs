@@ -1,0 +1,243 @@
+//! The hooks run in this process: each shape's record, field by field, the pass-through,
+//! the full-ring policies and the CPU sources.
+
+use super::clock::rdtsc;
+use super::code::{assemble, CpuSource};
+use super::layout::{self, HookShape, Op};
+use super::ring::{Drainer, RawRecord};
+use super::test_support::*;
+
+const ARGUMENTS: [u64; 6] = [
+    0x0101,
+    0x0202_0000,
+    0x0303_0000_0000,
+    0x0404,
+    0x0505_0505,
+    0x0606_0000_0006,
+];
+
+fn records(harness: &Harness) -> Vec<RawRecord> {
+    let mut drainer = Drainer::new(&harness.area);
+    let mut out = Vec::new();
+    drainer.finish(&harness.area, &mut out);
+    assert_eq!((drainer.torn(), drainer.invalid()), (0, 0));
+    out
+}
+
+fn six(arguments: [u64; 6]) -> u64 {
+    let [a, b, c, d, e, f] = arguments;
+    fake_six(a, b, c, d, e, f)
+}
+
+/// Calls the hook of `op` (continuing into `target`) once and returns what the caller
+/// saw, the record, and the TSC before and after the call.
+fn call_once(op: Op, target: u64, arguments: [u64; 6]) -> (Observed, RawRecord, u64, u64) {
+    let config = AreaConfig::waiting(1, 64);
+    let harness = Harness::new(CpuSource::Single, config, &[op], &[target]);
+    let before = rdtsc();
+    let observed = call_observed(harness.entry(op), arguments);
+    let after = rdtsc();
+    assert_eq!(observed.callee_saved, CALLEE_SAVED_MARKS);
+    let records = records(&harness);
+    assert_eq!(records.len(), 1);
+    (observed, records[0], before, after)
+}
+
+fn assert_common(observed: &Observed, record: &RawRecord, op: Op, arguments: [u64; 6]) {
+    assert_eq!(record.op, op);
+    assert_eq!(record.cpu, 0);
+    assert_eq!(record.arguments, arguments);
+    assert_eq!(record.caller, observed.return_address);
+    assert_eq!(record.stack_pointer, observed.stack_pointer);
+    assert_eq!(record.thread, thread_pointer());
+}
+
+#[test]
+fn after_shape_records_the_result_once_the_function_returned() {
+    let (observed, record, before, after) =
+        call_once(Op::Malloc, fake_six as *const () as u64, ARGUMENTS);
+    assert_eq!(observed.result, six(ARGUMENTS));
+    assert_common(&observed, &record, Op::Malloc, ARGUMENTS);
+    assert_eq!((record.result, record.out), (six(ARGUMENTS), 0));
+    assert!(before < record.entry_tsc && record.entry_tsc < record.tsc && record.tsc < after);
+}
+
+#[test]
+fn before_shape_records_at_entry_and_passes_every_argument_on() {
+    let (observed, record, before, after) =
+        call_once(Op::Free, fake_six as *const () as u64, ARGUMENTS);
+    assert_eq!(observed.result, six(ARGUMENTS));
+    assert_common(&observed, &record, Op::Free, ARGUMENTS);
+    assert_eq!((record.result, record.out, record.entry_tsc), (0, 0, 0));
+    assert!(before < record.tsc && record.tsc < after);
+}
+
+#[test]
+fn out_pointer_shape_reads_the_stored_pointer_only_on_success() {
+    let target = fake_posix_memalign as *const () as u64;
+    let mut stored = 0u64;
+    let arguments = [&mut stored as *mut u64 as u64, 64, 100, 0, 0, 0];
+    let (observed, record, _, _) = call_once(Op::PosixMemalign, target, arguments);
+    assert_eq!(observed.result as u32, 0);
+    assert!(stored >= FAKE_HEAP);
+    assert_common(&observed, &record, Op::PosixMemalign, arguments);
+    assert_eq!((record.result as u32, record.out), (0, stored));
+
+    stored = 7;
+    let arguments = [&mut stored as *mut u64 as u64, 3, 100, 0, 0, 0];
+    let (observed, record, _, _) = call_once(Op::PosixMemalign, target, arguments);
+    assert_eq!((observed.result as u32, stored), (libc::EINVAL as u32, 7));
+    assert_eq!((record.result as u32, record.out), (libc::EINVAL as u32, 0));
+}
+
+#[test]
+fn disabled_hooks_pass_straight_through() {
+    let ops = [Op::Malloc, Op::Free, Op::PosixMemalign];
+    let targets = [fake_six as *const () as u64; 3];
+    let harness = Harness::new(
+        CpuSource::Single,
+        AreaConfig::waiting(1, 64),
+        &ops,
+        &targets,
+    );
+    harness.area.set_enabled(false);
+    for op in ops {
+        let observed = call_observed(harness.entry(op), ARGUMENTS);
+        assert_eq!(observed.result, six(ARGUMENTS));
+        assert_eq!(observed.callee_saved, CALLEE_SAVED_MARKS);
+    }
+    assert_eq!(harness.head(0), 0);
+    assert!(records(&harness).is_empty());
+}
+
+#[test]
+fn every_operation_assembles_with_its_shape() {
+    let hooks = assemble(
+        0x7000_0000_0000,
+        0x7100_0000_0000,
+        CpuSource::Single,
+        &Op::ALL,
+    )
+    .unwrap();
+    assert_eq!(hooks.entries.len(), Op::ALL.len());
+    let slots: Vec<u64> = (0..Op::ALL.len() as u64)
+        .map(|i| 0x7000_0000_0000 + 8 * i)
+        .collect();
+    assert_eq!(hooks.continuation_slots, slots);
+    // Hooks of one shape are the same code but for the op: the same size.
+    let size = |index: usize| hooks.entries[index + 1] - hooks.entries[index];
+    let shape_size = |shape: HookShape| {
+        let index = Op::ALL[..Op::ALL.len() - 1]
+            .iter()
+            .position(|op| op.shape() == shape);
+        size(index.unwrap())
+    };
+    for (index, op) in Op::ALL[..Op::ALL.len() - 1].iter().enumerate() {
+        assert_eq!(size(index), shape_size(op.shape()), "{op:?}");
+    }
+    let last_entry = *hooks.entries.last().unwrap() - 0x7000_0000_0000;
+    println!(
+        "hook bytes: before {}, after {}, after with out pointer {}; record routine and after hook {}",
+        shape_size(HookShape::Before),
+        shape_size(HookShape::After),
+        shape_size(HookShape::AfterWithOutPointer),
+        hooks.bytes.len() as u64 - last_entry,
+    );
+}
+
+#[test]
+fn drop_policy_counts_every_record_that_found_its_ring_full() {
+    let config = AreaConfig {
+        policy: layout::POLICY_DROP,
+        ..AreaConfig::waiting(1, 64)
+    };
+    let harness = Harness::new(
+        CpuSource::Single,
+        config,
+        &[Op::Malloc],
+        &[fake_triple as *const () as u64],
+    );
+    let malloc = harness.malloc();
+    for size in 0..1000 {
+        assert_eq!(malloc(size), 3 * size + 1);
+    }
+    assert_eq!(
+        (harness.area.dropped(), harness.area.full_waits()),
+        (936, 0)
+    );
+    assert_eq!(harness.head(0), 64);
+    let records = records(&harness);
+    assert_eq!(records.len(), 64);
+    assert!(records
+        .iter()
+        .enumerate()
+        .all(|(i, r)| r.arguments[0] == i as u64));
+}
+
+#[test]
+fn waiting_producer_gives_up_on_a_stale_heartbeat_and_disables_the_hooks() {
+    let clock = super::clock::TscClock::new();
+    let stale = clock.ticks(std::time::Duration::from_millis(20));
+    let config = AreaConfig {
+        stale_ticks: stale,
+        ..AreaConfig::waiting(1, 64)
+    };
+    let harness = Harness::new(
+        CpuSource::Single,
+        config,
+        &[Op::Free],
+        &[fake_free as *const () as u64],
+    );
+    let free = harness.free();
+    for pointer in 0..64 {
+        free(pointer);
+    }
+    harness.area.heartbeat(rdtsc());
+    let start = rdtsc();
+    free(64);
+    let waited = rdtsc() - start;
+    assert!(
+        waited >= stale && waited < 50 * stale,
+        "waited {waited} ticks, stale {stale}"
+    );
+    assert!(!harness.area.enabled());
+    assert_eq!((harness.area.dropped(), harness.area.full_waits()), (1, 1));
+    for pointer in 65..100 {
+        free(pointer);
+    }
+    assert_eq!((harness.head(0), harness.area.dropped()), (64, 1));
+}
+
+#[test]
+fn waiting_producer_gives_up_after_the_wait_limit_and_stays_enabled() {
+    let clock = super::clock::TscClock::new();
+    let limit = clock.ticks(std::time::Duration::from_millis(20));
+    let config = AreaConfig {
+        wait_limit_ticks: limit,
+        ..AreaConfig::waiting(1, 64)
+    };
+    let harness = Harness::new(
+        CpuSource::Single,
+        config,
+        &[Op::Free],
+        &[fake_free as *const () as u64],
+    );
+    let free = harness.free();
+    for pointer in 0..64 {
+        free(pointer);
+    }
+    for round in 1..=2 {
+        let start = rdtsc();
+        free(64);
+        let waited = rdtsc() - start;
+        assert!(
+            waited >= limit && waited < 50 * limit,
+            "waited {waited}, limit {limit}"
+        );
+        assert_eq!(
+            (harness.area.dropped(), harness.area.full_waits()),
+            (round, round)
+        );
+    }
+    assert!(harness.area.enabled());
+}

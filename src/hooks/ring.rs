@@ -1,0 +1,286 @@
+//! The consumer side of the rings: memsup's view of an area and the drain that turns
+//! published records into one stream in TSC order.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use super::layout::{self, header, record, ring, Op};
+
+/// One record as the hook wrote it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawRecord {
+    pub op: Op,
+    pub cpu: u32,
+    pub tsc: u64,
+    pub thread: u64,
+    pub caller: u64,
+    pub stack_pointer: u64,
+    pub result: u64,
+    pub arguments: [u64; 6],
+    pub out: u64,
+    pub entry_tsc: u64,
+}
+
+/// memsup's view of an area mapped in its own address space.
+#[derive(Debug)]
+pub struct Area {
+    base: *mut u8,
+    len: usize,
+}
+
+// SAFETY: every access goes through atomics or volatile reads of shared memory.
+unsafe impl Send for Area {}
+unsafe impl Sync for Area {}
+
+impl Area {
+    /// # Safety
+    /// `base..base+len` must stay mapped, readable and writable, and 8-byte aligned, for
+    /// the life of the `Area`.
+    pub unsafe fn new(base: *mut u8, len: usize) -> Area {
+        Area { base, len }
+    }
+
+    fn u64_at(&self, offset: u64) -> &AtomicU64 {
+        assert!(
+            offset as usize + 8 <= self.len,
+            "offset {offset} outside the area"
+        );
+        // SAFETY: in bounds and aligned (all layout offsets are multiples of 8).
+        unsafe { AtomicU64::from_ptr(self.base.add(offset as usize).cast()) }
+    }
+
+    fn u32_at(&self, offset: u64) -> &AtomicU32 {
+        assert!(
+            offset as usize + 4 <= self.len,
+            "offset {offset} outside the area"
+        );
+        // SAFETY: in bounds and 4-byte aligned.
+        unsafe { AtomicU32::from_ptr(self.base.add(offset as usize).cast()) }
+    }
+
+    /// Writes the header and enables the hooks. Rings start empty (a fresh mapping is
+    /// zeroed; their counters are reset here in case it is not).
+    pub fn initialise(
+        &self,
+        ring_count: u32,
+        capacity: u64,
+        policy: u32,
+        stale_ticks: u64,
+        wait_limit_ticks: u64,
+    ) {
+        assert!(ring_count.is_power_of_two() && capacity.is_power_of_two());
+        let bytes = layout::area_bytes(ring_count as u64, capacity);
+        assert!(
+            bytes <= self.len as u64,
+            "{bytes} bytes do not fit in {}",
+            self.len
+        );
+        for index in 0..ring_count as u64 {
+            let start = layout::ring_offset(index, capacity);
+            self.u64_at(start + ring::HEAD).store(0, Ordering::Relaxed);
+            self.u64_at(start + ring::TAIL).store(0, Ordering::Relaxed);
+            for slot in 0..capacity {
+                let seq = start + layout::record_offset(slot, capacity) + record::SEQ;
+                self.u64_at(seq).store(0, Ordering::Relaxed);
+            }
+        }
+        self.u32_at(header::VERSION)
+            .store(layout::VERSION, Ordering::Relaxed);
+        self.u32_at(header::RING_COUNT)
+            .store(ring_count, Ordering::Relaxed);
+        self.u64_at(header::CAPACITY)
+            .store(capacity, Ordering::Relaxed);
+        self.u32_at(header::POLICY).store(policy, Ordering::Relaxed);
+        self.u64_at(header::HEARTBEAT)
+            .store(super::clock::rdtsc(), Ordering::Relaxed);
+        self.u64_at(header::STALE_TICKS)
+            .store(stale_ticks, Ordering::Relaxed);
+        let wait_limit = header::WAIT_LIMIT_TICKS;
+        self.u64_at(wait_limit)
+            .store(wait_limit_ticks, Ordering::Relaxed);
+        self.u64_at(header::DROPPED).store(0, Ordering::Relaxed);
+        self.u64_at(header::FULL_WAITS).store(0, Ordering::Relaxed);
+        self.u64_at(header::MAGIC)
+            .store(layout::MAGIC, Ordering::Relaxed);
+        self.set_enabled(true);
+    }
+
+    pub fn set_enabled(&self, on: bool) {
+        self.u32_at(header::ENABLED)
+            .store(on as u32, Ordering::Release);
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.u32_at(header::ENABLED).load(Ordering::Acquire) != 0
+    }
+
+    pub fn heartbeat(&self, tsc: u64) {
+        self.u64_at(header::HEARTBEAT).store(tsc, Ordering::Release);
+    }
+
+    pub fn dropped(&self) -> u64 {
+        self.u64_at(header::DROPPED).load(Ordering::Acquire)
+    }
+
+    pub fn full_waits(&self) -> u64 {
+        self.u64_at(header::FULL_WAITS).load(Ordering::Acquire)
+    }
+
+    /// Ring count and capacity as the header states them, if they describe rings that
+    /// fit in the mapping (the target can write anything there).
+    fn geometry(&self) -> Option<(u64, u64)> {
+        let ring_count = self.u32_at(header::RING_COUNT).load(Ordering::Acquire) as u64;
+        let capacity = self.u64_at(header::CAPACITY).load(Ordering::Acquire);
+        let fits = ring_count.is_power_of_two()
+            && capacity.is_power_of_two()
+            && ring_count
+                .checked_mul(layout::ring_bytes(capacity.min(u64::MAX / 256)))
+                .is_some_and(|bytes| bytes + layout::AREA_HEADER_BYTES <= self.len as u64);
+        fits.then_some((ring_count, capacity))
+    }
+
+    fn read_record(&self, at: u64) -> Option<RawRecord> {
+        let field = |offset: u64| self.u64_at(at + offset).load(Ordering::Relaxed);
+        let op = Op::from_code(self.u32_at(at + record::OP).load(Ordering::Relaxed))?;
+        Some(RawRecord {
+            op,
+            cpu: self.u32_at(at + record::CPU).load(Ordering::Relaxed),
+            tsc: field(record::TSC),
+            thread: field(record::THREAD),
+            caller: field(record::CALLER),
+            stack_pointer: field(record::STACK_POINTER),
+            result: field(record::RESULT),
+            arguments: std::array::from_fn(|i| field(record::ARGUMENTS + 8 * i as u64)),
+            out: field(record::OUT),
+            entry_tsc: field(record::ENTRY_TSC),
+        })
+    }
+}
+
+/// One ring's consumer position.
+#[derive(Debug, Clone, Copy, Default)]
+struct RingCursor {
+    next: u64,
+    last_tsc: u64,
+}
+
+/// Per-area consumer state: each ring's next index and the TSC of its last record read,
+/// and the records read but not yet released, in TSC order.
+#[derive(Debug)]
+pub struct Drainer {
+    capacity: u64,
+    cursors: Vec<RingCursor>,
+    held: Vec<RawRecord>,
+    previous_now: u64,
+    invalid: u64,
+    torn: u64,
+}
+
+/// Where a ring's reading stopped.
+enum Stop {
+    /// At its head: nothing more claimed.
+    Caught,
+    /// At a claimed slot not yet published.
+    Unpublished,
+}
+
+impl Drainer {
+    pub fn new(area: &Area) -> Drainer {
+        let (ring_count, capacity) = area.geometry().unwrap_or((0, 1));
+        Drainer {
+            capacity,
+            cursors: vec![RingCursor::default(); ring_count as usize],
+            held: Vec::new(),
+            previous_now: 0,
+            invalid: 0,
+            torn: 0,
+        }
+    }
+
+    /// Records whose operation code was not one memsup knows.
+    pub fn invalid(&self) -> u64 {
+        self.invalid
+    }
+
+    /// Claimed slots never published, skipped by `finish`.
+    pub fn torn(&self) -> u64 {
+        self.torn
+    }
+
+    /// Records read and held, not yet released.
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    /// One pass; `now` is a TSC reading taken before any ring is read. Reads every ring's
+    /// published records up to its first unpublished slot, frees their slots, and appends
+    /// to `out`, in TSC order, the records that no record still to come can precede.
+    ///
+    /// A free is published before its block can be reused, and a malloc claims after it
+    /// returns; the TSC is monotonic in claim order within a ring. So a ring stopped at an
+    /// unpublished slot can still bring records no older than its last record read, and a
+    /// ring read to its head only records stamped after this pass began — except for a
+    /// producer that read its TSC before `now` and claimed after the head was read here.
+    /// That window is closed by releasing only below the previous pass's `now`: a claim
+    /// would have to stall across a whole pass to be missed. Returns how many were read.
+    pub fn drain(&mut self, area: &Area, now: u64, out: &mut Vec<RawRecord>) -> usize {
+        let mut cutoff = self.previous_now.min(now);
+        self.previous_now = now;
+        let mut read = 0;
+        for index in 0..self.cursors.len() {
+            let (count, stop) = self.read_ring(area, index, false);
+            read += count;
+            if let Stop::Unpublished = stop {
+                cutoff = cutoff.min(self.cursors[index].last_tsc);
+            }
+        }
+        if read > 0 {
+            self.held.sort_by_key(|record| record.tsc);
+        }
+        let releasable = self.held.partition_point(|record| record.tsc < cutoff);
+        out.extend(self.held.drain(..releasable));
+        read
+    }
+
+    /// The process is gone or stopped for good: releases everything, skipping claimed
+    /// slots never published (counted as torn).
+    pub fn finish(&mut self, area: &Area, out: &mut Vec<RawRecord>) {
+        for index in 0..self.cursors.len() {
+            self.read_ring(area, index, true);
+        }
+        self.held.sort_by_key(|record| record.tsc);
+        out.append(&mut self.held);
+    }
+
+    /// Reads ring `index` from its cursor; with `skip_unpublished`, steps over claimed
+    /// slots not published up to the head. Frees what it read (release store of TAIL).
+    fn read_ring(&mut self, area: &Area, index: usize, skip_unpublished: bool) -> (usize, Stop) {
+        let start = layout::ring_offset(index as u64, self.capacity);
+        let head = area.u64_at(start + ring::HEAD).load(Ordering::Acquire);
+        let cursor = &mut self.cursors[index];
+        // A head further ahead than a full ring can only come from a corrupt target.
+        let end = head.min(cursor.next + self.capacity);
+        let mut read = 0;
+        let mut stop = Stop::Caught;
+        while cursor.next < end {
+            let at = start + layout::record_offset(cursor.next, self.capacity);
+            let seq = area.u64_at(at + record::SEQ).load(Ordering::Acquire);
+            if seq != cursor.next + 1 {
+                if !skip_unpublished {
+                    stop = Stop::Unpublished;
+                    break;
+                }
+                self.torn += 1;
+            } else if let Some(record) = area.read_record(at) {
+                cursor.last_tsc = record.tsc;
+                self.held.push(record);
+            } else {
+                self.invalid += 1;
+            }
+            cursor.next += 1;
+            read += 1;
+        }
+        area.u64_at(start + ring::TAIL)
+            .store(cursor.next, Ordering::Release);
+        (read, stop)
+    }
+}
