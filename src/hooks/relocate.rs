@@ -134,6 +134,8 @@ impl fmt::Display for Refusal {
     }
 }
 
+impl std::error::Error for Refusal {}
+
 /// Relocates the entry of a function so a hook at `at` can run its first instructions and
 /// continue into it. `function`: the whole function's bytes (its symbol size), which starts
 /// at `entry`; it is decoded to its end (stopping at padding or data past the patch) to find
