@@ -231,6 +231,18 @@ fn a_jump_forwarder_is_refused() {
         refusal.to_string(),
         "the function at 0x7f1234567000 only jumps to 0x7f1234568000"
     );
+    let indirect = relocate_entry(&hex("ff 25 00 10 00 00 90 90"), ENTRY, AT).unwrap_err();
+    assert_eq!(
+        indirect,
+        Refusal::Forwarder {
+            entry: ENTRY,
+            target: None,
+        }
+    );
+    assert_eq!(
+        indirect.to_string(),
+        "the function at 0x7f1234567000 only jumps elsewhere"
+    );
 }
 
 #[test]
