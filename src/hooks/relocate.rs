@@ -67,7 +67,8 @@ pub enum Refusal {
     TooShort { entry: u64, size: usize },
     /// The bytes at `entry + offset` are not an instruction.
     Undecodable { entry: u64, offset: u64 },
-    /// The function starts with a `jmp`: it forwards to another function.
+    /// The function starts with a `jmp`: it forwards to another function (`target` is None
+    /// for an indirect jump).
     Forwarder { entry: u64, target: Option<u64> },
     /// An instruction among the patched ones cannot run at another address.
     Unrelocatable {
@@ -134,6 +135,8 @@ impl fmt::Display for Refusal {
     }
 }
 
+impl std::error::Error for Refusal {}
+
 /// Relocates the entry of a function so a hook at `at` can run its first instructions and
 /// continue into it. `function`: the whole function's bytes (its symbol size), which starts
 /// at `entry`; it is decoded to its end (stopping at padding or data past the patch) to find
@@ -190,8 +193,11 @@ fn patched_instructions(
                 offset: instruction_offset,
             });
         }
-        if instructions.is_empty() && instruction.flow_control() == FlowControl::UnconditionalBranch
-        {
+        let jumps = matches!(
+            instruction.flow_control(),
+            FlowControl::UnconditionalBranch | FlowControl::IndirectBranch
+        );
+        if instructions.is_empty() && jumps {
             let target = direct_target(&instruction);
             return Err(Refusal::Forwarder { entry, target });
         }

@@ -185,6 +185,30 @@ fn a_branch_back_into_byte_two_of_the_patch_is_refused() {
 }
 
 #[test]
+fn every_kind_of_direct_branch_into_the_patch_is_seen() {
+    let cases = [
+        // je +1 among the patched instructions themselves, to entry+3.
+        ("74 01 53 55 41 54 c3", 0, 3),
+        // four pushes; ret; call entry+2 (code of another function inside the symbol).
+        ("53 55 41 54 41 55 c3 e8 f6 ff ff ff c3", 7, 2),
+        // ...; loop entry+4; jrcxz entry+1.
+        ("53 55 41 54 41 55 e2 fc e3 f7 c3", 6, 4),
+    ];
+    for (text, source, target) in cases {
+        let refusal = relocate_entry(&hex(text), ENTRY, AT).unwrap_err();
+        assert_eq!(
+            refusal,
+            Refusal::BranchIntoPatch {
+                entry: ENTRY,
+                source,
+                target
+            },
+            "{text}"
+        );
+    }
+}
+
+#[test]
 fn a_branch_to_the_first_byte_or_past_the_patch_is_accepted() {
     // push %rbp; mov %rsp,%rbp; push %rbx; jne entry; jne entry+5; ret
     let function = hex("55 48 89 e5 53 75 f9 75 fc c3");
@@ -206,6 +230,18 @@ fn a_jump_forwarder_is_refused() {
     assert_eq!(
         refusal.to_string(),
         "the function at 0x7f1234567000 only jumps to 0x7f1234568000"
+    );
+    let indirect = relocate_entry(&hex("ff 25 00 10 00 00 90 90"), ENTRY, AT).unwrap_err();
+    assert_eq!(
+        indirect,
+        Refusal::Forwarder {
+            entry: ENTRY,
+            target: None,
+        }
+    );
+    assert_eq!(
+        indirect.to_string(),
+        "the function at 0x7f1234567000 only jumps elsewhere"
     );
 }
 

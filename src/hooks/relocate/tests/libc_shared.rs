@@ -9,7 +9,7 @@ use std::path::Path;
 use object::{Object, ObjectSymbol};
 
 use super::check_relocated;
-use crate::hooks::relocate::{relocate_entry, MAX_RELOCATED_BYTES};
+use crate::hooks::relocate::{relocate_entry, Refusal, MAX_RELOCATED_BYTES};
 use crate::proc::maps::{find_gap, parse_maps};
 use crate::trace::format::AllocFunction;
 
@@ -19,6 +19,9 @@ const SLOT_BYTES: usize = 128;
 const PAGE_BYTES: usize = 4096;
 /// How far from libc the code page may lie: well inside rel32 reach.
 const PAGE_REACH: u64 = 1 << 30;
+/// How far below libc the code page lies when it must be out of rel32 reach: 16 GiB.
+const FAR_DISTANCE: u64 = 1 << 34;
+const MALLOC_FAMILY: [&str; 5] = ["malloc", "calloc", "realloc", "reallocarray", "free"];
 
 /// (address, size) of each function in libc's .dynsym, by name.
 fn dynamic_symbols(path: &str) -> HashMap<String, (u64, usize)> {
@@ -55,10 +58,10 @@ struct CodePage {
 }
 
 impl CodePage {
-    fn near(anchor: u64) -> CodePage {
+    fn near(anchor: u64, reach: u64) -> CodePage {
         for _ in 0..8 {
             let maps = parse_maps(&std::fs::read_to_string("/proc/self/maps").unwrap());
-            let gap = find_gap(&maps, anchor, PAGE_BYTES as u64, PAGE_REACH).expect("a gap");
+            let gap = find_gap(&maps, anchor, PAGE_BYTES as u64, reach).expect("a gap");
             // SAFETY: a fresh anonymous mapping at a free address; NOREPLACE refuses to
             // replace one another thread made since /proc/self/maps was read.
             let base = unsafe {
@@ -99,6 +102,17 @@ impl Drop for CodePage {
     }
 }
 
+/// libc's own bytes of allocator function `name`: its address and the whole symbol.
+fn libc_bytes(symbols: &HashMap<String, (u64, usize)>, name: &str) -> (u64, &'static [u8]) {
+    let (address, base) = libc_function(name);
+    let (value, size) = symbols[name];
+    assert_eq!(address - base, value, "{name}: the running libc is {LIBC}");
+    // SAFETY: the function's own code, mapped readable as long as libc is loaded.
+    (address, unsafe {
+        std::slice::from_raw_parts(address as *const u8, size)
+    })
+}
+
 #[test]
 fn libc_allocator_entries_run_relocated() {
     if !Path::new(LIBC).exists() {
@@ -107,15 +121,11 @@ fn libc_allocator_entries_run_relocated() {
     }
     const { assert!(SLOT_BYTES >= MAX_RELOCATED_BYTES) };
     let symbols = dynamic_symbols(LIBC);
-    let page = CodePage::near(libc_function("malloc").0);
+    let page = CodePage::near(libc_function("malloc").0, PAGE_REACH);
     let mut relocated = HashMap::new();
     for (index, function) in AllocFunction::ALL.into_iter().enumerate() {
         let name = function.name();
-        let (address, base) = libc_function(name);
-        let (value, size) = symbols[name];
-        assert_eq!(address - base, value, "{name}: the running libc is {LIBC}");
-        // SAFETY: the function's own code, mapped readable as long as libc is loaded.
-        let bytes = unsafe { std::slice::from_raw_parts(address as *const u8, size) };
+        let (address, bytes) = libc_bytes(&symbols, name);
         let at = page.address(index * SLOT_BYTES);
         let relocation = relocate_entry(bytes, address, at)
             .unwrap_or_else(|refusal| panic!("{name}: {refusal}"));
@@ -132,7 +142,50 @@ fn libc_allocator_entries_run_relocated() {
     }
     // SAFETY: each slot holds the function's relocated prologue followed by a jump into the
     // function itself, so it is the function, with its C signature.
-    unsafe { run_relocated(&relocated) };
+    unsafe {
+        run_malloc_family(&relocated);
+        run_aligned_family(&relocated);
+    }
+}
+
+/// Far from libc, the jump back and the jcc become absolute jumps; prologues with a
+/// rip-relative operand are refused. malloc's and free's (glibc 2.34 and later) have none.
+#[test]
+fn libc_allocator_entries_run_relocated_out_of_rel32_reach() {
+    if !Path::new(LIBC).exists() {
+        eprintln!("skipped: no {LIBC}");
+        return;
+    }
+    let symbols = dynamic_symbols(LIBC);
+    let malloc = libc_function("malloc").0;
+    let page = CodePage::near(malloc - FAR_DISTANCE, PAGE_REACH);
+    assert!(malloc - page.address(0) > FAR_DISTANCE - PAGE_REACH);
+    let mut relocated = HashMap::new();
+    for (index, name) in MALLOC_FAMILY.into_iter().enumerate() {
+        let (address, bytes) = libc_bytes(&symbols, name);
+        let at = page.address(index * SLOT_BYTES);
+        match relocate_entry(bytes, address, at) {
+            Ok(relocation) => {
+                eprintln!("{name} far: code {:02x?}", relocation.code);
+                page.write(index * SLOT_BYTES, &relocation.code);
+                relocated.insert(name, at as usize);
+            }
+            Err(refusal) => {
+                assert!(
+                    matches!(refusal, Refusal::Encoder { .. }),
+                    "{name}: {refusal}"
+                );
+                assert!(name != "malloc" && name != "free", "{name}: {refusal}");
+            }
+        }
+    }
+    if relocated.len() == MALLOC_FAMILY.len() {
+        // SAFETY: as in the test above; the slots lie far from libc.
+        unsafe { run_malloc_family(&relocated) };
+    } else {
+        // SAFETY: as above; only malloc and free are called.
+        unsafe { run_malloc_and_free(&relocated) };
+    }
 }
 
 type Malloc = extern "C" fn(usize) -> *mut c_void;
@@ -142,19 +195,16 @@ type Reallocarray = extern "C" fn(*mut c_void, usize, usize) -> *mut c_void;
 type Free = extern "C" fn(*mut c_void);
 type PosixMemalign = extern "C" fn(*mut *mut c_void, usize, usize) -> i32;
 
-/// Calls every relocated function and checks what it did.
-unsafe fn run_relocated(relocated: &HashMap<&str, usize>) {
-    let malloc: Malloc = std::mem::transmute(relocated["malloc"]);
-    let calloc: Calloc = std::mem::transmute(relocated["calloc"]);
-    let realloc: Realloc = std::mem::transmute(relocated["realloc"]);
-    let reallocarray: Reallocarray = std::mem::transmute(relocated["reallocarray"]);
-    let free: Free = std::mem::transmute(relocated["free"]);
-    let posix_memalign: PosixMemalign = std::mem::transmute(relocated["posix_memalign"]);
-    let aligned_alloc: Calloc = std::mem::transmute(relocated["aligned_alloc"]);
-    let memalign: Calloc = std::mem::transmute(relocated["memalign"]);
-    let valloc: Malloc = std::mem::transmute(relocated["valloc"]);
-    let pvalloc: Malloc = std::mem::transmute(relocated["pvalloc"]);
+fn function<T: Copy>(relocated: &HashMap<&str, usize>, name: &str) -> T {
+    assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<usize>());
+    // SAFETY: T is a function pointer type (size checked); the caller names its signature.
+    unsafe { std::mem::transmute_copy(&relocated[name]) }
+}
 
+/// Calls relocated malloc and free.
+unsafe fn run_malloc_and_free(relocated: &HashMap<&str, usize>) {
+    let malloc: Malloc = function(relocated, "malloc");
+    let free: Free = function(relocated, "free");
     let block = malloc(100).cast::<u8>();
     assert!(!block.is_null());
     for index in 0..100 {
@@ -162,6 +212,17 @@ unsafe fn run_relocated(relocated: &HashMap<&str, usize>) {
     }
     assert!((0..100).all(|index| block.add(index).read() == index as u8));
     free(block.cast());
+    free(std::ptr::null_mut());
+}
+
+/// Calls relocated malloc, calloc, realloc, reallocarray and free, and checks what they did.
+unsafe fn run_malloc_family(relocated: &HashMap<&str, usize>) {
+    run_malloc_and_free(relocated);
+    let malloc: Malloc = function(relocated, "malloc");
+    let calloc: Calloc = function(relocated, "calloc");
+    let realloc: Realloc = function(relocated, "realloc");
+    let reallocarray: Reallocarray = function(relocated, "reallocarray");
+    let free: Free = function(relocated, "free");
 
     // A block filled with ones and freed, then a calloc of its size: zeroed all the same.
     let dirty = malloc(200).cast::<u8>();
@@ -183,6 +244,16 @@ unsafe fn run_relocated(relocated: &HashMap<&str, usize>) {
         "overflow"
     );
     free(grown.cast());
+}
+
+/// Calls the relocated aligned allocators and checks their alignment.
+unsafe fn run_aligned_family(relocated: &HashMap<&str, usize>) {
+    let free: Free = function(relocated, "free");
+    let posix_memalign: PosixMemalign = function(relocated, "posix_memalign");
+    let aligned_alloc: Calloc = function(relocated, "aligned_alloc");
+    let memalign: Calloc = function(relocated, "memalign");
+    let valloc: Malloc = function(relocated, "valloc");
+    let pvalloc: Malloc = function(relocated, "pvalloc");
 
     let mut out: *mut c_void = std::ptr::null_mut();
     assert_eq!(posix_memalign(&mut out, 256, 100), 0);
