@@ -88,7 +88,7 @@ impl Drain {
             beating: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
             sink,
-            clock: TscClock::calibrate(),
+            clock: TscClock::new(),
             caller_only,
         });
         let drainer = Arc::clone(&shared);
@@ -114,7 +114,7 @@ impl Drain {
     pub fn register(&self, pid: u32, shared_area: SharedArea, ring_count: u64) {
         // SAFETY: the mapping lives in the handle as long as the view.
         let area = unsafe { Area::new(shared_area.local.pointer(), shared_area.local.len()) };
-        let ticks = |d: Duration| (self.shared.clock.ticks_per_second() as f64 * d.as_secs_f64()) as u64;
+        let ticks = |d: Duration| self.shared.clock.ticks(d);
         let policy = match self.policy {
             RingFull::Wait => POLICY_WAIT,
             RingFull::Drop => POLICY_DROP,

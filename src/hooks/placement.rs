@@ -5,7 +5,11 @@
 use super::code::{assemble, CpuSource};
 use super::inject::page_align;
 use super::layout::Op;
-use super::relocate::{jump_bytes, relocate_entry, EntryPatch, MAX_RELOCATED_BYTES};
+use super::relocate::{jump_bytes, relocate_entry, EntryPatch, Relocation, MAX_RELOCATED_BYTES};
+use crate::breakpoints::probes::direct_jump_target;
+
+/// `jmp rel32`.
+const JUMP_REL32: u8 = 0xe9;
 use crate::error::Result;
 
 /// A function to hook.
@@ -35,6 +39,27 @@ pub struct PagePlan {
     pub refused: Vec<(usize, String)>,
 }
 
+/// A function that is one `jmp rel32` to another (musl's `malloc` to its implementation,
+/// `memalign` to `aligned_alloc`): its hook continues with an absolute jump to the same
+/// destination, so calls through it are recorded under its own name, and a hook at the
+/// destination sees them as inner calls (its caller is the hook page).
+fn forwarder(target: &Target) -> Option<Relocation> {
+    let destination = direct_jump_target(&target.code, target.address)?;
+    if target.code.first() != Some(&JUMP_REL32) {
+        return None;
+    }
+    let mut code = vec![0xff, 0x25, 0, 0, 0, 0];
+    code.extend_from_slice(&destination.to_le_bytes());
+    Some(Relocation {
+        patch: EntryPatch {
+            offset: 0,
+            length: 5,
+            original: target.code[..5].to_vec(),
+        },
+        code,
+    })
+}
+
 /// Bytes a page for `count` functions takes, to map it before it is planned.
 pub fn page_bytes(count: usize, cpu: CpuSource) -> Result<u64> {
     let ops = vec![Op::Malloc; count];
@@ -53,7 +78,11 @@ pub fn plan(base: u64, area: u64, cpu: CpuSource, targets: &[Target]) -> Result<
     let mut refused = Vec::new();
     for (index, target) in targets.iter().enumerate() {
         let at = base + bytes.len() as u64;
-        let relocation = match relocate_entry(&target.code, target.address, at) {
+        let relocated = match forwarder(target) {
+            Some(relocation) => Ok(relocation),
+            None => relocate_entry(&target.code, target.address, at),
+        };
+        let relocation = match relocated {
             Ok(relocation) => relocation,
             Err(refusal) => {
                 refused.push((index, refusal.to_string()));

@@ -84,6 +84,7 @@ impl Tracer<'_> {
         let mut hijack = None;
         match breakpoint.kind {
             ProbeKind::Alloc(AllocFunction::Free) if !nested => {
+                self.flush_hooks_before_int3(pid);
                 let free = EventKind::Free { address: regs.rdi };
                 self.sink.send(pid as u32, tid as u32, free)
             }
@@ -204,6 +205,7 @@ impl Tracer<'_> {
         if let ProbeKind::IfuncResolver(function) = entry.kind {
             self.probe_ifunc_target(pid, function, regs.rax);
         } else {
+            self.flush_hooks_before_int3(pid);
             let process = self.process_mut(pid)?;
             process.counters.return_hits += 1;
             let event = return_event(entry, regs.rax, &process.memory)?;

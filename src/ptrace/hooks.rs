@@ -34,8 +34,7 @@ pub struct Candidate {
 
 /// How the hook code picks its ring on this machine.
 pub fn cpu_source() -> CpuSource {
-    // SAFETY: cpuid is always available on x86-64.
-    let features = unsafe { std::arch::x86_64::__cpuid_count(7, 0) };
+    let features = std::arch::x86_64::__cpuid_count(7, 0);
     if features.ecx & (1 << 22) != 0 {
         CpuSource::Rdpid
     } else {
@@ -288,6 +287,14 @@ impl Tracer<'_> {
         }
         self.name_stopped_threads(child);
         Ok(())
+    }
+
+    /// Before an event of an int3 probe in a hooked image: what the hooks recorded earlier
+    /// goes first (a block freed through a hook and returned by an int3-probed allocator).
+    pub(crate) fn flush_hooks_before_int3(&self, pid: i32) {
+        if self.processes.get(&pid).is_some_and(|p| p.hooks.is_some()) {
+            self.flush_hooks(pid);
+        }
     }
 
     /// Sends what `pid`'s hooks recorded so far (before a thread's end is reported).

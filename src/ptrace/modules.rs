@@ -46,7 +46,8 @@ impl Tracer<'_> {
         let has_allocator = process
             .breakpoints
             .iter()
-            .any(|b| matches!(b.kind, ProbeKind::Alloc(_)));
+            .any(|b| matches!(b.kind, ProbeKind::Alloc(_)))
+            || process.hooks.as_ref().is_some_and(|h| !h.sites.is_empty());
         if interpreter_base == 0 && !has_allocator {
             self.warn(
                 pid,

@@ -32,6 +32,10 @@ pub fn clean_command(program: impl AsRef<OsStr>) -> Command {
     command
         .env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin");
+    // The suite runs once per engine (scripts/test).
+    if let Ok(engine) = std::env::var("MEMSUP_ENGINE") {
+        command.env("MEMSUP_ENGINE", engine);
+    }
     command
 }
 
