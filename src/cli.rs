@@ -8,9 +8,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::breakpoints::table::StepOverPolicy;
 use crate::hooks::drain::RingFull;
-use crate::trace::format::Engine;
 use crate::ptrace::capture::StackMode;
 use crate::report::folded::Metric;
+use crate::trace::format::Engine;
 use crate::trace::output_file::OutputRequest;
 
 #[derive(Parser, Debug)]

@@ -27,8 +27,8 @@ use std::path::Path;
 pub use residency::ResidencySummary;
 
 use crate::trace::format::{
-    AllocFunction, Engine, Header, HookCounters, MapCall, ProbeCounters, ProbeSite, Record, RecordMode, SamplerCosts, StartCause,
-    UnwindCosts,
+    AllocFunction, Engine, Header, HookCounters, MapCall, ProbeCounters, ProbeSite, Record,
+    RecordMode, SamplerCosts, StartCause, UnwindCosts,
 };
 use crate::trace::reader::Profile;
 

@@ -15,8 +15,8 @@ pub use stack::{CopyWindows, RawStack, StackCopy};
 pub use watched::Watched;
 
 use crate::trace::format::{
-    AllocFunction, Engine, ExitKind, HookCounters, MapCall, MappingResidency, ProbeCounters, ProbeSite,
-    SamplerCosts, SnapshotReason, StartCause,
+    AllocFunction, Engine, ExitKind, HookCounters, MapCall, MappingResidency, ProbeCounters,
+    ProbeSite, SamplerCosts, SnapshotReason, StartCause,
 };
 
 /// One thing a source saw. `time_ns` is a raw CLOCK_MONOTONIC reading, the clock code inside

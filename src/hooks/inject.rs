@@ -118,9 +118,8 @@ impl Injector<'_> {
     /// Maps `bytes` of read+execute memory within rel32 reach of `anchor`, or fails.
     pub fn map_code(&mut self, anchor: u64, bytes: u64) -> Result<u64> {
         let maps = read_maps(self.pid).map_err(|e| Error::io("/proc/PID/maps", e))?;
-        let address = find_gap(&maps, anchor, bytes, REACH).ok_or_else(|| {
-            Error::Internal(format!("no free gap within reach of {anchor:#x}"))
-        })?;
+        let address = find_gap(&maps, anchor, bytes, REACH)
+            .ok_or_else(|| Error::Internal(format!("no free gap within reach of {anchor:#x}")))?;
         let protection = (libc::PROT_READ | libc::PROT_EXEC) as u64;
         let flags = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u64 | MAP_FIXED_NOREPLACE;
         let args = [address, bytes, protection, flags, u64::MAX, 0];

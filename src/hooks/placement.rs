@@ -65,7 +65,9 @@ pub fn page_bytes(count: usize, cpu: CpuSource) -> Result<u64> {
     let ops = vec![Op::Malloc; count];
     let hooks = assemble(0x1000_0000, 0x2000_0000, cpu, &ops)?.bytes.len();
     let hooks = hooks.next_multiple_of(16);
-    Ok(page_align((hooks + count * (MAX_RELOCATED_BYTES + 16)) as u64))
+    Ok(page_align(
+        (hooks + count * (MAX_RELOCATED_BYTES + 16)) as u64,
+    ))
 }
 
 /// The page at `base` for `targets`, its hooks writing to the area at `area`.

@@ -57,13 +57,19 @@ impl Tracer<'_> {
         }
         let Some(tid) = injector.filter(|&tid| self.only_stopped_threads(pid, tid)) else {
             let reason = "other threads were running when it was loaded".to_string();
-            return candidates.into_iter().map(|c| (c, reason.clone())).collect();
+            return candidates
+                .into_iter()
+                .map(|c| (c, reason.clone()))
+                .collect();
         };
         let refused = match self.try_hook_module(pid, tid, module, &candidates) {
             Ok(refused) => refused,
             Err(error) => {
                 let reason = format!("placing hooks failed: {error}");
-                candidates.into_iter().map(|c| (c, reason.clone())).collect()
+                candidates
+                    .into_iter()
+                    .map(|c| (c, reason.clone()))
+                    .collect()
             }
         };
         if let Some(hooks) = self.processes.get_mut(&pid).and_then(|p| p.hooks.as_mut()) {
@@ -220,10 +226,7 @@ impl Tracer<'_> {
         }
         let tls = match registers.orig_rax as i64 {
             libc::SYS_clone => Some(registers.r8),
-            libc::SYS_clone3 => process
-                .memory
-                .read_u64(registers.rdi + CLONE_ARGS_TLS)
-                .ok(),
+            libc::SYS_clone3 => process.memory.read_u64(registers.rdi + CLONE_ARGS_TLS).ok(),
             _ => None,
         };
         if let Some(key) = tls.filter(|&key| key != 0) {
@@ -321,17 +324,21 @@ impl Tracer<'_> {
             .map(|hooks| hooks.sites.clone())
             .unwrap_or_default();
         let hooked = !sites.is_empty();
-        sites.extend(process.breakpoints.iter().map(|breakpoint| ProbeSite {
-            function: breakpoint.kind.name().to_string(),
-            address: breakpoint.address,
-            implementation: process
-                .hooks
-                .as_ref()
-                .and_then(|hooks| hooks.refusals.get(&breakpoint.address))
-                .map_or_else(
-                    || format!("int3, {}", breakpoint.step_over.name()),
-                    |reason| format!("int3, {} (no hook: {reason})", breakpoint.step_over.name()),
-                ),
+        sites.extend(process.breakpoints.iter().map(|breakpoint| {
+            ProbeSite {
+                function: breakpoint.kind.name().to_string(),
+                address: breakpoint.address,
+                implementation: process
+                    .hooks
+                    .as_ref()
+                    .and_then(|hooks| hooks.refusals.get(&breakpoint.address))
+                    .map_or_else(
+                        || format!("int3, {}", breakpoint.step_over.name()),
+                        |reason| {
+                            format!("int3, {} (no hook: {reason})", breakpoint.step_over.name())
+                        },
+                    ),
+            }
         }));
         let engine = if hooked { Engine::Hooks } else { Engine::Int3 };
         self.send(
@@ -364,7 +371,8 @@ impl Tracer<'_> {
         if inside {
             self.warn(
                 pid,
-                "a thread may still be inside memsup's hook code: it stays mapped, switched off".into(),
+                "a thread may still be inside memsup's hook code: it stays mapped, switched off"
+                    .into(),
             );
             return;
         }

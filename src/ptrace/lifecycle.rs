@@ -3,8 +3,8 @@
 use crate::error::Result;
 use crate::events::EventKind;
 use crate::proc::status::{read_cmdline, read_status};
-use crate::ptrace::state::{Process, Thread};
 use crate::ptrace::regs;
+use crate::ptrace::state::{Process, Thread};
 use crate::ptrace::stop::{hand_back, wait_for_thread_until, Deadline, Event, Stop, STOP_TIMEOUT};
 use crate::ptrace::thread_stack::clone_stack_top;
 use crate::ptrace::tracer::Tracer;
@@ -13,7 +13,10 @@ use crate::trace::format::{ExitKind, StartCause};
 impl Tracer<'_> {
     pub(crate) fn on_new_child(&mut self, tid: i32, event: Event) -> Result<()> {
         let child = self.register_child(tid, event)?;
-        let hooked = self.processes.get(&child).is_some_and(|p| p.hooks.is_some());
+        let hooked = self
+            .processes
+            .get(&child)
+            .is_some_and(|p| p.hooks.is_some());
         if event == Event::Fork && hooked && self.hold_first_stop(child) {
             self.rearm_fork_child(child);
         }
@@ -46,15 +49,12 @@ impl Tracer<'_> {
                     hand_back(end);
                     return false;
                 }
-                Some(Stop::Signal { signal, .. }) => {
-                    if let Some(thread) = self.threads.get_mut(&child) {
-                        thread.pending_signals.push(signal);
+                Some(stop) => {
+                    if let Stop::Signal { signal, .. } = stop {
+                        if let Some(thread) = self.threads.get_mut(&child) {
+                            thread.pending_signals.push(signal);
+                        }
                     }
-                    if regs::resume(child, 0).is_err() {
-                        return false;
-                    }
-                }
-                Some(_) => {
                     if regs::resume(child, 0).is_err() {
                         return false;
                     }

@@ -5,10 +5,10 @@ use std::collections::{HashMap, HashSet};
 use crate::breakpoints::returns::ShadowStack;
 use crate::breakpoints::table::{BreakpointTable, StepOverPolicy};
 use crate::events::RawStack;
+use crate::hooks::code::CpuSource;
 use crate::ptrace::capture::StackCopyState;
 use crate::ptrace::inject::ScratchPage;
 use crate::ptrace::memory::TraceeMemory;
-use crate::hooks::code::CpuSource;
 use crate::trace::format::{MapCall, ProbeCounters, ProbeSite};
 
 /// A mapping system call seen at its seccomp stop, waiting for its result.

@@ -13,9 +13,9 @@ use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::breakpoints::table::StepOverPolicy;
-use crate::hooks::drain::RingFull;
 use crate::error::{Error, Result, TraceError};
 use crate::events::{monotonic_ns, EventKind, EventSink, Watched};
+use crate::hooks::drain::RingFull;
 use crate::interpret::{self, LiveStats};
 use crate::module::ModuleStore;
 use crate::ptrace::capture::StackMode;
@@ -235,10 +235,14 @@ pub fn run(options: RunOptions) -> Result<i32> {
         header(
             RecordMode::Run,
             target,
-            ["seccomp=on".into(), stacks_option(options.stacks), engine_option(options.engine)]
-                .into_iter()
-                .chain(rate_options(options.rates))
-                .collect(),
+            [
+                "seccomp=on".into(),
+                stacks_option(options.stacks),
+                engine_option(options.engine),
+            ]
+            .into_iter()
+            .chain(rate_options(options.rates))
+            .collect(),
         ),
         options.quiet,
         options.rates,

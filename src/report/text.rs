@@ -223,7 +223,10 @@ fn engine_rows(image: &ProcessAnalysis) -> Rows {
     let mut rows = vec![
         (
             "engine",
-            format!("hooks ({}, no stop per call)", plural(hooked as u64, "function")),
+            format!(
+                "hooks ({}, no stop per call)",
+                plural(hooked as u64, "function")
+            ),
         ),
         (
             "",

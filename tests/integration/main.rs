@@ -17,6 +17,7 @@ mod components;
 mod cxx_exceptions;
 mod dispositions;
 mod dlopen;
+mod engines;
 mod exit_and_signal;
 mod fork_exec;
 mod html_report;

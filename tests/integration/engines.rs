@@ -1,0 +1,132 @@
+//! The hook engine against the int3 engine: the same fixture recorded by each (caller
+//! stacks, which both record exactly) gives the same calls, bytes, peaks and leaks, and the
+//! hook engine says it recorded the program with no record lost.
+
+use serde_json::Value;
+
+use crate::common::report::processes;
+use crate::common::*;
+
+/// What both engines must agree on, per process image.
+const EXACT_FIELDS: &[&str] = &[
+    "/calls",
+    "/allocations",
+    "/bytes_allocated",
+    "/frees",
+    "/null_frees",
+    "/unknown_frees",
+    "/failed_allocations",
+    "/peak_live_bytes",
+    "/peak_live_blocks",
+    "/live_bytes_at_exit",
+    "/live_blocks_at_exit",
+    "/largest_allocation",
+];
+
+fn recorded_by(engine: &str, fixture: &std::path::Path) -> Recording {
+    record_with_options(
+        &["--stacks", "caller", "--engine", engine],
+        fixture,
+        &[],
+        None,
+    )
+}
+
+fn heap_numbers(report: &Value) -> Vec<Vec<Value>> {
+    processes(report)
+        .iter()
+        .map(|image| {
+            EXACT_FIELDS
+                .iter()
+                .map(|field| image.pointer(field).cloned().unwrap_or(Value::Null))
+                .collect()
+        })
+        .collect()
+}
+
+fn assert_engines_agree(name: &str) {
+    assert_engines_agree_but(name, &[]);
+}
+
+/// As `assert_engines_agree`, the hook engine counting `fewer` calls: a call that never
+/// returns is recorded at its return by a hook, so never (the int3 engine counts it).
+fn assert_engines_agree_but(name: &str, fewer: &[(&str, u64)]) {
+    for_each_variant(name, |_, fixture| {
+        let int3 = recorded_by("int3", fixture);
+        let hooks = recorded_by("hooks", fixture);
+        assert_eq!(
+            hooks.native.stdout, int3.native.stdout,
+            "the fixture's own output"
+        );
+        let mut expected = heap_numbers(&int3.report);
+        for image in &mut expected {
+            for (function, count) in fewer {
+                let calls = &mut image[0][*function];
+                *calls = Value::from(calls.as_u64().expect("a count") - count);
+            }
+        }
+        assert_eq!(heap_numbers(&hooks.report), expected);
+        for image in processes(&hooks.report) {
+            assert_eq!(image["engine"], "hooks", "{image:#}");
+            assert_eq!(number(image, "/hooks/dropped"), 0);
+            assert_eq!(number(image, "/hooks/torn"), 0);
+            assert_eq!(number(image, "/hooks/invalid"), 0);
+            // No allocator call took a stop: only the mapping calls' seccomp stops remain.
+            assert_eq!(number(image, "/probes/entry_hits"), 0, "{image:#}");
+        }
+        for image in processes(&int3.report) {
+            assert_eq!(image["engine"], "int3");
+        }
+    });
+}
+
+#[test]
+fn alloc_script_is_recorded_alike_by_both_engines() {
+    assert_engines_agree("alloc_script");
+}
+
+#[test]
+fn realloc_chain_is_recorded_alike_by_both_engines() {
+    assert_engines_agree("realloc_chain");
+}
+
+#[test]
+fn aligned_allocations_are_recorded_alike_by_both_engines() {
+    assert_engines_agree("aligned");
+}
+
+#[test]
+fn cxx_exceptions_are_recorded_alike_by_both_engines() {
+    assert_engines_agree("cxx_exceptions");
+}
+
+#[test]
+fn longjmp_out_of_a_signal_handler_is_recorded_alike_by_both_engines() {
+    // The posix_memalign that the handler's siglongjmp abandons.
+    assert_engines_agree_but("longjmp_signal", &[("posix_memalign", 1)]);
+}
+
+#[test]
+fn the_alloc_script_under_hooks_has_its_known_numbers() {
+    let fixture = fixture("alloc_script", Variant::Dynamic);
+    let hooks = recorded_by("hooks", &fixture);
+    let image = launched_image(&hooks.report, &fixture, &[]);
+    assert_eq!(number(image, "/calls/malloc"), 9);
+    assert_eq!(number(image, "/calls/free"), 7);
+    assert_eq!(number(image, "/bytes_allocated"), 19628);
+    assert_eq!(number(image, "/peak_live_bytes"), 10500);
+    assert_eq!(number(image, "/live_bytes_at_exit"), 1128);
+    // 9 mallocs and 7 frees, nothing inside another allocator call.
+    assert_eq!(number(image, "/hooks/records"), 16);
+    assert_eq!(number(image, "/hooks/nested"), 0);
+    let hooked: Vec<&str> = image["probe_sites"]
+        .as_array()
+        .expect("probe sites")
+        .iter()
+        .filter(|site| site["implementation"] == "hook")
+        .map(|site| site["function"].as_str().expect("a name"))
+        .collect();
+    for function in ["malloc", "calloc", "realloc", "free", "posix_memalign"] {
+        assert!(hooked.contains(&function), "{function} hooked: {hooked:?}");
+    }
+}
