@@ -89,11 +89,6 @@ impl Tracer<'_> {
     ) -> Result<Vec<(Candidate, String)>> {
         self.ensure_area(pid, tid)?;
         let process = self.process_mut(pid)?;
-        let stub = process
-            .scratch
-            .as_ref()
-            .map(|s| s.syscall_stub())
-            .ok_or_else(|| Error::Internal("no scratch page".into()))?;
         let hooks = process.hooks.as_ref().expect("ensured above");
         let (area, cpu) = (hooks.area, hooks.cpu);
         let mut targets = Vec::new();
@@ -108,15 +103,9 @@ impl Tracer<'_> {
             });
         }
         let bytes = page_bytes(targets.len(), cpu)?;
-        let mut injector = Injector {
-            memory: &mut process.memory,
-            pid,
-            tid,
-            stub,
-            signals: Vec::new(),
-        };
-        let base = injector.map_code(module.start, bytes)?;
-        let signals = std::mem::take(&mut injector.signals);
+        let base =
+            self.with_injector(pid, tid, |injector| injector.map_code(module.start, bytes))?;
+        let process = self.process_mut(pid)?;
         let page = plan(base, area, cpu, &targets)?;
         process.memory.write_code(base, &page.bytes)?;
         let hooks = process.hooks.as_mut().expect("ensured above");
@@ -138,9 +127,6 @@ impl Tracer<'_> {
             });
         }
         internal.extend(candidates.iter().map(|c| (c.address, c.address + c.size)));
-        if let Some(thread) = self.threads.get_mut(&tid) {
-            thread.pending_signals.extend(signals);
-        }
         let drain = self.drain.as_ref().expect("the hook engine has a drain");
         for (start, end) in internal {
             drain.add_internal_range(pid as u32, start, end);
@@ -160,28 +146,11 @@ impl Tracer<'_> {
         }
         let rings = ring_count();
         let bytes = area_bytes(rings, RING_CAPACITY);
-        let process = self.process_mut(pid)?;
-        let stub = process
-            .scratch
-            .as_ref()
-            .map(|s| s.syscall_stub())
-            .ok_or_else(|| Error::Internal("no scratch page".into()))?;
-        let mut injector = Injector {
-            memory: &mut process.memory,
-            pid,
-            tid,
-            stub,
-            signals: Vec::new(),
-        };
-        let area = injector.create_area(bytes, None)?;
-        let signals = injector.signals;
+        let area = self.with_injector(pid, tid, |injector| injector.create_area(bytes, None))?;
         let address = area.address;
-        process.hooks = Some(ProcessHooks::new(address, bytes, cpu_source()));
+        self.process_mut(pid)?.hooks = Some(ProcessHooks::new(address, bytes, cpu_source()));
         let drain = self.drain.as_ref().expect("the hook engine has a drain");
         drain.register(pid as u32, area, rings);
-        if let Some(thread) = self.threads.get_mut(&tid) {
-            thread.pending_signals.extend(signals);
-        }
         self.send(pid, pid, EventKind::ScratchPage { address });
         self.name_stopped_threads(pid);
         Ok(())
@@ -264,24 +233,9 @@ impl Tracer<'_> {
     }
 
     fn replace_area(&mut self, child: i32, address: u64, bytes: u64) -> Result<()> {
-        let process = self.process_mut(child)?;
-        let stub = process
-            .scratch
-            .as_ref()
-            .map(|s| s.syscall_stub())
-            .ok_or_else(|| Error::Internal("no scratch page".into()))?;
-        let mut injector = Injector {
-            memory: &mut process.memory,
-            pid: child,
-            tid: child,
-            stub,
-            signals: Vec::new(),
-        };
-        let area = injector.create_area(bytes, Some(address))?;
-        let signals = injector.signals;
-        if let Some(thread) = self.threads.get_mut(&child) {
-            thread.pending_signals.extend(signals);
-        }
+        let area = self.with_injector(child, child, |injector| {
+            injector.create_area(bytes, Some(address))
+        })?;
         let drain = self.drain.as_ref().expect("the hook engine has a drain");
         drain.register(child as u32, area, ring_count());
         let pages = self.process(child)?.hooks.as_ref().map(|h| h.pages.clone());
@@ -290,6 +244,35 @@ impl Tracer<'_> {
         }
         self.name_stopped_threads(child);
         Ok(())
+    }
+
+    /// Runs `work` with system calls in `pid`'s stopped thread `tid`, through the scratch
+    /// page's stub; signals that arrive meanwhile are kept for the thread.
+    fn with_injector<T>(
+        &mut self,
+        pid: i32,
+        tid: i32,
+        work: impl FnOnce(&mut Injector) -> Result<T>,
+    ) -> Result<T> {
+        let process = self.process_mut(pid)?;
+        let stub = process
+            .scratch
+            .as_ref()
+            .map(|s| s.syscall_stub())
+            .ok_or_else(|| Error::Internal("no scratch page".into()))?;
+        let mut injector = Injector {
+            memory: &mut process.memory,
+            pid,
+            tid,
+            stub,
+            signals: Vec::new(),
+        };
+        let outcome = work(&mut injector);
+        let signals = injector.signals;
+        if let Some(thread) = self.threads.get_mut(&tid) {
+            thread.pending_signals.extend(signals);
+        }
+        outcome
     }
 
     /// Before an event of an int3 probe in a hooked image: what the hooks recorded earlier
@@ -376,23 +359,15 @@ impl Tracer<'_> {
             );
             return;
         }
-        let Some(stub) = process.scratch.as_ref().map(|s| s.syscall_stub()) else {
-            return;
-        };
         let Some(&tid) = tids.iter().find(|tid| !self.inside_event.contains(tid)) else {
             return;
         };
-        let mut injector = Injector {
-            memory: &mut process.memory,
-            pid,
-            tid,
-            stub,
-            signals: Vec::new(),
-        };
-        for &(base, length) in &hooks.pages {
-            let _ = injector.unmap(base, length);
-        }
-        let _ = injector.unmap(hooks.area, hooks.area_bytes);
+        let _ = self.with_injector(pid, tid, |injector| {
+            for &(base, length) in &hooks.pages {
+                injector.unmap(base, length)?;
+            }
+            injector.unmap(hooks.area, hooks.area_bytes)
+        });
     }
 }
 
