@@ -1,6 +1,7 @@
 //! The consumer side of the rings: memsup's view of an area and the drain that turns
 //! published records into one stream in TSC order.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::layout::{self, header, record, ring, Op};
@@ -169,7 +170,8 @@ struct RingCursor {
 pub struct Drainer {
     capacity: u64,
     cursors: Vec<RingCursor>,
-    held: Vec<RawRecord>,
+    /// Per ring, in ring order (TSC order, since producers stamp in claim order).
+    held: Vec<VecDeque<RawRecord>>,
     previous_now: u64,
     grace_ticks: u64,
     released_below: u64,
@@ -179,8 +181,8 @@ pub struct Drainer {
 }
 
 /// How far behind `now` the drain releases by default: a producer stalled longer than
-/// this between its TSC reading and its claim lands late (about 1.5 ms at 3 GHz).
-pub const DEFAULT_GRACE_TICKS: u64 = 1 << 22;
+/// this between its TSC reading and its claim lands late (about 3 ms at 3 GHz).
+pub const DEFAULT_GRACE_TICKS: u64 = 1 << 23;
 
 /// Where a ring's reading stopped.
 enum Stop {
@@ -196,7 +198,7 @@ impl Drainer {
         Drainer {
             capacity,
             cursors: vec![RingCursor::default(); ring_count as usize],
-            held: Vec::new(),
+            held: vec![VecDeque::new(); ring_count as usize],
             previous_now: 0,
             grace_ticks: DEFAULT_GRACE_TICKS,
             released_below: 0,
@@ -228,7 +230,7 @@ impl Drainer {
 
     /// Records read and held, not yet released.
     pub fn held(&self) -> usize {
-        self.held.len()
+        self.held.iter().map(VecDeque::len).sum()
     }
 
     /// One pass; `now` is a TSC reading taken before any ring is read. Reads every ring's
@@ -255,11 +257,7 @@ impl Drainer {
                 cutoff = cutoff.min(self.cursors[index].last_tsc);
             }
         }
-        if read > 0 {
-            self.held.sort_by_key(|record| record.tsc);
-        }
-        let releasable = self.held.partition_point(|record| record.tsc < cutoff);
-        out.extend(self.held.drain(..releasable));
+        self.release_below(cutoff, out);
         self.released_below = self.released_below.max(cutoff);
         read
     }
@@ -270,8 +268,25 @@ impl Drainer {
         for index in 0..self.cursors.len() {
             self.read_ring(area, index, true);
         }
-        self.held.sort_by_key(|record| record.tsc);
-        out.append(&mut self.held);
+        self.release_below(u64::MAX, out);
+    }
+
+    /// Merges the rings' held records below `cutoff` into `out`, oldest first.
+    fn release_below(&mut self, cutoff: u64, out: &mut Vec<RawRecord>) {
+        loop {
+            let oldest = self
+                .held
+                .iter()
+                .enumerate()
+                .filter_map(|(ring, queue)| Some((queue.front()?.tsc, ring)))
+                .min();
+            match oldest {
+                Some((tsc, ring)) if tsc < cutoff || cutoff == u64::MAX => {
+                    out.extend(self.held[ring].pop_front());
+                }
+                _ => return,
+            }
+        }
     }
 
     /// Reads ring `index` from its cursor; with `skip_unpublished`, steps over claimed
@@ -296,7 +311,7 @@ impl Drainer {
             } else if let Some(record) = area.read_record(at) {
                 cursor.last_tsc = record.tsc;
                 self.late += (record.tsc < self.released_below) as u64;
-                self.held.push(record);
+                self.held[index].push_back(record);
             } else {
                 self.invalid += 1;
             }
