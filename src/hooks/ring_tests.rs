@@ -1,7 +1,7 @@
 //! The drain against records written by hand, and against the hooks run by many threads
 //! and by signal handlers, with a concurrent drainer.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 
@@ -92,18 +92,66 @@ fn drain_releases_only_what_no_later_record_can_precede() {
 }
 
 /// Drains `harness` until `stop`, then finishes; returns every record in release order.
-fn drain_until(harness: &Harness, stop: &AtomicBool) -> (Vec<RawRecord>, Drainer) {
+fn drain_until(harness: &Harness, stop: &AtomicBool) -> (Tally, Drainer) {
     let mut drainer = Drainer::new(&harness.area);
-    let mut out = Vec::new();
+    let (mut out, mut tally) = (Vec::new(), Tally::default());
     while !stop.load(Ordering::Acquire) {
         let now = rdtsc();
         harness.area.heartbeat(now);
-        if drainer.drain(&harness.area, now, &mut out) == 0 {
+        let read = drainer.drain(&harness.area, now, &mut out);
+        out.drain(..).for_each(|record| tally.add(&record));
+        if read == 0 {
             std::thread::yield_now();
         }
     }
     drainer.finish(&harness.area, &mut out);
-    (out, drainer)
+    out.drain(..).for_each(|record| tally.add(&record));
+    (tally, drainer)
+}
+
+/// The released stream, checked as it goes (storing millions of records would weigh
+/// on every other test of the process).
+#[derive(Debug, Default)]
+struct Tally {
+    records: u64,
+    last_tsc: u64,
+    /// Records older than the one released before them.
+    inversions: u64,
+    /// Blocks malloc'd and not yet freed.
+    live: HashSet<u64>,
+    /// A malloc of a live block, or a free of a block not live.
+    out_of_order: u64,
+    /// Per thread: records, mallocs, the sum of malloc sizes.
+    per_thread: HashMap<u64, (u64, u64, u64)>,
+    /// mallocs of 7 bytes.
+    sevens: u64,
+}
+
+impl Tally {
+    fn add(&mut self, record: &RawRecord) {
+        self.records += 1;
+        self.inversions += (record.tsc < self.last_tsc) as u64;
+        self.last_tsc = self.last_tsc.max(record.tsc);
+        let thread = self.per_thread.entry(record.thread).or_default();
+        thread.0 += 1;
+        match record.op {
+            Op::Malloc => {
+                self.out_of_order += !self.live.insert(record.result) as u64;
+                thread.1 += 1;
+                thread.2 += record.arguments[0];
+                self.sevens += (record.arguments[0] == 7) as u64;
+            }
+            Op::Free => self.out_of_order += !self.live.remove(&record.arguments[0]) as u64,
+            op => panic!("unexpected {op:?}"),
+        }
+    }
+
+    /// Nondecreasing TSC but for records the drain counted late; every block malloc'd
+    /// once and freed once after its malloc.
+    fn check(&self, drainer: &Drainer) {
+        assert!(self.inversions <= drainer.late());
+        assert_eq!((self.out_of_order, self.live.len()), (0, 0));
+    }
 }
 
 fn fake_targets() -> [u64; 2] {
@@ -111,34 +159,6 @@ fn fake_targets() -> [u64; 2] {
         fake_malloc as *const () as u64,
         fake_free as *const () as u64,
     ]
-}
-
-/// Checks the release order: nondecreasing TSC but for records the drain counted late,
-/// every block malloc'd once and freed once after its malloc. Returns the records per
-/// thread.
-fn check_order(records: &[RawRecord], late: u64) -> HashMap<u64, Vec<RawRecord>> {
-    let inversions = records.windows(2).filter(|pair| pair[0].tsc > pair[1].tsc);
-    assert!(inversions.count() as u64 <= late);
-    let mut malloced = HashMap::new();
-    let mut freed = HashMap::new();
-    let mut per_thread: HashMap<u64, Vec<RawRecord>> = HashMap::new();
-    for (position, record) in records.iter().enumerate() {
-        match record.op {
-            Op::Malloc => assert!(malloced.insert(record.result, position).is_none()),
-            Op::Free => {
-                let malloc = malloced.get(&record.arguments[0]);
-                assert!(
-                    malloc.is_some_and(|at| *at < position),
-                    "free before malloc"
-                );
-                assert!(freed.insert(record.arguments[0], position).is_none());
-            }
-            op => panic!("unexpected {op:?}"),
-        }
-        per_thread.entry(record.thread).or_default().push(*record);
-    }
-    assert_eq!(malloced.len(), freed.len());
-    per_thread
 }
 
 /// `threads` threads each malloc `calls / 2` blocks, pass each to the next thread, and
@@ -182,24 +202,18 @@ fn producers_against_a_drainer(threads: usize, calls: usize, cpu: CpuSource, rin
     drop(senders);
     let threads_seen: Vec<u64> = workers.into_iter().map(|w| w.join().unwrap()).collect();
     stop.store(true, Ordering::Release);
-    let (records, drainer) = drain.join().unwrap();
+    let (tally, drainer) = drain.join().unwrap();
     assert_eq!(
         (drainer.torn(), drainer.invalid(), harness.area.dropped()),
         (0, 0, 0)
     );
-    assert_eq!(records.len(), threads * calls);
-    let per_thread = check_order(&records, drainer.late());
-    assert_eq!(per_thread.len(), threads);
+    assert_eq!(tally.records, (threads * calls) as u64);
+    tally.check(&drainer);
+    assert_eq!(tally.per_thread.len(), threads);
     let half = (calls / 2) as u64;
     for (index, thread) in threads_seen.iter().enumerate() {
-        let own = &per_thread[thread];
-        let mallocs: Vec<&RawRecord> = own.iter().filter(|r| r.op == Op::Malloc).collect();
-        assert_eq!((own.len(), mallocs.len()), (calls, calls / 2));
-        let sizes: u64 = mallocs.iter().map(|r| r.arguments[0]).sum();
-        assert_eq!(
-            sizes,
-            index as u64 * 1_000_000 * half + half * (half - 1) / 2
-        );
+        let sizes = index as u64 * 1_000_000 * half + half * (half - 1) / 2;
+        assert_eq!(tally.per_thread[thread], (calls as u64, half, sizes));
     }
     let (waits, late) = (harness.area.full_waits(), drainer.late());
     println!("{threads} threads: {waits} full-ring waits, {late} records late");
@@ -299,19 +313,16 @@ fn signal_handlers_calling_hooks_inside_hooks_lose_nothing() {
     }
     let calls = worker.join().unwrap();
     stop.store(true, Ordering::Release);
-    let (records, drainer) = drain.join().unwrap();
+    let (tally, drainer) = drain.join().unwrap();
     let handled = HANDLED.load(Ordering::Relaxed);
     assert_eq!(
         (drainer.torn(), drainer.invalid(), harness.area.dropped()),
         (0, 0, 0)
     );
-    assert_eq!(records.len() as u64, 2 * calls + 2 * handled);
-    check_order(&records, drainer.late());
-    let in_handler = records
-        .iter()
-        .filter(|r| r.op == Op::Malloc && r.arguments[0] == 7);
+    assert_eq!(tally.records, 2 * calls + 2 * handled);
+    tally.check(&drainer);
     // Size 7 also comes from the loop's own call 7.
-    assert_eq!(in_handler.count() as u64, handled + 1);
+    assert_eq!(tally.sevens, handled + 1);
 }
 
 /// ns per call of malloc+free pairs through the hooks against a concurrent drainer, and
@@ -358,8 +369,8 @@ fn cost_of_a_hooked_call() {
         let direct = run(false);
         let hooked = run(true);
         stop.store(true, Ordering::Release);
-        let (records, _) = drain.join().unwrap();
-        assert_eq!(records.len() as u64, threads * CALLS);
+        let (tally, _) = drain.join().unwrap();
+        assert_eq!(tally.records, threads * CALLS);
         println!(
             "{threads} thread(s), {CALLS} calls each: hooked {hooked:.1} ns per call, direct {direct:.1} ns, {} full-ring waits",
             harness.area.full_waits()
