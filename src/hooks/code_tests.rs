@@ -241,3 +241,47 @@ fn waiting_producer_gives_up_after_the_wait_limit_and_stays_enabled() {
     }
     assert!(harness.area.enabled());
 }
+
+/// Calls the malloc hook until a call starts and ends on one CPU; returns that CPU and
+/// the record's ring number.
+fn ring_of_a_call(cpu: CpuSource) -> (u32, u32) {
+    let config = AreaConfig::waiting(4, 64);
+    let target = fake_triple as *const () as u64;
+    let harness = Harness::new(cpu, config, &[Op::Malloc], &[target]);
+    let malloc = harness.malloc();
+    for attempt in 0..64 {
+        // SAFETY: sched_getcpu has no preconditions.
+        let before = unsafe { libc::sched_getcpu() };
+        assert_eq!(malloc(attempt), 3 * attempt + 1);
+        let after = unsafe { libc::sched_getcpu() };
+        let records = records_after(&harness);
+        if before == after {
+            return (before as u32, records.last().unwrap().cpu);
+        }
+    }
+    panic!("the thread migrated during every call");
+}
+
+fn records_after(harness: &Harness) -> Vec<RawRecord> {
+    let mut drainer = Drainer::new(&harness.area);
+    let mut out = Vec::new();
+    drainer.finish(&harness.area, &mut out);
+    out
+}
+
+#[test]
+fn rseq_source_picks_the_ring_of_the_current_cpu() {
+    let (cpu, ring) = ring_of_a_call(super::ring_tests::rseq_source());
+    assert_eq!(ring, cpu & 3);
+}
+
+#[test]
+fn rdpid_source_picks_the_ring_of_the_current_cpu() {
+    let features = std::arch::x86_64::__cpuid_count(7, 0);
+    if features.ecx & (1 << 22) == 0 {
+        eprintln!("SKIPPED rdpid_source_picks_the_ring_of_the_current_cpu: this CPU has no rdpid");
+        return;
+    }
+    let (cpu, ring) = ring_of_a_call(CpuSource::Rdpid);
+    assert_eq!(ring, cpu & 3);
+}

@@ -15,4 +15,6 @@ pub mod ring;
 #[cfg(test)]
 mod code_tests;
 #[cfg(test)]
+mod ring_tests;
+#[cfg(test)]
 mod test_support;

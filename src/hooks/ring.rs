@@ -1,6 +1,7 @@
 //! The consumer side of the rings: memsup's view of an area and the drain that turns
 //! published records into one stream in TSC order.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::layout::{self, header, record, ring, Op};
@@ -169,11 +170,19 @@ struct RingCursor {
 pub struct Drainer {
     capacity: u64,
     cursors: Vec<RingCursor>,
-    held: Vec<RawRecord>,
+    /// Per ring, in ring order (TSC order, since producers stamp in claim order).
+    held: Vec<VecDeque<RawRecord>>,
     previous_now: u64,
+    grace_ticks: u64,
+    released_below: u64,
     invalid: u64,
     torn: u64,
+    late: u64,
 }
+
+/// How far behind `now` the drain releases by default: a producer stalled longer than
+/// this between its TSC reading and its claim lands late (about 3 ms at 3 GHz).
+pub const DEFAULT_GRACE_TICKS: u64 = 1 << 23;
 
 /// Where a ring's reading stopped.
 enum Stop {
@@ -189,10 +198,13 @@ impl Drainer {
         Drainer {
             capacity,
             cursors: vec![RingCursor::default(); ring_count as usize],
-            held: Vec::new(),
+            held: vec![VecDeque::new(); ring_count as usize],
             previous_now: 0,
+            grace_ticks: DEFAULT_GRACE_TICKS,
+            released_below: 0,
             invalid: 0,
             torn: 0,
+            late: 0,
         }
     }
 
@@ -206,9 +218,19 @@ impl Drainer {
         self.torn
     }
 
+    /// Records read after younger ones were released: released out of TSC order.
+    pub fn late(&self) -> u64 {
+        self.late
+    }
+
+    /// Sets how far behind `now` records are held (see `drain`).
+    pub fn set_grace_ticks(&mut self, ticks: u64) {
+        self.grace_ticks = ticks;
+    }
+
     /// Records read and held, not yet released.
     pub fn held(&self) -> usize {
-        self.held.len()
+        self.held.iter().map(VecDeque::len).sum()
     }
 
     /// One pass; `now` is a TSC reading taken before any ring is read. Reads every ring's
@@ -219,11 +241,13 @@ impl Drainer {
     /// returns; the TSC is monotonic in claim order within a ring. So a ring stopped at an
     /// unpublished slot can still bring records no older than its last record read, and a
     /// ring read to its head only records stamped after this pass began — except for a
-    /// producer that read its TSC before `now` and claimed after the head was read here.
-    /// That window is closed by releasing only below the previous pass's `now`: a claim
-    /// would have to stall across a whole pass to be missed. Returns how many were read.
+    /// producer that read its TSC before `now` and claimed after the head was read here
+    /// (preempted in between, with no other claim on its ring meanwhile). So records are
+    /// released only below the previous pass's `now` and `now` less the grace: a claim
+    /// stalled longer than both is released out of order and counted (`late`).
+    /// Returns how many were read.
     pub fn drain(&mut self, area: &Area, now: u64, out: &mut Vec<RawRecord>) -> usize {
-        let mut cutoff = self.previous_now.min(now);
+        let mut cutoff = self.previous_now.min(now.saturating_sub(self.grace_ticks));
         self.previous_now = now;
         let mut read = 0;
         for index in 0..self.cursors.len() {
@@ -233,11 +257,8 @@ impl Drainer {
                 cutoff = cutoff.min(self.cursors[index].last_tsc);
             }
         }
-        if read > 0 {
-            self.held.sort_by_key(|record| record.tsc);
-        }
-        let releasable = self.held.partition_point(|record| record.tsc < cutoff);
-        out.extend(self.held.drain(..releasable));
+        self.release_below(cutoff, out);
+        self.released_below = self.released_below.max(cutoff);
         read
     }
 
@@ -247,8 +268,25 @@ impl Drainer {
         for index in 0..self.cursors.len() {
             self.read_ring(area, index, true);
         }
-        self.held.sort_by_key(|record| record.tsc);
-        out.append(&mut self.held);
+        self.release_below(u64::MAX, out);
+    }
+
+    /// Merges the rings' held records below `cutoff` into `out`, oldest first.
+    fn release_below(&mut self, cutoff: u64, out: &mut Vec<RawRecord>) {
+        loop {
+            let oldest = self
+                .held
+                .iter()
+                .enumerate()
+                .filter_map(|(ring, queue)| Some((queue.front()?.tsc, ring)))
+                .min();
+            match oldest {
+                Some((tsc, ring)) if tsc < cutoff || cutoff == u64::MAX => {
+                    out.extend(self.held[ring].pop_front());
+                }
+                _ => return,
+            }
+        }
     }
 
     /// Reads ring `index` from its cursor; with `skip_unpublished`, steps over claimed
@@ -272,7 +310,8 @@ impl Drainer {
                 self.torn += 1;
             } else if let Some(record) = area.read_record(at) {
                 cursor.last_tsc = record.tsc;
-                self.held.push(record);
+                self.late += (record.tsc < self.released_below) as u64;
+                self.held[index].push_back(record);
             } else {
                 self.invalid += 1;
             }
