@@ -185,6 +185,7 @@ impl Drain {
         image.counters.full_waits = area.full_waits();
         image.counters.torn = image.drainer.torn();
         image.counters.invalid = image.drainer.invalid();
+        image.counters.late = image.drainer.late();
         lock(&self.shared.beating).retain(|handle| !Arc::ptr_eq(handle, &image.area));
         Some(image.counters)
     }

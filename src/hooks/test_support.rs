@@ -18,6 +18,10 @@ pub fn fake_block() -> u64 {
     FAKE_HEAP + 16 * NEXT_BLOCK.fetch_add(1, Ordering::Relaxed)
 }
 
+pub extern "C" fn fake_malloc(_size: u64) -> u64 {
+    fake_block()
+}
+
 pub extern "C" fn fake_free(pointer: u64) {
     FREES.fetch_add(1, Ordering::Relaxed);
     FREED_SUM.fetch_add(pointer, Ordering::Relaxed);

@@ -29,7 +29,6 @@ pub struct Candidate {
     pub address: u64,
     pub size: u64,
     pub function: AllocFunction,
-    pub name: String,
 }
 
 /// How the hook code picks its ring on this machine.

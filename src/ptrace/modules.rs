@@ -182,7 +182,6 @@ impl Tracer<'_> {
                         address: symbol.address.wrapping_add(bias),
                         size: symbol.size,
                         function: *function,
-                        name: symbol.name.clone(),
                     });
                 }
             }

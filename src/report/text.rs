@@ -231,8 +231,13 @@ fn engine_rows(image: &ProcessAnalysis) -> Rows {
         (
             "",
             format!(
-                "ring records {}, nested {}, dropped {}, full waits {}, torn {}",
-                hooks.records, hooks.nested, hooks.dropped, hooks.full_waits, hooks.torn
+                "ring records {}, nested {}, dropped {}, full waits {}, torn {}, late {}",
+                hooks.records,
+                hooks.nested,
+                hooks.dropped,
+                hooks.full_waits,
+                hooks.torn,
+                hooks.late
             ),
         ),
     ];

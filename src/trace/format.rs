@@ -463,6 +463,9 @@ pub struct HookCounters {
     pub torn: u64,
     /// Records that failed validation.
     pub invalid: u64,
+    /// Records released after later ones (a producer preempted between its clock reading
+    /// and its claim for longer than the drain's grace).
+    pub late: u64,
 }
 
 /// Why a full smaps snapshot was taken.

@@ -54,10 +54,7 @@ fn assert_engines_agree_but(name: &str, fewer: &[(&str, u64)]) {
     for_each_variant(name, |_, fixture| {
         let int3 = recorded_by("int3", fixture);
         let hooks = recorded_by("hooks", fixture);
-        assert_eq!(
-            hooks.native.stdout, int3.native.stdout,
-            "the fixture's own output"
-        );
+        // Each run's output and exit status were checked against a native run by `record`.
         let mut expected = heap_numbers(&int3.report);
         for image in &mut expected {
             for (function, count) in fewer {
@@ -71,6 +68,7 @@ fn assert_engines_agree_but(name: &str, fewer: &[(&str, u64)]) {
             assert_eq!(number(image, "/hooks/dropped"), 0);
             assert_eq!(number(image, "/hooks/torn"), 0);
             assert_eq!(number(image, "/hooks/invalid"), 0);
+            assert_eq!(number(image, "/hooks/late"), 0);
             // No allocator call took a stop: only the mapping calls' seccomp stops remain.
             assert_eq!(number(image, "/probes/entry_hits"), 0, "{image:#}");
         }
