@@ -69,8 +69,15 @@ fn around_shape_dropped_at_entry_still_calls_the_function_and_publishes_nothing(
     assert_eq!((harness.head(0), harness.area.dropped()), (2, 1));
 }
 
+/// The rendezvous function takes no argument: the hook may use their registers.
+const RENDEZVOUS_RESULT: u64 = 0x5eed;
+
+extern "C" fn fake_rendezvous() -> u64 {
+    RENDEZVOUS_RESULT
+}
+
 fn rendezvous_harness(config: AreaConfig) -> Harness {
-    let target = fake_six as *const () as u64;
+    let target = fake_rendezvous as *const () as u64;
     Harness::new(CpuSource::Single, config, &[Op::Rendezvous], &[target])
 }
 
@@ -89,7 +96,7 @@ fn rendezvous_waits_until_served() {
         });
         let observed = call_observed(harness.entry(Op::Rendezvous), ARGUMENTS);
         let returned_at = rdtsc();
-        assert_eq!(observed.result, six(ARGUMENTS));
+        assert_eq!(observed.result, RENDEZVOUS_RESULT);
         assert_eq!(observed.callee_saved, CALLEE_SAVED_MARKS);
         let served_at = server.join().expect("the server thread");
         assert!(served_at < returned_at);
@@ -105,7 +112,7 @@ fn rendezvous_passes_through_when_disabled_or_memsup_is_gone() {
     let harness = rendezvous_harness(AreaConfig::waiting(1, 64));
     harness.area.set_enabled(false);
     let observed = call_observed(harness.entry(Op::Rendezvous), ARGUMENTS);
-    assert_eq!(observed.result, six(ARGUMENTS));
+    assert_eq!(observed.result, RENDEZVOUS_RESULT);
     assert_eq!(harness.area.rendezvous_asked(), 0);
 
     let mut config = AreaConfig::waiting(1, 64);
@@ -113,7 +120,7 @@ fn rendezvous_passes_through_when_disabled_or_memsup_is_gone() {
     let harness = rendezvous_harness(config);
     harness.area.heartbeat(rdtsc() - 1_000_000);
     let observed = call_observed(harness.entry(Op::Rendezvous), ARGUMENTS);
-    assert_eq!(observed.result, six(ARGUMENTS));
+    assert_eq!(observed.result, RENDEZVOUS_RESULT);
     assert_eq!(harness.area.rendezvous_asked(), 1);
     assert_eq!(harness.area.rendezvous_done(), 0);
     assert!(
