@@ -2,7 +2,18 @@
 //! a return trampoline's stop and for a hook's record, so both engines report alike.
 
 use super::{EventKind, RawStack};
-use crate::trace::format::AllocFunction;
+use crate::trace::format::{AllocFunction, MapCall};
+
+/// The system call's result of libc's mapping wrapper `call` that returned `result`: the
+/// wrappers return -1 and set errno; the records hold the system call's result.
+pub fn mapping_result(call: MapCall, args: &[u64; 6], result: u64) -> i64 {
+    let failed = result as i64 == -1;
+    match call {
+        MapCall::Brk if result == 0 => args[0] as i64,
+        _ if failed => -(libc::ENOMEM as i64),
+        _ => result as i64,
+    }
+}
 
 /// The event of `function` called with `args` that returned `result`. `stored` is what
 /// posix_memalign wrote through its first argument (read only when it returned 0). None for

@@ -22,8 +22,8 @@
 use iced_x86::code_asm::*;
 use iced_x86::BlockEncoderOptions;
 
-use super::code_record::{emit_record_routine, FRAME_CALLER};
-use super::layout::{header, HookShape, Op};
+use super::code_record::{emit_record_routine, FRAME_CALLER, SPINS_PER_YIELD, SYS_SCHED_YIELD};
+use super::layout::{header, record, HookShape, Op};
 use crate::error::{Error, Result};
 
 /// Where the record routine finds the CPU that picks its ring.
@@ -100,6 +100,9 @@ fn emit_hook(
     slot: CodeLabel,
     record: CodeLabel,
 ) -> std::result::Result<(), IcedError> {
+    if op.shape() == HookShape::Rendezvous {
+        return emit_rendezvous(a, area, slot);
+    }
     let mut pass_through = a.create_label();
     a.mov(rax, area)?;
     a.cmp(dword_ptr(rax + header::ENABLED as i32), 0)?;
@@ -109,6 +112,8 @@ fn emit_hook(
         HookShape::Before => emit_before(a, op, slot, record)?,
         HookShape::After => emit_after(a, op, slot, record, false)?,
         HookShape::AfterWithOutPointer => emit_after(a, op, slot, record, true)?,
+        HookShape::Around => emit_around(a, op, slot, record)?,
+        HookShape::Rendezvous => unreachable!("emitted above"),
     }
     a.set_label(&mut pass_through)?;
     a.jmp(qword_ptr(slot))
@@ -183,4 +188,96 @@ fn emit_after(
     a.pop(rax)?;
     a.add(rsp, (FRAME_CALLER - 24) as i32)?;
     a.ret()
+}
+
+/// Records at entry without publishing, calls the function, then stores its result and
+/// publishes (`HookShape::Around`).
+fn emit_around(
+    a: &mut CodeAssembler,
+    op: Op,
+    slot: CodeLabel,
+    record_routine: CodeLabel,
+) -> std::result::Result<(), IcedError> {
+    let mut dropped = a.create_label();
+    a.xor(eax, eax)?;
+    a.push(rax)?; // entry tsc
+    a.push(rax)?; // out
+    a.push(rax)?; // result
+    a.push(rax)?; // spare
+    a.mov(r8d, op as u32 | record::HOLD)?;
+    a.call(record_routine)?;
+    // The record's address (0: dropped) and its SEQ, kept in the frame across the call.
+    a.mov(qword_ptr(rsp), rcx)?;
+    a.mov(qword_ptr(rsp + 8), rax)?;
+    let arguments = [rdi, rsi, rdx, rcx, r8, r9];
+    for (index, register) in arguments.into_iter().enumerate() {
+        a.mov(register, qword_ptr(rsp + (32 + 8 * index) as i32))?;
+    }
+    // Ten pushes since entry: eight more bytes align rsp to 16 at the call.
+    a.sub(rsp, 8)?;
+    a.call(qword_ptr(slot))?;
+    a.add(rsp, 8)?;
+    a.mov(rcx, qword_ptr(rsp))?;
+    a.test(rcx, rcx)?;
+    a.je(dropped)?;
+    a.mov(qword_ptr(rcx + record::RESULT as i32), rax)?;
+    a.mov(rsi, qword_ptr(rsp + 8))?;
+    a.mov(qword_ptr(rcx + record::SEQ as i32), rsi)?;
+    a.set_label(&mut dropped)?;
+    a.add(rsp, (FRAME_CALLER - 8) as i32)?;
+    a.ret()
+}
+
+/// Takes a rendezvous ticket and waits until memsup has served it, or is gone, or the wait
+/// limit passed; then continues into the function (`HookShape::Rendezvous`). Uses only
+/// caller-saved registers, the area's header and `sched_yield`.
+fn emit_rendezvous(
+    a: &mut CodeAssembler,
+    area: u64,
+    slot: CodeLabel,
+) -> std::result::Result<(), IcedError> {
+    let mut pass_through = a.create_label();
+    let mut round = a.create_label();
+    let mut spin = a.create_label();
+    let mut stale = a.create_label();
+    let field = |offset: u64| qword_ptr(rsi + offset as i32);
+    a.mov(rsi, area)?;
+    a.cmp(dword_ptr(rsi + header::ENABLED as i32), 0)?;
+    a.je(pass_through)?;
+    a.mov(r9d, 1)?;
+    a.lock().xadd(field(header::RENDEZVOUS_ASKED), r9)?;
+    // Served once RENDEZVOUS_DONE reaches the ticket + 1.
+    a.inc(r9)?;
+    a.rdtsc()?;
+    a.shl(rdx, 32)?;
+    a.or(rax, rdx)?;
+    a.mov(rdi, rax)?;
+    a.set_label(&mut round)?;
+    a.mov(r8d, SPINS_PER_YIELD)?;
+    a.set_label(&mut spin)?;
+    a.mov(rax, field(header::RENDEZVOUS_DONE))?;
+    a.sub(rax, r9)?;
+    a.jns(pass_through)?;
+    a.pause()?;
+    a.dec(r8d)?;
+    a.jne(spin)?;
+    a.cmp(dword_ptr(rsi + header::ENABLED as i32), 0)?;
+    a.je(pass_through)?;
+    a.rdtsc()?;
+    a.shl(rdx, 32)?;
+    a.or(rax, rdx)?;
+    a.mov(rcx, rax)?;
+    a.sub(rcx, rdi)?;
+    a.cmp(rcx, field(header::WAIT_LIMIT_TICKS))?;
+    a.jg(pass_through)?;
+    a.sub(rax, field(header::HEARTBEAT))?;
+    a.cmp(rax, field(header::STALE_TICKS))?;
+    a.jg(stale)?;
+    a.mov(eax, SYS_SCHED_YIELD)?;
+    a.syscall()?;
+    a.jmp(round)?;
+    a.set_label(&mut stale)?;
+    a.mov(dword_ptr(rsi + header::ENABLED as i32), 0)?;
+    a.set_label(&mut pass_through)?;
+    a.jmp(qword_ptr(slot))
 }

@@ -18,8 +18,8 @@ pub(super) const FRAME_ARGUMENTS: u64 = 40;
 pub(super) const FRAME_CALLER: u64 = 88;
 
 /// Pause rounds between checks of the clock while waiting for room.
-const SPINS_PER_YIELD: u32 = 256;
-const SYS_SCHED_YIELD: u32 = 24;
+pub(super) const SPINS_PER_YIELD: u32 = 256;
+pub(super) const SYS_SCHED_YIELD: u32 = 24;
 
 type Emit = Result<(), IcedError>;
 
@@ -78,8 +78,10 @@ fn emit_ring_choice(a: &mut CodeAssembler, area: u64, cpu: CpuSource) -> Emit {
     a.lea(r9, qword_ptr(rdi + rcx + AREA_HEADER_BYTES as i32))
 }
 
-/// Index in rax: writes every field, `SEQ` last.
+/// Index in rax: writes every field, `SEQ` last. With `record::HOLD` in the operation it
+/// leaves `SEQ` to the hook: returns the record's address in rcx and its `SEQ` in rax.
 fn emit_write(a: &mut CodeAssembler) -> Emit {
+    let mut held = a.create_label();
     a.lea(rcx, qword_ptr(rsi - 1))?;
     a.and(rcx, rax)?;
     a.shl(rcx, RECORD_BYTES.trailing_zeros())?;
@@ -88,6 +90,9 @@ fn emit_write(a: &mut CodeAssembler) -> Emit {
         qword_ptr(r9 + rcx + super::layout::RING_HEADER_BYTES as i32),
     )?;
     let field = |offset: u64| qword_ptr(rcx + offset as i32);
+    // CF = the hold bit, cleared from the operation; only mov, lea and inc follow, none of
+    // which changes CF.
+    a.btr(r8, record::HOLD.trailing_zeros())?;
     a.mov(field(record::OP), r8)?;
     a.mov(field(record::TSC), r10)?;
     a.mov(rdx, qword_ptr(0u64).fs())?;
@@ -113,7 +118,9 @@ fn emit_write(a: &mut CodeAssembler) -> Emit {
         a.mov(field(record::ARGUMENTS + 8 * argument), rdx)?;
     }
     a.inc(rax)?;
+    a.jb(held)?;
     a.mov(field(record::SEQ), rax)?;
+    a.set_label(&mut held)?;
     a.ret()
 }
 
@@ -163,5 +170,7 @@ fn emit_full(a: &mut CodeAssembler, area: u64, claim: CodeLabel) -> Emit {
     a.set_label(&mut drop)?;
     a.mov(rdx, area)?;
     a.lock().inc(qword_ptr(rdx + header::DROPPED as i32))?;
+    // No record: a hook that holds its record publishes nothing.
+    a.xor(ecx, ecx)?;
     a.ret()
 }

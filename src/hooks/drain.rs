@@ -14,10 +14,10 @@ use super::clock::{rdtsc, TscClock};
 use super::inject::SharedArea;
 use super::layout::{Op, POLICY_DROP, POLICY_WAIT};
 use super::ring::{Area, Drainer, RawRecord};
-use crate::events::calls::returned_call;
+use crate::events::calls::{mapping_result, returned_call};
 use crate::events::{EventKind, EventSink, RawStack};
 use crate::failure::lock;
-use crate::trace::format::{AllocFunction, HookCounters};
+use crate::trace::format::{AllocFunction, HookCounters, MapCall};
 
 /// Records per ring: fits the caches, and leaves the drain a few milliseconds at millions of
 /// calls per second.
@@ -68,6 +68,9 @@ struct Shared {
     /// never lets them go stale.
     beating: Mutex<Vec<Arc<AreaHandle>>>,
     stop: AtomicBool,
+    /// Processes with a rendezvous hook waiting, for the tracer, and how to wake it.
+    rendezvous: Mutex<Vec<u32>>,
+    waker: Mutex<Option<fn()>>,
     sink: EventSink,
     clock: TscClock,
     caller_only: bool,
@@ -87,6 +90,8 @@ impl Drain {
             images: Mutex::new(HashMap::new()),
             beating: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
+            rendezvous: Mutex::new(Vec::new()),
+            waker: Mutex::new(None),
             sink,
             clock: TscClock::new(),
             caller_only,
@@ -141,6 +146,33 @@ impl Drain {
             counters: HookCounters::default(),
         };
         lock(&self.shared.images).insert(pid, image);
+    }
+
+    /// `wake` interrupts the tracer: called (again every pass, about every millisecond) while
+    /// a process's rendezvous hooks wait and the tracer has not taken the request.
+    pub fn set_waker(&self, wake: fn()) {
+        *lock(&self.shared.waker) = Some(wake);
+    }
+
+    /// The processes whose rendezvous hooks wait, since the last call.
+    pub fn take_rendezvous_requests(&self) -> Vec<u32> {
+        std::mem::take(&mut *lock(&self.shared.rendezvous))
+    }
+
+    /// Rendezvous tickets `pid`'s hooks have taken and not yet been served: the tickets
+    /// taken so far, if some wait.
+    pub fn rendezvous_waiting(&self, pid: u32) -> Option<u64> {
+        let images = lock(&self.shared.images);
+        let area = &images.get(&pid)?.area.area;
+        let asked = area.rendezvous_asked();
+        (asked > area.rendezvous_done()).then_some(asked)
+    }
+
+    /// Lets `pid`'s rendezvous hooks with tickets below `asked` continue.
+    pub fn serve_rendezvous(&self, pid: u32, asked: u64) {
+        if let Some(image) = lock(&self.shared.images).get(&pid) {
+            image.area.area.serve_rendezvous(asked);
+        }
     }
 
     pub fn is_registered(&self, pid: u32) -> bool {
@@ -212,14 +244,20 @@ fn drain_loop(shared: &Shared) {
     let mut records = Vec::new();
     while !shared.stop.load(Ordering::Relaxed) {
         let mut read = 0;
+        let mut waiting = Vec::new();
         {
             let mut images = lock(&shared.images);
             for (pid, image) in images.iter_mut() {
                 records.clear();
                 read += image.drainer.drain(&image.area.area, rdtsc(), &mut records);
                 send_records(shared, *pid, image, &records);
+                let area = &image.area.area;
+                if area.rendezvous_asked() > area.rendezvous_done() {
+                    waiting.push(*pid);
+                }
             }
         }
+        ask_for_rendezvous(shared, waiting);
         if read > 0 {
             idle = Duration::from_micros(20);
             std::thread::yield_now();
@@ -227,6 +265,18 @@ fn drain_loop(shared: &Shared) {
             std::thread::sleep(idle);
             idle = (idle * 2).min(IDLE_SLEEP_MAX);
         }
+    }
+}
+
+/// Hands the processes whose rendezvous hooks wait to the tracer and wakes it. Every pass
+/// asks again: a wake that came just before the tracer blocked in waitpid is lost.
+fn ask_for_rendezvous(shared: &Shared, waiting: Vec<u32>) {
+    if waiting.is_empty() {
+        return;
+    }
+    *lock(&shared.rendezvous) = waiting;
+    if let Some(wake) = *lock(&shared.waker) {
+        wake();
     }
 }
 
@@ -243,10 +293,13 @@ fn heartbeat_loop(shared: &Shared) {
 fn send_records(shared: &Shared, pid: u32, image: &mut Image, records: &[RawRecord]) {
     for record in records {
         image.counters.records += 1;
-        if image
-            .internal
-            .iter()
-            .any(|&(start, end)| (start..end).contains(&record.caller))
+        // A mapping call made inside an allocator call is the program's as well (the int3
+        // engine records it too); only allocator calls nest.
+        if function_of(record.op).is_some()
+            && image
+                .internal
+                .iter()
+                .any(|&(start, end)| (start..end).contains(&record.caller))
         {
             image.counters.nested += 1;
             continue;
@@ -267,7 +320,15 @@ fn event_of(record: &RawRecord, caller_only: bool) -> Option<EventKind> {
     } else {
         RawStack::Uncopied(record.caller)
     };
-    let function = function_of(record.op);
+    if let Some(call) = map_call_of(record.op) {
+        return Some(EventKind::Mapping {
+            call,
+            args: record.arguments,
+            result: mapping_result(call, &record.arguments, record.result),
+            stack,
+        });
+    }
+    let function = function_of(record.op)?;
     if function == AllocFunction::Free {
         return Some(EventKind::Free {
             address: record.arguments[0],
@@ -282,8 +343,9 @@ fn event_of(record: &RawRecord, caller_only: bool) -> Option<EventKind> {
     )
 }
 
-pub fn function_of(op: Op) -> AllocFunction {
-    match op {
+/// The allocator function an operation's hook wraps (None for the others).
+pub fn function_of(op: Op) -> Option<AllocFunction> {
+    Some(match op {
         Op::Malloc => AllocFunction::Malloc,
         Op::Calloc => AllocFunction::Calloc,
         Op::Realloc => AllocFunction::Realloc,
@@ -294,12 +356,33 @@ pub fn function_of(op: Op) -> AllocFunction {
         Op::Memalign => AllocFunction::Memalign,
         Op::Valloc => AllocFunction::Valloc,
         Op::Pvalloc => AllocFunction::Pvalloc,
-    }
+        _ => return None,
+    })
+}
+
+/// The libc mapping wrapper an operation's hook wraps (None for the others).
+pub fn map_call_of(op: Op) -> Option<MapCall> {
+    Some(match op {
+        Op::Mmap => MapCall::Mmap,
+        Op::Munmap => MapCall::Munmap,
+        Op::Mremap => MapCall::Mremap,
+        Op::Brk => MapCall::Brk,
+        Op::Shmat => MapCall::Shmat,
+        Op::Shmdt => MapCall::Shmdt,
+        _ => return None,
+    })
 }
 
 pub fn op_of(function: AllocFunction) -> Op {
     Op::ALL
         .into_iter()
-        .find(|op| function_of(*op) == function)
+        .find(|op| function_of(*op) == Some(function))
         .expect("every allocator function has an operation")
+}
+
+pub fn op_of_map_call(call: MapCall) -> Op {
+    Op::ALL
+        .into_iter()
+        .find(|op| map_call_of(*op) == Some(call))
+        .expect("every mapping wrapper has an operation")
 }

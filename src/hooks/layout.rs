@@ -43,6 +43,12 @@ pub mod header {
     pub const DROPPED: u64 = 56;
     /// Times a producer found its ring full (atomic increments).
     pub const FULL_WAITS: u64 = 64;
+    /// Rendezvous tickets taken: the dynamic linker's rendezvous hook takes the next one
+    /// (atomic fetch-and-add) and waits until `RENDEZVOUS_DONE` passes it.
+    pub const RENDEZVOUS_ASKED: u64 = 72;
+    /// Tickets memsup has served: every module mapped when it read `RENDEZVOUS_ASKED` is
+    /// probed or hooked. Written by memsup only, with every thread of the process stopped.
+    pub const RENDEZVOUS_DONE: u64 = 80;
 }
 
 pub const POLICY_WAIT: u32 = 0;
@@ -66,10 +72,13 @@ pub mod record {
     pub const SEQ: u64 = 0;
     /// u32: an `Op` code.
     pub const OP: u64 = 8;
+    /// Set in the operation a hook passes to the record routine: write the record but
+    /// leave it unpublished, for the hook to publish after the call (`HookShape::Around`).
+    pub const HOLD: u32 = 1 << 31;
     /// u32: the ring the producer chose (its CPU, masked), for diagnostics.
     pub const CPU: u64 = 12;
-    /// `rdtsc` when the event happened: before the call for a free, after it returned for
-    /// everything that returns a result.
+    /// `rdtsc` when the event happened: before the call for a free, munmap and shmdt,
+    /// after it returned for everything else.
     pub const TSC: u64 = 16;
     /// The thread's self pointer (`fs:[0]`, glibc and musl alike): which thread.
     pub const THREAD: u64 = 24;
@@ -77,7 +86,7 @@ pub mod record {
     pub const CALLER: u64 = 32;
     /// rsp at the function's entry (it points at the return address).
     pub const STACK_POINTER: u64 = 40;
-    /// rax after the call returned (0 for a free).
+    /// rax after the call returned (0 for a free), written before `SEQ` by `Around` hooks.
     pub const RESULT: u64 = 48;
     /// The six integer arguments at entry: rdi, rsi, rdx, rcx, r8, r9 (6 × u64).
     pub const ARGUMENTS: u64 = 56;
@@ -102,10 +111,18 @@ pub enum Op {
     Memalign = 8,
     Valloc = 9,
     Pvalloc = 10,
+    Mmap = 11,
+    Munmap = 12,
+    Mremap = 13,
+    Brk = 14,
+    Shmat = 15,
+    Shmdt = 16,
+    /// The dynamic linker's rendezvous: writes no record (see `HookShape::Rendezvous`).
+    Rendezvous = 17,
 }
 
 impl Op {
-    pub const ALL: [Op; 10] = [
+    pub const ALL: [Op; 17] = [
         Op::Malloc,
         Op::Calloc,
         Op::Realloc,
@@ -116,6 +133,13 @@ impl Op {
         Op::Memalign,
         Op::Valloc,
         Op::Pvalloc,
+        Op::Mmap,
+        Op::Munmap,
+        Op::Mremap,
+        Op::Brk,
+        Op::Shmat,
+        Op::Shmdt,
+        Op::Rendezvous,
     ];
 
     pub fn from_code(code: u32) -> Option<Op> {
@@ -127,6 +151,8 @@ impl Op {
         match self {
             Op::Free => HookShape::Before,
             Op::PosixMemalign => HookShape::AfterWithOutPointer,
+            Op::Munmap | Op::Shmdt => HookShape::Around,
+            Op::Rendezvous => HookShape::Rendezvous,
             _ => HookShape::After,
         }
     }
@@ -143,6 +169,20 @@ pub enum HookShape {
     /// As `After`, and also reads the pointer the function stored through its first
     /// argument (posix_memalign).
     AfterWithOutPointer,
+    /// Claims its slot and writes the record at entry (TSC and all), calls the function,
+    /// then writes the result and publishes (munmap, shmdt: a range is released inside the
+    /// call, and another thread may map it again before it returns, so the release must be
+    /// ordered by its entry). The drain holds back every younger record of the ring, and of
+    /// the others, while the slot is unpublished: a system call's time at most. A record
+    /// dropped at entry (`--ring-full drop`) stays dropped.
+    Around,
+    /// The dynamic linker's rendezvous (a library was mapped or is going): takes a ticket in
+    /// `RENDEZVOUS_ASKED` and waits, spinning then yielding, until memsup has served it in
+    /// `RENDEZVOUS_DONE`, so a new library's entries are hooked before its code runs. It
+    /// stops waiting when `ENABLED` is cleared, when the heartbeat is stale (clearing
+    /// `ENABLED`) or after `WAIT_LIMIT_TICKS`. No record, no TLS: it runs before the dynamic
+    /// linker has set up the thread pointer.
+    Rendezvous,
 }
 
 /// Bytes of an area with `ring_count` rings of `capacity` records.

@@ -13,6 +13,8 @@ pub mod relocate;
 pub mod ring;
 
 #[cfg(test)]
+mod code_map_tests;
+#[cfg(test)]
 mod code_tests;
 #[cfg(test)]
 mod ring_tests;

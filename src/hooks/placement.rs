@@ -8,8 +8,10 @@ use super::layout::Op;
 use super::relocate::{jump_bytes, relocate_entry, EntryPatch, Relocation, MAX_RELOCATED_BYTES};
 use crate::breakpoints::probes::direct_jump_target;
 
-/// `jmp rel32`.
+/// `jmp rel32`, and its length.
 const JUMP_REL32: u8 = 0xe9;
+const JUMP_BYTES: usize = 5;
+const RET: u8 = 0xc3;
 use crate::error::Result;
 
 /// A function to hook.
@@ -60,10 +62,43 @@ fn forwarder(target: &Target) -> Option<Relocation> {
     })
 }
 
-/// Bytes a page for `count` functions takes, to map it before it is planned.
-pub fn page_bytes(count: usize, cpu: CpuSource) -> Result<u64> {
-    let ops = vec![Op::Malloc; count];
-    let hooks = assemble(0x1000_0000, 0x2000_0000, cpu, &ops)?.bytes.len();
+/// A function that is a lone `ret` followed by padding (glibc's `_dl_debug_state`): the
+/// jump goes over the `ret` and the padding after it, which never runs, and the hook
+/// continues to a `ret` of its own.
+fn lone_return(target: &Target) -> Option<Relocation> {
+    use iced_x86::{Decoder, DecoderOptions, Mnemonic};
+    if target.op != Op::Rendezvous || target.code.first() != Some(&RET) {
+        return None;
+    }
+    let mut decoder = Decoder::with_ip(
+        64,
+        &target.code[1..],
+        target.address + 1,
+        DecoderOptions::NONE,
+    );
+    let mut covered = 1;
+    while covered < JUMP_BYTES {
+        let instruction = decoder.decode();
+        let padding = matches!(instruction.mnemonic(), Mnemonic::Nop | Mnemonic::Int3);
+        if instruction.is_invalid() || !padding {
+            return None;
+        }
+        covered += instruction.len();
+    }
+    Some(Relocation {
+        patch: EntryPatch {
+            offset: 0,
+            length: JUMP_BYTES,
+            original: target.code[..JUMP_BYTES].to_vec(),
+        },
+        code: vec![RET],
+    })
+}
+
+/// Bytes a page for hooks of `ops` takes, to map it before it is planned.
+pub fn page_bytes(ops: &[Op], cpu: CpuSource) -> Result<u64> {
+    let count = ops.len();
+    let hooks = assemble(0x1000_0000, 0x2000_0000, cpu, ops)?.bytes.len();
     let hooks = hooks.next_multiple_of(16);
     Ok(page_align(
         (hooks + count * (MAX_RELOCATED_BYTES + 16)) as u64,
@@ -80,7 +115,7 @@ pub fn plan(base: u64, area: u64, cpu: CpuSource, targets: &[Target]) -> Result<
     let mut refused = Vec::new();
     for (index, target) in targets.iter().enumerate() {
         let at = base + bytes.len() as u64;
-        let relocated = match forwarder(target) {
+        let relocated = match forwarder(target).or_else(|| lone_return(target)) {
             Some(relocation) => Ok(relocation),
             None => relocate_entry(&target.code, target.address, at),
         };

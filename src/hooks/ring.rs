@@ -100,6 +100,10 @@ impl Area {
             .store(wait_limit_ticks, Ordering::Relaxed);
         self.u64_at(header::DROPPED).store(0, Ordering::Relaxed);
         self.u64_at(header::FULL_WAITS).store(0, Ordering::Relaxed);
+        self.u64_at(header::RENDEZVOUS_ASKED)
+            .store(0, Ordering::Relaxed);
+        self.u64_at(header::RENDEZVOUS_DONE)
+            .store(0, Ordering::Relaxed);
         self.u64_at(header::MAGIC)
             .store(layout::MAGIC, Ordering::Relaxed);
         self.set_enabled(true);
@@ -124,6 +128,23 @@ impl Area {
 
     pub fn full_waits(&self) -> u64 {
         self.u64_at(header::FULL_WAITS).load(Ordering::Acquire)
+    }
+
+    /// Rendezvous tickets taken by the hooks so far.
+    pub fn rendezvous_asked(&self) -> u64 {
+        self.u64_at(header::RENDEZVOUS_ASKED)
+            .load(Ordering::Acquire)
+    }
+
+    /// Rendezvous tickets served so far.
+    pub fn rendezvous_done(&self) -> u64 {
+        self.u64_at(header::RENDEZVOUS_DONE).load(Ordering::Acquire)
+    }
+
+    /// Releases the rendezvous hooks waiting on tickets below `asked`.
+    pub fn serve_rendezvous(&self, asked: u64) {
+        self.u64_at(header::RENDEZVOUS_DONE)
+            .fetch_max(asked, Ordering::Release);
     }
 
     /// Ring count and capacity as the header states them, if they describe rings that

@@ -7,7 +7,7 @@ use crate::breakpoints::probes::needs_return;
 use crate::breakpoints::returns::PendingReturn;
 use crate::breakpoints::table::{Breakpoint, ProbeKind, StepOver, INT3};
 use crate::error::{Error, Result};
-use crate::events::calls::returned_call;
+use crate::events::calls::{mapping_result, returned_call};
 use crate::events::{EventKind, RawStack};
 use crate::ptrace::memory::{RemoteMemory, RemoteMemoryMut};
 use crate::ptrace::regs;
@@ -322,19 +322,9 @@ pub(crate) fn return_event(
         ProbeKind::Map(call) => Ok(EventKind::Mapping {
             call,
             args,
-            result: wrapper_result(call, &args, result),
+            result: mapping_result(call, &args, result),
             stack,
         }),
         ProbeKind::Rendezvous | ProbeKind::IfuncResolver(_) => Err(no_record()),
-    }
-}
-
-/// libc's wrappers return -1 and set errno; the records hold the system call's result.
-fn wrapper_result(call: MapCall, args: &[u64; 6], result: u64) -> i64 {
-    let failed = result as i64 == -1;
-    match call {
-        MapCall::Brk if result == 0 => args[0] as i64,
-        _ if failed => -(libc::ENOMEM as i64),
-        _ => result as i64,
     }
 }

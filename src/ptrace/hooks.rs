@@ -4,31 +4,45 @@
 
 use libc::user_regs_struct;
 
+use crate::breakpoints::table::ProbeKind;
 use crate::error::{Error, Result};
 use crate::events::EventKind;
 use crate::hooks::code::CpuSource;
-use crate::hooks::drain::{op_of, ring_count, RING_CAPACITY};
+use crate::hooks::drain::{op_of, op_of_map_call, ring_count, RING_CAPACITY};
 use crate::hooks::inject::Injector;
-use crate::hooks::layout::area_bytes;
+use crate::hooks::layout::{area_bytes, Op};
 use crate::hooks::placement::{page_bytes, plan, Target};
 use crate::module::loaded::LoadedModule;
 use crate::ptrace::memory::RemoteMemory;
 use crate::ptrace::regs;
 use crate::ptrace::state::{PatchedEntry, ProcessHooks};
 use crate::ptrace::tracer::Tracer;
-use crate::trace::format::{AllocFunction, Engine, ProbeSite};
+use crate::trace::format::{Engine, ProbeSite};
 
 /// Longest function read to check that no branch lands in its patched bytes.
 const MAX_FUNCTION_BYTES: u64 = 64 << 10;
+/// Bytes read at the rendezvous function, at least.
+const RENDEZVOUS_READ_BYTES: u64 = 16;
 /// Offset of `tls` in the kernel's `struct clone_args`.
 const CLONE_ARGS_TLS: u64 = 56;
 
-/// An allocator function a module defines.
+/// A function a module defines that memsup probes: an allocator function, a mapping
+/// wrapper (attach mode) or the dynamic linker's rendezvous.
 #[derive(Debug, Clone)]
 pub struct Candidate {
     pub address: u64,
     pub size: u64,
-    pub function: AllocFunction,
+    pub kind: ProbeKind,
+}
+
+/// The hook operation of a probe.
+fn op_of_probe(kind: ProbeKind) -> Option<Op> {
+    match kind {
+        ProbeKind::Alloc(function) => Some(op_of(function)),
+        ProbeKind::Map(call) => Some(op_of_map_call(call)),
+        ProbeKind::Rendezvous => Some(Op::Rendezvous),
+        ProbeKind::IfuncResolver(_) => None,
+    }
 }
 
 /// How the hook code picks its ring on this machine.
@@ -92,16 +106,23 @@ impl Tracer<'_> {
         let (area, cpu) = (hooks.area, hooks.cpu);
         let mut targets = Vec::new();
         for candidate in candidates {
-            let mut code = vec![0u8; candidate.size.min(MAX_FUNCTION_BYTES) as usize];
+            // The rendezvous function may be a lone `ret`: its padding is read with it.
+            let length = match candidate.kind {
+                ProbeKind::Rendezvous => candidate.size.max(RENDEZVOUS_READ_BYTES),
+                _ => candidate.size,
+            };
+            let mut code = vec![0u8; length.min(MAX_FUNCTION_BYTES) as usize];
             process.memory.read(candidate.address, &mut code)?;
-            let op = op_of(candidate.function);
+            let op = op_of_probe(candidate.kind)
+                .ok_or_else(|| Error::Internal("an IFUNC resolver is not hooked".into()))?;
             targets.push(Target {
                 address: candidate.address,
                 op,
                 code,
             });
         }
-        let bytes = page_bytes(targets.len(), cpu)?;
+        let ops: Vec<Op> = targets.iter().map(|target| target.op).collect();
+        let bytes = page_bytes(&ops, cpu)?;
         let base =
             self.with_injector(pid, tid, |injector| injector.map_code(module.start, bytes))?;
         let process = self.process_mut(pid)?;
@@ -120,7 +141,7 @@ impl Tracer<'_> {
                 original: patch.patch.original.clone(),
             });
             hooks.sites.push(ProbeSite {
-                function: candidate.function.name().to_string(),
+                function: candidate.kind.name().to_string(),
                 address: candidate.address,
                 implementation: "hook".to_string(),
             });

@@ -13,6 +13,7 @@ pub mod lifecycle;
 pub mod memory;
 pub mod modules;
 pub mod regs;
+mod rendezvous;
 pub mod seccomp;
 pub mod signals;
 pub mod state;

@@ -153,9 +153,18 @@ impl Tracer<'_> {
         );
         let mut targets: Vec<(u64, ProbeKind)> = Vec::new();
         let mut candidates: Vec<Candidate> = Vec::new();
+        // Every probe but an IFUNC resolver's: the hook engine hooks what it can.
+        let mut probe = |address: u64, size: u64, kind: ProbeKind| {
+            candidates.push(Candidate {
+                address,
+                size,
+                kind,
+            })
+        };
         if LibraryKind::of(&module.path) == LibraryKind::DynamicLinker {
             for symbol in elf.find_functions(&[RENDEZVOUS_SYMBOL]) {
-                targets.push((symbol.address.wrapping_add(bias), ProbeKind::Rendezvous));
+                let address = symbol.address.wrapping_add(bias);
+                probe(address, symbol.size, ProbeKind::Rendezvous);
             }
         } else {
             for (function, names) in ALLOCATOR_SYMBOLS {
@@ -178,11 +187,8 @@ impl Tracer<'_> {
                     ));
                 }
                 for symbol in direct {
-                    candidates.push(Candidate {
-                        address: symbol.address.wrapping_add(bias),
-                        size: symbol.size,
-                        function: *function,
-                    });
+                    let address = symbol.address.wrapping_add(bias);
+                    probe(address, symbol.size, ProbeKind::Alloc(*function));
                 }
             }
             if self.process(pid)?.probe_mapping_wrappers {
@@ -192,7 +198,8 @@ impl Tracer<'_> {
                         .into_iter()
                         .filter(|s| !s.is_ifunc)
                     {
-                        targets.push((symbol.address.wrapping_add(bias), ProbeKind::Map(*call)));
+                        let address = symbol.address.wrapping_add(bias);
+                        probe(address, symbol.size, ProbeKind::Map(*call));
                     }
                 }
             }
@@ -204,16 +211,13 @@ impl Tracer<'_> {
             .processes
             .get_mut(&pid)
             .ok_or(Error::ProcessGone(pid))?;
-        let all: Vec<(u64, ProbeKind)> = candidates
-            .iter()
-            .map(|c| (c.address, ProbeKind::Alloc(c.function)))
-            .collect();
+        let all: Vec<(u64, ProbeKind)> = candidates.iter().map(|c| (c.address, c.kind)).collect();
         // A forwarder to a probed function of the same kind needs no probe.
         candidates.retain(|c| {
             let mut code = [0u8; 16];
             let forwards = process.memory.read(c.address, &mut code).is_ok()
                 && direct_jump_target(&code, c.address)
-                    .is_some_and(|target| all.contains(&(target, ProbeKind::Alloc(c.function))));
+                    .is_some_and(|target| all.contains(&(target, c.kind)));
             !forwards
         });
         if self.engine == Engine::Hooks {
@@ -223,11 +227,7 @@ impl Tracer<'_> {
                 .map(|(candidate, _)| candidate)
                 .collect();
         }
-        targets.extend(
-            candidates
-                .iter()
-                .map(|c| (c.address, ProbeKind::Alloc(c.function))),
-        );
+        targets.extend(candidates.iter().map(|c| (c.address, c.kind)));
         let process = self
             .processes
             .get_mut(&pid)

@@ -12,7 +12,8 @@ pub const HANDLED_BY_MEMSUP: [i32; 7] = [
     libc::SIGALRM,
     // Asks for a smaps snapshot of every supervised process.
     libc::SIGUSR1,
-    // Sent by memsup to its own tracer thread when another of its threads failed.
+    // Sent by memsup to its own tracer thread when another of its threads failed or left
+    // it work (a rendezvous to serve).
     libc::SIGUSR2,
 ];
 
@@ -136,6 +137,23 @@ pub fn report_failure() {
     // SAFETY: gettid has no memory effects.
     let this_thread = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
     if tracer_thread != 0 && tracer_thread != this_thread {
+        // SAFETY: tgkill has no memory effects; the tracer thread handles SIGUSR2.
+        unsafe {
+            libc::syscall(
+                libc::SYS_tgkill,
+                libc::getpid(),
+                tracer_thread,
+                libc::SIGUSR2,
+            )
+        };
+    }
+}
+
+/// Interrupts the tracer thread's wait (SIGUSR2, no failure reported): another memsup
+/// thread left it work. Async-signal-safe.
+pub fn wake_tracer() {
+    let tracer_thread = TRACER_THREAD.load(Ordering::SeqCst);
+    if tracer_thread != 0 {
         // SAFETY: tgkill has no memory effects; the tracer thread handles SIGUSR2.
         unsafe {
             libc::syscall(

@@ -138,7 +138,9 @@ impl<'a> Tracer<'a> {
         self.engine = engine;
         self.drain = (engine == Engine::Hooks).then(|| {
             let caller_only = self.stack_mode == StackMode::Caller;
-            Drain::start(self.sink.clone(), caller_only, ring_full)
+            let drain = Drain::start(self.sink.clone(), caller_only, ring_full);
+            drain.set_waker(signals::wake_tracer);
+            drain
         });
     }
 
@@ -186,6 +188,7 @@ impl<'a> Tracer<'a> {
                 }
                 continue;
             }
+            self.serve_rendezvous_requests();
             if self.deferred.is_empty() {
                 self.deferred.extend(take_handed_back());
             }
