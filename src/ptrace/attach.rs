@@ -234,11 +234,11 @@ impl Tracer<'_> {
         }
         let threads = seize_all_threads(pid)?;
         let process = self.new_process(pid, true);
-        self.processes.insert(pid, process);
+        self.processes.start(process);
         for joined in &threads {
             let mut thread = Thread::new(pid);
             thread.pending_signals = joined.signals.clone();
-            self.threads.insert(joined.tid, thread);
+            self.threads.start(joined.tid, thread);
             self.joining.insert(joined.tid);
         }
         self.send(

@@ -25,7 +25,7 @@ impl Tracer<'_> {
         // interrupt would produce no new stop to wait for.
         let already_stopped: Vec<i32> = self.deferred.iter().map(|stop| stop.tid()).collect();
         for &tid in tids {
-            let pid = self.threads.get(&tid).map_or(tid, |t| t.pid);
+            let pid = self.threads.process_of(tid).unwrap_or(tid);
             // A zombie thread (a main thread ended by pthread_exit) never stops again.
             if already_stopped.contains(&tid)
                 || self.early_threads.contains(&tid)
@@ -114,7 +114,7 @@ impl Tracer<'_> {
     /// SIGTRAP still pending: once detached, it would kill the program. Let the thread take
     /// it now, under our control.
     fn consume_pending_trap(&mut self, tid: i32, deadline: &Deadline) -> Result<()> {
-        let Some(pid) = self.threads.get(&tid).map(|t| t.pid) else {
+        let Some(pid) = self.threads.process_of(tid) else {
             return Ok(());
         };
         if !trap_pending(pid, tid) {
@@ -173,8 +173,7 @@ impl Tracer<'_> {
             Stop::Event {
                 event: Event::Exec, ..
             } => {
-                self.threads
-                    .retain(|other, thread| thread.pid != tid || *other == tid);
+                self.threads.keep_only_leader(tid);
                 let memory = self.tracee.open_memory(tid);
                 if let Some(process) = self.processes.get_mut(&tid) {
                     process.reset_for_exec(memory);
@@ -221,7 +220,7 @@ impl Tracer<'_> {
     /// A thread stopped at one of our int3s: a return completes; an entry is rewound so the
     /// restored original instruction runs when it resumes.
     fn settle_trap(&mut self, tid: i32) -> Result<()> {
-        let Some(pid) = self.threads.get(&tid).map(|t| t.pid) else {
+        let Some(pid) = self.threads.process_of(tid) else {
             return Ok(());
         };
         let mut regs = regs::get_registers(tid)?;
@@ -277,13 +276,8 @@ impl Tracer<'_> {
     }
 
     fn detach_process(&mut self, pid: i32) {
-        let tids: Vec<i32> = self
-            .threads
-            .iter()
-            .filter(|(_, t)| t.pid == pid)
-            .map(|(tid, _)| *tid)
-            .collect();
-        let Some(mut process) = self.processes.remove(&pid) else {
+        let tids = self.threads.of(pid);
+        let Some(mut process) = self.processes.take(pid) else {
             return;
         };
         if let Some(&live) = tids.iter().find(|&&tid| !thread_is_zombie(pid, tid)) {
@@ -309,13 +303,13 @@ impl Tracer<'_> {
                 }
             }
         }
-        self.processes.insert(pid, process);
+        self.processes.put_back(process);
         self.finish_image(pid);
         let shares_parent_memory = self.process(pid).is_ok_and(|p| p.shares_parent_memory);
         if !shares_parent_memory {
             self.remove_hooks(pid, &tids);
         }
-        let Some(mut process) = self.processes.remove(&pid) else {
+        let Some(mut process) = self.processes.end(pid) else {
             return;
         };
         if process.shares_parent_memory {
@@ -332,7 +326,7 @@ impl Tracer<'_> {
             // threads here sit in an interrupt stop.
             let signals = self
                 .threads
-                .remove(&tid)
+                .end(tid)
                 .map(|t| t.pending_signals)
                 .unwrap_or_default();
             let _ = regs::detach(tid, 0);

@@ -18,7 +18,7 @@ impl Tracer<'_> {
     /// thread after a main thread that ended with pthread_exit). Until the last one is
     /// resumed, the address space is all there.
     pub(crate) fn snapshot_at_exit(&mut self, tid: i32) {
-        let Some(pid) = self.threads.get(&tid).map(|thread| thread.pid) else {
+        let Some(pid) = self.threads.process_of(tid) else {
             return;
         };
         let threads = self.threads.values().filter(|t| t.pid == pid).count();

@@ -268,12 +268,8 @@ impl Tracer<'_> {
         pid: i32,
         breakpoint: &Breakpoint,
     ) -> Result<()> {
-        let others: Vec<i32> = self
-            .threads
-            .iter()
-            .filter(|(t, th)| th.pid == pid && **t != tid)
-            .map(|(t, _)| *t)
-            .collect();
+        let mut others = self.threads.of(pid);
+        others.retain(|&other| other != tid);
         let deadline = Deadline::after(STOP_TIMEOUT);
         let stopped = self.stop_threads(&others, &deadline);
         let process = self.process_mut(pid)?;

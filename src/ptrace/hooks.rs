@@ -181,7 +181,7 @@ impl Tracer<'_> {
         let Some(drain) = self.drain.as_ref() else {
             return;
         };
-        for (&tid, thread) in &self.threads {
+        for (&tid, thread) in self.threads.iter() {
             if thread.pid != pid {
                 continue;
             }

@@ -251,8 +251,8 @@ impl Tracer<'_> {
     /// Takes over a process `launch` left stopped at its exec event.
     pub fn adopt_launched(&mut self, pid: i32) -> Result<()> {
         let process = self.new_process(pid, false);
-        self.processes.insert(pid, process);
-        self.threads.insert(pid, Thread::new(pid));
+        self.processes.start(process);
+        self.threads.start(pid, Thread::new(pid));
         let start = EventKind::ProcessStart {
             parent_pid: None,
             cause: StartCause::Launch,

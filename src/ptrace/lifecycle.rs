@@ -74,7 +74,7 @@ impl Tracer<'_> {
                 .map(|s| s.tgid == parent_pid)
                 .unwrap_or(true);
         if is_thread {
-            self.threads.insert(child, Thread::new(parent_pid));
+            self.threads.start(child, Thread::new(parent_pid));
             self.send(parent_pid, child, EventKind::ThreadStart);
             let registers = self.tracee.registers(tid).ok();
             if let Some(registers) = &registers {
@@ -88,11 +88,11 @@ impl Tracer<'_> {
             let memory = self.tracee.open_memory(child);
             let mut process = Process::forked_from(self.process(parent_pid)?, child, memory);
             process.shares_parent_memory = event == Event::Vfork;
-            self.processes.insert(child, process);
+            self.processes.start(process);
             let mut thread = Thread::new(child);
             // The child's stack is a copy of the forking thread's, hijacked slots included.
             thread.shadow = self.thread(tid)?.shadow.fork_copy();
-            self.threads.insert(child, thread);
+            self.threads.start(child, thread);
             let cause = if event == Event::Vfork {
                 StartCause::Vfork
             } else {
@@ -116,23 +116,22 @@ impl Tracer<'_> {
             self.send(pid, pid, EventKind::ImageCounters { counters });
         }
         // Every other thread is gone; the execing thread now has the leader's id.
-        self.threads
-            .retain(|tid, thread| thread.pid != pid || *tid == pid);
+        self.threads.keep_only_leader(pid);
         let pending_signals = self
             .threads
-            .remove(&pid)
+            .end(pid)
             .map(|t| t.pending_signals)
             .unwrap_or_default();
         let mut thread = Thread::new(pid);
         thread.pending_signals = pending_signals;
-        self.threads.insert(pid, thread);
+        self.threads.start(pid, thread);
         let memory = self.tracee.open_memory(pid);
         match self.processes.get_mut(&pid) {
             Some(process) => process.reset_for_exec(memory),
             None => {
                 let wrappers = self.mode == crate::ptrace::tracer::Mode::Attach;
                 let process = Process::new(pid, wrappers, self.step_over_policy, memory);
-                self.processes.insert(pid, process);
+                self.processes.start(process);
             }
         }
         self.record_exec(pid);
@@ -150,7 +149,7 @@ impl Tracer<'_> {
     }
 
     pub(crate) fn on_thread_gone(&mut self, tid: i32, how: ExitKind) -> Result<()> {
-        let Some(mut thread) = self.threads.remove(&tid) else {
+        let Some(mut thread) = self.threads.end(tid) else {
             return Ok(());
         };
         let pending = thread.shadow.take_all();
@@ -164,8 +163,8 @@ impl Tracer<'_> {
             return Ok(());
         }
         self.finish_image(tid);
-        self.threads.retain(|_, t| t.pid != tid);
-        if let Some(process) = self.processes.remove(&tid) {
+        self.threads.end_all_of(tid);
+        if let Some(process) = self.processes.end(tid) {
             let counters = process.counters;
             self.send(
                 tid,

@@ -18,6 +18,7 @@ pub mod seccomp;
 pub mod signals;
 pub mod state;
 pub mod stop;
+mod supervised;
 mod thread_stack;
 pub mod tracee;
 pub mod tracer;

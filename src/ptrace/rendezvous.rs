@@ -30,12 +30,7 @@ impl Tracer<'_> {
         if !self.processes.contains_key(&pid) || drain.rendezvous_waiting(pid as u32).is_none() {
             return;
         }
-        let tids: Vec<i32> = self
-            .threads
-            .iter()
-            .filter(|(_, thread)| thread.pid == pid)
-            .map(|(&tid, _)| tid)
-            .collect();
+        let tids = self.threads.of(pid);
         let known_unresponsive = self.unresponsive.len();
         let stopped = self.stop_threads(&tids, &Deadline::after(STOP_TIMEOUT));
         let running = self.unresponsive[known_unresponsive..].to_vec();

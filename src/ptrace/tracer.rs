@@ -1,7 +1,7 @@
 //! The event loop: one blocking waitpid(__WALL) for every supervised thread, each stop decoded
 //! once and dispatched. Only this thread issues ptrace requests (`Tracer` is `!Send`).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -18,6 +18,7 @@ use crate::ptrace::capture::StackMode;
 use crate::ptrace::signals;
 use crate::ptrace::state::{Process, Thread};
 use crate::ptrace::stop::{take_handed_back, Event, Stop, GROUP_STOP_SIGNALS};
+use crate::ptrace::supervised::{Processes, Threads};
 use crate::ptrace::tracee::{Ptrace, Tracee};
 use crate::trace::format::{Engine, ExitKind, SnapshotReason};
 
@@ -34,8 +35,9 @@ pub struct Tracer<'a> {
     /// Registers, resumption and memory of the supervised threads.
     pub(super) tracee: Box<dyn Tracee>,
     pub(super) mode: Mode,
-    pub(super) processes: HashMap<i32, Process>,
-    pub(super) threads: HashMap<i32, Thread>,
+    /// Supervised processes and threads: read as maps, changed by lifecycle steps only.
+    pub(super) processes: Processes,
+    pub(super) threads: Threads,
     /// Threads whose first stop arrived before the event that created them.
     pub(super) early_threads: HashSet<i32>,
     /// Stops collected while stopping the world, handled before waiting again.
@@ -97,8 +99,8 @@ impl<'a> Tracer<'a> {
         Tracer {
             tracee,
             mode,
-            processes: HashMap::new(),
-            threads: HashMap::new(),
+            processes: Processes::default(),
+            threads: Threads::default(),
             early_threads: HashSet::new(),
             deferred: VecDeque::new(),
             sink,
@@ -263,7 +265,7 @@ impl<'a> Tracer<'a> {
                 }
             }
             Err(error) => {
-                let pid = self.threads.get(&tid).map_or(tid, |t| t.pid);
+                let pid = self.threads.process_of(tid).unwrap_or(tid);
                 self.warn(pid, format!("thread {tid}: {error}"));
                 if !matches!(stop, Stop::Exited { .. } | Stop::Killed { .. }) {
                     let _ = self.tracee.resume(tid, 0);
@@ -274,7 +276,7 @@ impl<'a> Tracer<'a> {
 
     fn handle(&mut self, stop: Stop) -> Result<()> {
         let tid = stop.tid();
-        let Some(pid) = self.threads.get(&tid).map(|t| t.pid) else {
+        let Some(pid) = self.threads.process_of(tid) else {
             if !matches!(stop, Stop::Exited { .. } | Stop::Killed { .. }) {
                 // Its creator's clone/fork event has not been seen yet: hold it stopped.
                 self.early_threads.insert(tid);

@@ -113,7 +113,7 @@ fn a_thread_gone_inside_malloc_leaves_an_abandoned_call() {
     let worker = PID + 1;
     let mut thread = Thread::new(PID);
     thread.shadow = tracer.threads[&PID].shadow.fork_copy();
-    tracer.threads.insert(worker, thread);
+    tracer.threads.start(worker, thread);
     tracer.on_thread_gone(worker, ExitKind::Code(0)).unwrap();
     let abandoned = EventKind::AbandonedCall {
         function: AllocFunction::Malloc,

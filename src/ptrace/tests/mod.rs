@@ -86,8 +86,8 @@ fn tracer<'a>(sink: &'a EventSink, fake: &FakeTracee) -> Tracer<'a> {
     tracer.set_stack_mode(StackMode::Caller);
     let mut process = Process::new(PID, true, StepOverPolicy::Auto, memory);
     process.scratch = Some(ScratchPage::at(SCRATCH));
-    tracer.processes.insert(PID, process);
-    tracer.threads.insert(PID, Thread::new(PID));
+    tracer.processes.start(process);
+    tracer.threads.start(PID, Thread::new(PID));
     tracer
 }
 
