@@ -17,6 +17,7 @@ mod components;
 mod cxx_exceptions;
 mod dispositions;
 mod dlopen;
+mod engine_allocators;
 mod engine_mappings;
 mod engines;
 mod exit_and_signal;

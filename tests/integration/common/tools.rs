@@ -60,6 +60,20 @@ pub fn require_tool(tool: &str) -> bool {
     false
 }
 
+/// True when the file `path`, from the Debian package `package`, is installed; when it is
+/// not, the same as a missing tool (`require_tool`): a failure with `CI=true`, else a skip.
+pub fn require_file(path: &str, package: &str) -> bool {
+    if std::path::Path::new(path).is_file() && !hidden(path) {
+        return true;
+    }
+    let missing = format!("{path} is not installed (Debian package {package})");
+    if env::var("CI").as_deref() == Ok("true") {
+        panic!("{missing}, and CI=true requires it: apt-get install {package}");
+    }
+    record_skip(&missing);
+    false
+}
+
 /// Records that the running test left something out, and why: a note in the test's output,
 /// and a `TEST<TAB>REASON` line in the file `MEMSUP_TEST_SKIPS` names, so that scripts/test
 /// counts the test as skipped, not passed. The test is named by its thread, which the test
