@@ -8,6 +8,7 @@ use serde_json::Value;
 use crate::common::report::processes;
 use crate::common::tools::require_file;
 use crate::common::*;
+use crate::engines::EXACT_FIELDS;
 
 const LIBRARIES: &str = "/usr/lib/x86_64-linux-gnu";
 
@@ -50,20 +51,6 @@ const ALLOCATORS: [Allocator; 3] = [
         frees: 6,
         live_bytes_at_exit: 1_128,
     },
-];
-
-const EXACT_FIELDS: &[&str] = &[
-    "/calls",
-    "/allocations",
-    "/bytes_allocated",
-    "/frees",
-    "/null_frees",
-    "/unknown_frees",
-    "/peak_live_bytes",
-    "/peak_live_blocks",
-    "/live_bytes_at_exit",
-    "/live_blocks_at_exit",
-    "/largest_allocation",
 ];
 
 /// alloc_script's image, recorded by `engine` with `library` preloaded into it (through

@@ -8,7 +8,7 @@ use crate::common::report::processes;
 use crate::common::*;
 
 /// What both engines must agree on, per process image.
-const EXACT_FIELDS: &[&str] = &[
+pub(crate) const EXACT_FIELDS: &[&str] = &[
     "/calls",
     "/allocations",
     "/bytes_allocated",
