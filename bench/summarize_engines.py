@@ -25,16 +25,19 @@ def read_tsv(results_dir, name):
 
 
 def read_runs(results_dir):
-    """(workload, tool) -> {rep: seconds} of the ok runs, and -> 'ok/total'."""
-    seconds, counts = {}, {}
+    """(workload, tool) -> {rep: wall seconds} and -> [CPU seconds] of the ok runs, and
+    -> 'ok/total'."""
+    seconds, cpu, counts = {}, {}, {}
     for row in read_tsv(results_dir, "results.tsv"):
         key = (row["workload"], row["tool"])
         ok, total = counts.get(key, (0, 0))
         if row["status"] == "ok":
             seconds.setdefault(key, {})[row["rep"]] = float(row["seconds"])
+            if row.get("cpu_seconds"):
+                cpu.setdefault(key, []).append(float(row["cpu_seconds"]))
             ok += 1
         counts[key] = (ok, total + 1)
-    return seconds, {key: f"{ok}/{total}" for key, (ok, total) in counts.items()}
+    return seconds, cpu, {key: f"{ok}/{total}" for key, (ok, total) in counts.items()}
 
 
 def read_lines(results_dir, name):
@@ -60,7 +63,7 @@ def total_calls(profile):
 class Results:
     def __init__(self, results_dir):
         self.dir = results_dir
-        self.seconds, self.ok_counts = read_runs(results_dir)
+        self.seconds, self.cpu, self.ok_counts = read_runs(results_dir)
         # (workload, tool) -> why it did not run; tool "*" = the whole workload.
         self.skipped = {tuple(line.split("\t")[:2]): line.split("\t")[2]
                         for line in read_lines(results_dir, "skipped.tsv")}
@@ -119,6 +122,23 @@ def print_slowdowns(results, sizes):
         cells += [f"{native_small:.3f} s" if native_small else "failed"]
         cells += [results.cell(workload, tool) for tool in SMALL_SIZE_TOOLS]
         print(f"| {workload} ({size} {unit}; {small}) | " + " | ".join(cells) + " |")
+    print()
+
+
+def print_cpu(results, sizes):
+    if not results.cpu:
+        return
+    print("### CPU seconds (user + system of the whole process tree, the tool's own threads and "
+          "processes included), median of the ok runs\n")
+    columns = ["native"] + FULL_SIZE_TOOLS + ["native-small"] + SMALL_SIZE_TOOLS
+    print("| workload | " + " | ".join(c.replace("native-small", "native at int3 size") for c in columns) + " |")
+    print("|---|" + "---:|" * len(columns))
+    for workload, _, _ in sizes:
+        cells = []
+        for tool in columns:
+            values = results.cpu.get((workload, tool))
+            cells.append(f"{statistics.median(values):.2f}" if values else "")
+        print(f"| {workload} | " + " | ".join(cells) + " |")
     print()
 
 
@@ -199,6 +219,7 @@ def main():
             print(f"- {workload}: skipped, {why}")
     print(f"R={repetitions} repetitions, all tools interleaved in each.\n")
     print_slowdowns(results, sizes)
+    print_cpu(results, sizes)
     print_targets(results, sizes)
     print_int3_estimates(results, sizes)
     print_hook_counters(results, sizes)
