@@ -71,7 +71,9 @@ command_for() {
         # massif do not follow the driver's children, so the driver itself is not measured.
         output=$work/scratch/cc.$2.s
         local line
-        line=$(gcc -O2 -c "$work/cc.$2.c" -o /dev/null -### 2>&1 | grep -m1 '/cc1 ')
+        # Read whole, then searched: grep -m1 in the pipe could kill gcc with SIGPIPE.
+        line=$(gcc -O2 -c "$work/cc.$2.c" -o /dev/null -### 2>&1)
+        line=$(grep -m1 '/cc1 ' <<<"$line")
         read -ra program <<<"${line//\"/}"
         local i
         for i in "${!program[@]}"; do
