@@ -167,10 +167,16 @@ for rep in $(seq 1 "$R"); do
     done
 done
 
-# Calls, engines and hook counters of the last profile of each memsup run.
+# Calls, engines, probes and hook counters of the last profile of each memsup run (the
+# whole JSON report would be megabytes of sites and timeline).
+slim='import json, sys
+keep = ("pid", "exe", "engine", "calls", "probes", "probe_sites", "hooks")
+report = json.load(sys.stdin)
+json.dump({"processes": [{key: process[key] for key in keep if key in process}
+                         for process in report["processes"]]}, sys.stdout, indent=1)'
 for profile in "$work"/profiles/*.msup; do
     [[ -e $profile ]] || continue
-    "$memsup" report --format json "$profile" >"$out/$(basename "$profile" .msup).json" ||
+    "$memsup" report --format json "$profile" | python3 -c "$slim" >"$out/$(basename "$profile" .msup).json" ||
         echo "!! cannot report $profile" >&2
 done
 
