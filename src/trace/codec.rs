@@ -196,7 +196,9 @@ pub fn stream_parts(inflated: &[u8]) -> Vec<&[u8]> {
         }
         end = end.saturating_add(length).min(inflated.len());
     }
-    parts.push(&inflated[start..]);
+    if start < inflated.len() || parts.is_empty() {
+        parts.push(&inflated[start..]);
+    }
     parts
 }
 
