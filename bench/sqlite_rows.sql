@@ -1,3 +1,6 @@
+-- A sqlite workload for profile sizes (BENCHMARKS.md, format 4): 200,000 rows inserted into an
+-- indexed table in memory, then two queries over them.
+-- sqlite3 :memory: -init /dev/null < bench/sqlite_rows.sql
 CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT, value REAL);
 CREATE INDEX t_name ON t(name);
 WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 200000)
