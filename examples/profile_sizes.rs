@@ -1,17 +1,29 @@
 //! Rewrites profiles in the current encoding and prints their sizes, and what each
 //! compressor and level makes of the same encoded blocks.
 //!
-//! Usage: `cargo run --release --example profile_sizes -- PROFILE... [--out DIR] [--microseconds]`
+//! Usage: `cargo run --release --example profile_sizes -- PROFILE... [--out DIR] [--microseconds]
+//! [--flush-ms MS] [--quick]`
 //!
 //! `--microseconds` truncates the times of the records to whole microseconds first, as the
 //! recorder's clock now gives them, for profiles recorded before it did.
+//!
+//! `--flush-ms MS` cuts the measured blocks as a recording does: also when the block's first
+//! record is MS milliseconds older than the current one by the records' times (the writer
+//! cuts at 100 ms of wall clock, which the records' times follow), and at every process exit.
+//! Without it blocks are cut at 256 KiB of encoded records only.
+//!
+//! `--verify` decodes every measured block and checks it gives back the records it holds.
+//!
+//! `--quick` leaves out the comparison of compressors and the rewritten copy.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use memsup::trace::block_decoder::BlockDecoder;
 use memsup::trace::codec::{BlockEncoder, STREAMS, STREAM_NAMES};
 use memsup::trace::format::Record;
+use memsup::trace::frame::{compress, FRAME_BYTES};
 use memsup::trace::reader::ProfileReader;
 use memsup::trace::writer::{ProfileWriter, BLOCK_BYTES};
 
@@ -30,17 +42,63 @@ fn main() {
     let microseconds = arguments
         .iter()
         .any(|argument| argument == "--microseconds");
+    let flush_ns = arguments
+        .iter()
+        .position(|argument| argument == "--flush-ms")
+        .map(|index| arguments[index + 1].parse::<u64>().expect("--flush-ms MS") * 1_000_000);
+    let options = Options {
+        microseconds,
+        flush_ns,
+        quick: arguments.iter().any(|argument| argument == "--quick"),
+        verify: arguments.iter().any(|argument| argument == "--verify"),
+    };
     let profiles: Vec<&String> = arguments
         .iter()
         .enumerate()
         .filter(|(index, argument)| {
-            !argument.starts_with("--")
-                && arguments.get(index.wrapping_sub(1)).map(String::as_str) != Some("--out")
+            let previous = arguments.get(index.wrapping_sub(1)).map(String::as_str);
+            !argument.starts_with("--") && !matches!(previous, Some("--out" | "--flush-ms"))
         })
         .map(|(_, argument)| argument)
         .collect();
     for profile in profiles {
-        rewrite(Path::new(profile), &out, microseconds);
+        rewrite(Path::new(profile), &out, &options);
+    }
+}
+
+struct Options {
+    microseconds: bool,
+    flush_ns: Option<u64>,
+    quick: bool,
+    verify: bool,
+}
+
+/// Where the measured blocks are cut: by encoded bytes, and by age when asked.
+#[derive(Default)]
+struct Cutter {
+    block_start_ns: Option<u64>,
+    last_ns: u64,
+}
+
+impl Cutter {
+    /// Whether the block must be written after `record`, as the writer would.
+    fn cut_after(
+        &mut self,
+        record: &Record,
+        encoder: &BlockEncoder,
+        flush_ns: Option<u64>,
+    ) -> bool {
+        if let Some(time) = record.time_ns() {
+            self.last_ns = self.last_ns.max(time);
+        }
+        let start = *self.block_start_ns.get_or_insert(self.last_ns);
+        let old = flush_ns.is_some_and(|flush| self.last_ns.saturating_sub(start) >= flush);
+        let closes = matches!(record, Record::ProcessExit { .. } | Record::End { .. });
+        let cut = encoder.bytes() >= BLOCK_BYTES || (flush_ns.is_some() && (old || closes));
+        if cut {
+            self.block_start_ns = None;
+        }
+        cut
     }
 }
 
@@ -57,7 +115,7 @@ fn in_microseconds(mut record: Record) -> Record {
     record
 }
 
-fn rewrite(path: &Path, out: &Path, microseconds: bool) {
+fn rewrite(path: &Path, out: &Path, options: &Options) {
     let mut reader = ProfileReader::open(path).expect("reading the profile");
     let header = reader.header().clone();
     let target = out.join(format!(
@@ -71,25 +129,36 @@ fn rewrite(path: &Path, out: &Path, microseconds: bool) {
     let mut encoder = BlockEncoder::default();
     let (mut records, mut events) = (0u64, 0u64);
     let mut encoding = std::time::Duration::ZERO;
+    let mut cutter = Cutter::default();
+    let mut block_records = Vec::new();
     for record in reader.by_ref() {
-        let record = match microseconds {
+        let record = match options.microseconds {
             true => in_microseconds(record),
             false => record,
         };
         records += 1;
         events += u64::from(is_event(&record));
-        writer.push(&record).expect("writing");
+        if !options.quick {
+            writer.push(&record).expect("writing");
+        }
         let started = Instant::now();
         encoder.push(&record).expect("encoding");
         encoding += started.elapsed();
         breakdown.count(&record);
-        if encoder.bytes() >= BLOCK_BYTES {
+        if options.verify {
+            block_records.push(record.clone());
+        }
+        if cutter.cut_after(&record, &encoder, options.flush_ns) {
             breakdown.add_block(&encoder);
             blocks.push(encoder.take());
+            verify(blocks.last().unwrap(), &mut block_records);
         }
     }
-    breakdown.add_block(&encoder);
-    blocks.push(encoder.take());
+    if !encoder.is_empty() {
+        breakdown.add_block(&encoder);
+        blocks.push(encoder.take());
+        verify(blocks.last().unwrap(), &mut block_records);
+    }
     writer.finish().expect("finishing");
     let before = std::fs::metadata(path).unwrap().len();
     let after = std::fs::metadata(&target).unwrap().len();
@@ -108,8 +177,61 @@ fn rewrite(path: &Path, out: &Path, microseconds: bool) {
         records as f64 / encoding.as_secs_f64() / 1e6,
         encoded as f64 / encoding.as_secs_f64() / 1e6
     );
-    compare(&blocks, events);
+    let started = Instant::now();
+    let framed: usize = blocks
+        .iter()
+        .filter(|block| !block.is_empty())
+        .map(|block| compress(block).unwrap().len() + FRAME_BYTES)
+        .sum();
+    println!(
+        "  {} blocks as the writer compresses them (deflate 6 by stream) with their frames: \
+         {framed} bytes, {:.3} B/event, {:.1} MB/s",
+        blocks.iter().filter(|block| !block.is_empty()).count(),
+        framed as f64 / events as f64,
+        encoded as f64 / started.elapsed().as_secs_f64() / 1e6
+    );
+    let apart: usize = blocks
+        .iter()
+        .filter(|block| !block.is_empty())
+        .map(|block| {
+            memsup::trace::codec::stream_parts(block)
+                .iter()
+                .map(|part| deflate(part, 6).len())
+                .sum::<usize>()
+                + FRAME_BYTES
+        })
+        .sum();
+    println!(
+        "  the same parts deflated each alone: {apart} bytes, {:.3} B/event",
+        apart as f64 / events as f64
+    );
+    if !options.quick {
+        compare(&blocks, events);
+    }
     breakdown.print(events);
+}
+
+/// Decodes `block` and checks it gives back `records` (when they were kept), then forgets them.
+fn verify(block: &[u8], records: &mut Vec<Record>) {
+    if records.is_empty() {
+        return;
+    }
+    let mut decoder =
+        BlockDecoder::new(block.to_vec(), records.len() as u32).expect("a block that decodes");
+    for (index, record) in records.iter().enumerate() {
+        let decoded = decoder.next_record().expect("a record that decodes");
+        assert_eq!(
+            decoded.as_ref(),
+            Some(record),
+            "record {index} of its block"
+        );
+    }
+    assert_eq!(
+        decoder.next_record(),
+        Ok(None),
+        "the block ends with its records"
+    );
+    records.clear();
 }
 
 /// Where the bytes go: each stream compressed on its own, block by block, and the records of
@@ -173,7 +295,8 @@ fn deflate(bytes: &[u8], level: u32) -> Vec<u8> {
     encoder.finish().unwrap()
 }
 
-/// Each compressor and level on the same blocks: bytes per event and MB/s of encoded input.
+/// Each compressor and level on the same blocks, whole (not stream by stream): bytes per
+/// event and MB/s of encoded input.
 fn compare(blocks: &[Vec<u8>], events: u64) {
     let encoded: usize = blocks.iter().map(Vec::len).sum();
     let report = |name: String, compress: &dyn Fn(&[u8]) -> Vec<u8>| {

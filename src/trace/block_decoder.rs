@@ -7,9 +7,11 @@ use crate::trace::codec::{
     KIND_STACK_NODE, KIND_STATUS, KIND_SYMBOL, MAX_BLOCK_THREADS, SAME_THREAD, SAMPLER_THREAD,
     STREAMS, TIME_FRACTION, TIME_UNIT_NS,
 };
-use crate::trace::format::{AllocFunction, Record};
+use crate::trace::format::{AllocFunction, Record, FORMAT_VERSION};
+use crate::trace::predict::{fresh_after, RECENT_STACKS};
+use crate::trace::recent::{RECENT_ALLOCATIONS, RECENT_ALLOCATIONS_V4};
 use crate::trace::stacks::StackId;
-use crate::trace::varint::Cursor;
+use crate::trace::varint::{unzigzag, Cursor};
 
 /// Walks an inflated block, one record per call; any inconsistency is an error, never a panic.
 pub struct BlockDecoder {
@@ -21,8 +23,14 @@ pub struct BlockDecoder {
 }
 
 impl BlockDecoder {
-    /// Checks the stream table against the block's length and its record count.
+    /// A block of the current format version; see `with_version`.
     pub fn new(data: Vec<u8>, records: u32) -> Result<BlockDecoder, String> {
+        BlockDecoder::with_version(data, records, FORMAT_VERSION)
+    }
+
+    /// Checks the stream table against the block's length and its record count; `version`
+    /// (3 or later) is the file's, whose rules the block follows.
+    pub fn with_version(data: Vec<u8>, records: u32, version: u32) -> Result<BlockDecoder, String> {
         let mut table = Cursor::new(&data);
         let mut lengths = [0usize; STREAMS];
         for length in &mut lengths {
@@ -45,10 +53,14 @@ impl BlockDecoder {
         if tags.1 - tags.0 != records as usize {
             return Err(format!("{records} records declared, not one tag each"));
         }
+        let state = BlockState {
+            version_3: version == 3,
+            ..BlockState::default()
+        };
         Ok(BlockDecoder {
             data,
             streams,
-            state: BlockState::default(),
+            state,
             remaining: records,
         })
     }
@@ -114,8 +126,8 @@ impl BlockDecoder {
         state.time_ns = time_ns;
         Ok(match kind {
             KIND_ALLOC => {
-                let function = self.function()?;
-                let size = self.size()?;
+                let stack = self.stack(thread)?;
+                let (function, size) = self.call(stack)?;
                 Record::Alloc {
                     time_ns,
                     pid,
@@ -123,7 +135,7 @@ impl BlockDecoder {
                     function,
                     address: self.allocated(thread, size)?,
                     size,
-                    stack: self.stack(thread)?,
+                    stack,
                 }
             }
             KIND_FREE => Record::Free {
@@ -133,8 +145,8 @@ impl BlockDecoder {
                 address: self.freed(thread)?,
             },
             KIND_REALLOC => {
-                let function = self.function()?;
-                let size = self.size()?;
+                let stack = self.stack(thread)?;
+                let (function, size) = self.call(stack)?;
                 Record::Realloc {
                     time_ns,
                     pid,
@@ -143,7 +155,7 @@ impl BlockDecoder {
                     old_address: self.freed(thread)?,
                     new_address: self.allocated(thread, size)?,
                     size,
-                    stack: self.stack(thread)?,
+                    stack,
                 }
             }
             _ => self.status_sample(time_ns, thread)?,
@@ -254,6 +266,14 @@ impl BlockDecoder {
         u32::try_from(self.unsigned(stream)?).map_err(|_| "an id past 32 bits".to_string())
     }
 
+    fn aligned(&mut self, stream: Stream) -> Result<i64, String> {
+        let mut cursor = self.cursor(stream);
+        let value = cursor.aligned()?;
+        let used = cursor.position();
+        self.advance(stream, used);
+        Ok(value)
+    }
+
     pub(super) fn signed(&mut self, stream: Stream) -> Result<i64, String> {
         let mut cursor = self.cursor(stream);
         let value = cursor.signed()?;
@@ -280,9 +300,32 @@ impl BlockDecoder {
         Ok(address)
     }
 
+    /// Version 4: an address stored against the thread's expected fresh chunk.
+    fn fresh_address(&mut self, thread: (u32, u32), size: u64) -> Result<u64, String> {
+        let delta = self.aligned(Stream::Addresses)?;
+        let state = self.state.threads.get_mut(&thread).unwrap();
+        let address = state.fresh.wrapping_add(delta as u64);
+        if address != 0 {
+            state.fresh = fresh_after(address, size);
+        }
+        Ok(address)
+    }
+
+    /// Version 4: a freed address stored against the thread's previous one.
+    fn freed_address(&mut self, thread: (u32, u32)) -> Result<u64, String> {
+        let delta = self.aligned(Stream::Addresses)?;
+        let state = self.state.threads.get_mut(&thread).unwrap();
+        let address = state.freed.wrapping_add(delta as u64);
+        if address != 0 {
+            state.freed = address;
+        }
+        Ok(address)
+    }
+
     fn allocated(&mut self, thread: (u32, u32), size: u64) -> Result<u64, String> {
         let address = match self.unsigned(Stream::Reuses)? {
-            0 => self.address(thread)?,
+            0 if self.state.version_3 => self.address(thread)?,
+            0 => self.fresh_address(thread, size)?,
             reuse => {
                 let rank = usize::try_from(reuse - 1).map_err(|_| "a rank past the list")?;
                 let address = self
@@ -296,8 +339,12 @@ impl BlockDecoder {
         };
         if address != 0 {
             self.state.reused.allocated(address, size);
+            let limit = match self.state.version_3 {
+                true => RECENT_ALLOCATIONS,
+                false => RECENT_ALLOCATIONS_V4,
+            };
             let state = self.state.threads.get_mut(&thread).unwrap();
-            state.recent.push(address);
+            state.recent.push_within(address, limit);
         }
         Ok(address)
     }
@@ -305,7 +352,10 @@ impl BlockDecoder {
     fn freed(&mut self, thread: (u32, u32)) -> Result<u64, String> {
         let rank = match self.unsigned(Stream::References)? {
             0 => {
-                let address = self.address(thread)?;
+                let address = match self.state.version_3 {
+                    true => self.address(thread)?,
+                    false => self.freed_address(thread)?,
+                };
                 if address != 0 {
                     self.state.reused.freed(thread, address);
                 }
@@ -323,7 +373,47 @@ impl BlockDecoder {
         Ok(address)
     }
 
-    fn size(&mut self) -> Result<u64, String> {
+    /// The allocator function and size of a call at `stack`.
+    fn call(&mut self, stack: StackId) -> Result<(AllocFunction, u64), String> {
+        if self.state.version_3 {
+            return Ok((self.function()?, self.size_version_3()?));
+        }
+        let predicted = self.state.predictions.call(stack);
+        let index = match self.byte(Stream::Values)? {
+            0 => {
+                predicted
+                    .ok_or("a call predicted at a stack without one")?
+                    .0
+            }
+            value => value - 1,
+        };
+        let function = AllocFunction::ALL
+            .get(usize::from(index))
+            .copied()
+            .ok_or_else(|| format!("unknown allocator function {index}"))?;
+        let size = match self.unsigned(Stream::Sizes)? {
+            0 => {
+                predicted
+                    .ok_or("a call predicted at a stack without one")?
+                    .1
+            }
+            1 => {
+                let size = self.unsigned(Stream::Sizes)?;
+                self.state.intern_size(size);
+                size
+            }
+            index => self
+                .state
+                .size_list
+                .get(index as usize - 2)
+                .copied()
+                .ok_or_else(|| format!("size {index} not in the block's table"))?,
+        };
+        self.state.predictions.called_at(stack, index, size);
+        Ok((function, size))
+    }
+
+    fn size_version_3(&mut self) -> Result<u64, String> {
         match self.unsigned(Stream::Sizes)? {
             0 => {
                 let size = self.unsigned(Stream::Sizes)?;
@@ -340,6 +430,31 @@ impl BlockDecoder {
     }
 
     fn stack(&mut self, thread: (u32, u32)) -> Result<StackId, String> {
+        if self.state.version_3 {
+            return self.stack_version_3(thread);
+        }
+        let previous = self.state.threads[&thread].stack;
+        let stack = match self.unsigned(Stream::Stacks)? {
+            rank if rank < RECENT_STACKS as u64 => {
+                self.state
+                    .predictions
+                    .stack_at(rank as usize)
+                    .ok_or("a stack rank past the block's recent stacks")?
+            }
+            value => {
+                let stack = i64::from(previous)
+                    .checked_add(unzigzag(value - RECENT_STACKS as u64))
+                    .and_then(|stack| StackId::try_from(stack).ok())
+                    .ok_or("a stack id out of range")?;
+                self.state.predictions.new_stack(stack);
+                stack
+            }
+        };
+        self.state.threads.get_mut(&thread).unwrap().stack = stack;
+        Ok(stack)
+    }
+
+    fn stack_version_3(&mut self, thread: (u32, u32)) -> Result<StackId, String> {
         let delta = self.signed(Stream::Stacks)?;
         let state = self.state.threads.get_mut(&thread).unwrap();
         let stack = i64::from(state.stack)

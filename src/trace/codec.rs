@@ -3,12 +3,16 @@
 //! A block's records are split into streams by kind of value, because each stream compresses
 //! far better alone than interleaved: the tags (one byte per record), the process and thread
 //! ids, times, addresses, sizes, stack ids, stack nodes, symbols, other numbers, and the rare
-//! records in bincode. Times (in whole microseconds, the nanoseconds past them apart),
-//! addresses and stack ids are stored as differences from the same thread's previous value in
-//! the block, sizes as an index into the block's table of sizes seen, a freed or allocated
-//! address as its rank among the thread's recent allocations or frees when it is one of them
-//! (`recent`), a symbol's strings by index after their first time (`symbol_codec`). All of
-//! that state starts empty in every block, so a block decodes without any block before it.
+//! records in bincode. Times (in whole microseconds, the nanoseconds past them apart) are
+//! stored as differences from the same thread's previous one; a freed or allocated address as
+//! its rank among the thread's recent allocations or frees when it is one of them (`recent`),
+//! else (format 4) in units of 16 against the thread's previous free, or against where its
+//! previous fresh chunk ended; a stack as its rank among the block's recent stacks, else as a
+//! difference; the allocator function and size as "the stack's last ones" when they are
+//! (`predict`), else by the block's table of sizes; a symbol's strings by index after their
+//! first time (`symbol_codec`). All of that state starts empty in every block, so a block
+//! decodes without any block before it. Blocks of format 3 (addresses, stacks and sizes
+//! without those predictions, 32 recent allocations) are still decoded by their rules.
 //!
 //! `block_decoder.rs` walks the streams back into records.
 //!
@@ -19,10 +23,11 @@ use std::collections::HashMap;
 use bincode::Options;
 
 use crate::trace::format::Record;
-use crate::trace::recent::{RecentAllocations, ReusedBlocks};
+use crate::trace::predict::{fresh_after, Predictions, RECENT_STACKS};
+use crate::trace::recent::{RecentAllocations, ReusedBlocks, RECENT_ALLOCATIONS_V4};
 use crate::trace::stacks::StackId;
 use crate::trace::symbol_codec::StringTable;
-use crate::trace::varint::{put_signed, put_unsigned};
+use crate::trace::varint::{put_aligned, put_signed, put_unsigned, zigzag};
 
 /// Distinct threads one block may hold; the writer starts a new block before passing it.
 pub const MAX_BLOCK_THREADS: usize = 4096;
@@ -40,6 +45,7 @@ pub(super) enum Stream {
     Times,
     /// The nanoseconds past the microsecond, for the times that have any.
     Fractions,
+    /// Differences of addresses not given by a rank (format 4: `varint::put_aligned`).
     Addresses,
     /// What a free releases: 1 + the rank of one of the thread's recent allocations, or 0
     /// when its address follows in `Addresses`.
@@ -47,11 +53,15 @@ pub(super) enum Stream {
     /// What an allocation reuses: 1 + the rank of a block of its rounded size the thread
     /// freed lately, or 0 when its address follows in `Addresses`.
     Reuses,
+    /// Format 4: 0 for the stack's last size, 1 and a size, or 2 + its index in the table.
     Sizes,
+    /// Format 4: the rank of a recent stack, or `RECENT_STACKS` + a zigzag difference.
     Stacks,
     /// A stack node's id and its parent's, as differences.
     NodeLinks,
     NodeAddresses,
+    /// Allocator functions (format 4: 0 for the stack's last one, else 1 + its index) and
+    /// the differences of status samples.
     Values,
     /// Numbers of symbol records: address differences, offsets, their frames' counts,
     /// flags, lines and columns.
@@ -106,9 +116,14 @@ pub(super) const SAMPLER_THREAD: u32 = u32::MAX;
 #[derive(Default, Clone, Copy)]
 pub(super) struct ThreadState {
     pub(super) time_ns: u64,
+    /// Version 3: the base of every address stored whole.
     pub(super) address: u64,
+    /// Version 4: where the next fresh allocation is expected, and the base of a free stored
+    /// by address (the previous one).
+    pub(super) fresh: u64,
+    pub(super) freed: u64,
     pub(super) stack: StackId,
-    pub(super) recent: RecentAllocations,
+    pub(super) recent: RecentAllocations<RECENT_ALLOCATIONS_V4>,
     /// For status samples: rss, anon, file, shmem, swap of the previous sample.
     pub(super) values: [u64; 5],
 }
@@ -126,6 +141,9 @@ pub(super) struct BlockState {
     pub(super) node_addresses: HashMap<StackId, u64>,
     pub(super) reused: ReusedBlocks,
     pub(super) strings: StringTable,
+    pub(super) predictions: Predictions,
+    /// A block of format version 3, decoded by its rules (the encoder writes the current one).
+    pub(super) version_3: bool,
 }
 
 impl BlockState {
@@ -152,6 +170,41 @@ impl BlockState {
         }
     }
 }
+
+/// The parts of an inflated block worth compressing apart: the stream table with the first
+/// stream, then each stream of at least `MIN_PART_BYTES` with the small ones after it. A
+/// block whose table does not parse is one part.
+pub fn stream_parts(inflated: &[u8]) -> Vec<&[u8]> {
+    let mut table = crate::trace::varint::Cursor::new(inflated);
+    let mut lengths = Vec::with_capacity(STREAMS);
+    for _ in 0..STREAMS {
+        match table
+            .unsigned()
+            .ok()
+            .and_then(|length| usize::try_from(length).ok())
+        {
+            Some(length) => lengths.push(length),
+            None => return vec![inflated],
+        }
+    }
+    let mut parts = Vec::new();
+    let (mut start, mut end) = (0, table.position());
+    for length in lengths {
+        if end - start >= MIN_PART_BYTES {
+            parts.push(&inflated[start..end]);
+            start = end;
+        }
+        end = end.saturating_add(length).min(inflated.len());
+    }
+    if start < inflated.len() || parts.is_empty() {
+        parts.push(&inflated[start..]);
+    }
+    parts
+}
+
+/// Streams shorter than this share a deflate block with the next: a block's own Huffman
+/// codes cost more than they save on a few bytes.
+const MIN_PART_BYTES: usize = 256;
 
 /// Builds one block's streams record by record.
 #[derive(Default)]
@@ -198,10 +251,9 @@ impl BlockEncoder {
                 stack,
             } => {
                 let thread = self.begin(KIND_ALLOC, pid, tid, time_ns);
-                self.put_byte(Stream::Values, function as u8);
-                self.put_allocated(thread, address, size);
-                self.put_size(size);
                 self.put_stack(thread, stack);
+                self.put_call(stack, function as u8, size);
+                self.put_allocated(thread, address, size);
             }
             Record::Free {
                 time_ns,
@@ -223,11 +275,10 @@ impl BlockEncoder {
                 stack,
             } => {
                 let thread = self.begin(KIND_REALLOC, pid, tid, time_ns);
-                self.put_byte(Stream::Values, function as u8);
+                self.put_stack(thread, stack);
+                self.put_call(stack, function as u8, size);
                 self.put_freed(thread, old_address);
                 self.put_allocated(thread, new_address, size);
-                self.put_size(size);
-                self.put_stack(thread, stack);
             }
             Record::StackNode {
                 pid,
@@ -311,25 +362,18 @@ impl BlockEncoder {
         thread
     }
 
-    fn put_address(&mut self, thread: (u32, u32), address: u64) {
-        let state = self.state.threads.get_mut(&thread).unwrap();
-        let delta = address.wrapping_sub(state.address) as i64;
-        if address != 0 {
-            state.address = address;
-        }
-        put_signed(self.stream(Stream::Addresses), delta);
-    }
-
     /// An allocated address: a lately freed block's rank, or the address itself.
     fn put_allocated(&mut self, thread: (u32, u32), address: u64, size: u64) {
         match self.state.reused.take_address(thread, size, address) {
-            Some(rank) => {
-                put_unsigned(self.stream(Stream::Reuses), rank as u64 + 1);
-                self.state.threads.get_mut(&thread).unwrap().address = address;
-            }
+            Some(rank) => put_unsigned(self.stream(Stream::Reuses), rank as u64 + 1),
             None => {
                 put_unsigned(self.stream(Stream::Reuses), 0);
-                self.put_address(thread, address);
+                let state = self.state.threads.get_mut(&thread).unwrap();
+                let delta = address.wrapping_sub(state.fresh) as i64;
+                if address != 0 {
+                    state.fresh = fresh_after(address, size);
+                }
+                put_aligned(self.stream(Stream::Addresses), delta);
             }
         }
         if address != 0 {
@@ -347,13 +391,14 @@ impl BlockEncoder {
             _ => state.recent.take_address(address),
         };
         match rank {
-            Some(rank) => {
-                state.address = address;
-                put_unsigned(self.stream(Stream::References), rank as u64 + 1);
-            }
+            Some(rank) => put_unsigned(self.stream(Stream::References), rank as u64 + 1),
             None => {
+                let delta = address.wrapping_sub(state.freed) as i64;
+                if address != 0 {
+                    state.freed = address;
+                }
                 put_unsigned(self.stream(Stream::References), 0);
-                self.put_address(thread, address);
+                put_aligned(self.stream(Stream::Addresses), delta);
             }
         }
         if address != 0 {
@@ -361,22 +406,40 @@ impl BlockEncoder {
         }
     }
 
-    fn put_size(&mut self, size: u64) {
+    /// The function (in `Values`: 0 for the one the stack called last, else 1 + its index)
+    /// and the size (0 for the one the stack asked last, else 1 and the size whole, or 2 + its
+    /// index in the block's table of sizes).
+    fn put_call(&mut self, stack: StackId, function: u8, size: u64) {
+        let predicted = self.state.predictions.call(stack);
+        self.state.predictions.called_at(stack, function, size);
+        match predicted {
+            Some((known, _)) if known == function => self.put_byte(Stream::Values, 0),
+            _ => self.put_byte(Stream::Values, function + 1),
+        }
+        if predicted.is_some_and(|(_, known)| known == size) {
+            return put_unsigned(self.stream(Stream::Sizes), 0);
+        }
         match self.state.sizes.get(&size) {
-            Some(&index) => put_unsigned(self.stream(Stream::Sizes), u64::from(index) + 1),
+            Some(&index) => put_unsigned(self.stream(Stream::Sizes), u64::from(index) + 2),
             None => {
-                put_unsigned(self.stream(Stream::Sizes), 0);
+                put_unsigned(self.stream(Stream::Sizes), 1);
                 put_unsigned(self.stream(Stream::Sizes), size);
                 self.state.intern_size(size);
             }
         }
     }
 
+    /// 0 for the stack that followed the thread's previous one last time, else 1 + the
+    /// zigzag difference from the thread's previous one.
     fn put_stack(&mut self, thread: (u32, u32), stack: StackId) {
         let state = self.state.threads.get_mut(&thread).unwrap();
-        let delta = i64::from(stack) - i64::from(state.stack);
+        let previous = state.stack;
         state.stack = stack;
-        put_signed(self.stream(Stream::Stacks), delta);
+        let value = match self.state.predictions.stack_rank(stack) {
+            Some(rank) => rank as u64,
+            None => zigzag(i64::from(stack) - i64::from(previous)) + RECENT_STACKS as u64,
+        };
+        put_unsigned(self.stream(Stream::Stacks), value);
     }
 
     fn push_stack_node(&mut self, pid: u32, id: StackId, parent: StackId, address: u64) {

@@ -1,8 +1,9 @@
 //! Every kind of record through a block and back, with values at their edges.
 
 use crate::trace::block_decoder::BlockDecoder;
-use crate::trace::codec::BlockEncoder;
+use crate::trace::codec::{stream_parts, BlockEncoder, STREAMS};
 use crate::trace::format::{AllocFunction, ExitKind, ProbeCounters, Record, SourceFrame};
+use crate::trace::frame::{compress, inflate};
 
 fn mixed_records() -> Vec<Record> {
     vec![
@@ -215,4 +216,57 @@ fn every_truncation_of_a_block_is_an_error_not_a_panic() {
             let _ = decode(flipped, count);
         }
     }
+}
+
+/// An inflated block whose streams have these lengths, each filled with bytes from `fill`.
+fn block_with_streams(lengths: [usize; STREAMS], fill: &mut dyn FnMut() -> u8) -> Vec<u8> {
+    let mut block = Vec::new();
+    for length in lengths {
+        crate::trace::varint::put_unsigned(&mut block, length as u64);
+    }
+    for length in lengths {
+        block.extend((0..length).map(|_| fill()));
+    }
+    block
+}
+
+#[test]
+fn streams_are_compressed_in_parts_of_at_least_256_bytes() {
+    let mut lengths = [0; STREAMS];
+    lengths[0] = 300;
+    lengths[2] = 100;
+    lengths[3] = 200;
+    lengths[5] = 1000;
+    let block = block_with_streams(lengths, &mut || 7);
+    let table = block.len() - 1600;
+    let parts: Vec<usize> = stream_parts(&block).iter().map(|part| part.len()).collect();
+    // The table with the first stream; the two small ones together; then the last.
+    assert_eq!(parts, [table + 300, 300, 1000]);
+    assert_eq!(
+        stream_parts(&[0x80]),
+        [&[0x80]],
+        "a table that does not parse: one part"
+    );
+}
+
+#[test]
+fn a_block_compressed_in_parts_inflates_whole_however_it_compresses() {
+    // Bytes that do not compress, more than one call's output room, and a stream of zeros.
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut random = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state as u8
+    };
+    let mut lengths = [0; STREAMS];
+    lengths[1] = 3 << 20;
+    lengths[4] = 1 << 20;
+    lengths[9] = 70_000;
+    let mut block = block_with_streams(lengths, &mut random);
+    let zeros_start = block.len() - 70_000;
+    block[zeros_start..].fill(0);
+    let payload = compress(&block).unwrap();
+    assert!(payload.len() > 4 << 20, "random bytes stay as large");
+    assert_eq!(inflate(&payload, block.len() as u32).unwrap(), block);
 }

@@ -12,13 +12,13 @@
 //! repeated or out of order. Every length is checked against a cap before anything is
 //! allocated for it.
 
-use std::io::{Read, Write};
+use std::io::Read;
 
 use bincode::Options;
 use flate2::read::DeflateDecoder;
-use flate2::write::DeflateEncoder;
-use flate2::{Compression, Crc};
+use flate2::{Compress, Compression, Crc, FlushCompress, Status};
 
+use crate::trace::codec::stream_parts;
 use crate::trace::format::{Header, FORMAT_VERSION, MAGIC};
 
 /// Magic and version, common to every format version.
@@ -137,11 +137,36 @@ pub fn crc32(parts: &[&[u8]]) -> u32 {
     crc.sum()
 }
 
-/// Compresses an inflated block.
+/// Compresses an inflated block, ending a deflate block with a full flush after each of its
+/// streams: each stream's values then get Huffman codes of their own and no matches into
+/// another stream, where one code for all of them made compiler profiles 6-8 % larger. It
+/// stays one deflate stream, inflated as before.
 pub fn compress(inflated: &[u8]) -> std::io::Result<Vec<u8>> {
-    let mut encoder = DeflateEncoder::new(Vec::new(), Compression::new(COMPRESSION_LEVEL));
-    encoder.write_all(inflated)?;
-    encoder.finish()
+    let mut compressor = Compress::new(Compression::new(COMPRESSION_LEVEL), false);
+    let mut payload = Vec::with_capacity(inflated.len() / 2 + 64);
+    let parts = stream_parts(inflated);
+    let last = parts.len() - 1;
+    for (index, part) in parts.into_iter().enumerate() {
+        let flush = match index == last {
+            true => FlushCompress::Finish,
+            false => FlushCompress::Full,
+        };
+        let start = compressor.total_in();
+        loop {
+            let consumed = (compressor.total_in() - start) as usize;
+            // Room for what is left of the part, however badly it compresses.
+            payload.reserve(part.len() - consumed + 64);
+            let status = compressor
+                .compress_vec(&part[consumed..], &mut payload, flush)
+                .map_err(std::io::Error::other)?;
+            let done = (compressor.total_in() - start) as usize == part.len()
+                && payload.len() < payload.capacity();
+            if status == Status::StreamEnd || (done && flush != FlushCompress::Finish) {
+                break;
+            }
+        }
+    }
+    Ok(payload)
 }
 
 /// Inflates a payload that must come to exactly `declared` bytes; never produces more.

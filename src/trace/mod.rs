@@ -10,6 +10,7 @@ pub mod dump;
 pub mod format;
 pub mod frame;
 pub mod output_file;
+mod predict;
 pub mod reader;
 pub mod reader_v2;
 mod recent;

@@ -16,6 +16,10 @@ use crate::trace::frame::{crc32, inflate, MAX_HEADER_BYTES, PREAMBLE_FIELDS_BYTE
 use crate::trace::reader_v2::{V2Blocks, OLDEST_READABLE_VERSION};
 use crate::trace::writer::encoding;
 
+/// The first version of framed blocks of streams (version 4 changed how some values in the
+/// streams are predicted, not the framing).
+const FIRST_FRAMED_VERSION: u32 = 3;
+
 /// A whole profile in memory.
 #[derive(Debug, Clone)]
 pub struct Profile {
@@ -89,7 +93,7 @@ impl ProfileReader {
         }
         let version = u32::from_le_bytes(start[MAGIC.len()..].try_into().unwrap());
         check_version(version, path)?;
-        let (header, blocks) = if version == FORMAT_VERSION {
+        let (header, blocks) = if version >= FIRST_FRAMED_VERSION {
             let (header, recording_id, blocks_start) = read_preamble(&mut file, &start, path)?;
             let finder = BlockFinder::new(file, blocks_start, recording_id).map_err(io_error)?;
             (header, Blocks::Version3(finder))
@@ -164,8 +168,9 @@ impl ProfileReader {
                     damage_before,
                 }) => {
                     self.damage.extend(damage_before);
-                    let decoder = inflate(&payload, frame.inflated_length)
-                        .and_then(|inflated| BlockDecoder::new(inflated, frame.records));
+                    let decoder = inflate(&payload, frame.inflated_length).and_then(|inflated| {
+                        BlockDecoder::with_version(inflated, frame.records, self.version)
+                    });
                     match decoder {
                         Ok(decoder) => {
                             self.current = Some(Current::Compact(Box::new(decoder)));
@@ -209,7 +214,7 @@ impl Iterator for ProfileReader {
                         "damaged: a block stops decoding: {reason}; its rest skipped"
                     ));
                     self.current = None;
-                    if self.version < FORMAT_VERSION {
+                    if self.version < FIRST_FRAMED_VERSION {
                         self.cut = true;
                         self.done = true;
                     }

@@ -5,19 +5,37 @@
 
 use std::collections::HashMap;
 
-/// Allocations remembered per thread; a free of an older one is stored by address.
+/// Allocations remembered per thread in version 3, and freed blocks per thread and size; a
+/// free of an older one is stored by address.
 pub const RECENT_ALLOCATIONS: usize = 32;
+/// Allocations remembered per thread from version 4: a compiler frees a third of its blocks
+/// more than 32 allocations later, many of them within 128.
+pub const RECENT_ALLOCATIONS_V4: usize = 128;
 
 /// Most recent last; a bounded list, so the oldest falls out when a new one comes.
-#[derive(Default, Clone, Copy)]
-pub struct RecentAllocations {
-    addresses: [u64; RECENT_ALLOCATIONS],
+#[derive(Clone, Copy)]
+pub struct RecentAllocations<const N: usize = RECENT_ALLOCATIONS> {
+    addresses: [u64; N],
     length: usize,
 }
 
-impl RecentAllocations {
+impl<const N: usize> Default for RecentAllocations<N> {
+    fn default() -> Self {
+        RecentAllocations {
+            addresses: [0; N],
+            length: 0,
+        }
+    }
+}
+
+impl<const N: usize> RecentAllocations<N> {
     pub fn push(&mut self, address: u64) {
-        if self.length == RECENT_ALLOCATIONS {
+        self.push_within(address, N);
+    }
+
+    /// Pushes, keeping at most `limit` (at most N) allocations.
+    pub fn push_within(&mut self, address: u64, limit: usize) {
+        if self.length >= limit.min(N) {
             self.addresses.copy_within(1.., 0);
             self.length -= 1;
         }
@@ -62,7 +80,7 @@ pub struct ReusedBlocks {
 /// The size glibc's malloc rounds a request to (16-byte chunks with an 8-byte header, 32 at
 /// least): blocks of one such size replace each other. Another allocator only changes how
 /// often the guess holds.
-fn rounded_size(size: u64) -> u64 {
+pub(super) fn rounded_size(size: u64) -> u64 {
     (size.saturating_add(8 + 15) & !15).max(32)
 }
 
@@ -98,7 +116,7 @@ mod tests {
 
     #[test]
     fn ranks_count_from_the_most_recent_and_taking_forgets() {
-        let mut recent = RecentAllocations::default();
+        let mut recent = RecentAllocations::<RECENT_ALLOCATIONS>::default();
         for address in [10, 20, 30, 40] {
             recent.push(address);
         }
@@ -113,13 +131,28 @@ mod tests {
 
     #[test]
     fn the_oldest_falls_out_when_the_list_is_full() {
-        let mut recent = RecentAllocations::default();
+        let mut recent = RecentAllocations::<RECENT_ALLOCATIONS>::default();
         for address in 1..=RECENT_ALLOCATIONS as u64 + 1 {
             recent.push(address);
         }
         assert_eq!(recent.take_address(1), None);
         assert_eq!(recent.take_address(2), Some(RECENT_ALLOCATIONS - 1));
         assert_eq!(recent.take_rank(RECENT_ALLOCATIONS - 2), Some(3));
+    }
+
+    #[test]
+    fn a_limit_below_the_capacity_keeps_as_many_as_version_3() {
+        let mut recent = RecentAllocations::<RECENT_ALLOCATIONS_V4>::default();
+        for address in 1..=RECENT_ALLOCATIONS as u64 + 1 {
+            recent.push_within(address, RECENT_ALLOCATIONS);
+        }
+        assert_eq!(recent.take_address(1), None);
+        assert_eq!(recent.take_address(2), Some(RECENT_ALLOCATIONS - 1));
+        for address in 100..100 + RECENT_ALLOCATIONS_V4 as u64 {
+            recent.push(address);
+        }
+        assert_eq!(recent.take_address(100), Some(RECENT_ALLOCATIONS_V4 - 1));
+        assert_eq!(recent.take_address(3), None, "fell out");
     }
 
     #[test]

@@ -6,6 +6,7 @@ use crate::trace::codec::{
 };
 use crate::trace::codec_tests::decode;
 use crate::trace::format::{AllocFunction, Record, SourceFrame};
+use crate::trace::predict::RECENT_STACKS;
 
 fn free(time_ns: u64, address: u64) -> Record {
     Record::Free {
@@ -83,11 +84,13 @@ fn a_free_of_a_recent_allocation_is_stored_as_its_rank() {
         .iter()
         .for_each(|record| encoder.push(record).unwrap());
     // 0x2000 is second most recent (rank 1), then 0x1000 too; freeing 0x1000 again and
-    // free(NULL) give their addresses: 0 from the last address and 0 - 0x1000.
+    // free(NULL) give their addresses against the previous free stored whole: 0x1000 - 0 and
+    // 0 - 0x1000, in units of 16 (zigzag, shifted: 0x400 and 0x3fe). The allocations are
+    // fresh: 0x1000 from 0, then each 0xfe0 past the 32-byte chunk before it (0x3f8).
     assert_eq!(stream(&encoder, Stream::References), [2, 2, 0, 0]);
     assert_eq!(
         stream(&encoder, Stream::Addresses),
-        [0x80, 0x40, 0x80, 0x40, 0x80, 0x40, 0, 0xff, 0x3f]
+        [0x80, 0x08, 0xf8, 0x07, 0xf8, 0x07, 0x80, 0x08, 0xfe, 0x07]
     );
     assert_eq!(decode(encoder.take(), 7).unwrap(), records);
 }
@@ -141,13 +144,13 @@ fn an_allocation_of_a_block_freed_lately_is_stored_as_its_rank() {
         .iter()
         .for_each(|record| encoder.push(record).unwrap());
     // 16, 20 and 24 bytes are one rounded size: 0x1000 was freed before 0x2000 (rank 1),
-    // then 0x2000 is the latest; nothing freed is at 0x3000.
+    // then 0x2000 is the latest; nothing freed is at 0x3000, stored 0xfe0 past where the
+    // last fresh chunk (0x2000, 32 bytes) ends.
     assert_eq!(stream(&encoder, Stream::Reuses), [0, 0, 2, 1, 0]);
     assert_eq!(stream(&encoder, Stream::References), [2, 1]);
-    let delta = [0x80, 0x40];
     assert_eq!(
         stream(&encoder, Stream::Addresses),
-        [delta, delta, delta].concat()
+        [0x80, 0x08, 0xf8, 0x07, 0xf8, 0x07]
     );
     assert_eq!(decode(encoder.take(), 7).unwrap(), records);
 }
@@ -160,9 +163,10 @@ fn a_reuse_of_a_block_the_thread_did_not_free_is_an_error() {
     streams[Stream::Tags as usize] = &tags;
     streams[Stream::Threads as usize] = &threads;
     streams[Stream::Times as usize] = &[0];
-    streams[Stream::Values as usize] = &[0];
-    streams[Stream::Sizes as usize] = &[0, 16];
-    streams[Stream::Stacks as usize] = &[0];
+    // malloc (1 + its index), 16 bytes stored whole, stack 0 as a difference (past the ranks).
+    streams[Stream::Values as usize] = &[1];
+    streams[Stream::Sizes as usize] = &[1, 16];
+    streams[Stream::Stacks as usize] = &[RECENT_STACKS as u8];
     streams[Stream::Reuses as usize] = &[1];
     let error = decode(block_of(streams), 1).unwrap_err();
     assert!(error.contains("did not free"), "{error}");
@@ -280,4 +284,61 @@ fn a_symbol_that_names_one_string_past_its_block_size_is_an_error() {
     assert_eq!(block.len(), 70);
     let error = decode(block, 1).unwrap_err();
     assert!(error.contains("outweigh its block"), "{error}");
+}
+
+#[test]
+fn a_call_site_s_function_and_size_and_the_recent_stacks_are_predicted() {
+    let call = |function, size, stack| Record::Alloc {
+        time_ns: 0,
+        pid: 3,
+        tid: 3,
+        function,
+        address: 0,
+        size,
+        stack,
+    };
+    let records = [
+        call(AllocFunction::Malloc, 40, 5),
+        call(AllocFunction::Calloc, 40, 7),
+        call(AllocFunction::Malloc, 40, 5),
+        call(AllocFunction::Malloc, 48, 5),
+    ];
+    let mut encoder = BlockEncoder::default();
+    records
+        .iter()
+        .for_each(|record| encoder.push(record).unwrap());
+    // New stacks as 64 + zigzag difference (5 from 0, then 7 from 5), then stack 5 as its
+    // rank among the recent ones: 1 behind 7, then 0.
+    assert_eq!(stream(&encoder, Stream::Stacks), [74, 68, 1, 0]);
+    // 1 + the function's index where the stack has no call yet, then 0: as predicted.
+    assert_eq!(stream(&encoder, Stream::Values), [1, 2, 0, 0]);
+    // 40 whole; at stack 7 the table's first size (2 + 0); as predicted; 48 whole.
+    assert_eq!(stream(&encoder, Stream::Sizes), [1, 40, 2, 0, 1, 48]);
+    assert_eq!(decode(encoder.take(), 4).unwrap(), records);
+}
+
+#[test]
+fn a_prediction_the_block_cannot_make_is_an_error() {
+    let tags = [KIND_ALLOC];
+    let threads = [3, 3];
+    let mut streams: [&[u8]; STREAMS] = [&[]; STREAMS];
+    streams[Stream::Tags as usize] = &tags;
+    streams[Stream::Threads as usize] = &threads;
+    streams[Stream::Times as usize] = &[0];
+    streams[Stream::Reuses as usize] = &[0];
+    streams[Stream::Addresses as usize] = &[0];
+    streams[Stream::Values as usize] = &[1];
+    streams[Stream::Sizes as usize] = &[1, 16];
+    streams[Stream::Stacks as usize] = &[0];
+    let error = decode(block_of(streams), 1).unwrap_err();
+    assert!(error.contains("stack rank past"), "{error}");
+    streams[Stream::Stacks as usize] = &[RECENT_STACKS as u8];
+    streams[Stream::Values as usize] = &[0];
+    let error = decode(block_of(streams), 1).unwrap_err();
+    assert!(
+        error.contains("a call predicted at a stack without one"),
+        "{error}"
+    );
+    streams[Stream::Values as usize] = &[1];
+    assert_eq!(decode(block_of(streams), 1).unwrap(), [malloc(0, 0)]);
 }

@@ -11,7 +11,30 @@ pub fn put_unsigned(out: &mut Vec<u8>, mut value: u64) {
 
 /// Zigzag: small magnitudes of either sign take few bytes.
 pub fn put_signed(out: &mut Vec<u8>, value: i64) {
-    put_unsigned(out, ((value << 1) ^ (value >> 63)) as u64);
+    put_unsigned(out, zigzag(value));
+}
+
+/// Heap addresses are 16-byte aligned: a difference of two in units of 16 (the low bit 0),
+/// anything else as 1 and then the difference whole.
+pub fn put_aligned(out: &mut Vec<u8>, value: i64) {
+    match value % ALIGNMENT {
+        0 => put_unsigned(out, zigzag(value / ALIGNMENT) << 1),
+        _ => {
+            put_unsigned(out, 1);
+            put_signed(out, value);
+        }
+    }
+}
+
+const ALIGNMENT: i64 = 16;
+
+/// A signed value as an unsigned one, small magnitudes first: 0, -1, 1, -2 ...
+pub fn zigzag(value: i64) -> u64 {
+    ((value << 1) ^ (value >> 63)) as u64
+}
+
+pub fn unzigzag(value: u64) -> i64 {
+    (value >> 1) as i64 ^ -((value & 1) as i64)
 }
 
 /// Reads from a slice; running past its end or a varint longer than 64 bits is an error.
@@ -55,9 +78,17 @@ impl<'a> Cursor<'a> {
         Err("an integer longer than 64 bits".to_string())
     }
 
+    /// A value written by `put_aligned`.
+    pub fn aligned(&mut self) -> Result<i64, String> {
+        match self.unsigned()? {
+            1 => self.signed(),
+            value if value & 1 == 0 => Ok(unzigzag(value >> 1).wrapping_mul(ALIGNMENT)),
+            value => Err(format!("an address difference tagged {value}")),
+        }
+    }
+
     pub fn signed(&mut self) -> Result<i64, String> {
-        let value = self.unsigned()?;
-        Ok((value >> 1) as i64 ^ -((value & 1) as i64))
+        Ok(unzigzag(self.unsigned()?))
     }
 }
 
@@ -85,6 +116,44 @@ mod tests {
         }
         assert_eq!(cursor.position(), bytes.len());
         assert!(cursor.byte().is_err());
+    }
+
+    #[test]
+    fn aligned_differences_take_fewer_bytes_and_others_round_trip() {
+        let values = [
+            0,
+            16,
+            -16,
+            0x7f0,
+            0x800,
+            24,
+            -8,
+            i64::MIN,
+            i64::MAX,
+            -(1 << 62),
+        ];
+        let mut bytes = Vec::new();
+        values
+            .iter()
+            .for_each(|&value| put_aligned(&mut bytes, value));
+        let mut cursor = Cursor::new(&bytes);
+        for value in values {
+            assert_eq!(cursor.aligned(), Ok(value));
+        }
+        assert_eq!(cursor.position(), bytes.len());
+        let mut bytes = Vec::new();
+        put_aligned(&mut bytes, 0x7f0);
+        assert_eq!(
+            bytes,
+            [0xfc, 0x03],
+            "127 units of 16: zigzag 254, shifted: 508"
+        );
+        put_aligned(&mut bytes, 24);
+        assert_eq!(bytes[2..], [1, 48], "unaligned: the marker, then zigzag 48");
+        assert!(
+            Cursor::new(&[3]).aligned().is_err(),
+            "an odd tag other than 1"
+        );
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! The profile file itself: a version-2 profile still reports, and `memsup dump` prints the
-//! record stream with damage marked where it is met.
+//! The profile file itself: version-2 and version-3 profiles still report, and `memsup dump`
+//! prints the record stream with damage marked where it is met.
 
 use std::path::{Path, PathBuf};
 
@@ -41,6 +41,38 @@ fn a_version_2_profile_still_reports() {
     assert_eq!(number(image, "/calls/realloc"), 11);
     assert_eq!(report["profile"]["truncated"], false);
     assert_eq!(report["profile"]["damage"], serde_json::json!([]));
+}
+
+/// Recorded by the last memsup that wrote version 3 (before the predictions of version 4),
+/// with `memsup run -f -o tests/data/v3_example.msup -- realloc_chain` (fixtures/realloc_chain.c,
+/// `gcc -O1 -fno-omit-frame-pointer -g`, glibc dynamic): the fixture's own numbers again.
+fn v3_example() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v3_example.msup")
+}
+
+#[test]
+fn a_version_3_profile_still_reports_and_dumps() {
+    let report = report_json(&v3_example());
+    let image = &processes(&report)[0];
+    assert_eq!(number(image, "/allocations"), 12);
+    assert_eq!(number(image, "/bytes_allocated"), 8410);
+    assert_eq!(number(image, "/peak_live_bytes"), 3200);
+    assert_eq!(number(image, "/live_bytes_at_exit"), 96);
+    assert_eq!(number(image, "/calls/realloc"), 11);
+    assert_eq!(report["profile"]["truncated"], false);
+    assert_eq!(report["profile"]["damage"], serde_json::json!([]));
+    let lines = dump_lines(&[], &v3_example());
+    assert_eq!(lines.len(), 152);
+    let count = |prefix: &str| lines.iter().filter(|line| line.starts_with(prefix)).count();
+    assert_eq!(
+        (count("Alloc "), count("Realloc "), count("End ")),
+        (2, 14, 1)
+    );
+    assert!(lines.contains(
+        &"Alloc { time_ns: 42590000, pid: 6909, tid: 6909, function: Malloc, \
+          address: 0x562c6c50e8f0, size: 64, stack: 57 }"
+            .to_string()
+    ));
 }
 
 #[test]
