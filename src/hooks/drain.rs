@@ -15,7 +15,8 @@ use super::inject::SharedArea;
 use super::layout::{Op, POLICY_DROP, POLICY_WAIT};
 use super::ring::{Area, Drainer, RawRecord};
 use crate::events::calls::{mapping_result, returned_call};
-use crate::events::{EventKind, EventSink, RawStack};
+use crate::events::heap::IntegerMap;
+use crate::events::{Event, EventKind, EventSink, RawStack};
 use crate::failure::lock;
 use crate::trace::format::{AllocFunction, HookCounters, MapCall};
 
@@ -50,7 +51,7 @@ struct Image {
     area: Arc<AreaHandle>,
     drainer: Drainer,
     /// Thread self pointer → thread id.
-    threads: HashMap<u64, u32>,
+    threads: IntegerMap<u64, u32>,
     /// Code from which an allocator call is another allocator call's inner call (hooked
     /// function bodies, hook pages): recorded once, by the outer call.
     internal: Vec<(u64, u64)>,
@@ -141,7 +142,7 @@ impl Drain {
         let image = Image {
             area: handle,
             drainer,
-            threads: HashMap::new(),
+            threads: IntegerMap::default(),
             internal: Vec::new(),
             counters: HookCounters::default(),
         };
@@ -197,9 +198,7 @@ impl Drain {
     pub fn flush(&self, pid: u32) {
         let mut images = lock(&self.shared.images);
         if let Some(image) = images.get_mut(&pid) {
-            let mut records = Vec::new();
-            image.drainer.drain(&image.area.area, rdtsc(), &mut records);
-            send_records(&self.shared, pid, image, &records);
+            drain_image(&self.shared, pid, image, false);
         }
     }
 
@@ -208,10 +207,7 @@ impl Drain {
     pub fn finish(&self, pid: u32) -> Option<HookCounters> {
         let mut images = lock(&self.shared.images);
         let mut image = images.remove(&pid)?;
-        let mut records = Vec::new();
-        image.drainer.drain(&image.area.area, rdtsc(), &mut records);
-        image.drainer.finish(&image.area.area, &mut records);
-        send_records(&self.shared, pid, &mut image, &records);
+        drain_image(&self.shared, pid, &mut image, true);
         let area = &image.area.area;
         image.counters.dropped = area.dropped();
         image.counters.full_waits = area.full_waits();
@@ -241,16 +237,13 @@ impl Drop for Drain {
 
 fn drain_loop(shared: &Shared) {
     let mut idle = Duration::from_micros(20);
-    let mut records = Vec::new();
     while !shared.stop.load(Ordering::Relaxed) {
         let mut read = 0;
         let mut waiting = Vec::new();
         {
             let mut images = lock(&shared.images);
             for (pid, image) in images.iter_mut() {
-                records.clear();
-                read += image.drainer.drain(&image.area.area, rdtsc(), &mut records);
-                send_records(shared, *pid, image, &records);
+                read += drain_image(shared, *pid, image, false);
                 let area = &image.area.area;
                 if area.rendezvous_asked() > area.rendezvous_done() {
                     waiting.push(*pid);
@@ -290,26 +283,96 @@ fn heartbeat_loop(shared: &Shared) {
     }
 }
 
-fn send_records(shared: &Shared, pid: u32, image: &mut Image, records: &[RawRecord]) {
-    for record in records {
-        image.counters.records += 1;
+/// Events the drain sends in one message at most: the interpret stage starts on the first
+/// while the drain converts the next.
+const EVENT_BATCH: usize = 1024;
+
+/// One pass over an image's rings (with `finish`, everything left, the image being over):
+/// its records go out as events, in the drainer's order, a batch at a time. Returns how many
+/// records were read.
+fn drain_image(shared: &Shared, pid: u32, image: &mut Image, finish: bool) -> usize {
+    let Image {
+        area,
+        drainer,
+        threads,
+        internal,
+        counters,
+    } = image;
+    let mut batcher = EventBatcher {
+        shared,
+        pid,
+        threads,
+        internal,
+        counters,
+        batch: Vec::new(),
+    };
+    let read = drainer.drain(&area.area, rdtsc(), &mut batcher);
+    if finish {
+        drainer.finish(&area.area, &mut batcher);
+    }
+    batcher.send();
+    read
+}
+
+/// Turns an image's records into events as the drainer releases them, and sends them
+/// `EVENT_BATCH` at a time (`EventSink::send_batch`: each keeps its record's time).
+struct EventBatcher<'a> {
+    shared: &'a Shared,
+    pid: u32,
+    threads: &'a IntegerMap<u64, u32>,
+    internal: &'a [(u64, u64)],
+    counters: &'a mut HookCounters,
+    batch: Vec<Event>,
+}
+
+impl Extend<RawRecord> for EventBatcher<'_> {
+    fn extend<T: IntoIterator<Item = RawRecord>>(&mut self, records: T) {
+        let mut records = records.into_iter();
+        while let Some(record) = records.next() {
+            if let Some(event) = self.event_of(&record) {
+                if self.batch.capacity() == 0 {
+                    let (coming, _) = records.size_hint();
+                    self.batch.reserve_exact((coming + 1).min(EVENT_BATCH));
+                }
+                self.batch.push(event);
+                if self.batch.len() >= EVENT_BATCH {
+                    self.send();
+                }
+            }
+        }
+    }
+}
+
+impl EventBatcher<'_> {
+    fn send(&mut self) {
+        self.shared.sink.send_batch(std::mem::take(&mut self.batch));
+    }
+
+    /// The event of one record, with its thread and time; None for an inner call.
+    fn event_of(&mut self, record: &RawRecord) -> Option<Event> {
+        self.counters.records += 1;
         // A mapping call made inside an allocator call is the program's as well (the int3
         // engine records it too); only allocator calls nest.
         if function_of(record.op).is_some()
-            && image
+            && self
                 .internal
                 .iter()
                 .any(|&(start, end)| (start..end).contains(&record.caller))
         {
-            image.counters.nested += 1;
-            continue;
+            self.counters.nested += 1;
+            return None;
         }
-        let Some(kind) = event_of(record, shared.caller_only) else {
-            continue;
-        };
-        let tid = image.threads.get(&record.thread).copied().unwrap_or(pid);
-        let time_ns = shared.clock.to_monotonic_ns(record.tsc);
-        shared.sink.send_at(time_ns, pid, tid, kind);
+        let kind = event_of(record, self.shared.caller_only)?;
+        Some(Event {
+            time_ns: self.shared.clock.to_monotonic_ns(record.tsc),
+            pid: self.pid,
+            tid: self
+                .threads
+                .get(&record.thread)
+                .copied()
+                .unwrap_or(self.pid),
+            kind,
+        })
     }
 }
 

@@ -16,7 +16,7 @@ const LD_SO: &str = "/lib64/ld-linux-x86-64.so.2";
 const PID: u32 = 7;
 const ORIGIN: u64 = 1_000_000;
 
-fn interpreter(output: Sender<Record>, watched: &Arc<Watched>) -> Interpreter {
+fn interpreter(output: Sender<RecordBatch>, watched: &Arc<Watched>) -> Interpreter {
     Interpreter::new(
         output,
         Shared {
@@ -45,7 +45,7 @@ fn interpret(events: Vec<(u64, EventKind)>, watched: &Arc<Watched>) -> Vec<Recor
         });
     }
     drop(stage);
-    receiver.try_iter().collect()
+    receiver.try_iter().flatten().collect()
 }
 
 fn start() -> EventKind {
@@ -207,7 +207,11 @@ fn record_times_are_truncated_to_the_time_unit() {
         });
     }
     drop(stage);
-    let times: Vec<u64> = receiver.try_iter().filter_map(|r| r.time_ns()).collect();
+    let times: Vec<u64> = receiver
+        .try_iter()
+        .flatten()
+        .filter_map(|r| r.time_ns())
+        .collect();
     assert_eq!(times, [5_000, 6_000, 6_000, 1_000_000]);
 }
 
