@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -73,7 +73,9 @@ struct Shared {
     rendezvous: Mutex<Vec<u32>>,
     waker: Mutex<Option<fn()>>,
     sink: EventSink,
-    clock: TscClock,
+    /// Calibrated by the drain thread as it starts, while the tracer launches or attaches
+    /// (15 ms); whoever needs it first waits for it.
+    clock: OnceLock<TscClock>,
     caller_only: bool,
 }
 
@@ -94,7 +96,7 @@ impl Drain {
             rendezvous: Mutex::new(Vec::new()),
             waker: Mutex::new(None),
             sink,
-            clock: TscClock::new(),
+            clock: OnceLock::new(),
             caller_only,
         });
         let drainer = Arc::clone(&shared);
@@ -120,7 +122,8 @@ impl Drain {
     pub fn register(&self, pid: u32, shared_area: SharedArea, ring_count: u64) {
         // SAFETY: the mapping lives in the handle as long as the view.
         let area = unsafe { Area::new(shared_area.local.pointer(), shared_area.local.len()) };
-        let ticks = |d: Duration| self.shared.clock.ticks(d);
+        let clock = self.shared.clock();
+        let ticks = |d: Duration| clock.ticks(d);
         let policy = match self.policy {
             RingFull::Wait => POLICY_WAIT,
             RingFull::Drop => POLICY_DROP,
@@ -235,7 +238,14 @@ impl Drop for Drain {
     }
 }
 
+impl Shared {
+    fn clock(&self) -> &TscClock {
+        self.clock.get_or_init(TscClock::new)
+    }
+}
+
 fn drain_loop(shared: &Shared) {
+    shared.clock();
     let mut idle = Duration::from_micros(20);
     while !shared.stop.load(Ordering::Relaxed) {
         let mut read = 0;
@@ -364,7 +374,7 @@ impl EventBatcher<'_> {
         }
         let kind = event_of(record, self.shared.caller_only)?;
         Some(Event {
-            time_ns: self.shared.clock.to_monotonic_ns(record.tsc),
+            time_ns: self.shared.clock().to_monotonic_ns(record.tsc),
             pid: self.pid,
             tid: self
                 .threads
