@@ -29,7 +29,7 @@ use crate::trace::stacks::{StackId, StackNode, EMPTY_STACK};
 use crate::trace::writer::RecordBatch;
 use requested_peaks::RequestedPeaks;
 use stacks::{Image, StackWalk};
-use symbolize::ImageSymbolizer;
+use symbolize::{DebugPreloader, ImageSymbolizer};
 
 pub use stacks::ModuleRange;
 
@@ -74,6 +74,7 @@ struct Interpreter {
     /// New highs of live requested bytes, passed on to the sampler.
     peaks: RequestedPeaks,
     symbolizer: ImageSymbolizer,
+    preloader: DebugPreloader,
     stats: Arc<LiveStats>,
     windows: Arc<CopyWindows>,
     watched: Arc<Watched>,
@@ -151,7 +152,8 @@ impl Interpreter {
             images: IntegerMap::default(),
             heaps: IntegerMap::default(),
             peaks: RequestedPeaks::new(Arc::clone(&shared.watched)),
-            symbolizer: ImageSymbolizer::new(shared.bars, shared.modules),
+            symbolizer: ImageSymbolizer::new(shared.bars, Arc::clone(&shared.modules)),
+            preloader: DebugPreloader::new(shared.modules),
             stats: shared.stats,
             windows: shared.windows,
             watched: shared.watched,
@@ -239,6 +241,16 @@ impl Interpreter {
     }
 
     fn write_new_nodes(&mut self, pid: u32) {
+        if self.new_nodes.is_empty() {
+            return;
+        }
+        if let Some(image) = self.images.get(&pid) {
+            for node in &self.new_nodes {
+                if let Some(&Some(module)) = image.addresses.get(&node.address) {
+                    self.preloader.request(&image.modules[module].0);
+                }
+            }
+        }
         self.pending
             .extend(self.new_nodes.drain(..).map(|node| Record::StackNode {
                 pid,

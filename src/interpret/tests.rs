@@ -398,3 +398,20 @@ fn a_walk_from_outside_every_module_is_truncated_and_not_reported() {
     windows.take(|_, _| reported = true);
     assert!(!reported);
 }
+
+/// The first stack address in a module has its debug information loaded on another thread
+/// while the program runs, once, from the one copy of the file the recording reads.
+#[test]
+fn a_module_in_the_stacks_has_its_debug_information_loaded_in_the_background() {
+    let store = Arc::new(ModuleStore::new());
+    let mut preloader = symbolize::DebugPreloader::new(Arc::clone(&store));
+    preloader.request(LIBC);
+    preloader.request(LIBC);
+    let file = store.get(LIBC).unwrap();
+    let deadline = Instant::now() + std::time::Duration::from_secs(20);
+    while !file.has_debug_info() && Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(file.has_debug_info(), "not loaded within 20 s");
+    assert_eq!(store.reads(LIBC), 1);
+}
