@@ -53,7 +53,7 @@ struct Image {
     /// Thread self pointer → thread id.
     threads: IntegerMap<u64, u32>,
     /// Code from which an allocator call is another allocator call's inner call (hooked
-    /// function bodies, hook pages): recorded once, by the outer call.
+    /// function bodies, hook pages): recorded once, by the outer call. Sorted, disjoint.
     internal: Vec<(u64, u64)>,
     counters: HookCounters,
 }
@@ -186,7 +186,7 @@ impl Drain {
     /// Calls from `[start, end)` are inner calls of another allocator call.
     pub fn add_internal_range(&self, pid: u32, start: u64, end: u64) {
         if let Some(image) = lock(&self.shared.images).get_mut(&pid) {
-            image.internal.push((start, end));
+            add_range(&mut image.internal, start, end);
         }
     }
 
@@ -363,12 +363,7 @@ impl EventBatcher<'_> {
         self.counters.records += 1;
         // A mapping call made inside an allocator call is the program's as well (the int3
         // engine records it too); only allocator calls nest.
-        if function_of(record.op).is_some()
-            && self
-                .internal
-                .iter()
-                .any(|&(start, end)| (start..end).contains(&record.caller))
-        {
+        if function_of(record.op).is_some() && in_ranges(self.internal, record.caller) {
             self.counters.nested += 1;
             return None;
         }
@@ -384,6 +379,30 @@ impl EventBatcher<'_> {
             kind,
         })
     }
+}
+
+/// Adds `[start, end)` to sorted, disjoint `ranges`, merging what it overlaps or touches.
+fn add_range(ranges: &mut Vec<(u64, u64)>, mut start: u64, mut end: u64) {
+    if start >= end {
+        return;
+    }
+    ranges.retain(|&(other_start, other_end)| {
+        let apart = other_end < start || end < other_start;
+        if !apart {
+            start = start.min(other_start);
+            end = end.max(other_end);
+        }
+        apart
+    });
+    let at = ranges.partition_point(|&(other_start, _)| other_start < start);
+    ranges.insert(at, (start, end));
+}
+
+/// Whether `address` lies in one of sorted, disjoint `ranges` (a binary search: every
+/// allocator record is checked).
+fn in_ranges(ranges: &[(u64, u64)], address: u64) -> bool {
+    let after = ranges.partition_point(|&(start, _)| start <= address);
+    after > 0 && address < ranges[after - 1].1
 }
 
 /// The event a hook's record reports.
@@ -458,4 +477,22 @@ pub fn op_of_map_call(call: MapCall) -> Op {
         .into_iter()
         .find(|op| map_call_of(*op) == Some(call))
         .expect("every mapping wrapper has an operation")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn internal_ranges_merge_and_hold_exactly_their_addresses() {
+        let mut ranges = Vec::new();
+        for (start, end) in [(50, 60), (10, 20), (30, 40), (18, 31), (70, 70), (60, 65)] {
+            add_range(&mut ranges, start, end);
+        }
+        assert_eq!(ranges, [(10, 40), (50, 65)]);
+        let inside: Vec<u64> = (0..80).filter(|&a| in_ranges(&ranges, a)).collect();
+        let expected: Vec<u64> = (10..40).chain(50..65).collect();
+        assert_eq!(inside, expected);
+        assert!(!in_ranges(&[], 5));
+    }
 }

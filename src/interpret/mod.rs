@@ -21,7 +21,7 @@ use crossbeam_channel::{Receiver, Sender};
 use indicatif::MultiProgress;
 
 use crate::events::heap::IntegerMap;
-use crate::events::heap::{heap_event, LiveHeap};
+use crate::events::heap::{heap_event, HeapCall, HeapEvent, LiveHeap};
 use crate::events::{CopiesInFlight, CopyWindows, Event, EventBatch, EventKind, RawStack, Watched};
 use crate::module::ModuleStore;
 use crate::trace::format::{Record, SnapshotReason, StartCause, UnwindCosts};
@@ -193,8 +193,46 @@ impl Interpreter {
             time_ns,
             pid,
             tid,
-            mut kind,
+            kind,
         } = event;
+        // Allocations and frees, millions a second from the hook engine: straight to their
+        // records, without the general path's moves of whole events and records.
+        match kind {
+            EventKind::Free { address } => {
+                let time_ns = self.record_time(time_ns);
+                let call = HeapCall::Free { address };
+                self.follow_heap(pid, time_ns, EMPTY_STACK, call);
+                self.pending.push(Record::Free {
+                    time_ns,
+                    pid,
+                    tid,
+                    address,
+                });
+            }
+            EventKind::Alloc {
+                function,
+                address,
+                size,
+                stack,
+            } => {
+                let time_ns = self.record_time(time_ns);
+                let stack = self.stack_id(pid, tid, stack);
+                self.follow_heap(pid, time_ns, stack, HeapCall::Alloc { address, size });
+                self.pending.push(Record::Alloc {
+                    time_ns,
+                    pid,
+                    tid,
+                    function,
+                    address,
+                    size,
+                    stack,
+                });
+            }
+            kind => self.take_other(time_ns, pid, tid, kind),
+        }
+    }
+
+    fn take_other(&mut self, time_ns: u64, pid: u32, tid: u32, mut kind: EventKind) {
         // A sample is recorded only within the lifetime the profile records for its process.
         if kind.is_sample() && !self.in_stream.contains(&pid) {
             return;
@@ -321,18 +359,28 @@ impl Interpreter {
     /// Live blocks and snapshot requests, as the record changes them.
     fn follow(&mut self, record: &Record) {
         if let Some((pid, _, event)) = heap_event(record) {
-            let outcome = self.heaps.entry(pid).or_default().apply(event);
-            // Released first, so a block handed out again at its own address is no new high.
-            for block in [outcome.replaced, outcome.released].into_iter().flatten() {
-                self.peaks.remove(pid, block.size);
-                self.live_bytes_change -= block.size as i64;
-            }
-            if let Some(block) = outcome.created {
-                self.peaks.add(pid, block.size);
-                self.live_bytes_change += block.size as i64;
-            }
+            self.follow_heap(pid, event.time_ns, event.stack, event.call);
         } else if let Record::Exec { pid, .. } = *record {
             self.request_exec_snapshot(pid);
+        }
+    }
+
+    /// Live blocks and peaks, as an allocator call changes them.
+    fn follow_heap(&mut self, pid: u32, time_ns: u64, stack: StackId, call: HeapCall) {
+        let event = HeapEvent {
+            time_ns,
+            stack,
+            call,
+        };
+        let outcome = self.heaps.entry(pid).or_default().apply(event);
+        // Released first, so a block handed out again at its own address is no new high.
+        for block in [outcome.replaced, outcome.released].into_iter().flatten() {
+            self.peaks.remove(pid, block.size);
+            self.live_bytes_change -= block.size as i64;
+        }
+        if let Some(block) = outcome.created {
+            self.peaks.add(pid, block.size);
+            self.live_bytes_change += block.size as i64;
         }
     }
 
