@@ -165,9 +165,19 @@ impl EventSink {
             event.time_ns = event.time_ns.min(now);
             self.follow_processes_before(event.pid, &event.kind);
         }
+        // A process started in the batch joins the watched set after it is queued, unless
+        // the batch also ends it.
+        let exits_later = |index: usize, pid: u32| {
+            events[index + 1..].iter().any(|later| {
+                later.pid == pid && matches!(later.kind, EventKind::ProcessExit { .. })
+            })
+        };
         let started: Vec<_> = events
             .iter()
-            .filter_map(|event| Some((event.pid, started_cause(&event.kind)?)))
+            .enumerate()
+            .filter_map(|(index, event)| Some((index, event.pid, started_cause(&event.kind)?)))
+            .filter(|&(index, pid, _)| !exits_later(index, pid))
+            .map(|(_, pid, cause)| (pid, cause))
             .collect();
         self.queue(&sender, events);
         for (pid, cause) in started {

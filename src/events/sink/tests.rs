@@ -192,3 +192,43 @@ fn a_batch_waits_behind_the_events_in_flight() {
     assert_eq!(receiver.recv().unwrap().len(), 1);
     assert_eq!((copies.events_in_flight(), sink.stalls()), (1, 1));
 }
+
+/// A batch follows starts and exits as single sends do: a process started and ended in one
+/// batch is not left watched.
+#[test]
+fn a_batch_keeps_the_watched_set_as_single_sends_would() {
+    use crate::trace::format::{ExitKind, StartCause};
+    let (sender, _receiver) = crossbeam_channel::unbounded();
+    let watched = Arc::new(Watched::default());
+    let sink = EventSink::new(
+        sender,
+        0,
+        Arc::default(),
+        Arc::default(),
+        Arc::clone(&watched),
+    );
+    let event = |pid, kind| Event {
+        time_ns: 1,
+        pid,
+        tid: pid,
+        kind,
+    };
+    let start = |pid| {
+        let kind = EventKind::ProcessStart {
+            parent_pid: None,
+            cause: StartCause::Launch,
+        };
+        event(pid, kind)
+    };
+    let exit = |pid| {
+        let kind = EventKind::ProcessExit {
+            status: ExitKind::Code(0),
+            counters: Default::default(),
+        };
+        event(pid, kind)
+    };
+    sink.send_batch(vec![start(7), exit(7), start(8)]);
+    assert!(!watched.contains(7) && watched.contains(8));
+    sink.send_batch(vec![exit(8), start(8)]);
+    assert!(watched.contains(8), "a start after the exit in the batch");
+}
