@@ -10,7 +10,7 @@ pub mod sink;
 pub mod stack;
 pub mod watched;
 
-pub use sink::{monotonic_ns, CopiesInFlight, EventSink};
+pub use sink::{monotonic_ns, CopiesInFlight, EventBatch, EventSink};
 pub use stack::{CopyWindows, RawStack, StackCopy};
 pub use watched::Watched;
 

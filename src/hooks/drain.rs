@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -15,7 +15,8 @@ use super::inject::SharedArea;
 use super::layout::{Op, POLICY_DROP, POLICY_WAIT};
 use super::ring::{Area, Drainer, RawRecord};
 use crate::events::calls::{mapping_result, returned_call};
-use crate::events::{EventKind, EventSink, RawStack};
+use crate::events::heap::IntegerMap;
+use crate::events::{Event, EventKind, EventSink, RawStack};
 use crate::failure::lock;
 use crate::trace::format::{AllocFunction, HookCounters, MapCall};
 
@@ -50,9 +51,9 @@ struct Image {
     area: Arc<AreaHandle>,
     drainer: Drainer,
     /// Thread self pointer → thread id.
-    threads: HashMap<u64, u32>,
+    threads: IntegerMap<u64, u32>,
     /// Code from which an allocator call is another allocator call's inner call (hooked
-    /// function bodies, hook pages): recorded once, by the outer call.
+    /// function bodies, hook pages): recorded once, by the outer call. Sorted, disjoint.
     internal: Vec<(u64, u64)>,
     counters: HookCounters,
 }
@@ -72,7 +73,9 @@ struct Shared {
     rendezvous: Mutex<Vec<u32>>,
     waker: Mutex<Option<fn()>>,
     sink: EventSink,
-    clock: TscClock,
+    /// Calibrated by the drain thread as it starts, while the tracer launches or attaches
+    /// (15 ms); whoever needs it first waits for it.
+    clock: OnceLock<TscClock>,
     caller_only: bool,
 }
 
@@ -93,7 +96,7 @@ impl Drain {
             rendezvous: Mutex::new(Vec::new()),
             waker: Mutex::new(None),
             sink,
-            clock: TscClock::new(),
+            clock: OnceLock::new(),
             caller_only,
         });
         let drainer = Arc::clone(&shared);
@@ -119,7 +122,8 @@ impl Drain {
     pub fn register(&self, pid: u32, shared_area: SharedArea, ring_count: u64) {
         // SAFETY: the mapping lives in the handle as long as the view.
         let area = unsafe { Area::new(shared_area.local.pointer(), shared_area.local.len()) };
-        let ticks = |d: Duration| self.shared.clock.ticks(d);
+        let clock = self.shared.clock();
+        let ticks = |d: Duration| clock.ticks(d);
         let policy = match self.policy {
             RingFull::Wait => POLICY_WAIT,
             RingFull::Drop => POLICY_DROP,
@@ -141,7 +145,7 @@ impl Drain {
         let image = Image {
             area: handle,
             drainer,
-            threads: HashMap::new(),
+            threads: IntegerMap::default(),
             internal: Vec::new(),
             counters: HookCounters::default(),
         };
@@ -182,7 +186,7 @@ impl Drain {
     /// Calls from `[start, end)` are inner calls of another allocator call.
     pub fn add_internal_range(&self, pid: u32, start: u64, end: u64) {
         if let Some(image) = lock(&self.shared.images).get_mut(&pid) {
-            image.internal.push((start, end));
+            add_range(&mut image.internal, start, end);
         }
     }
 
@@ -197,9 +201,7 @@ impl Drain {
     pub fn flush(&self, pid: u32) {
         let mut images = lock(&self.shared.images);
         if let Some(image) = images.get_mut(&pid) {
-            let mut records = Vec::new();
-            image.drainer.drain(&image.area.area, rdtsc(), &mut records);
-            send_records(&self.shared, pid, image, &records);
+            drain_image(&self.shared, pid, image, false);
         }
     }
 
@@ -208,10 +210,7 @@ impl Drain {
     pub fn finish(&self, pid: u32) -> Option<HookCounters> {
         let mut images = lock(&self.shared.images);
         let mut image = images.remove(&pid)?;
-        let mut records = Vec::new();
-        image.drainer.drain(&image.area.area, rdtsc(), &mut records);
-        image.drainer.finish(&image.area.area, &mut records);
-        send_records(&self.shared, pid, &mut image, &records);
+        drain_image(&self.shared, pid, &mut image, true);
         let area = &image.area.area;
         image.counters.dropped = area.dropped();
         image.counters.full_waits = area.full_waits();
@@ -239,18 +238,22 @@ impl Drop for Drain {
     }
 }
 
+impl Shared {
+    fn clock(&self) -> &TscClock {
+        self.clock.get_or_init(TscClock::new)
+    }
+}
+
 fn drain_loop(shared: &Shared) {
+    shared.clock();
     let mut idle = Duration::from_micros(20);
-    let mut records = Vec::new();
     while !shared.stop.load(Ordering::Relaxed) {
         let mut read = 0;
         let mut waiting = Vec::new();
         {
             let mut images = lock(&shared.images);
             for (pid, image) in images.iter_mut() {
-                records.clear();
-                read += image.drainer.drain(&image.area.area, rdtsc(), &mut records);
-                send_records(shared, *pid, image, &records);
+                read += drain_image(shared, *pid, image, false);
                 let area = &image.area.area;
                 if area.rendezvous_asked() > area.rendezvous_done() {
                     waiting.push(*pid);
@@ -290,27 +293,116 @@ fn heartbeat_loop(shared: &Shared) {
     }
 }
 
-fn send_records(shared: &Shared, pid: u32, image: &mut Image, records: &[RawRecord]) {
-    for record in records {
-        image.counters.records += 1;
+/// Events the drain sends in one message at most: the interpret stage starts on the first
+/// while the drain converts the next.
+const EVENT_BATCH: usize = 1024;
+
+/// One pass over an image's rings (with `finish`, everything left, the image being over):
+/// its records go out as events, in the drainer's order, a batch at a time. Returns how many
+/// records were read.
+fn drain_image(shared: &Shared, pid: u32, image: &mut Image, finish: bool) -> usize {
+    let Image {
+        area,
+        drainer,
+        threads,
+        internal,
+        counters,
+    } = image;
+    let mut batcher = EventBatcher {
+        shared,
+        pid,
+        threads,
+        internal,
+        counters,
+        batch: Vec::new(),
+    };
+    let read = drainer.drain(&area.area, rdtsc(), &mut batcher);
+    if finish {
+        drainer.finish(&area.area, &mut batcher);
+    }
+    batcher.send();
+    read
+}
+
+/// Turns an image's records into events as the drainer releases them, and sends them
+/// `EVENT_BATCH` at a time (`EventSink::send_batch`: each keeps its record's time).
+struct EventBatcher<'a> {
+    shared: &'a Shared,
+    pid: u32,
+    threads: &'a IntegerMap<u64, u32>,
+    internal: &'a [(u64, u64)],
+    counters: &'a mut HookCounters,
+    batch: Vec<Event>,
+}
+
+impl Extend<RawRecord> for EventBatcher<'_> {
+    fn extend<T: IntoIterator<Item = RawRecord>>(&mut self, records: T) {
+        let mut records = records.into_iter();
+        while let Some(record) = records.next() {
+            if let Some(event) = self.event_of(&record) {
+                if self.batch.capacity() == 0 {
+                    let (coming, _) = records.size_hint();
+                    self.batch.reserve_exact((coming + 1).min(EVENT_BATCH));
+                }
+                self.batch.push(event);
+                if self.batch.len() >= EVENT_BATCH {
+                    self.send();
+                }
+            }
+        }
+    }
+}
+
+impl EventBatcher<'_> {
+    fn send(&mut self) {
+        self.shared.sink.send_batch(std::mem::take(&mut self.batch));
+    }
+
+    /// The event of one record, with its thread and time; None for an inner call.
+    fn event_of(&mut self, record: &RawRecord) -> Option<Event> {
+        self.counters.records += 1;
         // A mapping call made inside an allocator call is the program's as well (the int3
         // engine records it too); only allocator calls nest.
-        if function_of(record.op).is_some()
-            && image
-                .internal
-                .iter()
-                .any(|&(start, end)| (start..end).contains(&record.caller))
-        {
-            image.counters.nested += 1;
-            continue;
+        if function_of(record.op).is_some() && in_ranges(self.internal, record.caller) {
+            self.counters.nested += 1;
+            return None;
         }
-        let Some(kind) = event_of(record, shared.caller_only) else {
-            continue;
-        };
-        let tid = image.threads.get(&record.thread).copied().unwrap_or(pid);
-        let time_ns = shared.clock.to_monotonic_ns(record.tsc);
-        shared.sink.send_at(time_ns, pid, tid, kind);
+        let kind = event_of(record, self.shared.caller_only)?;
+        Some(Event {
+            time_ns: self.shared.clock().to_monotonic_ns(record.tsc),
+            pid: self.pid,
+            tid: self
+                .threads
+                .get(&record.thread)
+                .copied()
+                .unwrap_or(self.pid),
+            kind,
+        })
     }
+}
+
+/// Adds `[start, end)` to sorted, disjoint `ranges`, merging what it overlaps or touches.
+fn add_range(ranges: &mut Vec<(u64, u64)>, mut start: u64, mut end: u64) {
+    if start >= end {
+        return;
+    }
+    ranges.retain(|&(other_start, other_end)| {
+        let apart = other_end < start || end < other_start;
+        if !apart {
+            start = start.min(other_start);
+            end = end.max(other_end);
+        }
+        apart
+    });
+    let at = ranges.partition_point(|&(other_start, _)| other_start < start);
+    ranges.insert(at, (start, end));
+}
+
+/// Whether `address` lies in one of sorted, disjoint `ranges` (a binary search: every
+/// allocator record is checked).
+fn in_ranges(ranges: &[(u64, u64)], address: u64) -> bool {
+    let after = ranges.partition_point(|&(start, _)| start <= address);
+    after > 0 && address < ranges[after - 1].1
 }
 
 /// The event a hook's record reports.
@@ -385,4 +477,22 @@ pub fn op_of_map_call(call: MapCall) -> Op {
         .into_iter()
         .find(|op| map_call_of(*op) == Some(call))
         .expect("every mapping wrapper has an operation")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn internal_ranges_merge_and_hold_exactly_their_addresses() {
+        let mut ranges = Vec::new();
+        for (start, end) in [(50, 60), (10, 20), (30, 40), (18, 31), (70, 70), (60, 65)] {
+            add_range(&mut ranges, start, end);
+        }
+        assert_eq!(ranges, [(10, 40), (50, 65)]);
+        let inside: Vec<u64> = (0..80).filter(|&a| in_ranges(&ranges, a)).collect();
+        let expected: Vec<u64> = (10..40).chain(50..65).collect();
+        assert_eq!(inside, expected);
+        assert!(!in_ranges(&[], 5));
+    }
 }

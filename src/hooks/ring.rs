@@ -267,7 +267,7 @@ impl Drainer {
     /// released only below the previous pass's `now` and `now` less the grace: a claim
     /// stalled longer than both is released out of order and counted (`late`).
     /// Returns how many were read.
-    pub fn drain(&mut self, area: &Area, now: u64, out: &mut Vec<RawRecord>) -> usize {
+    pub fn drain(&mut self, area: &Area, now: u64, out: &mut impl Extend<RawRecord>) -> usize {
         let mut cutoff = self.previous_now.min(now.saturating_sub(self.grace_ticks));
         self.previous_now = now;
         let mut read = 0;
@@ -285,28 +285,46 @@ impl Drainer {
 
     /// The process is gone or stopped for good: releases everything, skipping claimed
     /// slots never published (counted as torn).
-    pub fn finish(&mut self, area: &Area, out: &mut Vec<RawRecord>) {
+    pub fn finish(&mut self, area: &Area, out: &mut impl Extend<RawRecord>) {
         for index in 0..self.cursors.len() {
             self.read_ring(area, index, true);
         }
         self.release_below(u64::MAX, out);
     }
 
-    /// Merges the rings' held records below `cutoff` into `out`, oldest first.
-    fn release_below(&mut self, cutoff: u64, out: &mut Vec<RawRecord>) {
+    /// Merges the rings' held records below `cutoff` into `out`, oldest first (by TSC, then
+    /// ring). The ring with the oldest front gives a run of records at a time, up to the
+    /// oldest front of the others.
+    fn release_below(&mut self, cutoff: u64, out: &mut impl Extend<RawRecord>) {
+        let releasable = |tsc: u64| tsc < cutoff || cutoff == u64::MAX;
         loop {
-            let oldest = self
+            let mut fronts = self
                 .held
                 .iter()
                 .enumerate()
-                .filter_map(|(ring, queue)| Some((queue.front()?.tsc, ring)))
-                .min();
-            match oldest {
-                Some((tsc, ring)) if tsc < cutoff || cutoff == u64::MAX => {
-                    out.extend(self.held[ring].pop_front());
+                .filter_map(|(ring, queue)| Some((queue.front()?.tsc, ring)));
+            let Some(mut oldest) = fronts.next() else {
+                return;
+            };
+            let mut next = (u64::MAX, usize::MAX);
+            for front in fronts {
+                if front < oldest {
+                    next = oldest;
+                    oldest = front;
+                } else {
+                    next = next.min(front);
                 }
-                _ => return,
             }
+            let ring = oldest.1;
+            let queue = &mut self.held[ring];
+            let run = queue
+                .iter()
+                .take_while(|record| releasable(record.tsc) && (record.tsc, ring) < next)
+                .count();
+            if run == 0 {
+                return;
+            }
+            out.extend(queue.drain(..run));
         }
     }
 

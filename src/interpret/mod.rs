@@ -11,7 +11,7 @@ mod requested_peaks;
 mod stacks;
 mod symbolize;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -20,14 +20,16 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, Sender};
 use indicatif::MultiProgress;
 
-use crate::events::heap::{heap_event, LiveHeap};
-use crate::events::{CopiesInFlight, CopyWindows, Event, EventKind, RawStack, Watched};
+use crate::events::heap::IntegerMap;
+use crate::events::heap::{heap_event, HeapCall, HeapEvent, LiveHeap};
+use crate::events::{CopiesInFlight, CopyWindows, Event, EventBatch, EventKind, RawStack, Watched};
 use crate::module::ModuleStore;
 use crate::trace::format::{Record, SnapshotReason, StartCause, UnwindCosts};
 use crate::trace::stacks::{StackId, StackNode, EMPTY_STACK};
+use crate::trace::writer::RecordBatch;
 use requested_peaks::RequestedPeaks;
 use stacks::{Image, StackWalk};
-use symbolize::ImageSymbolizer;
+use symbolize::{DebugPreloader, ImageSymbolizer};
 
 pub use stacks::ModuleRange;
 
@@ -54,15 +56,25 @@ pub struct Shared {
     pub time_unit_ns: u64,
 }
 
+/// Records passed on to the writer in one message at most; fewer when the input runs dry.
+const RECORD_BATCH: usize = 4096;
+
 struct Interpreter {
-    output: Sender<Record>,
+    output: Sender<RecordBatch>,
+    /// Records not yet passed on to the writer.
+    pending: RecordBatch,
+    /// A record the writer writes at once (a process exit, the end) is pending.
+    pending_urgent: bool,
+    /// Change of the live bytes not yet added to `stats` (once per batch, not per event).
+    live_bytes_change: i64,
     files: Arc<ModuleStore>,
-    images: HashMap<u32, Image>,
+    images: IntegerMap<u32, Image>,
     /// Live blocks of each process: address -> size.
-    heaps: HashMap<u32, LiveHeap>,
+    heaps: IntegerMap<u32, LiveHeap>,
     /// New highs of live requested bytes, passed on to the sampler.
     peaks: RequestedPeaks,
     symbolizer: ImageSymbolizer,
+    preloader: DebugPreloader,
     stats: Arc<LiveStats>,
     windows: Arc<CopyWindows>,
     watched: Arc<Watched>,
@@ -78,7 +90,11 @@ struct Interpreter {
     costs: UnwindCosts,
 }
 
-pub fn spawn(input: Receiver<Event>, output: Sender<Record>, shared: Shared) -> JoinHandle<()> {
+pub fn spawn(
+    input: Receiver<EventBatch>,
+    output: Sender<RecordBatch>,
+    shared: Shared,
+) -> JoinHandle<()> {
     std::thread::Builder::new()
         .name("memsup-interpret".into())
         .spawn(move || {
@@ -86,10 +102,25 @@ pub fn spawn(input: Receiver<Event>, output: Sender<Record>, shared: Shared) -> 
             // Sources waiting for copies to be released stop waiting if this thread dies.
             let _closed = CloseOnDrop(Arc::clone(&copies));
             let mut interpreter = Interpreter::new(output, shared);
-            for event in input {
-                let bytes = event.kind.stack().map_or(0, RawStack::copy_bytes);
-                interpreter.take(event);
-                copies.release(bytes);
+            for batch in &input {
+                let count = batch.len() as u64;
+                interpreter.stats.events.fetch_add(count, Ordering::Relaxed);
+                for event in batch {
+                    let bytes = event.kind.stack().map_or(0, RawStack::copy_bytes);
+                    interpreter.take(event);
+                    // The counter's line is the sources' too: touched only for a copy.
+                    if bytes > 0 {
+                        copies.release(bytes);
+                    }
+                }
+                copies.release_events(count);
+                // Batches while events keep coming; at once when the input runs dry.
+                if input.is_empty()
+                    || interpreter.pending_urgent
+                    || interpreter.pending.len() >= RECORD_BATCH
+                {
+                    interpreter.pass_on();
+                }
             }
             interpreter.symbolize_all();
         })
@@ -104,15 +135,25 @@ impl Drop for CloseOnDrop {
     }
 }
 
+impl Drop for Interpreter {
+    fn drop(&mut self) {
+        self.pass_on();
+    }
+}
+
 impl Interpreter {
-    fn new(output: Sender<Record>, shared: Shared) -> Interpreter {
+    fn new(output: Sender<RecordBatch>, shared: Shared) -> Interpreter {
         Interpreter {
             output,
+            pending: Vec::new(),
+            pending_urgent: false,
+            live_bytes_change: 0,
             files: Arc::clone(&shared.modules),
-            images: HashMap::new(),
-            heaps: HashMap::new(),
+            images: IntegerMap::default(),
+            heaps: IntegerMap::default(),
             peaks: RequestedPeaks::new(Arc::clone(&shared.watched)),
-            symbolizer: ImageSymbolizer::new(shared.bars, shared.modules),
+            symbolizer: ImageSymbolizer::new(shared.bars, Arc::clone(&shared.modules)),
+            preloader: DebugPreloader::new(shared.modules),
             stats: shared.stats,
             windows: shared.windows,
             watched: shared.watched,
@@ -126,14 +167,72 @@ impl Interpreter {
         }
     }
 
+    /// Queues a record for the writer.
+    fn emit(&mut self, record: Record) {
+        if matches!(record, Record::ProcessExit { .. } | Record::End { .. }) {
+            self.pending_urgent = true;
+        }
+        self.pending.push(record);
+    }
+
+    /// Sends the queued records to the writer as one message.
+    fn pass_on(&mut self) {
+        if !self.pending.is_empty() {
+            // The next batch is likely as long as this one.
+            let capacity = self.pending.len();
+            let batch = std::mem::replace(&mut self.pending, Vec::with_capacity(capacity));
+            let _ = self.output.send(batch);
+        }
+        self.pending_urgent = false;
+        let change = std::mem::take(&mut self.live_bytes_change);
+        self.stats.live_bytes.fetch_add(change, Ordering::Relaxed);
+    }
+
     fn take(&mut self, event: Event) {
-        self.stats.events.fetch_add(1, Ordering::Relaxed);
         let Event {
             time_ns,
             pid,
             tid,
-            mut kind,
+            kind,
         } = event;
+        // Allocations and frees, millions a second from the hook engine: straight to their
+        // records, without the general path's moves of whole events and records.
+        match kind {
+            EventKind::Free { address } => {
+                let time_ns = self.record_time(time_ns);
+                let call = HeapCall::Free { address };
+                self.follow_heap(pid, time_ns, EMPTY_STACK, call);
+                self.pending.push(Record::Free {
+                    time_ns,
+                    pid,
+                    tid,
+                    address,
+                });
+            }
+            EventKind::Alloc {
+                function,
+                address,
+                size,
+                stack,
+            } => {
+                let time_ns = self.record_time(time_ns);
+                let stack = self.stack_id(pid, tid, stack);
+                self.follow_heap(pid, time_ns, stack, HeapCall::Alloc { address, size });
+                self.pending.push(Record::Alloc {
+                    time_ns,
+                    pid,
+                    tid,
+                    function,
+                    address,
+                    size,
+                    stack,
+                });
+            }
+            kind => self.take_other(time_ns, pid, tid, kind),
+        }
+    }
+
+    fn take_other(&mut self, time_ns: u64, pid: u32, tid: u32, mut kind: EventKind) {
         // A sample is recorded only within the lifetime the profile records for its process.
         if kind.is_sample() && !self.in_stream.contains(&pid) {
             return;
@@ -153,7 +252,7 @@ impl Interpreter {
             return;
         };
         self.follow(&record);
-        let _ = self.output.send(record);
+        self.emit(record);
     }
 
     /// Nanoseconds since the recording started, in whole time units, never before the last
@@ -180,14 +279,23 @@ impl Interpreter {
     }
 
     fn write_new_nodes(&mut self, pid: u32) {
-        for node in self.new_nodes.drain(..) {
-            let _ = self.output.send(Record::StackNode {
+        if self.new_nodes.is_empty() {
+            return;
+        }
+        if let Some(image) = self.images.get(&pid) {
+            for node in &self.new_nodes {
+                if let Some(&Some(module)) = image.addresses.get(&node.address) {
+                    self.preloader.request(&image.modules[module].0);
+                }
+            }
+        }
+        self.pending
+            .extend(self.new_nodes.drain(..).map(|node| Record::StackNode {
                 pid,
                 id: node.id,
                 parent: node.parent,
                 address: node.address,
-            });
-        }
+            }));
     }
 
     /// What an event changes before its record is written: images, the processes alive.
@@ -240,7 +348,7 @@ impl Interpreter {
             }
             EventKind::End => {
                 self.symbolize_all();
-                let _ = self.output.send(Record::UnwindCosts(self.costs));
+                self.emit(Record::UnwindCosts(self.costs));
             }
             _ => {}
         }
@@ -251,22 +359,28 @@ impl Interpreter {
     /// Live blocks and snapshot requests, as the record changes them.
     fn follow(&mut self, record: &Record) {
         if let Some((pid, _, event)) = heap_event(record) {
-            let outcome = self.heaps.entry(pid).or_default().apply(event);
-            // Released first, so a block handed out again at its own address is no new high.
-            for block in [outcome.replaced, outcome.released].into_iter().flatten() {
-                self.peaks.remove(pid, block.size);
-                self.stats
-                    .live_bytes
-                    .fetch_sub(block.size as i64, Ordering::Relaxed);
-            }
-            if let Some(block) = outcome.created {
-                self.peaks.add(pid, block.size);
-                self.stats
-                    .live_bytes
-                    .fetch_add(block.size as i64, Ordering::Relaxed);
-            }
+            self.follow_heap(pid, event.time_ns, event.stack, event.call);
         } else if let Record::Exec { pid, .. } = *record {
             self.request_exec_snapshot(pid);
+        }
+    }
+
+    /// Live blocks and peaks, as an allocator call changes them.
+    fn follow_heap(&mut self, pid: u32, time_ns: u64, stack: StackId, call: HeapCall) {
+        let event = HeapEvent {
+            time_ns,
+            stack,
+            call,
+        };
+        let outcome = self.heaps.entry(pid).or_default().apply(event);
+        // Released first, so a block handed out again at its own address is no new high.
+        for block in [outcome.replaced, outcome.released].into_iter().flatten() {
+            self.peaks.remove(pid, block.size);
+            self.live_bytes_change -= block.size as i64;
+        }
+        if let Some(block) = outcome.created {
+            self.peaks.add(pid, block.size);
+            self.live_bytes_change += block.size as i64;
         }
     }
 
@@ -282,9 +396,7 @@ impl Interpreter {
     fn forget_blocks(&mut self, pid: u32) {
         let released = self.heaps.remove(&pid).map_or(0, |mut heap| heap.clear());
         self.peaks.forget(pid);
-        self.stats
-            .live_bytes
-            .fetch_sub(released as i64, Ordering::Relaxed);
+        self.live_bytes_change -= released as i64;
     }
 
     fn symbolize_all(&mut self) {
@@ -309,9 +421,7 @@ impl Interpreter {
             self.symbolizer
                 .symbolize(pid, &image.modules, addresses, &image.signal_frames);
         self.costs.symbolize_ns += started.elapsed().as_nanos() as u64;
-        for record in records {
-            let _ = self.output.send(record);
-        }
+        self.pending.extend(records);
     }
 }
 

@@ -2,9 +2,9 @@
 //! highs that grew by a tenth (and at least 1 MiB) over the last one noted are passed on:
 //! the sampler rate-limits them further, by time and by what a snapshot costs.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::events::heap::IntegerMap;
 use crate::events::Watched;
 
 /// Live requested bytes below which no peak snapshot is asked for.
@@ -14,7 +14,7 @@ const FIRST_PEAK: u64 = 1 << 20;
 pub struct RequestedPeaks {
     /// None in tests that only count.
     watched: Option<Arc<Watched>>,
-    levels: HashMap<u32, Level>,
+    levels: IntegerMap<u32, Level>,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -28,7 +28,7 @@ impl RequestedPeaks {
     pub fn new(watched: Arc<Watched>) -> RequestedPeaks {
         RequestedPeaks {
             watched: Some(watched),
-            levels: HashMap::new(),
+            levels: IntegerMap::default(),
         }
     }
 

@@ -91,7 +91,7 @@ impl StackWalk<'_> {
         new_nodes: &mut Vec<StackNode>,
     ) -> StackId {
         let frames = match stack {
-            RawStack::Caller(caller) => vec![caller],
+            RawStack::Caller(caller) => return image.intern(&[caller], new_nodes),
             RawStack::Uncopied(caller) => {
                 self.costs.truncated += 1;
                 vec![caller, TRUNCATED_FRAME]

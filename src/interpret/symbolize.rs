@@ -1,9 +1,10 @@
 //! Symbols of every address in a process image's stacks, resolved once when the image ends
 //! and written into the profile, so that reports need neither the binaries nor this machine.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
+use crossbeam_channel::Sender;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use super::stacks::ModuleRange;
@@ -131,6 +132,54 @@ impl ImageSymbolizer {
         bar.finish_and_clear();
         records
     }
+}
+
+/// Reads and parses the debug information of a module on a thread of its own as soon as a
+/// stack address lies in it, while the program runs: the symbolising at the image's end,
+/// which waits for the interpret thread's input to end first, then mostly finds it done. A
+/// module file parses it once, whoever asks first; a later asker waits for that.
+pub struct DebugPreloader {
+    modules: Arc<ModuleStore>,
+    requested: HashSet<String>,
+    /// The loading thread, started at the first request.
+    sender: Option<Sender<String>>,
+}
+
+impl DebugPreloader {
+    pub fn new(modules: Arc<ModuleStore>) -> DebugPreloader {
+        DebugPreloader {
+            modules,
+            requested: HashSet::new(),
+            sender: None,
+        }
+    }
+
+    /// Loads `path`'s debug information in the background, once.
+    pub fn request(&mut self, path: &str) {
+        if self.requested.contains(path) {
+            return;
+        }
+        self.requested.insert(path.to_string());
+        let modules = &self.modules;
+        let sender = self.sender.get_or_insert_with(|| spawn_loader(modules));
+        // Without the thread the symbolising loads it itself.
+        let _ = sender.send(path.to_string());
+    }
+}
+
+fn spawn_loader(modules: &Arc<ModuleStore>) -> Sender<String> {
+    let (sender, paths) = crossbeam_channel::unbounded::<String>();
+    let modules = Arc::clone(modules);
+    let _ = std::thread::Builder::new()
+        .name("memsup-debuginfo".into())
+        .spawn(move || {
+            for path in paths {
+                if let Ok(file) = modules.get(&path) {
+                    file.debug_info(modules.debug_files());
+                }
+            }
+        });
+    sender
 }
 
 /// The symboliser's frame as the profile stores it.

@@ -16,7 +16,7 @@ const LD_SO: &str = "/lib64/ld-linux-x86-64.so.2";
 const PID: u32 = 7;
 const ORIGIN: u64 = 1_000_000;
 
-fn interpreter(output: Sender<Record>, watched: &Arc<Watched>) -> Interpreter {
+fn interpreter(output: Sender<RecordBatch>, watched: &Arc<Watched>) -> Interpreter {
     Interpreter::new(
         output,
         Shared {
@@ -45,7 +45,7 @@ fn interpret(events: Vec<(u64, EventKind)>, watched: &Arc<Watched>) -> Vec<Recor
         });
     }
     drop(stage);
-    receiver.try_iter().collect()
+    receiver.try_iter().flatten().collect()
 }
 
 fn start() -> EventKind {
@@ -207,7 +207,11 @@ fn record_times_are_truncated_to_the_time_unit() {
         });
     }
     drop(stage);
-    let times: Vec<u64> = receiver.try_iter().filter_map(|r| r.time_ns()).collect();
+    let times: Vec<u64> = receiver
+        .try_iter()
+        .flatten()
+        .filter_map(|r| r.time_ns())
+        .collect();
     assert_eq!(times, [5_000, 6_000, 6_000, 1_000_000]);
 }
 
@@ -393,4 +397,21 @@ fn a_walk_from_outside_every_module_is_truncated_and_not_reported() {
     let mut reported = false;
     windows.take(|_, _| reported = true);
     assert!(!reported);
+}
+
+/// The first stack address in a module has its debug information loaded on another thread
+/// while the program runs, once, from the one copy of the file the recording reads.
+#[test]
+fn a_module_in_the_stacks_has_its_debug_information_loaded_in_the_background() {
+    let store = Arc::new(ModuleStore::new());
+    let mut preloader = symbolize::DebugPreloader::new(Arc::clone(&store));
+    preloader.request(LIBC);
+    preloader.request(LIBC);
+    let file = store.get(LIBC).unwrap();
+    let deadline = Instant::now() + std::time::Duration::from_secs(20);
+    while !file.has_debug_info() && Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(file.has_debug_info(), "not loaded within 20 s");
+    assert_eq!(store.reads(LIBC), 1);
 }

@@ -83,6 +83,11 @@ impl ModuleFile {
         parsed.as_ref().map_err(|error| again(&self.path, error))
     }
 
+    /// Whether `debug_info` has been loaded (by any thread).
+    pub fn has_debug_info(&self) -> bool {
+        self.debug.get().is_some()
+    }
+
     /// DWARF and the separate debug file, looked for with `debug_files` on first use.
     pub fn debug_info(&self, debug_files: &DebugFileLocator) -> &DebugInfo {
         self.debug

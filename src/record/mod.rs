@@ -30,10 +30,13 @@ use crate::trace::writer::{self, ProfileWriter};
 use progress::Progress;
 use safety::{detach_on_failure, distinct_processes, OomShield};
 
-/// Capacity of the interpret-to-writer channel, in records.
-const CHANNEL_CAPACITY: usize = 1 << 16;
-/// Capacity of the sources-to-interpret channel, in events; the stack copies they carry are
-/// bounded by bytes (`events::sink::COPIES_IN_FLIGHT_LIMIT`).
+/// Capacity of the interpret-to-writer channel, in batches of at most about 4,096 records
+/// (a batch of symbols at an image's end can be larger).
+const CHANNEL_CAPACITY: usize = 16;
+/// Capacity of the sources-to-interpret channel, in batches: the tracer's hold one event,
+/// the hook drain's up to 1,024 and wait behind `events::sink::EVENTS_IN_FLIGHT_LIMIT`
+/// events; the stack copies they carry are bounded by bytes
+/// (`events::sink::COPIES_IN_FLIGHT_LIMIT`).
 const EVENT_CHANNEL_CAPACITY: usize = 1 << 16;
 
 pub struct RunOptions {

@@ -18,10 +18,9 @@
 //!
 //! Inflated layout: for each stream in `Stream` order its length (varint), then the streams.
 
-use std::collections::HashMap;
-
 use bincode::Options;
 
+use crate::events::heap::IntegerMap;
 use crate::trace::format::Record;
 use crate::trace::predict::{fresh_after, Predictions, RECENT_STACKS};
 use crate::trace::recent::{RecentAllocations, ReusedBlocks, RECENT_ALLOCATIONS_V4};
@@ -131,14 +130,14 @@ pub(super) struct ThreadState {
 /// The state both sides keep while walking a block, identical on each side.
 #[derive(Default)]
 pub(super) struct BlockState {
-    pub(super) threads: HashMap<(u32, u32), ThreadState>,
-    pub(super) sizes: HashMap<u64, u32>,
+    pub(super) threads: IntegerMap<(u32, u32), ThreadState>,
+    pub(super) sizes: IntegerMap<u64, u32>,
     pub(super) size_list: Vec<u64>,
     pub(super) previous_thread: Option<(u32, u32)>,
     pub(super) previous_node: (StackId, u64),
     /// Addresses of the block's stack nodes by id (bounded): a node's address is stored as
     /// the difference from its parent's, which is often in the same function or module.
-    pub(super) node_addresses: HashMap<StackId, u64>,
+    pub(super) node_addresses: IntegerMap<StackId, u64>,
     pub(super) reused: ReusedBlocks,
     pub(super) strings: StringTable,
     pub(super) predictions: Predictions,

@@ -3,7 +3,7 @@
 //! a block of the same rounded size that the thread freed lately (allocators keep such blocks
 //! in per-thread last-in first-out caches).
 
-use std::collections::HashMap;
+use crate::events::heap::IntegerMap;
 
 /// Allocations remembered per thread in version 3, and freed blocks per thread and size; a
 /// free of an older one is stored by address.
@@ -73,8 +73,8 @@ const MAX_SIZED_BLOCKS: usize = 65536;
 /// The blocks each thread freed lately, by rounded size.
 #[derive(Default)]
 pub struct ReusedBlocks {
-    sizes: HashMap<u64, u64>,
-    freed: HashMap<((u32, u32), u64), RecentAllocations>,
+    sizes: IntegerMap<u64, u64>,
+    freed: IntegerMap<((u32, u32), u64), RecentAllocations>,
 }
 
 /// The size glibc's malloc rounds a request to (16-byte chunks with an 8-byte header, 32 at

@@ -2,7 +2,7 @@
 //! address under a parent node, a stack is the id of its innermost node. A billion events
 //! with a thousand distinct stacks cost a thousand nodes, written once each.
 
-use std::collections::HashMap;
+use crate::events::heap::IntegerMap;
 
 /// Id of a node; 0 is the root (the empty stack).
 pub type StackId = u32;
@@ -19,7 +19,7 @@ pub struct StackNode {
 /// The tree on the recording side: interns stacks, handing out the nodes that are new.
 #[derive(Debug, Default)]
 pub struct StackInterner {
-    children: HashMap<(StackId, u64), StackId>,
+    children: IntegerMap<(StackId, u64), StackId>,
     next_id: StackId,
 }
 

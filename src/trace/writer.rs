@@ -21,6 +21,9 @@ pub const BLOCK_BYTES: usize = 256 * 1024;
 /// Longest time a record waits in the buffer, so a killed memsup loses at most this much.
 pub const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
 
+/// Records the interpret stage passes on in one channel message, in order.
+pub type RecordBatch = Vec<Record>;
+
 /// The bincode configuration of headers and of the records stored whole (varint integers).
 /// Reader and writer must agree on it.
 pub(crate) fn encoding() -> bincode::DefaultOptions {
@@ -77,6 +80,30 @@ impl ProfileWriter {
     /// Buffers one record; writes a block when the buffer is large or 100 ms old. A process
     /// exit or the end record is written at once, so it survives memsup being killed right after.
     pub fn push(&mut self, record: &Record) -> Result<(), TraceError> {
+        self.push_all(std::slice::from_ref(record))
+    }
+
+    /// As `push` for records in order, with one clock reading for all of them.
+    pub fn push_all(&mut self, records: &[Record]) -> Result<(), TraceError> {
+        for record in records {
+            self.encode(record)?;
+            let closes_something =
+                matches!(record, Record::ProcessExit { .. } | Record::End { .. });
+            if closes_something || self.block.bytes() >= BLOCK_BYTES {
+                self.flush_block()?;
+            }
+        }
+        if !self.block.is_empty() {
+            let now = Instant::now();
+            let oldest = *self.oldest_buffered.get_or_insert(now);
+            if now.duration_since(oldest) >= FLUSH_INTERVAL {
+                self.flush_block()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn encode(&mut self, record: &Record) -> Result<(), TraceError> {
         if self.block.threads() >= MAX_BLOCK_THREADS {
             self.flush_block()?;
         }
@@ -88,15 +115,6 @@ impl ProfileWriter {
             return Err(TraceError::Encode(
                 "a record larger than a profile block can hold".to_string(),
             ));
-        }
-        let now = Instant::now();
-        let oldest = *self.oldest_buffered.get_or_insert(now);
-        let closes_something = matches!(record, Record::ProcessExit { .. } | Record::End { .. });
-        if closes_something
-            || self.block.bytes() >= BLOCK_BYTES
-            || now.duration_since(oldest) >= FLUSH_INTERVAL
-        {
-            self.flush_block()?;
         }
         Ok(())
     }
@@ -181,7 +199,7 @@ pub fn frame_block(
 /// block at least every 100 ms even when records trickle in. Returns how many records it wrote.
 pub fn spawn(
     writer: ProfileWriter,
-    records: Receiver<Record>,
+    records: Receiver<RecordBatch>,
 ) -> JoinHandle<Result<u64, TraceError>> {
     std::thread::Builder::new()
         .name("memsup-writer".to_string())
@@ -189,7 +207,7 @@ pub fn spawn(
         .expect("spawning the profile writer thread")
 }
 
-fn drain(mut writer: ProfileWriter, records: &Receiver<Record>) -> Result<u64, TraceError> {
+fn drain(mut writer: ProfileWriter, records: &Receiver<RecordBatch>) -> Result<u64, TraceError> {
     let fail_at_first_allocation = test_fault() == Some(TestFault::WriterPanic);
     loop {
         // With nothing buffered there is no deadline, so wait for the next record as long as it takes.
@@ -200,11 +218,12 @@ fn drain(mut writer: ProfileWriter, records: &Receiver<Record>) -> Result<u64, T
             None => records.recv().map_err(|_| RecvTimeoutError::Disconnected),
         };
         match received {
-            Ok(record) => {
-                if fail_at_first_allocation && matches!(record, Record::Alloc { .. }) {
+            Ok(batch) => {
+                let allocation = |record: &Record| matches!(record, Record::Alloc { .. });
+                if fail_at_first_allocation && batch.iter().any(allocation) {
                     panic!("test fault: the writer fails at its first allocation record");
                 }
-                writer.push(&record)?
+                writer.push_all(&batch)?
             }
             Err(RecvTimeoutError::Timeout) => writer.flush_block()?,
             Err(RecvTimeoutError::Disconnected) => break,
@@ -272,14 +291,14 @@ mod tests {
         let handle = spawn(writer, receiver);
         let sent: Vec<Record> = (1..=3).map(free_record).collect();
         for record in &sent {
-            sender.send(record.clone()).unwrap();
+            sender.send(vec![record.clone()]).unwrap();
         }
         std::thread::sleep(Duration::from_millis(300));
         let profile = read_profile(&path).unwrap();
         assert_eq!(profile.records, sent);
         assert!(profile.truncated);
 
-        sender.send(Record::End { time_ns: 9 }).unwrap();
+        sender.send(vec![Record::End { time_ns: 9 }]).unwrap();
         drop(sender);
         assert_eq!(handle.join().unwrap().unwrap(), 4);
         let profile = read_profile(&path).unwrap();

@@ -3,7 +3,7 @@ use crate::events::{RawStack, StackCopy};
 use crate::trace::format::AllocFunction;
 use crate::unwind::StackSnapshot;
 
-fn sink_over(sender: Sender<Event>, copies: &Arc<CopiesInFlight>) -> EventSink {
+fn sink_over(sender: Sender<EventBatch>, copies: &Arc<CopiesInFlight>) -> EventSink {
     EventSink::new(
         sender,
         0,
@@ -46,6 +46,7 @@ fn copies_in_flight_are_counted_until_released() {
     assert_eq!(copies.in_flight(), 4196);
     let carried: Vec<u64> = receiver
         .try_iter()
+        .flatten()
         .map(|event| event.kind.stack().map_or(0, RawStack::copy_bytes))
         .collect();
     assert_eq!(carried, [4096, 0, 100, 0]);
@@ -63,7 +64,7 @@ fn events_are_stamped_when_sent() {
     let before = monotonic_ns();
     sink.send(3, 4, EventKind::ThreadStart);
     let after = monotonic_ns();
-    let event = receiver.try_recv().unwrap();
+    let event = receiver.try_recv().unwrap().pop().unwrap();
     assert_eq!(
         (event.pid, event.tid, event.kind),
         (3, 4, EventKind::ThreadStart)
@@ -91,7 +92,7 @@ fn racing_sources_arrive_in_time_order() {
     drop(sink);
     let mut times = Vec::new();
     let mut counts = [0u32; 3];
-    for event in receiver.iter() {
+    for event in receiver.iter().flatten() {
         times.push(event.time_ns);
         counts[event.pid as usize] += 1;
     }
@@ -132,5 +133,102 @@ fn the_watched_set_follows_starts_and_exits_as_they_are_sent() {
     };
     sink.send(7, 7, exit);
     assert!(!watched.contains(7) && watched.contains(8));
-    assert_eq!(receiver.try_iter().count(), 3);
+    assert_eq!(receiver.try_iter().flatten().count(), 3);
+}
+
+fn free_at(time_ns: u64, tid: u32) -> Event {
+    Event {
+        time_ns,
+        pid: 3,
+        tid,
+        kind: EventKind::Free { address: 0x10 },
+    }
+}
+
+/// A hook drain's batch: one message, each event with its own time unless that is later
+/// than the sending, counted in flight until the interpret stage releases it.
+#[test]
+fn a_batch_is_one_message_whose_events_keep_their_times() {
+    let (sender, receiver) = crossbeam_channel::unbounded();
+    let copies = Arc::new(CopiesInFlight::default());
+    let sink = sink_over(sender, &copies);
+    let before = monotonic_ns();
+    let future = before + 60_000_000_000;
+    sink.send_batch(vec![free_at(5, 3), free_at(7, 4), free_at(future, 3)]);
+    let after = monotonic_ns();
+    sink.send_batch(Vec::new());
+    let batch = receiver.try_recv().unwrap();
+    assert!(
+        receiver.try_recv().is_err(),
+        "one message, none for an empty batch"
+    );
+    let sent: Vec<(u64, u32)> = batch[..2].iter().map(|e| (e.time_ns, e.tid)).collect();
+    assert_eq!(sent, [(5, 3), (7, 4)]);
+    assert!((before..=after).contains(&batch[2].time_ns));
+    assert_eq!(copies.events_in_flight(), 3);
+    copies.release_events(3);
+    assert_eq!((copies.events_in_flight(), sink.stalls()), (0, 0));
+}
+
+/// A batch waits while the interpret stage is `EVENTS_IN_FLIGHT_LIMIT` events behind, and
+/// goes as soon as it catches up.
+#[test]
+fn a_batch_waits_behind_the_events_in_flight() {
+    let (sender, receiver) = crossbeam_channel::unbounded();
+    let copies = Arc::new(CopiesInFlight::default());
+    let sink = sink_over(sender, &copies);
+    let limit = EVENTS_IN_FLIGHT_LIMIT as usize;
+    sink.send_batch((0..limit).map(|time| free_at(time as u64, 3)).collect());
+    let waiting = {
+        let sink = sink.clone();
+        std::thread::spawn(move || sink.send_batch(vec![free_at(u64::MAX, 3)]))
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(receiver.len(), 1, "the second batch went past the limit");
+    let first = receiver.recv().unwrap();
+    assert_eq!(first.len(), limit);
+    copies.release_events(limit as u64);
+    waiting.join().unwrap();
+    assert_eq!(receiver.recv().unwrap().len(), 1);
+    assert_eq!((copies.events_in_flight(), sink.stalls()), (1, 1));
+}
+
+/// A batch follows starts and exits as single sends do: a process started and ended in one
+/// batch is not left watched.
+#[test]
+fn a_batch_keeps_the_watched_set_as_single_sends_would() {
+    use crate::trace::format::{ExitKind, StartCause};
+    let (sender, _receiver) = crossbeam_channel::unbounded();
+    let watched = Arc::new(Watched::default());
+    let sink = EventSink::new(
+        sender,
+        0,
+        Arc::default(),
+        Arc::default(),
+        Arc::clone(&watched),
+    );
+    let event = |pid, kind| Event {
+        time_ns: 1,
+        pid,
+        tid: pid,
+        kind,
+    };
+    let start = |pid| {
+        let kind = EventKind::ProcessStart {
+            parent_pid: None,
+            cause: StartCause::Launch,
+        };
+        event(pid, kind)
+    };
+    let exit = |pid| {
+        let kind = EventKind::ProcessExit {
+            status: ExitKind::Code(0),
+            counters: Default::default(),
+        };
+        event(pid, kind)
+    };
+    sink.send_batch(vec![start(7), exit(7), start(8)]);
+    assert!(!watched.contains(7) && watched.contains(8));
+    sink.send_batch(vec![exit(8), start(8)]);
+    assert!(watched.contains(8), "a start after the exit in the batch");
 }

@@ -13,7 +13,8 @@ use libc::user_regs_struct;
 
 use crate::breakpoints::table::{ProbeKind, StepOverPolicy};
 use crate::events::{
-    monotonic_ns, CopiesInFlight, CopyWindows, Event, EventKind, EventSink, RawStack, Residency,
+    monotonic_ns, CopiesInFlight, CopyWindows, Event, EventBatch, EventKind, EventSink, RawStack,
+    Residency,
 };
 use crate::ptrace::capture::StackMode;
 use crate::ptrace::fake_tracee::FakeTracee;
@@ -47,7 +48,7 @@ impl Residency for NoResidency {
 }
 
 /// A sink whose events the test reads back with `sent` or `sent_events`.
-fn sink() -> (EventSink, Receiver<Event>) {
+fn sink() -> (EventSink, Receiver<EventBatch>) {
     let (sender, receiver) = crossbeam_channel::unbounded();
     let copies = Arc::new(CopiesInFlight::default());
     let windows = Arc::new(CopyWindows::default());
@@ -56,12 +57,12 @@ fn sink() -> (EventSink, Receiver<Event>) {
 }
 
 /// What the tracer sent so far, in order, with the time each was stamped.
-fn sent_events(receiver: &Receiver<Event>) -> Vec<Event> {
-    receiver.try_iter().collect()
+fn sent_events(receiver: &Receiver<EventBatch>) -> Vec<Event> {
+    receiver.try_iter().flatten().collect()
 }
 
 /// What the tracer sent so far, in order: (pid, tid, what happened).
-fn sent(receiver: &Receiver<Event>) -> Vec<(u32, u32, EventKind)> {
+fn sent(receiver: &Receiver<EventBatch>) -> Vec<(u32, u32, EventKind)> {
     sent_events(receiver)
         .into_iter()
         .map(|event| (event.pid, event.tid, event.kind))
