@@ -25,8 +25,10 @@ use crate::trace::format::{AllocFunction, HookCounters, MapCall};
 pub const RING_CAPACITY: u64 = 4096;
 /// Rings per area at most: one per CPU, CPUs beyond share.
 const MAX_RINGS: u64 = 8;
-/// How long hooks wait for room before they drop a record (never a deadlock).
-const WAIT_LIMIT: Duration = Duration::from_secs(2);
+/// How long hooks wait for room before they drop a record, while the heartbeat says memsup
+/// lives: long enough that a drain starved of CPU on a loaded machine loses nothing, and
+/// still a bound should memsup's pipeline ever wedge (its death is told by the heartbeat).
+const WAIT_LIMIT: Duration = Duration::from_secs(30);
 /// Without a heartbeat this long, a hook that finds its ring full decides memsup is gone.
 const STALE_AFTER: Duration = Duration::from_secs(1);
 /// How often the heartbeat is written: well within `STALE_AFTER`.
