@@ -33,6 +33,19 @@ const HEARTBEAT_EVERY: Duration = Duration::from_millis(50);
 /// The longest the drain sleeps when its rings were empty.
 const IDLE_SLEEP_MAX: Duration = Duration::from_micros(1000);
 
+/// Records per ring: `RING_CAPACITY`, or for tests that need full rings the power of two
+/// `MEMSUP_TEST_RING_RECORDS` gives (at least 2).
+pub fn ring_capacity() -> u64 {
+    static CAPACITY: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *CAPACITY.get_or_init(|| {
+        std::env::var("MEMSUP_TEST_RING_RECORDS")
+            .ok()
+            .and_then(|records| records.parse::<u64>().ok())
+            .filter(|records| records.is_power_of_two() && *records >= 2)
+            .unwrap_or(RING_CAPACITY)
+    })
+}
+
 /// Rings an area gets on this machine.
 pub fn ring_count() -> u64 {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
@@ -126,7 +139,7 @@ impl Drain {
         };
         area.initialise(
             ring_count as u32,
-            RING_CAPACITY,
+            ring_capacity(),
             policy,
             ticks(STALE_AFTER),
             ticks(WAIT_LIMIT),
@@ -193,12 +206,15 @@ impl Drain {
         }
     }
 
-    /// Sends every record `pid`'s hooks have published so far.
+    /// Sends every record `pid`'s hooks have published so far (no grace: see
+    /// `Drainer::drain_published`).
     pub fn flush(&self, pid: u32) {
         let mut images = lock(&self.shared.images);
         if let Some(image) = images.get_mut(&pid) {
             let mut records = Vec::new();
-            image.drainer.drain(&image.area.area, rdtsc(), &mut records);
+            image
+                .drainer
+                .drain_published(&image.area.area, rdtsc(), &mut records);
             send_records(&self.shared, pid, image, &records);
         }
     }

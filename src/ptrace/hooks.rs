@@ -8,7 +8,7 @@ use crate::breakpoints::table::ProbeKind;
 use crate::error::{Error, Result};
 use crate::events::EventKind;
 use crate::hooks::code::CpuSource;
-use crate::hooks::drain::{op_of, op_of_map_call, ring_count, RING_CAPACITY};
+use crate::hooks::drain::{op_of, op_of_map_call, ring_capacity, ring_count};
 use crate::hooks::inject::Injector;
 use crate::hooks::layout::{area_bytes, Op};
 use crate::hooks::placement::{page_bytes, plan, Target};
@@ -139,6 +139,7 @@ impl Tracer<'_> {
             hooks.patched.push(PatchedEntry {
                 address,
                 original: patch.patch.original.clone(),
+                written: patch.jump.clone(),
             });
             hooks.sites.push(ProbeSite {
                 function: candidate.kind.name().to_string(),
@@ -165,7 +166,7 @@ impl Tracer<'_> {
             return Ok(());
         }
         let rings = ring_count();
-        let bytes = area_bytes(rings, RING_CAPACITY);
+        let bytes = area_bytes(rings, ring_capacity());
         let area = self.with_injector(pid, tid, |injector| injector.create_area(bytes, None))?;
         let address = area.address;
         self.process_mut(pid)?.hooks = Some(ProcessHooks::new(address, bytes, cpu_source()));
@@ -318,9 +319,11 @@ impl Tracer<'_> {
             .as_ref()
             .and_then(|drain| drain.finish(pid as u32))
             .unwrap_or_default();
-        let Ok(process) = self.process(pid) else {
+        let Ok(process) = self.process_mut(pid) else {
             return;
         };
+        // Calls inside another allocator call count as the int3 engine counts them.
+        process.counters.nested_calls += counters.nested;
         let mut sites: Vec<ProbeSite> = process
             .hooks
             .as_ref()
@@ -363,7 +366,16 @@ impl Tracer<'_> {
         };
         let process = self.processes.get_mut(&pid).expect("checked");
         for entry in &hooks.patched {
-            let _ = process.memory.write_code(entry.address, &entry.original);
+            let mut current = vec![0u8; entry.original.len()];
+            let bytes = match process.memory.read(entry.address, &mut current) {
+                Ok(()) => {
+                    let (bytes, foreign) = entry.restored(&current);
+                    process.counters.foreign_patches += u64::from(foreign);
+                    bytes
+                }
+                Err(_) => entry.original.clone(),
+            };
+            let _ = process.memory.write_code(entry.address, &bytes);
         }
         if let Some(drain) = self.drain.as_ref() {
             drain.disable(pid as u32);
