@@ -19,6 +19,8 @@ mod dispositions;
 mod dlopen;
 mod engine_mappings;
 mod engines;
+mod engines_processes;
+mod engines_stress;
 mod exit_and_signal;
 mod fork_exec;
 mod html_report;
