@@ -101,8 +101,9 @@ impl Tracer<'_> {
                 .known_modules
                 .insert(module.path.clone());
             match self.probe_module(pid, injector, &module) {
-                // Killed meanwhile: its end is reported, nothing was missed.
-                Ok(()) | Err(Error::ProcessGone(_)) => {}
+                Ok(()) => {}
+                // Killed meanwhile: its end is reported, nothing is missed.
+                Err(gone @ Error::ProcessGone(_)) => return Err(gone),
                 Err(error) => self.warn(pid, format!("{}: not probed: {error}", module.path)),
             }
         }
