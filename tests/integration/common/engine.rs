@@ -27,7 +27,7 @@ pub fn skip_whole_stacks_under_hooks(image: &Value, what: &str) -> bool {
         return false;
     }
     record_skip(&format!(
-        "{what}: needs whole call stacks; the hook engine records the caller only"
+        "{what}: needs whole call stacks, and the hook engine records the caller only"
     ));
     true
 }
@@ -86,7 +86,7 @@ pub fn skip_stack_test_under_hooks(what: &str) -> bool {
         return false;
     }
     record_skip(&format!(
-        "{what}: needs whole call stacks; the hook engine records the caller only"
+        "{what}: needs whole call stacks, and the hook engine records the caller only"
     ));
     true
 }
