@@ -47,6 +47,50 @@ fn fork_and_exec_are_recorded_alike_by_both_engines() {
     });
 }
 
+/// Twenty children allocating at the same time as each other and as their parent: each
+/// image has exactly its own calls under both engines.
+#[test]
+fn concurrent_fork_children_each_get_their_own_calls() {
+    for_each_variant("fork_many", |variant, fixture| {
+        let (_, hooks) = assert_fixture_engines_agree(fixture, &[], &[]);
+        assert_eq!(
+            String::from_utf8_lossy(&hooks.native.stdout),
+            "fork_many: 20 children, exit codes sum 190\n"
+        );
+        let report = &hooks.report;
+        assert_image_count(report, 21);
+        let pairs = |count: u64, size: u64| HeapExpectation {
+            calls: calls(&[("malloc", count), ("free", count)]),
+            returned_calls: count,
+            allocations: count,
+            bytes_allocated: count * size,
+            frees: count,
+            peak_live_bytes: size,
+            peak_live_blocks: 1,
+            largest_allocation: size,
+            ..Default::default()
+        };
+        let parent = process_image(report, &file_name(fixture), "launch");
+        let parent_expected = match variant {
+            Variant::Static => pairs(1000, 32).plus_static_startup(GlibcStaticStartup::of(fixture)),
+            _ => pairs(1000, 32),
+        };
+        assert_heap(parent, &parent_expected);
+        let mut children: Vec<&serde_json::Value> = crate::common::report::processes(report)
+            .iter()
+            .filter(|image| image["cause"] == "fork")
+            .collect();
+        children.sort_by_key(|image| number(image, "/calls/malloc"));
+        assert_eq!(children.len(), 20);
+        for (index, child) in children.into_iter().enumerate() {
+            let index = index as u64;
+            assert_heap(child, &pairs(100 + index, 64));
+            assert_exit(child, "code", Some(index as i64));
+            assert_eq!(child["parent_pid"], parent["pid"]);
+        }
+    });
+}
+
 /// A vfork child runs in its parent's memory, so with its parent's rings: this one execs
 /// at once and makes no allocator call, so the engines agree.
 #[test]
