@@ -64,6 +64,9 @@ struct Image {
     drainer: Drainer,
     /// Thread self pointer → thread id.
     threads: HashMap<u64, u32>,
+    /// Thread self pointer → the vfork child running on that thread's stack and TLS, whose
+    /// calls are its own image's (the child's pid is its thread id).
+    vfork_children: HashMap<u64, u32>,
     /// Code from which an allocator call is another allocator call's inner call (hooked
     /// function bodies, hook pages): recorded once, by the outer call.
     internal: Vec<(u64, u64)>,
@@ -155,6 +158,7 @@ impl Drain {
             area: handle,
             drainer,
             threads: HashMap::new(),
+            vfork_children: HashMap::new(),
             internal: Vec::new(),
             counters: HookCounters::default(),
         };
@@ -236,6 +240,32 @@ impl Drain {
         image.counters.late = image.drainer.late();
         lock(&self.shared.beating).retain(|handle| !Arc::ptr_eq(handle, &image.area));
         Some(image.counters)
+    }
+
+    /// Records of `pid`'s thread `key` come from vfork child `child` from now on, until
+    /// `end_vfork_child`. What the thread recorded before goes to `pid` first.
+    pub fn start_vfork_child(&self, pid: u32, key: u64, child: u32) {
+        self.flush(pid);
+        if let Some(image) = lock(&self.shared.images).get_mut(&pid) {
+            image.vfork_children.insert(key, child);
+        }
+    }
+
+    /// The vfork child `child` execs or ends, or its parent resumes: what it recorded is
+    /// sent, and its parent's thread records as itself again.
+    pub fn end_vfork_child(&self, child: u32) {
+        let mut images = lock(&self.shared.images);
+        for (&pid, image) in images.iter_mut() {
+            if !image.vfork_children.values().any(|&c| c == child) {
+                continue;
+            }
+            let mut records = Vec::new();
+            image
+                .drainer
+                .drain_published(&image.area.area, rdtsc(), &mut records);
+            send_records(&self.shared, pid, image, &records);
+            image.vfork_children.retain(|_, c| *c != child);
+        }
     }
 
     /// Makes `pid`'s hooks pass through (a detach that cannot remove them).
@@ -323,7 +353,13 @@ fn send_records(shared: &Shared, pid: u32, image: &mut Image, records: &[RawReco
         let Some(kind) = event_of(record, shared.caller_only) else {
             continue;
         };
-        let tid = image.threads.get(&record.thread).copied().unwrap_or(pid);
+        let (pid, tid) = match image.vfork_children.get(&record.thread) {
+            Some(&child) => (child, child),
+            None => (
+                pid,
+                image.threads.get(&record.thread).copied().unwrap_or(pid),
+            ),
+        };
         let time_ns = shared.clock.to_monotonic_ns(record.tsc);
         shared.sink.send_at(time_ns, pid, tid, kind);
     }

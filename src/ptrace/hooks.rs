@@ -224,6 +224,25 @@ impl Tracer<'_> {
         }
     }
 
+    /// A vfork child runs on thread `tid`'s stack and TLS, in its parent's memory, so its
+    /// hooks write into its parent's rings with that thread's self pointer: until the
+    /// child execs or ends (or the parent resumes), such records are the child's.
+    pub(crate) fn tag_vfork_child(&self, tid: i32, child: i32) {
+        let (Some(drain), Ok(registers)) = (self.drain.as_ref(), regs::get_registers(tid)) else {
+            return;
+        };
+        if let Ok(thread) = self.thread(tid) {
+            drain.start_vfork_child(thread.pid as u32, registers.fs_base, child as u32);
+        }
+    }
+
+    /// The vfork child `child` execs or ends, or its parent resumes (vfork done).
+    pub(crate) fn untag_vfork_child(&self, child: i32) {
+        if let Some(drain) = self.drain.as_ref() {
+            drain.end_vfork_child(child as u32);
+        }
+    }
+
     /// A fork child shares its parent's ring area until it gets its own, at the same
     /// address, before it runs. If that fails its hooks are taken out.
     pub(crate) fn rearm_fork_child(&mut self, child: i32) {
@@ -314,6 +333,13 @@ impl Tracer<'_> {
     /// The image of `pid` ends (exit, exec, detach): its last records, then how they were
     /// recorded.
     pub(crate) fn finish_image(&mut self, pid: i32) {
+        if self
+            .processes
+            .get(&pid)
+            .is_some_and(|p| p.shares_parent_memory)
+        {
+            self.untag_vfork_child(pid);
+        }
         let counters = self
             .drain
             .as_ref()

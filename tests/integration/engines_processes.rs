@@ -103,6 +103,52 @@ fn vfork_and_posix_spawn_are_recorded_alike_by_both_engines() {
     });
 }
 
+/// A vfork child that allocates: under hooks its calls land in its parent's rings with its
+/// parent's thread pointer, and are tagged as the child's from the vfork to its end.
+#[test]
+fn a_vfork_child_s_calls_are_its_own_under_both_engines() {
+    for_each_variant("vfork_alloc", |variant, fixture| {
+        let (_, hooks) = assert_fixture_engines_agree(fixture, &[], &[]);
+        assert_eq!(
+            String::from_utf8_lossy(&hooks.native.stdout),
+            "vfork_alloc: child exited with status 5\n"
+        );
+        let report = &hooks.report;
+        assert_image_count(report, 2);
+        let parent = process_image(report, &file_name(fixture), "launch");
+        let child = process_image(report, &file_name(fixture), "vfork");
+        let parent_own = HeapExpectation {
+            calls: calls(&[("malloc", 1), ("free", 1)]),
+            returned_calls: 1,
+            allocations: 1,
+            bytes_allocated: 1111,
+            frees: 1,
+            peak_live_bytes: 1111,
+            peak_live_blocks: 1,
+            largest_allocation: 1111,
+            ..Default::default()
+        };
+        let parent_expected = match variant {
+            Variant::Static => parent_own.plus_static_startup(GlibcStaticStartup::of(fixture)),
+            _ => parent_own,
+        };
+        assert_heap(parent, &parent_expected);
+        let child_expected = HeapExpectation {
+            calls: calls(&[("malloc", 2), ("free", 2)]),
+            returned_calls: 2,
+            allocations: 2,
+            bytes_allocated: 555,
+            frees: 2,
+            peak_live_bytes: 333,
+            peak_live_blocks: 1,
+            largest_allocation: 333,
+            ..Default::default()
+        };
+        assert_heap(child, &child_expected);
+        assert_exit(child, "code", Some(5));
+    });
+}
+
 /// The library's mi_malloc and mi_free are hooked at the rendezvous that announces it,
 /// before its code runs.
 #[test]
