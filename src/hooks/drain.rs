@@ -36,6 +36,19 @@ const HEARTBEAT_EVERY: Duration = Duration::from_millis(50);
 /// The longest the drain sleeps when its rings were empty.
 const IDLE_SLEEP_MAX: Duration = Duration::from_micros(1000);
 
+/// Records per ring: `RING_CAPACITY`, or for tests that need full rings the power of two
+/// `MEMSUP_TEST_RING_RECORDS` gives (at least 2).
+pub fn ring_capacity() -> u64 {
+    static CAPACITY: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *CAPACITY.get_or_init(|| {
+        std::env::var("MEMSUP_TEST_RING_RECORDS")
+            .ok()
+            .and_then(|records| records.parse::<u64>().ok())
+            .filter(|records| records.is_power_of_two() && *records >= 2)
+            .unwrap_or(RING_CAPACITY)
+    })
+}
+
 /// Rings an area gets on this machine.
 pub fn ring_count() -> u64 {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
@@ -54,6 +67,9 @@ struct Image {
     drainer: Drainer,
     /// Thread self pointer → thread id.
     threads: IntegerMap<u64, u32>,
+    /// Thread self pointer → the vfork child running on that thread's stack and TLS, whose
+    /// calls are its own image's (the child's pid is its thread id).
+    vfork_children: HashMap<u64, u32>,
     /// Code from which an allocator call is another allocator call's inner call (hooked
     /// function bodies, hook pages): recorded once, by the outer call. Sorted, disjoint.
     internal: Vec<(u64, u64)>,
@@ -132,7 +148,7 @@ impl Drain {
         };
         area.initialise(
             ring_count as u32,
-            RING_CAPACITY,
+            ring_capacity(),
             policy,
             ticks(STALE_AFTER),
             ticks(WAIT_LIMIT),
@@ -148,6 +164,7 @@ impl Drain {
             area: handle,
             drainer,
             threads: IntegerMap::default(),
+            vfork_children: HashMap::new(),
             internal: Vec::new(),
             counters: HookCounters::default(),
         };
@@ -199,11 +216,12 @@ impl Drain {
         }
     }
 
-    /// Sends every record `pid`'s hooks have published so far.
+    /// Sends every record `pid`'s hooks have published so far (no grace: see
+    /// `Drainer::drain_published`).
     pub fn flush(&self, pid: u32) {
         let mut images = lock(&self.shared.images);
         if let Some(image) = images.get_mut(&pid) {
-            drain_image(&self.shared, pid, image, false);
+            drain_image(&self.shared, pid, image, Pass::Published);
         }
     }
 
@@ -212,7 +230,7 @@ impl Drain {
     pub fn finish(&self, pid: u32) -> Option<HookCounters> {
         let mut images = lock(&self.shared.images);
         let mut image = images.remove(&pid)?;
-        drain_image(&self.shared, pid, &mut image, true);
+        drain_image(&self.shared, pid, &mut image, Pass::Finish);
         let area = &image.area.area;
         image.counters.dropped = area.dropped();
         image.counters.full_waits = area.full_waits();
@@ -221,6 +239,28 @@ impl Drain {
         image.counters.late = image.drainer.late();
         lock(&self.shared.beating).retain(|handle| !Arc::ptr_eq(handle, &image.area));
         Some(image.counters)
+    }
+
+    /// Records of `pid`'s thread `key` come from vfork child `child` from now on, until
+    /// `end_vfork_child`. What the thread recorded before goes to `pid` first.
+    pub fn start_vfork_child(&self, pid: u32, key: u64, child: u32) {
+        self.flush(pid);
+        if let Some(image) = lock(&self.shared.images).get_mut(&pid) {
+            image.vfork_children.insert(key, child);
+        }
+    }
+
+    /// The vfork child `child` execs or ends, or its parent resumes: what it recorded is
+    /// sent, and its parent's thread records as itself again.
+    pub fn end_vfork_child(&self, child: u32) {
+        let mut images = lock(&self.shared.images);
+        for (&pid, image) in images.iter_mut() {
+            if !image.vfork_children.values().any(|&c| c == child) {
+                continue;
+            }
+            drain_image(&self.shared, pid, image, Pass::Published);
+            image.vfork_children.retain(|_, c| *c != child);
+        }
     }
 
     /// Makes `pid`'s hooks pass through (a detach that cannot remove them).
@@ -255,7 +295,7 @@ fn drain_loop(shared: &Shared) {
         {
             let mut images = lock(&shared.images);
             for (pid, image) in images.iter_mut() {
-                read += drain_image(shared, *pid, image, false);
+                read += drain_image(shared, *pid, image, Pass::Grace);
                 let area = &image.area.area;
                 if area.rendezvous_asked() > area.rendezvous_done() {
                     waiting.push(*pid);
@@ -299,14 +339,26 @@ fn heartbeat_loop(shared: &Shared) {
 /// while the drain converts the next.
 const EVENT_BATCH: usize = 1024;
 
-/// One pass over an image's rings (with `finish`, everything left, the image being over):
-/// its records go out as events, in the drainer's order, a batch at a time. Returns how many
-/// records were read.
-fn drain_image(shared: &Shared, pid: u32, image: &mut Image, finish: bool) -> usize {
+/// What one pass over an image's rings releases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    /// The drain thread's pass: records a grace behind now (`Drainer::drain`).
+    Grace,
+    /// Everything published so far, for a thread stopped at an event of its own
+    /// (`Drainer::drain_published`).
+    Published,
+    /// Everything left, the image being over.
+    Finish,
+}
+
+/// One pass over an image's rings: its records go out as events, in the drainer's order, a
+/// batch at a time. Returns how many records were read.
+fn drain_image(shared: &Shared, pid: u32, image: &mut Image, pass: Pass) -> usize {
     let Image {
         area,
         drainer,
         threads,
+        vfork_children,
         internal,
         counters,
     } = image;
@@ -314,14 +366,20 @@ fn drain_image(shared: &Shared, pid: u32, image: &mut Image, finish: bool) -> us
         shared,
         pid,
         threads,
+        vfork_children,
         internal,
         counters,
         batch: Vec::new(),
     };
-    let read = drainer.drain(&area.area, rdtsc(), &mut batcher);
-    if finish {
-        drainer.finish(&area.area, &mut batcher);
-    }
+    let read = match pass {
+        Pass::Grace => drainer.drain(&area.area, rdtsc(), &mut batcher),
+        Pass::Published => drainer.drain_published(&area.area, rdtsc(), &mut batcher),
+        Pass::Finish => {
+            let read = drainer.drain(&area.area, rdtsc(), &mut batcher);
+            drainer.finish(&area.area, &mut batcher);
+            read
+        }
+    };
     batcher.send();
     read
 }
@@ -332,6 +390,7 @@ struct EventBatcher<'a> {
     shared: &'a Shared,
     pid: u32,
     threads: &'a IntegerMap<u64, u32>,
+    vfork_children: &'a HashMap<u64, u32>,
     internal: &'a [(u64, u64)],
     counters: &'a mut HookCounters,
     batch: Vec<Event>,
@@ -370,14 +429,20 @@ impl EventBatcher<'_> {
             return None;
         }
         let kind = event_of(record, self.shared.caller_only)?;
+        let (pid, tid) = match self.vfork_children.get(&record.thread) {
+            Some(&child) => (child, child),
+            None => (
+                self.pid,
+                self.threads
+                    .get(&record.thread)
+                    .copied()
+                    .unwrap_or(self.pid),
+            ),
+        };
         Some(Event {
             time_ns: self.shared.clock().to_monotonic_ns(record.tsc),
-            pid: self.pid,
-            tid: self
-                .threads
-                .get(&record.thread)
-                .copied()
-                .unwrap_or(self.pid),
+            pid,
+            tid,
             kind,
         })
     }

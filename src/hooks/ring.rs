@@ -268,8 +268,31 @@ impl Drainer {
     /// stalled longer than both is released out of order and counted (`late`).
     /// Returns how many were read.
     pub fn drain(&mut self, area: &Area, now: u64, out: &mut impl Extend<RawRecord>) -> usize {
-        let mut cutoff = self.previous_now.min(now.saturating_sub(self.grace_ticks));
+        let cutoff = self.previous_now.min(now.saturating_sub(self.grace_ticks));
         self.previous_now = now;
+        self.drain_below(area, cutoff, out)
+    }
+
+    /// As `drain`, releasing everything published below `now` without the grace: for a
+    /// thread stopped at an event of its own (an int3 probe's, its exit), whose calls are
+    /// all published and must go first. A producer stalled between its TSC reading and its
+    /// claim is then released late, and counted.
+    pub fn drain_published(
+        &mut self,
+        area: &Area,
+        now: u64,
+        out: &mut impl Extend<RawRecord>,
+    ) -> usize {
+        self.previous_now = now;
+        self.drain_below(area, now, out)
+    }
+
+    fn drain_below(
+        &mut self,
+        area: &Area,
+        mut cutoff: u64,
+        out: &mut impl Extend<RawRecord>,
+    ) -> usize {
         let mut read = 0;
         for index in 0..self.cursors.len() {
             let (count, stop) = self.read_ring(area, index, false);

@@ -91,6 +91,34 @@ fn drain_releases_only_what_no_later_record_can_precede() {
     assert_eq!((hand.tail(0), hand.tail(1)), (4, 5));
 }
 
+#[test]
+fn a_flush_releases_what_is_published_below_now_without_the_grace() {
+    let (mut hand, area) = HandWritten::new(2, 4);
+    let malloc = Op::Malloc as u32;
+    hand.write(0, 0, malloc, 10, true);
+    hand.write(1, 0, malloc, 90, true);
+    hand.write(1, 1, malloc, 120, true);
+    let mut drainer = Drainer::new(&area);
+    drainer.set_grace_ticks(1000);
+    let mut out = Vec::new();
+    // A pass holds everything a grace behind `now` (and below an earlier pass's `now`).
+    assert_eq!(drainer.drain(&area, 100, &mut out), 3);
+    assert!(out.is_empty());
+    // A flush at 100 releases what is below 100, however recent.
+    hand.write(0, 1, malloc, 95, true);
+    assert_eq!(drainer.drain_published(&area, 100, &mut out), 1);
+    assert_eq!(tscs(&out), [10, 90, 95]);
+    // Still below an unpublished slot's ring: its last record read bounds the flush.
+    hand.write(0, 2, malloc, 130, false);
+    hand.write(1, 2, malloc, 140, true);
+    assert_eq!(drainer.drain_published(&area, 200, &mut out), 1);
+    assert_eq!(tscs(&out), [10, 90, 95]);
+    hand.write(0, 2, malloc, 130, true);
+    assert_eq!(drainer.drain_published(&area, 200, &mut out), 1);
+    assert_eq!(tscs(&out), [10, 90, 95, 120, 130, 140]);
+    assert_eq!(drainer.late(), 0);
+}
+
 /// Drains `harness` until `stop`, then finishes; returns every record in release order.
 fn drain_until(harness: &Harness, stop: &AtomicBool) -> (Tally, Drainer) {
     let mut drainer = Drainer::new(&harness.area);

@@ -38,6 +38,9 @@ impl Tracer<'_> {
             return;
         }
         let started = std::time::Instant::now();
+        // Every thread is stopped: the hooks' records go first, so the snapshot finds the
+        // blocks they made (the analysis takes events in the order they come).
+        self.flush_hooks(pid);
         if let Some(snapshot) = self.residency.snapshot_now(pid, SnapshotReason::Exit) {
             self.send(pid, pid, snapshot);
         }

@@ -203,7 +203,7 @@ impl Tracer<'_> {
         self.report_abandoned(pid, tid, &abandoned);
         regs.rip = entry.original_return;
         if let ProbeKind::IfuncResolver(function) = entry.kind {
-            self.probe_ifunc_target(pid, function, regs.rax);
+            self.probe_ifunc_target(pid, tid, function, regs.rax);
         } else {
             self.flush_hooks_before_int3(pid);
             let process = self.process_mut(pid)?;

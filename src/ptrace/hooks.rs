@@ -8,7 +8,7 @@ use crate::breakpoints::table::ProbeKind;
 use crate::error::{Error, Result};
 use crate::events::EventKind;
 use crate::hooks::code::CpuSource;
-use crate::hooks::drain::{op_of, op_of_map_call, ring_count, RING_CAPACITY};
+use crate::hooks::drain::{op_of, op_of_map_call, ring_capacity, ring_count};
 use crate::hooks::inject::Injector;
 use crate::hooks::layout::{area_bytes, Op};
 use crate::hooks::placement::{page_bytes, plan, Target};
@@ -139,6 +139,7 @@ impl Tracer<'_> {
             hooks.patched.push(PatchedEntry {
                 address,
                 original: patch.patch.original.clone(),
+                written: patch.jump.clone(),
             });
             hooks.sites.push(ProbeSite {
                 function: candidate.kind.name().to_string(),
@@ -165,7 +166,7 @@ impl Tracer<'_> {
             return Ok(());
         }
         let rings = ring_count();
-        let bytes = area_bytes(rings, RING_CAPACITY);
+        let bytes = area_bytes(rings, ring_capacity());
         let area = self.with_injector(pid, tid, |injector| injector.create_area(bytes, None))?;
         let address = area.address;
         self.process_mut(pid)?.hooks = Some(ProcessHooks::new(address, bytes, cpu_source()));
@@ -220,6 +221,25 @@ impl Tracer<'_> {
         };
         if let Some(key) = tls.filter(|&key| key != 0) {
             drain.name_thread(pid as u32, key, child as u32);
+        }
+    }
+
+    /// A vfork child runs on thread `tid`'s stack and TLS, in its parent's memory, so its
+    /// hooks write into its parent's rings with that thread's self pointer: until the
+    /// child execs or ends (or the parent resumes), such records are the child's.
+    pub(crate) fn tag_vfork_child(&self, tid: i32, child: i32) {
+        let (Some(drain), Ok(registers)) = (self.drain.as_ref(), regs::get_registers(tid)) else {
+            return;
+        };
+        if let Ok(thread) = self.thread(tid) {
+            drain.start_vfork_child(thread.pid as u32, registers.fs_base, child as u32);
+        }
+    }
+
+    /// The vfork child `child` execs or ends, or its parent resumes (vfork done).
+    pub(crate) fn untag_vfork_child(&self, child: i32) {
+        if let Some(drain) = self.drain.as_ref() {
+            drain.end_vfork_child(child as u32);
         }
     }
 
@@ -313,14 +333,23 @@ impl Tracer<'_> {
     /// The image of `pid` ends (exit, exec, detach): its last records, then how they were
     /// recorded.
     pub(crate) fn finish_image(&mut self, pid: i32) {
+        if self
+            .processes
+            .get(&pid)
+            .is_some_and(|p| p.shares_parent_memory)
+        {
+            self.untag_vfork_child(pid);
+        }
         let counters = self
             .drain
             .as_ref()
             .and_then(|drain| drain.finish(pid as u32))
             .unwrap_or_default();
-        let Ok(process) = self.process(pid) else {
+        let Ok(process) = self.process_mut(pid) else {
             return;
         };
+        // Calls inside another allocator call count as the int3 engine counts them.
+        process.counters.nested_calls += counters.nested;
         let mut sites: Vec<ProbeSite> = process
             .hooks
             .as_ref()
@@ -363,7 +392,16 @@ impl Tracer<'_> {
         };
         let process = self.processes.get_mut(&pid).expect("checked");
         for entry in &hooks.patched {
-            let _ = process.memory.write_code(entry.address, &entry.original);
+            let mut current = vec![0u8; entry.original.len()];
+            let bytes = match process.memory.read(entry.address, &mut current) {
+                Ok(()) => {
+                    let (bytes, foreign) = entry.restored(&current);
+                    process.counters.foreign_patches += u64::from(foreign);
+                    bytes
+                }
+                Err(_) => entry.original.clone(),
+            };
+            let _ = process.memory.write_code(entry.address, &bytes);
         }
         if let Some(drain) = self.drain.as_ref() {
             drain.disable(pid as u32);

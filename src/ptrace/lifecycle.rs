@@ -20,6 +20,9 @@ impl Tracer<'_> {
         if event == Event::Fork && hooked && self.hold_first_stop(child) {
             self.rearm_fork_child(child);
         }
+        if event == Event::Vfork && hooked {
+            self.tag_vfork_child(tid, child);
+        }
         // The child first: a parent killed meanwhile must not leave it stopped.
         if self.early_threads.remove(&child) {
             let _ = self.resume(child);

@@ -100,15 +100,28 @@ impl Tracer<'_> {
                 .expect("checked")
                 .known_modules
                 .insert(module.path.clone());
-            if let Err(error) = self.probe_module(pid, injector, &module) {
-                self.warn(pid, format!("{}: not probed: {error}", module.path));
+            match self.probe_module(pid, injector, &module) {
+                Ok(()) => {}
+                // Killed meanwhile: its end is reported, nothing is missed.
+                Err(gone @ Error::ProcessGone(_)) => return Err(gone),
+                Err(error) => self.warn(pid, format!("{}: not probed: {error}", module.path)),
             }
         }
         Ok(())
     }
 
-    /// An allocator IFUNC's resolver returned `target`: probe the function it chose.
-    pub(crate) fn probe_ifunc_target(&mut self, pid: i32, function: AllocFunction, target: u64) {
+    /// An allocator IFUNC's resolver returned `target` in thread `tid`: hook (hook engine)
+    /// or probe the function it chose.
+    pub(crate) fn probe_ifunc_target(
+        &mut self,
+        pid: i32,
+        tid: i32,
+        function: AllocFunction,
+        target: u64,
+    ) {
+        if self.engine == Engine::Hooks && self.hook_ifunc_target(pid, tid, function, target) {
+            return;
+        }
         let module = read_maps(pid)
             .ok()
             .and_then(|maps| mapping_containing(&maps, target).and_then(|m| m.path.clone()))
@@ -130,6 +143,54 @@ impl Tracer<'_> {
                 format!("{module}: IFUNC target {target:#x} not probed: {error}"),
             );
         }
+    }
+
+    /// Hooks the function an IFUNC resolver chose: an ordinary function, checked and
+    /// relocated like any other once its symbol gives its size. False: it keeps an int3
+    /// probe (no symbol, not relocatable, other threads running, or probed already).
+    fn hook_ifunc_target(
+        &mut self,
+        pid: i32,
+        tid: i32,
+        function: AllocFunction,
+        target: u64,
+    ) -> bool {
+        let Ok(process) = self.process(pid) else {
+            return false;
+        };
+        let hooked = process
+            .hooks
+            .as_ref()
+            .is_some_and(|hooks| hooks.sites.iter().any(|site| site.address == target));
+        if hooked || process.breakpoints.get(target).is_some() {
+            // Resolved before (a resolver runs once per relocation that names it).
+            return hooked;
+        }
+        let Some(module) = loaded::of_process(pid).ok().and_then(|modules| {
+            modules
+                .into_iter()
+                .find(|m| (m.start..m.end).contains(&target))
+        }) else {
+            return false;
+        };
+        let size = self.modules.get(&module.path).ok().and_then(|file| {
+            let elf = file.elf().ok()?;
+            elf.size_of_function_at(target.wrapping_sub(module.load_bias(elf)))
+        });
+        let Some(size) = size else {
+            if let Some(hooks) = self.processes.get_mut(&pid).and_then(|p| p.hooks.as_mut()) {
+                let reason = "no symbol gives the size of the IFUNC's target".to_string();
+                hooks.refusals.insert(target, reason);
+            }
+            return false;
+        };
+        let candidate = Candidate {
+            address: target,
+            size,
+            kind: ProbeKind::Alloc(function),
+        };
+        self.hook_module(pid, Some(tid), &module, vec![candidate])
+            .is_empty()
     }
 
     fn probe_module(

@@ -76,6 +76,8 @@ pub fn trace_options(run_mode: bool) -> ptrace::Options {
         | Options::PTRACE_O_TRACECLONE
         | Options::PTRACE_O_TRACEFORK
         | Options::PTRACE_O_TRACEVFORK
+        // The vforking thread stops before it runs on: its vfork child's calls end there.
+        | Options::PTRACE_O_TRACEVFORKDONE
         | Options::PTRACE_O_TRACEEXEC
         // The exit stop comes before the address space is released: its last smaps snapshot.
         | Options::PTRACE_O_TRACEEXIT;

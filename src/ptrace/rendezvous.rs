@@ -52,8 +52,9 @@ impl Tracer<'_> {
             .drain
             .as_ref()
             .and_then(|drain| drain.rendezvous_waiting(pid as u32));
-        if let Err(error) = self.scan_modules(pid, injector) {
-            self.warn(pid, format!("modules after a rendezvous: {error}"));
+        match self.scan_modules(pid, injector) {
+            Ok(()) | Err(crate::error::Error::ProcessGone(_)) => {}
+            Err(error) => self.warn(pid, format!("modules after a rendezvous: {error}")),
         }
         for tid in &held {
             self.joining.remove(tid);

@@ -95,6 +95,32 @@ impl ProcessHooks {
 pub struct PatchedEntry {
     pub address: u64,
     pub original: Vec<u8>,
+    /// What memsup wrote (the jump to the hook), as long as `original`.
+    pub written: Vec<u8>,
+}
+
+impl PatchedEntry {
+    /// The bytes to write back at detach, given what is there now: the original where
+    /// memsup's byte is still in place, the foreign byte where someone else patched over
+    /// it (a runtime code patcher); and whether there was such a foreign byte.
+    pub fn restored(&self, current: &[u8]) -> (Vec<u8>, bool) {
+        let mut foreign = false;
+        let bytes = self
+            .original
+            .iter()
+            .zip(&self.written)
+            .zip(current)
+            .map(|((&original, &written), &now)| {
+                if now == written {
+                    original
+                } else {
+                    foreign = true;
+                    now
+                }
+            })
+            .collect();
+        (bytes, foreign)
+    }
 }
 
 impl Process {
@@ -142,5 +168,35 @@ impl Process {
             self.breakpoints.policy,
             memory,
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PatchedEntry;
+
+    fn entry() -> PatchedEntry {
+        PatchedEntry {
+            address: 0x1000,
+            original: vec![0x48, 0x85, 0xff, 0x74, 0x07, 0x53],
+            written: vec![0xe9, 0x10, 0x20, 0x30, 0x40, 0xcc],
+        }
+    }
+
+    #[test]
+    fn an_entry_still_patched_gets_its_original_bytes() {
+        let entry = entry();
+        assert_eq!(
+            entry.restored(&entry.written),
+            (entry.original.clone(), false)
+        );
+    }
+
+    #[test]
+    fn a_foreign_byte_over_the_patch_stays_and_the_others_are_restored() {
+        let entry = entry();
+        let current = [0xc3, 0x10, 0x20, 0x30, 0x40, 0xcc];
+        let restored = vec![0xc3, 0x85, 0xff, 0x74, 0x07, 0x53];
+        assert_eq!(entry.restored(&current), (restored, true));
     }
 }

@@ -307,7 +307,14 @@ impl<'a> Tracer<'a> {
                 self.snapshot_at_exit(tid);
                 self.resume(tid)
             }
-            Event::Stop | Event::VforkDone | Event::Other(_) => self.resume(tid),
+            Event::VforkDone => {
+                // The parent runs on: its vfork child's calls are over.
+                if let Ok(child) = self.tracee.event_message(tid) {
+                    self.untag_vfork_child(child as i32);
+                }
+                self.resume(tid)
+            }
+            Event::Stop | Event::Other(_) => self.resume(tid),
         }
     }
 

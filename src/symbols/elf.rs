@@ -195,6 +195,12 @@ impl ElfFile {
         self.functions.symbolize(address)
     }
 
+    /// The size of the function that starts at ELF virtual address `address`, when its
+    /// symbol gives one.
+    pub fn size_of_function_at(&self, address: u64) -> Option<u64> {
+        self.functions.size_of_function_at(address)
+    }
+
     /// Addresses of GOT slots that the dynamic linker fills with the target of the IFUNC
     /// whose resolver is at ELF address `resolver` (R_X86_64_IRELATIVE with that addend, or
     /// JUMP_SLOT/GLOB_DAT relocations against the IFUNC symbol).

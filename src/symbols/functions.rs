@@ -74,6 +74,15 @@ impl FunctionTable {
             .collect()
     }
 
+    /// The size of the function that starts at `address`, when its symbol gives one.
+    pub fn size_of_function_at(&self, address: u64) -> Option<u64> {
+        let index = self
+            .by_address
+            .partition_point(|entry| entry.address < address);
+        let entry = self.by_address.get(index)?;
+        (entry.address == address && entry.size > 0).then_some(entry.size)
+    }
+
     /// The function containing `address` and the offset into it.
     pub fn symbolize(&self, address: u64) -> Option<(String, u64)> {
         let index = self
@@ -178,5 +187,17 @@ mod tests {
         let found = table().find(&["__libc_free", "malloc", "missing"]);
         let names: Vec<&str> = found.iter().map(|symbol| symbol.name.as_str()).collect();
         assert_eq!(names, ["__libc_free", "malloc"]);
+    }
+
+    #[test]
+    fn sizes_only_functions_starting_at_the_address() {
+        let table = table();
+        assert_eq!(table.size_of_function_at(0x1000), Some(0x100));
+        assert_eq!(table.size_of_function_at(0x1200), Some(0x80));
+        assert_eq!(table.size_of_function_at(0x1005), None);
+        assert_eq!(table.size_of_function_at(0x0fff), None);
+        // No size: the function's end is unknown.
+        assert_eq!(table.size_of_function_at(0x8000), None);
+        assert_eq!(table.size_of_function_at(0x9000), None);
     }
 }

@@ -67,7 +67,7 @@ fn attach_once_for_a_second(pid: u32, targets: &[String], note: &str) -> Value {
     assert_eq!(program, "");
     assert_eq!(String::from_utf8_lossy(&output.stdout), "");
     assert_eq!(
-        memsup_lines,
+        without_hook_pages_left(memsup_lines),
         [
             format!("memsup: note: attaching to each process once, as a whole: {note}"),
             format!("memsup: profile written to {}", profile.display()),
@@ -107,6 +107,12 @@ fn a_process_named_twice_is_joined_once() {
 
 #[test]
 fn a_process_named_by_one_of_its_threads_is_joined_whole() {
+    if suite_engine_is_hooks() {
+        // The program's allocator loops (2.5 to 4.5 s natively) are not slowed by hooks as
+        // by stops, and can end before the test reads the program's code after the detach.
+        record_skip("the program outliving the attach: hooks do not slow it down");
+        return;
+    }
     for_each_variant("attach_threads", |_, fixture| {
         let running = start(fixture, "attach_threads", 1);
         let pid = running.pid;
@@ -165,6 +171,12 @@ const FAULTS: [(&str, &str, &str); 4] = [
 
 #[test]
 fn a_failing_memsup_detaches_before_it_exits() {
+    if suite_engine_is_hooks() {
+        // The program's allocator loops (2.5 to 4.5 s natively) are not slowed by hooks as
+        // by stops, and can end before the test reads the program's code after the detach.
+        record_skip("the program outliving the attach: hooks do not slow it down");
+        return;
+    }
     for_each_variant("attach_loop", |_, fixture| {
         // One program and one memsup per failure, side by side.
         std::thread::scope(|scope| {
@@ -192,6 +204,7 @@ fn fail_while_attached(fixture: &Path, (fault, prefix, suffix): (&str, &str, &st
     // No --duration: only the failure ends this attach.
     let output = attach(&profile, &[pid.to_string()], Some(fault), false);
     let (program, memsup_lines) = split_stderr(&output.stderr);
+    let memsup_lines = without_hook_pages_left(memsup_lines);
     assert_eq!(output.status.code(), Some(70), "{fault}: {memsup_lines:?}");
     assert_eq!(program, "", "{fault}: stderr besides memsup's lines");
     assert_eq!(memsup_lines.len(), 1, "{fault}: {memsup_lines:?}");

@@ -1,7 +1,8 @@
 //! fixtures/code_patcher.c: a program overwrites the first byte of libc's shmdt while memsup
 //! is attached (as runtime code patchers such as UCX do to the mapping functions memsup probes
 //! in attach mode). At detach memsup must leave that byte alone, count a foreign patch, and
-//! restore every other byte of code.
+//! restore every other byte of code. The patcher finds memsup's int3 there, or the first
+//! byte of the hook engine's jump: either way it is a foreign patch over memsup's.
 
 use std::ffi::OsStr;
 use std::path::Path;
@@ -21,6 +22,8 @@ use crate::common::run::{clean_command, memsup_binary, wait_with_timeout};
 use crate::common::*;
 
 const INT3: u8 = 0xcc;
+/// The first byte of the hook engine's `jmp rel32` over an entry.
+const JUMP: u8 = 0xe9;
 const RET: u8 = 0xc3;
 /// Generous: the machine may be shared and busy.
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -117,13 +120,14 @@ fn a_foreign_patch_over_a_probe_is_left_alone_at_detach() {
         wait_until("memsup traces the fixture", TIMEOUT, || {
             tracer_pid(pid) != 0
         });
-        wait_until("memsup's int3 is on shmdt", TIMEOUT, || {
-            read_byte(pid, address) == INT3
+        wait_until("memsup's int3 or hook is on shmdt", TIMEOUT, || {
+            [INT3, JUMP].contains(&read_byte(pid, address))
         });
+        let probe_byte = read_byte(pid, address);
         send_usr1(pid);
-        // The patcher saw memsup's int3, as a real patcher would.
+        // The patcher saw memsup's byte, as a real patcher would.
         let patched = patcher.program.next_line("the patched line");
-        assert_eq!(patched, patched_line(INT3));
+        assert_eq!(patched, patched_line(probe_byte));
 
         let output = memsup.join().unwrap();
         let (_, memsup_lines) = split_stderr(&output.stderr);
@@ -147,6 +151,15 @@ fn a_foreign_patch_over_a_probe_is_left_alone_at_detach() {
         assert_eq!(image["pid"], pid);
         assert_exit(image, "detached", None);
         assert_eq!(number(image, "/probes/foreign_patches"), 1);
+        let implementation = if probe_byte == JUMP { "hook" } else { "int3" };
+        let shmdt_site = image["probe_sites"]
+            .as_array()
+            .expect("probe sites")
+            .iter()
+            .find(|site| site["address"] == address)
+            .unwrap_or_else(|| panic!("no probe site at shmdt: {:#}", image["probe_sites"]));
+        let recorded = shmdt_site["implementation"].as_str().unwrap_or_default();
+        assert!(recorded.starts_with(implementation), "{shmdt_site:#}");
         assert_eq!(
             number(image, "/mappings/calls/shmdt"),
             0,

@@ -318,6 +318,9 @@ fn an_attached_program_has_its_thread_stacks_and_unknown_earlier_memory() {
 /// Residency of the mappings of /proc/PID/smaps, read by the test itself.
 struct OwnSmaps {
     total_rss: u64,
+    /// memsup's pages: anonymous executable ones (the scratch page, the hook engine's code
+    /// pages) and the hook engine's ring area.
+    memsup_rss: u64,
     /// By the mapping's path ("" for anonymous memory).
     by_path: Vec<(String, u64, u64)>,
 }
@@ -325,6 +328,7 @@ struct OwnSmaps {
 fn read_own_smaps(pid: u32) -> OwnSmaps {
     let text = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap();
     let mut by_path: Vec<(String, u64, u64)> = Vec::new();
+    let mut memsup = Vec::new();
     for line in text.lines() {
         let first = line.split_whitespace().next().unwrap_or_default();
         if first.contains('-') && !first.ends_with(':') {
@@ -336,6 +340,11 @@ fn read_own_smaps(pid: u32) -> OwnSmaps {
             let (start, end) = first.split_once('-').unwrap();
             let length =
                 u64::from_str_radix(end, 16).unwrap() - u64::from_str_radix(start, 16).unwrap();
+            let executable = line
+                .split_whitespace()
+                .nth(1)
+                .is_some_and(|p| p.contains('x'));
+            memsup.push((path.is_empty() && executable) || path.starts_with("/memfd:memsup-hooks"));
             by_path.push((path, length, 0));
         } else if let Some(value) = line.strip_prefix("Rss:") {
             let kib: u64 = value.trim().trim_end_matches(" kB").trim().parse().unwrap();
@@ -344,6 +353,12 @@ fn read_own_smaps(pid: u32) -> OwnSmaps {
     }
     OwnSmaps {
         total_rss: by_path.iter().map(|(_, _, rss)| rss).sum(),
+        memsup_rss: by_path
+            .iter()
+            .zip(&memsup)
+            .filter(|(_, &is_memsup)| is_memsup)
+            .map(|((_, _, rss), _)| rss)
+            .sum(),
         by_path,
     }
 }
@@ -411,7 +426,15 @@ fn component_totals_match_smaps_read_while_the_program_is_stopped() {
         };
         let stack = rss_of(&|path| path == "[stack]");
         assert_eq!(resident_at(image, "stacks", time_ns), stack, "{what}");
-        assert_eq!(resident_at(image, "memsup", time_ns), 4 * KIB, "{what}");
+        // The scratch page; with hooks also their code pages and ring area.
+        assert_eq!(
+            resident_at(image, "memsup", time_ns),
+            own.memsup_rss,
+            "{what}"
+        );
+        if !recorded_by_hooks(image) {
+            assert_eq!(own.memsup_rss, 4 * KIB, "{what}");
+        }
         // The program's file and its three 1 MiB blocks (each in a mapping of 1 MiB and a
         // page; the kernel may merge the three); the 100 small blocks' share of the heap is
         // at most their 100,000 bytes.

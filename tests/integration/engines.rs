@@ -2,13 +2,15 @@
 //! stacks, which both record exactly) gives the same calls, bytes, peaks and leaks, and the
 //! hook engine says it recorded the program with no record lost.
 
+use std::path::Path;
+
 use serde_json::Value;
 
 use crate::common::report::processes;
 use crate::common::*;
 
 /// What both engines must agree on, per process image.
-pub(crate) const EXACT_FIELDS: &[&str] = &[
+pub const EXACT_FIELDS: &[&str] = &[
     "/calls",
     "/allocations",
     "/bytes_allocated",
@@ -21,22 +23,23 @@ pub(crate) const EXACT_FIELDS: &[&str] = &[
     "/live_bytes_at_exit",
     "/live_blocks_at_exit",
     "/largest_allocation",
+    "/probes/nested_calls",
 ];
 
-fn recorded_by(engine: &str, fixture: &std::path::Path) -> Recording {
+pub fn recorded_by(engine: &str, fixture: &Path, args: &[&str]) -> Recording {
     record_with_options(
         &["--stacks", "caller", "--engine", engine],
         fixture,
-        &[],
+        args,
         None,
     )
 }
 
-fn heap_numbers(report: &Value) -> Vec<Vec<Value>> {
+fn heap_numbers(report: &Value, fields: &[&str]) -> Vec<Vec<Value>> {
     processes(report)
         .iter()
         .map(|image| {
-            EXACT_FIELDS
+            fields
                 .iter()
                 .map(|field| image.pointer(field).cloned().unwrap_or(Value::Null))
                 .collect()
@@ -52,30 +55,58 @@ fn assert_engines_agree(name: &str) {
 /// returns is recorded at its return by a hook, so never (the int3 engine counts it).
 fn assert_engines_agree_but(name: &str, fewer: &[(&str, u64)]) {
     for_each_variant(name, |_, fixture| {
-        let int3 = recorded_by("int3", fixture);
-        let hooks = recorded_by("hooks", fixture);
-        // Each run's output and exit status were checked against a native run by `record`.
-        let mut expected = heap_numbers(&int3.report);
-        for image in &mut expected {
-            for (function, count) in fewer {
-                let calls = &mut image[0][*function];
-                *calls = Value::from(calls.as_u64().expect("a count") - count);
-            }
-        }
-        assert_eq!(heap_numbers(&hooks.report), expected);
-        for image in processes(&hooks.report) {
-            assert_eq!(image["engine"], "hooks", "{image:#}");
-            assert_eq!(number(image, "/hooks/dropped"), 0);
-            assert_eq!(number(image, "/hooks/torn"), 0);
-            assert_eq!(number(image, "/hooks/invalid"), 0);
-            assert_eq!(number(image, "/hooks/late"), 0);
-            // No allocator call took a stop: only the mapping calls' seccomp stops remain.
-            assert_eq!(number(image, "/probes/entry_hits"), 0, "{image:#}");
-        }
-        for image in processes(&int3.report) {
-            assert_eq!(image["engine"], "int3");
-        }
+        assert_fixture_engines_agree(fixture, &[], fewer);
     });
+}
+
+/// Records `fixture args` with each engine and checks that every process image has the same
+/// numbers (but `fewer` calls under hooks, in every image) and that the hook engine lost,
+/// tore, misread and released late no record and took no allocator stop. Returns both
+/// recordings (int3, hooks) for further checks.
+pub fn assert_fixture_engines_agree(
+    fixture: &Path,
+    args: &[&str],
+    fewer: &[(&str, u64)],
+) -> (Recording, Recording) {
+    assert_fixture_engines_agree_on(fixture, args, fewer, EXACT_FIELDS)
+}
+
+/// `assert_fixture_engines_agree` on `fields` only (`fewer` needs "/calls" first).
+pub fn assert_fixture_engines_agree_on(
+    fixture: &Path,
+    args: &[&str],
+    fewer: &[(&str, u64)],
+    fields: &[&str],
+) -> (Recording, Recording) {
+    let int3 = recorded_by("int3", fixture, args);
+    let hooks = recorded_by("hooks", fixture, args);
+    // Each run's output and exit status were checked against a native run by `record`.
+    let mut expected = heap_numbers(&int3.report, fields);
+    for image in &mut expected {
+        for (function, count) in fewer {
+            let calls = &mut image[0][*function];
+            *calls = Value::from(calls.as_u64().expect("a count") - count);
+        }
+    }
+    assert_eq!(heap_numbers(&hooks.report, fields), expected);
+    for image in processes(&hooks.report) {
+        assert_recorded_by_hooks_losslessly(image);
+    }
+    for image in processes(&int3.report) {
+        assert_eq!(image["engine"], "int3");
+    }
+    (int3, hooks)
+}
+
+/// `image` was recorded by hooks, every record read whole and in order, no allocator stop.
+pub fn assert_recorded_by_hooks_losslessly(image: &Value) {
+    assert_eq!(image["engine"], "hooks", "{image:#}");
+    assert_eq!(number(image, "/hooks/dropped"), 0);
+    assert_eq!(number(image, "/hooks/torn"), 0);
+    assert_eq!(number(image, "/hooks/invalid"), 0);
+    assert_eq!(number(image, "/hooks/late"), 0);
+    // No allocator call took a stop: only the mapping calls' seccomp stops remain.
+    assert_eq!(number(image, "/probes/entry_hits"), 0, "{image:#}");
 }
 
 #[test]
@@ -107,7 +138,7 @@ fn longjmp_out_of_a_signal_handler_is_recorded_alike_by_both_engines() {
 #[test]
 fn the_alloc_script_under_hooks_has_its_known_numbers() {
     let fixture = fixture("alloc_script", Variant::Dynamic);
-    let hooks = recorded_by("hooks", &fixture);
+    let hooks = recorded_by("hooks", &fixture, &[]);
     let image = launched_image(&hooks.report, &fixture, &[]);
     assert_eq!(number(image, "/calls/malloc"), 9);
     assert_eq!(number(image, "/calls/free"), 7);

@@ -4,7 +4,7 @@
 use crate::common::*;
 use crate::exit_and_signal::exit3_numbers;
 
-fn parent_numbers() -> HeapExpectation {
+pub fn parent_numbers() -> HeapExpectation {
     HeapExpectation {
         calls: calls(&[("malloc", 3), ("free", 3)]),
         returned_calls: 3,
@@ -20,7 +20,7 @@ fn parent_numbers() -> HeapExpectation {
 
 /// The child between fork and exec: its image starts with no known blocks, so freeing the
 /// inherited one is an unknown free; the 77 bytes are live when exec ends the image.
-fn child_before_exec_numbers() -> HeapExpectation {
+pub fn child_before_exec_numbers() -> HeapExpectation {
     HeapExpectation {
         calls: calls(&[("malloc", 1), ("free", 1)]),
         returned_calls: 1,

@@ -1,6 +1,7 @@
 //! fixtures/longjmp_signal.c: a fault inside posix_memalign, left by siglongjmp from a SIGSEGV
 //! handler; the allocations after it must be recorded exactly (not taken for nested calls).
 
+use crate::common::expect::FUNCTIONS;
 use crate::common::*;
 
 fn glibc_numbers() -> HeapExpectation {
@@ -41,7 +42,7 @@ fn longjmp_out_of_a_faulting_allocator_call() {
             site(Some("allocate_filled"), 700, 1).with_totals(1, 700),
             site(Some("main"), 400, 1).with_totals(1, 400),
         ];
-        let expected = match variant {
+        let mut expected = match variant {
             Variant::Dynamic => glibc_numbers(),
             Variant::Static => {
                 sites.insert(0, site(Some("_dl_new_object"), 1225, 1));
@@ -53,6 +54,12 @@ fn longjmp_out_of_a_faulting_allocator_call() {
                 ..glibc_numbers()
             },
         };
+        if recorded_by_hooks(image) {
+            // A hook records posix_memalign at its return, which the siglongjmp abandons:
+            // the hook engine counts one call fewer (DESIGN.md §4a, differences from int3).
+            let posix_memalign = FUNCTIONS.iter().position(|f| *f == "posix_memalign");
+            expected.calls[posix_memalign.expect("a probed function")] -= 1;
+        }
         assert_heap(image, &expected);
         assert_sites(image, &sites);
         assert_probe_costs(image, &expected, 0, 1);

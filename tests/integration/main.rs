@@ -20,6 +20,8 @@ mod dlopen;
 mod engine_allocators;
 mod engine_mappings;
 mod engines;
+mod engines_processes;
+mod engines_stress;
 mod exit_and_signal;
 mod fork_exec;
 mod html_report;

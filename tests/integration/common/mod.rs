@@ -6,6 +6,7 @@ pub mod attach_cycle;
 pub mod attach_window;
 pub mod build;
 pub mod chromium;
+pub mod engine;
 pub mod expect;
 pub mod interactive;
 pub mod live_process;
@@ -19,13 +20,17 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 
 pub use build::{fixture, shared_object, shared_object_with, variants, CodeGen, Variant};
+pub use engine::{
+    recorded_by_hooks, skip_stack_test_under_hooks, skip_whole_stacks_under_hooks,
+    suite_engine_is_hooks, without_hook_pages_left, HOOK_PAGES_LEFT,
+};
 pub use expect::{
     assert_heap, assert_probe_costs, assert_site_listed, assert_sites, calls, leaf_function, site,
     GlibcStaticStartup, HeapExpectation,
 };
 pub use report::{assert_exit, assert_image_count, assert_profile, number, process_image};
 pub use run::{record, record_with_options, run_memsup, run_native, split_stderr, Recording};
-pub use tools::require_tool;
+pub use tools::{record_skip, require_tool};
 
 /// The file name of a fixture binary ("alloc_script-dynamic").
 pub fn file_name(path: &Path) -> String {

@@ -1,0 +1,110 @@
+//! What depends on the engine that recorded an image: the suite runs once per engine
+//! (scripts/test, MEMSUP_ENGINE). The hook engine takes no stop per allocator call and
+//! records only the caller, so assertions about probe stops and whole call stacks have a
+//! hook-engine form, or are left out with a reason that scripts/test reports.
+
+use serde_json::Value;
+
+use super::expect::{HeapExpectation, LIFECYCLE_STOPS_PER_IMAGE};
+use super::expect::{LIFECYCLE_STOPS_PER_SIGNAL, LIFECYCLE_STOPS_PER_THREAD};
+use super::report::number;
+use super::tools::record_skip;
+
+/// Whether `image` was recorded by the hook engine.
+pub fn recorded_by_hooks(image: &Value) -> bool {
+    image["engine"] == "hooks"
+}
+
+/// Whether the suite runs under the hook engine (MEMSUP_ENGINE=hooks).
+pub fn suite_engine_is_hooks() -> bool {
+    std::env::var("MEMSUP_ENGINE").is_ok_and(|engine| engine == "hooks")
+}
+
+/// True, after recording the skip, when `image` was recorded by hooks: `what` needs whole
+/// call stacks, which the hook engine does not record yet (it records the caller only).
+pub fn skip_whole_stacks_under_hooks(image: &Value, what: &str) -> bool {
+    if !recorded_by_hooks(image) {
+        return false;
+    }
+    record_skip(&format!(
+        "{what}: needs whole call stacks, and the hook engine records the caller only"
+    ));
+    true
+}
+
+/// The hook engine's side of `assert_probe_costs`: no allocator call stopped (no entry or
+/// return hit, no step), every call is one record read whole (nested ones included), none
+/// lost, torn or late; the stops left are the mapping calls' and the life cycle's.
+pub fn assert_hook_costs(image: &Value, expected: &HeapExpectation, threads: u64, signals: u64) {
+    let total_calls: u64 = expected.calls.iter().sum();
+    let probes = &image["probes"];
+    let exact = [
+        ("/probes/entry_hits", 0),
+        ("/probes/return_hits", 0),
+        ("/probes/single_steps", 0),
+        ("/probes/stop_the_world", 0),
+        ("/probes/foreign_patches", 0),
+        ("/hooks/records", total_calls + expected.nested_calls),
+        ("/hooks/nested", expected.nested_calls),
+        ("/hooks/dropped", 0),
+        ("/hooks/torn", 0),
+        ("/hooks/invalid", 0),
+        ("/hooks/late", 0),
+    ];
+    let mut mismatches: Vec<String> = exact
+        .iter()
+        .filter(|&&(pointer, want)| number(image, pointer) != want)
+        .map(|&(pointer, want)| {
+            format!("{pointer}: expected {want}, got {}", number(image, pointer))
+        })
+        .collect();
+    let syscall_stops = number(probes, "/syscall_stops");
+    let allowance = LIFECYCLE_STOPS_PER_IMAGE
+        + LIFECYCLE_STOPS_PER_THREAD * threads
+        + LIFECYCLE_STOPS_PER_SIGNAL * signals;
+    let stops = number(probes, "/stops");
+    if stops < syscall_stops || stops > syscall_stops + allowance {
+        mismatches.push(format!(
+            "stops {stops} outside [{syscall_stops}, {}] (syscall stops plus at most \
+             {allowance} life-cycle stops)",
+            syscall_stops + allowance
+        ));
+    }
+    assert!(
+        mismatches.is_empty(),
+        "hook costs of {} (pid {}):\n  {}\nimage: {image:#}",
+        image["exe"],
+        image["pid"],
+        mismatches.join("\n  ")
+    );
+}
+
+/// True, after recording the skip, when the suite runs under the hook engine and the test
+/// is about whole call stacks (`what`), which the hook engine does not record yet.
+pub fn skip_stack_test_under_hooks(what: &str) -> bool {
+    if !suite_engine_is_hooks() {
+        return false;
+    }
+    record_skip(&format!(
+        "{what}: needs whole call stacks, and the hook engine records the caller only"
+    ));
+    true
+}
+
+/// What memsup says when it leaves its hook pages mapped at detach.
+pub const HOOK_PAGES_LEFT: &str =
+    "memsup: warning: a thread may still be inside memsup's hook code: it stays mapped, switched off";
+
+/// `memsup_lines` without the hook engine's warning that it left its pages mapped at detach
+/// (a thread stopped inside a hooked call, or a stale word on a stack that looks like one:
+/// the check is conservative), recording that the clean detach was not shown.
+pub fn without_hook_pages_left(memsup_lines: Vec<String>) -> Vec<String> {
+    if !memsup_lines.iter().any(|line| line == HOOK_PAGES_LEFT) {
+        return memsup_lines;
+    }
+    record_skip("a clean detach: memsup left its hook pages mapped, switched off");
+    memsup_lines
+        .into_iter()
+        .filter(|line| line != HOOK_PAGES_LEFT)
+        .collect()
+}
