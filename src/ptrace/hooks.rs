@@ -268,7 +268,7 @@ impl Tracer<'_> {
 
     /// Runs `work` with system calls in `pid`'s stopped thread `tid`, through the scratch
     /// page's stub; signals that arrive meanwhile are kept for the thread.
-    fn with_injector<T>(
+    pub(crate) fn with_injector<T>(
         &mut self,
         pid: i32,
         tid: i32,
@@ -370,7 +370,7 @@ impl Tracer<'_> {
         }
         let inside = tids
             .iter()
-            .any(|&tid| thread_may_be_inside(tid, &process.memory, &hooks));
+            .any(|&tid| thread_may_be_inside(tid, &process.memory, &hooks.pages));
         if inside {
             self.warn(
                 pid,
@@ -391,15 +391,19 @@ impl Tracer<'_> {
     }
 }
 
-/// Whether thread `tid` (stopped) runs in a hook page or has a return address into one on
-/// its stack (an allocator call the hook made and that has not returned).
-fn thread_may_be_inside(tid: i32, memory: &dyn RemoteMemory, hooks: &ProcessHooks) -> bool {
+/// Whether thread `tid` (stopped) runs in one of `pages` (start, length) or has a return
+/// address into one on its stack (an allocator call the hook made and that has not
+/// returned).
+pub(crate) fn thread_may_be_inside(
+    tid: i32,
+    memory: &dyn RemoteMemory,
+    pages: &[(u64, u64)],
+) -> bool {
     let Ok(registers) = regs::get_registers(tid) else {
         return false;
     };
     let in_pages = |address: u64| {
-        hooks
-            .pages
+        pages
             .iter()
             .any(|&(base, length)| (base..base + length).contains(&address))
     };
