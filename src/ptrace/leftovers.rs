@@ -9,8 +9,8 @@
 use crate::hooks::layout::{header, MAGIC};
 use crate::hooks::trailer::Trailer;
 use crate::proc::maps::read_maps;
-use crate::ptrace::hooks::thread_may_be_inside;
 use crate::ptrace::inject::{PAGE_SIZE, SCRATCH_MAGIC};
+use crate::ptrace::inside::{in_ranges, InsideCheck};
 use crate::ptrace::memory::RemoteMemory;
 use crate::ptrace::tracer::Tracer;
 
@@ -99,6 +99,7 @@ impl Tracer<'_> {
     /// At attach, with every thread of `pid` (`tids`) stopped and this memsup's scratch page
     /// made: undoes what an earlier memsup left (module comment).
     pub(crate) fn remove_leftovers(&mut self, pid: i32, tids: &[i32], injector: i32) {
+        let check = InsideCheck::for_process(pid, &self.modules);
         let Ok(process) = self.process_mut(pid) else {
             return;
         };
@@ -132,9 +133,14 @@ impl Tracer<'_> {
             .map(|page| (page.base, page.length))
             .collect();
         code.extend(found.scratch_pages.iter().map(|&base| (base, PAGE_SIZE)));
+        let references: Vec<u64> = tids
+            .iter()
+            .flat_map(|&tid| check.code_references(tid, &process.memory))
+            .collect();
         let (busy, free): (Vec<Range>, Vec<Range>) = code.into_iter().partition(|&range| {
-            tids.iter()
-                .any(|&tid| thread_may_be_inside(tid, &process.memory, &[range]))
+            references
+                .iter()
+                .any(|&address| in_ranges(&[range], address))
         });
         // An area stays while a page that writes to it stays.
         let (kept_areas, free_areas): (Vec<Range>, Vec<Range>) =

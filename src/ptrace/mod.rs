@@ -8,6 +8,7 @@ mod fake_tracee;
 pub mod hits;
 pub mod hooks;
 pub mod inject;
+mod inside;
 pub mod launch;
 mod leftovers;
 pub mod lifecycle;
