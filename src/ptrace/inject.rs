@@ -193,16 +193,25 @@ pub struct ScratchPage {
 }
 
 impl ScratchPage {
-    /// Maps a page within rel32 reach of `anchor` when a gap allows, and fills it.
+    /// Maps a page within rel32 reach of `anchor` when a gap allows, and fills it. The
+    /// mapping call runs from `room` (`padding::stub_room`, put back after) when there is
+    /// one, else from a `syscall` written over the thread's current instruction.
     pub fn create(
         memory: &mut dyn RemoteMemoryMut,
         pid: i32,
         tid: i32,
         anchor: u64,
+        room: Option<u64>,
     ) -> Result<(ScratchPage, Vec<i32>)> {
         let maps = read_maps(pid).map_err(|e| Error::io(format!("/proc/{pid}/maps"), e))?;
         let hint = find_gap(&maps, anchor, PAGE_SIZE, REACH);
-        let (base, signals) = map_page(memory, tid, hint)?;
+        let mut saved = vec![0u8; STUB_BYTES as usize];
+        let room = room.filter(|&address| memory.read(address, &mut saved).is_ok());
+        let mapped = map_page(memory, tid, hint, room);
+        if let Some(address) = room {
+            memory.write_code(address, &saved)?;
+        }
+        let (base, signals) = mapped?;
         let mut page = vec![0xccu8; PAGE_SIZE as usize];
         page[..8].copy_from_slice(&SCRATCH_MAGIC.to_le_bytes());
         memory.write_code(base, &page)?;
@@ -288,6 +297,7 @@ fn map_page(
     memory: &mut dyn RemoteMemoryMut,
     tid: i32,
     hint: Option<u64>,
+    stub: Option<u64>,
 ) -> Result<(u64, Vec<i32>)> {
     const MAP_FIXED_NOREPLACE: u64 = 0x10_0000;
     let protection = (libc::PROT_READ | libc::PROT_EXEC) as u64;
@@ -305,7 +315,7 @@ fn map_page(
                 0,
             ],
         };
-        let (result, mut pending) = remote_syscall(memory, tid, None, &call)?;
+        let (result, mut pending) = remote_syscall(memory, tid, stub, &call)?;
         signals.append(&mut pending);
         if result as u64 == address {
             return Ok((address, signals));
@@ -315,7 +325,7 @@ fn map_page(
         number: libc::SYS_mmap as u64,
         args: [0, PAGE_SIZE, protection, private_anonymous, u64::MAX, 0],
     };
-    let (result, mut pending) = remote_syscall(memory, tid, None, &call)?;
+    let (result, mut pending) = remote_syscall(memory, tid, stub, &call)?;
     signals.append(&mut pending);
     if (-4095..0).contains(&result) {
         return Err(Error::Internal(format!(

@@ -14,6 +14,7 @@ mod leftovers;
 pub mod lifecycle;
 pub mod memory;
 pub mod modules;
+mod padding;
 pub mod regs;
 mod rendezvous;
 pub mod seccomp;
