@@ -4,8 +4,10 @@
 //! hook code leaves those pages switched off. A new attach finds them (a hook page ends
 //! with its trailer, a scratch page starts with `SCRATCH_MAGIC`, an area is the memfd
 //! `memsup-hooks`), puts every patched entry's bytes back, switches the areas off and
-//! unmaps what no thread can be in; the rest stays, switched off, and memsup says so.
+//! unmaps what no thread can be in; the rest stays, switched off, and memsup says so. What
+//! it did is a warning in the profile, printed only when something stays.
 
+use crate::events::EventKind;
 use crate::hooks::layout::{header, MAGIC};
 use crate::hooks::trailer::Trailer;
 use crate::proc::maps::read_maps;
@@ -161,8 +163,13 @@ impl Tracer<'_> {
             free.len(),
             free_areas.len()
         );
-        if let Err(error) = unmapped {
+        if let Err(error) = &unmapped {
             note = format!("{note} (unmapping failed: {error})");
+        }
+        if busy.is_empty() && unmapped.is_ok() {
+            // Housekeeping that left the process clean: the profile says it, stderr does not.
+            self.send(pid, pid, EventKind::Warning { message: note });
+            return;
         }
         if !busy.is_empty() {
             note = format!(
