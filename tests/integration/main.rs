@@ -21,6 +21,7 @@ mod engine_mappings;
 mod engines;
 mod exit_and_signal;
 mod fork_exec;
+mod hook_chaos;
 mod html_report;
 mod ifunc;
 mod leader_exit;
