@@ -35,9 +35,9 @@ pub struct RemoteSyscall {
 /// for this thread first: see `stub`) or, with no page yet, from a `syscall` written over the
 /// current instruction and put back. The result is taken at the syscall-exit stop, so no
 /// int3 is ever executed. The thread may be stopped between instructions or inside an
-/// interrupted system call: it runs the call with no restart state, then gets every
-/// register back exactly (see `call_registers`). Signals that arrive meanwhile are returned
-/// for the caller to deliver.
+/// interrupted system call: it runs the call with no restart state (see `call_registers`),
+/// then gets its registers back, an interrupted call set to restart (`resume_point`).
+/// Signals that arrive meanwhile are returned for the caller to deliver.
 pub fn remote_syscall(
     memory: &mut dyn RemoteMemoryMut,
     tid: i32,
