@@ -11,6 +11,7 @@ pub mod layout;
 pub mod placement;
 pub mod relocate;
 pub mod ring;
+pub mod trailer;
 
 #[cfg(test)]
 mod code_map_tests;

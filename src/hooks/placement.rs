@@ -6,6 +6,7 @@ use super::code::{assemble, CpuSource};
 use super::inject::page_align;
 use super::layout::Op;
 use super::relocate::{jump_bytes, relocate_entry, EntryPatch, Relocation, MAX_RELOCATED_BYTES};
+use super::trailer::{trailer_bytes, SavedEntry, Trailer};
 use crate::breakpoints::probes::direct_jump_target;
 
 /// `jmp rel32`, and its length.
@@ -95,17 +96,19 @@ fn lone_return(target: &Target) -> Option<Relocation> {
     })
 }
 
-/// Bytes a page for hooks of `ops` takes, to map it before it is planned.
+/// Bytes a page for hooks of `ops` takes, to map it before it is planned: the hooks, each
+/// relocated prologue, and the trailer that ends it.
 pub fn page_bytes(ops: &[Op], cpu: CpuSource) -> Result<u64> {
     let count = ops.len();
     let hooks = assemble(0x1000_0000, 0x2000_0000, cpu, ops)?.bytes.len();
     let hooks = hooks.next_multiple_of(16);
     Ok(page_align(
-        (hooks + count * (MAX_RELOCATED_BYTES + 16)) as u64,
+        (hooks + count * (MAX_RELOCATED_BYTES + 16) + trailer_bytes(count)) as u64,
     ))
 }
 
-/// The page at `base` for `targets`, its hooks writing to the area at `area`.
+/// The page at `base` for `targets` (`page_bytes` of their operations long), its hooks
+/// writing to the area at `area`; it ends with its trailer.
 pub fn plan(base: u64, area: u64, cpu: CpuSource, targets: &[Target]) -> Result<PagePlan> {
     let ops: Vec<Op> = targets.iter().map(|t| t.op).collect();
     let hooks = assemble(base, area, cpu, &ops)?;
@@ -141,7 +144,27 @@ pub fn plan(base: u64, area: u64, cpu: CpuSource, targets: &[Target]) -> Result<
             jump,
         });
     }
-    bytes.resize(page_align(bytes.len() as u64) as usize, 0xcc);
+    let length = page_bytes(&ops, cpu)?;
+    let trailer = Trailer {
+        base,
+        length,
+        area,
+        entries: patches
+            .iter()
+            .map(|patch| SavedEntry {
+                address: targets[patch.target].address + patch.patch.offset,
+                original: patch.patch.original.clone(),
+            })
+            .collect(),
+    }
+    .encode();
+    let code_end = length as usize - trailer.len();
+    assert!(
+        bytes.len() <= code_end,
+        "page_bytes leaves room for the trailer"
+    );
+    bytes.resize(code_end, 0xcc);
+    bytes.extend_from_slice(&trailer);
     Ok(PagePlan {
         bytes,
         patches,

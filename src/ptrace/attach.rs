@@ -275,6 +275,7 @@ impl Tracer<'_> {
             process.memory.use_thread(injector);
         }
         self.create_scratch(pid, injector, anchor)?;
+        self.remove_leftovers(pid, &tids, injector);
         self.scan_modules(pid, Some(injector))?;
         for joined in threads {
             self.joining.remove(&joined.tid);

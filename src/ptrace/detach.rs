@@ -268,7 +268,10 @@ impl Tracer<'_> {
             number: libc::SYS_munmap as u64,
             args: [scratch.base, PAGE_SIZE, 0, 0, 0, 0],
         };
-        if let Ok((_, signals)) = remote_syscall(&mut process.memory, tid, None, &munmap) {
+        // From the page's own stub: the result is taken at the syscall-exit stop, before
+        // the thread could run on in the page.
+        let stub = Some(scratch.syscall_stub());
+        if let Ok((_, signals)) = remote_syscall(&mut process.memory, tid, stub, &munmap) {
             if let Some(thread) = self.threads.get_mut(&tid) {
                 thread.pending_signals.extend(signals);
             }

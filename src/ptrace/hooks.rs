@@ -10,10 +10,10 @@ use crate::events::EventKind;
 use crate::hooks::code::CpuSource;
 use crate::hooks::drain::{op_of, op_of_map_call, ring_capacity, ring_count};
 use crate::hooks::inject::Injector;
-use crate::hooks::layout::{area_bytes, Op};
+use crate::hooks::layout::{area_bytes, header, Op};
 use crate::hooks::placement::{page_bytes, plan, Target};
 use crate::module::loaded::LoadedModule;
-use crate::ptrace::memory::RemoteMemory;
+use crate::ptrace::inside::InsideCheck;
 use crate::ptrace::regs;
 use crate::ptrace::state::{PatchedEntry, ProcessHooks};
 use crate::ptrace::tracer::Tracer;
@@ -288,7 +288,7 @@ impl Tracer<'_> {
 
     /// Runs `work` with system calls in `pid`'s stopped thread `tid`, through the scratch
     /// page's stub; signals that arrive meanwhile are kept for the thread.
-    fn with_injector<T>(
+    pub(crate) fn with_injector<T>(
         &mut self,
         pid: i32,
         tid: i32,
@@ -391,6 +391,10 @@ impl Tracer<'_> {
             return;
         };
         let process = self.processes.get_mut(&pid).expect("checked");
+        // Off through the target's memory: the drain has let go of the image already
+        // (`finish_image`), and a rendezvous hook waiting in the page leaves once it reads 0.
+        let enabled = hooks.area + header::ENABLED;
+        let _ = process.memory.write_data(enabled, &0u32.to_le_bytes());
         for entry in &hooks.patched {
             let mut current = vec![0u8; entry.original.len()];
             let bytes = match process.memory.read(entry.address, &mut current) {
@@ -403,12 +407,11 @@ impl Tracer<'_> {
             };
             let _ = process.memory.write_code(entry.address, &bytes);
         }
-        if let Some(drain) = self.drain.as_ref() {
-            drain.disable(pid as u32);
-        }
+        let check = InsideCheck::for_process(pid, &self.modules);
+        let process = self.processes.get_mut(&pid).expect("checked");
         let inside = tids
             .iter()
-            .any(|&tid| thread_may_be_inside(tid, &process.memory, &hooks));
+            .any(|&tid| check.may_be_inside(tid, &process.memory, &hooks.pages));
         if inside {
             self.warn(
                 pid,
@@ -427,40 +430,4 @@ impl Tracer<'_> {
             injector.unmap(hooks.area, hooks.area_bytes)
         });
     }
-}
-
-/// Whether thread `tid` (stopped) runs in a hook page or has a return address into one on
-/// its stack (an allocator call the hook made and that has not returned).
-fn thread_may_be_inside(tid: i32, memory: &dyn RemoteMemory, hooks: &ProcessHooks) -> bool {
-    let Ok(registers) = regs::get_registers(tid) else {
-        return false;
-    };
-    let in_pages = |address: u64| {
-        hooks
-            .pages
-            .iter()
-            .any(|&(base, length)| (base..base + length).contains(&address))
-    };
-    if in_pages(registers.rip) {
-        return true;
-    }
-    // A conservative scan of the live stack, up to 256 KiB above rsp.
-    let mut word = [0u8; 8];
-    let mut buffer = vec![0u8; 4096];
-    let mut address = registers.rsp & !7;
-    for _ in 0..64 {
-        // Page by page, so the read that meets the stack's end fails alone.
-        let length = (4096 - (address & 4095)) as usize;
-        if memory.read(address, &mut buffer[..length]).is_err() {
-            break;
-        }
-        for chunk in buffer[..length].chunks_exact(8) {
-            word.copy_from_slice(chunk);
-            if in_pages(u64::from_le_bytes(word)) {
-                return true;
-            }
-        }
-        address += length as u64;
-    }
-    false
 }

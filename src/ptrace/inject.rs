@@ -1,8 +1,8 @@
 //! Remote system calls and the scratch page: the only memory memsup adds to a tracee.
 //!
-//! Page layout: a `syscall; int3` stub for later remote calls, the return trampoline (one
-//! int3 that every hijacked return address points at), then out-of-line instruction slots.
-//! The rest is int3 so a stray jump traps instead of running garbage.
+//! Page layout: `SCRATCH_MAGIC`, the return trampoline (one int3 that every hijacked return address points
+//! at), out-of-line instruction slots, and at the end the stub later remote calls run from
+//! (`stub`). The rest is int3 so a stray jump traps instead of running garbage.
 
 use libc::user_regs_struct;
 
@@ -10,10 +10,15 @@ use crate::error::{Error, Result};
 use crate::proc::maps::{find_gap, read_maps};
 use crate::ptrace::memory::RemoteMemoryMut;
 use crate::ptrace::regs;
-use crate::ptrace::stop::{hand_back, wait_for_thread_until, Deadline, Event, Stop, STOP_TIMEOUT};
+use crate::ptrace::stop::{hand_back, wait_for_thread_until, Deadline, Stop, STOP_TIMEOUT};
+use crate::ptrace::stub::{resume_point, stub_code, STUB_BYTES, SYSCALL};
 
 pub const PAGE_SIZE: u64 = 4096;
-const SYSCALL_INT3: [u8; 3] = [0x0f, 0x05, 0xcc];
+/// `MEMSUPSC`, little-endian: the first 8 bytes of a scratch page (never executed), so a
+/// later memsup can tell one that a dead memsup left.
+pub const SCRATCH_MAGIC: u64 = u64::from_le_bytes(*b"MEMSUPSC");
+/// The remote-call stub, at the page's end.
+const STUB_OFFSET: u64 = PAGE_SIZE - STUB_BYTES;
 const TRAMPOLINE_OFFSET: u64 = 16;
 const FIRST_SLOT_OFFSET: u64 = 64;
 pub const SLOT_SIZE: u64 = 32;
@@ -26,11 +31,13 @@ pub struct RemoteSyscall {
     pub args: [u64; 6],
 }
 
-/// Runs `call` in thread `tid` (stopped), at `stub` (a `syscall; int3` already in the tracee)
-/// or, with no stub yet, by writing one over the current instruction and putting it back.
-/// The thread may be stopped between instructions or inside an interrupted system call: it
-/// runs the call with no restart state, then gets every register back exactly (see
-/// `call_registers`). Signals that arrive meanwhile are returned for the caller to deliver.
+/// Runs `call` in thread `tid` (stopped), from `stub` (the scratch page's stub area, written
+/// for this thread first: see `stub`) or, with no page yet, from a `syscall` written over the
+/// current instruction and put back. The result is taken at the syscall-exit stop, so no
+/// int3 is ever executed. The thread may be stopped between instructions or inside an
+/// interrupted system call: it runs the call with no restart state (see `call_registers`),
+/// then gets its registers back, an interrupted call set to restart (`resume_point`).
+/// Signals that arrive meanwhile are returned for the caller to deliver.
 pub fn remote_syscall(
     memory: &mut dyn RemoteMemoryMut,
     tid: i32,
@@ -40,21 +47,26 @@ pub fn remote_syscall(
     let original = regs::get_registers(tid)?;
     let code_address = stub.unwrap_or(original.rip);
     let saved_code = match stub {
-        Some(_) => None,
+        Some(stub) => {
+            memory.write_code(stub, &stub_code(&original))?;
+            None
+        }
         None => {
-            let mut bytes = [0u8; SYSCALL_INT3.len()];
+            let mut bytes = [0u8; SYSCALL.len()];
             memory.read(code_address, &mut bytes)?;
-            memory.write_code(code_address, &SYSCALL_INT3)?;
+            memory.write_code(code_address, &SYSCALL)?;
             Some(bytes)
         }
     };
-    let outcome = regs::set_registers(tid, &call_registers(&original, code_address, call))
-        .and_then(|()| run_until_trap(tid))
+    let call_regs = call_registers(&original, code_address, call);
+    let outcome = run_until_syscall_exit(tid, code_address, &call_regs)
         .and_then(|signals| Ok((regs::get_registers(tid)?.rax as i64, signals)));
-    // Registers first: a thread interrupted in a system call gets back its orig_rax, its
-    // -ERESTART* rax and its rip, so on resume the kernel restarts the call or returns EINTR
-    // exactly as it would have without us.
-    let restored = regs::set_registers(tid, &original);
+    // Registers first. The thread is at our call's exit stop, past the kernel's restart
+    // logic: one interrupted in a system call goes back over its `syscall` with the call's
+    // number, as that logic would have sent it (`resume_point`).
+    let mut resumed = original;
+    (resumed.rip, resumed.rax) = resume_point(&original);
+    let restored = regs::set_registers(tid, &resumed);
     if let Some(bytes) = saved_code {
         memory.write_code(code_address, &bytes)?;
     }
@@ -116,21 +128,40 @@ pub fn choose_live_injector(tids: &[i32], avoid: Option<&ScratchPage>) -> Option
     choose_injector(&candidates, avoid)
 }
 
-fn run_until_trap(tid: i32) -> Result<Vec<i32>> {
+/// Runs the thread through the `syscall` at `code_address` to its syscall-exit stop. A
+/// syscall stop before ours is the exit of the call the thread was stopped inside (an exec
+/// or clone event): that call's return wrote rax, so the call's registers are set again.
+fn run_until_syscall_exit(
+    tid: i32,
+    code_address: u64,
+    call_regs: &user_regs_struct,
+) -> Result<Vec<i32>> {
     let mut deferred_signals = Vec::new();
+    let mut entered = false;
     // A system call of ours that never ends must not hold memsup (and an attach) forever.
     let deadline = Deadline::after(STOP_TIMEOUT);
-    regs::resume(tid, 0)?;
+    regs::set_registers(tid, call_regs)?;
+    regs::resume_to_syscall(tid, 0)?;
     loop {
         let status = wait_for_thread_until(tid, &deadline)
             .map_err(|failure| failure.into_error(tid, &deadline, "running a system call in it"))?;
         match Stop::from_wait_status(status) {
-            Some(Stop::Signal { signal, .. }) if signal == libc::SIGTRAP => {
-                return Ok(deferred_signals)
+            Some(Stop::Syscall { .. }) if entered => return Ok(deferred_signals),
+            Some(Stop::Syscall { .. }) => {
+                let now = regs::get_registers(tid)?;
+                let ours =
+                    now.rip == code_address + SYSCALL.len() as u64 && now.orig_rax == call_regs.rax;
+                if ours {
+                    entered = true;
+                } else {
+                    regs::set_registers(tid, call_regs)?;
+                }
+                regs::resume_to_syscall(tid, 0)?;
             }
-            // A fault in our own stub would repeat forever: give up (the caller restores).
+            // A fault in our own stub would repeat forever, and a SIGTRAP here is an int3
+            // probe's: give up (the caller restores the registers).
             Some(Stop::Signal { signal, .. })
-                if [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL].contains(&signal) =>
+                if [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGTRAP].contains(&signal) =>
             {
                 return Err(Error::Internal(format!(
                     "signal {signal} while running a system call in thread {tid}"
@@ -138,15 +169,10 @@ fn run_until_trap(tid: i32) -> Result<Vec<i32>> {
             }
             Some(Stop::Signal { signal, .. }) => {
                 deferred_signals.push(signal);
-                regs::resume(tid, 0)?;
+                regs::resume_to_syscall(tid, 0)?;
             }
-            // Our own call passing through the seccomp filter, or a syscall stop.
-            Some(Stop::Event {
-                event: Event::Seccomp,
-                ..
-            })
-            | Some(Stop::Syscall { .. }) => regs::resume(tid, 0)?,
-            Some(Stop::Event { .. }) => regs::resume(tid, 0)?,
+            // Our own call passing through the seccomp filter, or another event.
+            Some(Stop::Event { .. }) => regs::resume_to_syscall(tid, 0)?,
             Some(end @ (Stop::Exited { .. } | Stop::Killed { .. })) => {
                 // Reaped here, recorded by the event loop.
                 hand_back(end);
@@ -167,18 +193,27 @@ pub struct ScratchPage {
 }
 
 impl ScratchPage {
-    /// Maps a page within rel32 reach of `anchor` when a gap allows, and fills it.
+    /// Maps a page within rel32 reach of `anchor` when a gap allows, and fills it. The
+    /// mapping call runs from `room` (`padding::stub_room`, put back after) when there is
+    /// one, else from a `syscall` written over the thread's current instruction.
     pub fn create(
         memory: &mut dyn RemoteMemoryMut,
         pid: i32,
         tid: i32,
         anchor: u64,
+        room: Option<u64>,
     ) -> Result<(ScratchPage, Vec<i32>)> {
         let maps = read_maps(pid).map_err(|e| Error::io(format!("/proc/{pid}/maps"), e))?;
         let hint = find_gap(&maps, anchor, PAGE_SIZE, REACH);
-        let (base, signals) = map_page(memory, tid, hint)?;
+        let mut saved = vec![0u8; STUB_BYTES as usize];
+        let room = room.filter(|&address| memory.read(address, &mut saved).is_ok());
+        let mapped = map_page(memory, tid, hint, room);
+        if let Some(address) = room {
+            memory.write_code(address, &saved)?;
+        }
+        let (base, signals) = mapped?;
         let mut page = vec![0xccu8; PAGE_SIZE as usize];
-        page[..3].copy_from_slice(&SYSCALL_INT3);
+        page[..8].copy_from_slice(&SCRATCH_MAGIC.to_le_bytes());
         memory.write_code(base, &page)?;
         let scratch = ScratchPage {
             base,
@@ -198,9 +233,9 @@ impl ScratchPage {
         }
     }
 
-    /// The `syscall; int3` stub for later remote calls.
+    /// Where later remote calls run from (`stub`).
     pub fn syscall_stub(&self) -> u64 {
-        self.base
+        self.base + STUB_OFFSET
     }
 
     /// The int3 every hijacked return address points at.
@@ -214,7 +249,7 @@ impl ScratchPage {
 
     /// Address the next out-of-line slot would get, if the page has room.
     pub fn next_slot(&self) -> Option<u64> {
-        (self.next_slot + SLOT_SIZE <= self.base + PAGE_SIZE).then_some(self.next_slot)
+        (self.next_slot + SLOT_SIZE <= self.base + STUB_OFFSET).then_some(self.next_slot)
     }
 
     /// Writes relocated code into the next slot.
@@ -262,17 +297,12 @@ fn map_page(
     memory: &mut dyn RemoteMemoryMut,
     tid: i32,
     hint: Option<u64>,
+    stub: Option<u64>,
 ) -> Result<(u64, Vec<i32>)> {
     const MAP_FIXED_NOREPLACE: u64 = 0x10_0000;
     let protection = (libc::PROT_READ | libc::PROT_EXEC) as u64;
     let private_anonymous = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u64;
-    // The first call run from a stop at PTRACE_EVENT_EXEC sees argument registers other than
-    // the ones set (mmap with MAP_ANONYMOUS failed with EBADF); a harmless call first.
-    let getpid = RemoteSyscall {
-        number: libc::SYS_getpid as u64,
-        args: [0; 6],
-    };
-    let (_, mut signals) = remote_syscall(memory, tid, None, &getpid)?;
+    let mut signals = Vec::new();
     if let Some(address) = hint {
         let call = RemoteSyscall {
             number: libc::SYS_mmap as u64,
@@ -285,7 +315,7 @@ fn map_page(
                 0,
             ],
         };
-        let (result, mut pending) = remote_syscall(memory, tid, None, &call)?;
+        let (result, mut pending) = remote_syscall(memory, tid, stub, &call)?;
         signals.append(&mut pending);
         if result as u64 == address {
             return Ok((address, signals));
@@ -295,7 +325,7 @@ fn map_page(
         number: libc::SYS_mmap as u64,
         args: [0, PAGE_SIZE, protection, private_anonymous, u64::MAX, 0],
     };
-    let (result, mut pending) = remote_syscall(memory, tid, None, &call)?;
+    let (result, mut pending) = remote_syscall(memory, tid, stub, &call)?;
     signals.append(&mut pending);
     if (-4095..0).contains(&result) {
         return Err(Error::Internal(format!(

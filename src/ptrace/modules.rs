@@ -13,6 +13,7 @@ use crate::proc::maps::{mapping_containing, read_maps};
 use crate::ptrace::hooks::Candidate;
 use crate::ptrace::inject::ScratchPage;
 use crate::ptrace::memory::RemoteMemory;
+use crate::ptrace::padding::stub_room;
 use crate::ptrace::tracer::{Mode, Tracer};
 use crate::trace::format::{AllocFunction, Engine};
 
@@ -58,11 +59,14 @@ impl Tracer<'_> {
     }
 
     pub(crate) fn create_scratch(&mut self, pid: i32, tid: i32, anchor: u64) -> Result<()> {
+        let room = read_maps(pid)
+            .ok()
+            .and_then(|maps| stub_room(&maps, &self.modules));
         let process = self
             .processes
             .get_mut(&pid)
             .ok_or(Error::ProcessGone(pid))?;
-        let (scratch, signals) = ScratchPage::create(&mut process.memory, pid, tid, anchor)?;
+        let (scratch, signals) = ScratchPage::create(&mut process.memory, pid, tid, anchor, room)?;
         let page = EventKind::ScratchPage {
             address: scratch.base,
         };

@@ -22,14 +22,14 @@ const KILLS: u64 = 10;
 const MAX_KILL_DELAY_MS: u64 = 300;
 
 /// xorshift64*: small, seedable, good enough to pick moments.
-struct Moments(u64);
+pub struct Moments(u64);
 
 impl Moments {
-    fn new(seed: u64) -> Moments {
+    pub fn new(seed: u64) -> Moments {
         Moments(seed | 1)
     }
 
-    fn below(&mut self, bound: u64) -> u64 {
+    pub fn below(&mut self, bound: u64) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -38,7 +38,7 @@ impl Moments {
 }
 
 /// The seed from MEMSUP_CHAOS_SEED, else from the clock; printed for replay.
-fn chaos_seed(test: &str) -> u64 {
+pub fn chaos_seed(test: &str) -> u64 {
     let seed = std::env::var("MEMSUP_CHAOS_SEED")
         .ok()
         .and_then(|text| text.parse().ok())

@@ -24,6 +24,7 @@ mod engines_processes;
 mod engines_stress;
 mod exit_and_signal;
 mod fork_exec;
+mod hook_chaos;
 mod html_report;
 mod ifunc;
 mod leader_exit;

@@ -1,0 +1,111 @@
+//! Whether a stopped thread may still be inside memsup's hook code, before the code is
+//! unmapped: its rip is in a page, or a frame of its stack returns into one (an allocator
+//! call a hook made and that has not returned, a signal handler running on top of a hook).
+//! The stack is unwound with the modules' CFI; a walk that cannot reach the outermost frame
+//! falls back to a conservative scan (any word of the stack copy pointing into a page).
+
+use std::sync::Arc;
+
+use crate::module::loaded;
+use crate::module::ModuleStore;
+use crate::ptrace::memory::RemoteMemory;
+use crate::ptrace::regs;
+use crate::unwind::{StackSnapshot, Unwinder};
+
+/// Bytes of a thread's stack read above rsp.
+const STACK_BYTES: u64 = 256 << 10;
+const PAGE: u64 = 4096;
+
+/// An unwinder over one process's modules.
+pub(crate) struct InsideCheck {
+    unwinder: Unwinder,
+}
+
+impl InsideCheck {
+    pub(crate) fn for_process(pid: i32, store: &Arc<ModuleStore>) -> InsideCheck {
+        let mut unwinder = Unwinder::with_module_store(Arc::clone(store));
+        for module in loaded::of_process(pid).unwrap_or_default() {
+            let Ok(file) = store.get(&module.path) else {
+                continue;
+            };
+            let Ok(elf) = file.elf() else {
+                continue;
+            };
+            let bias = module.load_bias(elf);
+            let _ = unwinder.add_module(&module.path, module.start, module.end, bias);
+        }
+        InsideCheck { unwinder }
+    }
+
+    /// Whether thread `tid` (stopped) runs in one of `pages` (start, length) or has a frame
+    /// returning into one.
+    pub(crate) fn may_be_inside(
+        &self,
+        tid: i32,
+        memory: &dyn RemoteMemory,
+        pages: &[(u64, u64)],
+    ) -> bool {
+        self.code_references(tid, memory)
+            .into_iter()
+            .any(|address| in_ranges(pages, address))
+    }
+
+    /// The addresses thread `tid` (stopped) may go on at: its rip and the return address
+    /// of each frame of a complete walk, or else every word of its stack copy.
+    pub(crate) fn code_references(&self, tid: i32, memory: &dyn RemoteMemory) -> Vec<u64> {
+        let Ok(registers) = regs::get_registers(tid) else {
+            return Vec::new();
+        };
+        let snapshot = StackSnapshot {
+            ip: registers.rip,
+            at_function_entry: false,
+            sp: registers.rsp,
+            bp: registers.rbp,
+            stack: read_stack(memory, registers.rsp),
+        };
+        let mut references = vec![registers.rip];
+        let walk = self.unwinder.unwind(&snapshot, &mut |address| {
+            references.push(address);
+            None
+        });
+        if std::env::var_os("MEMSUP_DEBUG_INSIDE").is_some() {
+            eprintln!(
+                "inside {tid}: truncated {} frames {:x?}",
+                walk.truncated, walk.frames
+            );
+        }
+        if walk.truncated {
+            references.extend(
+                snapshot
+                    .stack
+                    .chunks_exact(8)
+                    .map(|word| u64::from_le_bytes(word.try_into().expect("8 bytes"))),
+            );
+        }
+        references
+    }
+}
+
+/// Whether `address` lies in one of `ranges` (start, length).
+pub(crate) fn in_ranges(ranges: &[(u64, u64)], address: u64) -> bool {
+    ranges
+        .iter()
+        .any(|&(start, length)| (start..start + length).contains(&address))
+}
+
+/// Up to `STACK_BYTES` from `rsp`, page by page, so the read that meets the stack's end
+/// fails alone.
+fn read_stack(memory: &dyn RemoteMemory, rsp: u64) -> Vec<u8> {
+    let mut stack = Vec::new();
+    let mut address = rsp & !7;
+    let mut buffer = vec![0u8; PAGE as usize];
+    while (address - (rsp & !7)) < STACK_BYTES {
+        let length = (PAGE - (address & (PAGE - 1))) as usize;
+        if memory.read(address, &mut buffer[..length]).is_err() {
+            break;
+        }
+        stack.extend_from_slice(&buffer[..length]);
+        address += length as u64;
+    }
+    stack
+}
