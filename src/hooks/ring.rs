@@ -183,6 +183,8 @@ impl Area {
 struct RingCursor {
     next: u64,
     last_tsc: u64,
+    /// The unpublished slot reading stopped at, and the pass's `now` when it first did.
+    stuck: Option<(u64, u64)>,
 }
 
 /// Per-area consumer state: each ring's next index and the TSC of its last record read,
@@ -196,10 +198,18 @@ pub struct Drainer {
     previous_now: u64,
     grace_ticks: u64,
     released_below: u64,
+    /// How long a claimed slot may stay unpublished before its producer counts as gone.
+    abandon_ticks: u64,
     invalid: u64,
     torn: u64,
     late: u64,
 }
+
+/// A claimed slot still unpublished this long after reading first stopped at it (about
+/// 1.4 s at 3 GHz) was abandoned: its thread died, or a signal handler jumped out of the
+/// hook, between the claim and the publication. It is skipped and counted as torn, so the
+/// ring moves on instead of filling and holding every producer of that CPU.
+pub const DEFAULT_ABANDON_TICKS: u64 = 1 << 32;
 
 /// How far behind `now` the drain releases by default: a producer stalled longer than
 /// this between its TSC reading and its claim lands late (about 3 ms at 3 GHz).
@@ -223,6 +233,7 @@ impl Drainer {
             previous_now: 0,
             grace_ticks: DEFAULT_GRACE_TICKS,
             released_below: 0,
+            abandon_ticks: DEFAULT_ABANDON_TICKS,
             invalid: 0,
             torn: 0,
             late: 0,
@@ -234,7 +245,7 @@ impl Drainer {
         self.invalid
     }
 
-    /// Claimed slots never published, skipped by `finish`.
+    /// Claimed slots never published: skipped by `finish`, or once abandoned.
     pub fn torn(&self) -> u64 {
         self.torn
     }
@@ -247,6 +258,11 @@ impl Drainer {
     /// Sets how far behind `now` records are held (see `drain`).
     pub fn set_grace_ticks(&mut self, ticks: u64) {
         self.grace_ticks = ticks;
+    }
+
+    /// Sets how long a claimed slot may stay unpublished (see `DEFAULT_ABANDON_TICKS`).
+    pub fn set_abandon_ticks(&mut self, ticks: u64) {
+        self.abandon_ticks = ticks;
     }
 
     /// Records read and held, not yet released.
@@ -270,7 +286,7 @@ impl Drainer {
     pub fn drain(&mut self, area: &Area, now: u64, out: &mut impl Extend<RawRecord>) -> usize {
         let cutoff = self.previous_now.min(now.saturating_sub(self.grace_ticks));
         self.previous_now = now;
-        self.drain_below(area, cutoff, out)
+        self.drain_below(area, now, cutoff, out)
     }
 
     /// As `drain`, releasing everything published below `now` without the grace: for a
@@ -284,18 +300,19 @@ impl Drainer {
         out: &mut impl Extend<RawRecord>,
     ) -> usize {
         self.previous_now = now;
-        self.drain_below(area, now, out)
+        self.drain_below(area, now, now, out)
     }
 
     fn drain_below(
         &mut self,
         area: &Area,
+        now: u64,
         mut cutoff: u64,
         out: &mut impl Extend<RawRecord>,
     ) -> usize {
         let mut read = 0;
         for index in 0..self.cursors.len() {
-            let (count, stop) = self.read_ring(area, index, false);
+            let (count, stop) = self.read_ring(area, index, Some(now));
             read += count;
             if let Stop::Unpublished = stop {
                 cutoff = cutoff.min(self.cursors[index].last_tsc);
@@ -310,7 +327,7 @@ impl Drainer {
     /// slots never published (counted as torn).
     pub fn finish(&mut self, area: &Area, out: &mut impl Extend<RawRecord>) {
         for index in 0..self.cursors.len() {
-            self.read_ring(area, index, true);
+            self.read_ring(area, index, None);
         }
         self.release_below(u64::MAX, out);
     }
@@ -351,9 +368,11 @@ impl Drainer {
         }
     }
 
-    /// Reads ring `index` from its cursor; with `skip_unpublished`, steps over claimed
-    /// slots not published up to the head. Frees what it read (release store of TAIL).
-    fn read_ring(&mut self, area: &Area, index: usize, skip_unpublished: bool) -> (usize, Stop) {
+    /// Reads ring `index` from its cursor, stopping at a claimed slot not yet published
+    /// unless it was abandoned (see `DEFAULT_ABANDON_TICKS`; `now` is the pass's TSC
+    /// reading); without `now` (the end), steps over every such slot up to the head. Frees
+    /// what it read (release store of TAIL).
+    fn read_ring(&mut self, area: &Area, index: usize, now: Option<u64>) -> (usize, Stop) {
         let start = layout::ring_offset(index as u64, self.capacity);
         let head = area.u64_at(start + ring::HEAD).load(Ordering::Acquire);
         let cursor = &mut self.cursors[index];
@@ -365,9 +384,18 @@ impl Drainer {
             let at = start + layout::record_offset(cursor.next, self.capacity);
             let seq = area.u64_at(at + record::SEQ).load(Ordering::Acquire);
             if seq != cursor.next + 1 {
-                if !skip_unpublished {
-                    stop = Stop::Unpublished;
-                    break;
+                if let Some(now) = now {
+                    let since = match cursor.stuck {
+                        Some((slot, since)) if slot == cursor.next => since,
+                        _ => {
+                            cursor.stuck = Some((cursor.next, now));
+                            now
+                        }
+                    };
+                    if now.saturating_sub(since) < self.abandon_ticks {
+                        stop = Stop::Unpublished;
+                        break;
+                    }
                 }
                 self.torn += 1;
             } else if let Some(record) = area.read_record(at) {

@@ -119,6 +119,36 @@ fn a_flush_releases_what_is_published_below_now_without_the_grace() {
     assert_eq!(drainer.late(), 0);
 }
 
+#[test]
+fn a_slot_claimed_and_never_published_is_skipped_once_abandoned() {
+    let (mut hand, area) = HandWritten::new(1, 4);
+    let malloc = Op::Malloc as u32;
+    hand.write(0, 0, malloc, 10, true);
+    // Claimed by a thread that died before publishing; later claims are published.
+    hand.write(0, 1, malloc, 20, false);
+    hand.write(0, 2, malloc, 30, true);
+    let mut drainer = Drainer::new(&area);
+    drainer.set_grace_ticks(0);
+    drainer.set_abandon_ticks(1000);
+    let mut out = Vec::new();
+    assert_eq!(drainer.drain(&area, 100, &mut out), 1);
+    // Reading first stopped at slot 1 at 100: not abandoned yet at 1099, and the ring's
+    // last record read bounds what is released.
+    assert_eq!(drainer.drain(&area, 1099, &mut out), 0);
+    assert_eq!((tscs(&out), drainer.torn(), hand.tail(0)), (vec![], 0, 1));
+    // At 1100 it is: skipped, counted, and the ring moves on (two slots read).
+    assert_eq!(drainer.drain(&area, 1100, &mut out), 2);
+    assert_eq!(
+        (tscs(&out), drainer.torn(), hand.tail(0)),
+        (vec![10, 30], 1, 3)
+    );
+    hand.write(0, 3, malloc, 1200, true);
+    assert_eq!(drainer.drain(&area, 1300, &mut out), 1);
+    drainer.finish(&area, &mut out);
+    assert_eq!(tscs(&out), [10, 30, 1200]);
+    assert_eq!((drainer.torn(), drainer.late(), hand.tail(0)), (1, 0, 4));
+}
+
 /// Drains `harness` until `stop`, then finishes; returns every record in release order.
 fn drain_until(harness: &Harness, stop: &AtomicBool) -> (Tally, Drainer) {
     let mut drainer = Drainer::new(&harness.area);
