@@ -7,8 +7,7 @@
 use std::path::Path;
 
 use crate::common::engine::assert_hook_costs;
-use crate::common::report::report_json;
-use crate::common::run::{assert_same_behaviour, clean_command, memsup_binary, run_command};
+use crate::common::run::record_with_environment;
 use crate::common::*;
 use crate::engines::{
     assert_fixture_engines_agree_on, assert_recorded_by_hooks_losslessly, EXACT_FIELDS,
@@ -26,33 +25,19 @@ fn record_hooks(
     ring_records: Option<&str>,
     ring_full: &str,
 ) -> Recording {
-    let native = run_native(fixture, args, None);
-    let directory = tempfile::tempdir().expect("creating a temporary directory");
-    let profile = directory.path().join("run.msup");
-    let mut command = clean_command(memsup_binary());
-    command.arg("run").arg("-o").arg(&profile);
-    command.args([
+    let options = [
         "--engine",
         "hooks",
         "--stacks",
         "caller",
         "--ring-full",
         ring_full,
-    ]);
-    command.arg("--").arg(fixture).args(args);
-    if let Some(records) = ring_records {
-        command.env("MEMSUP_TEST_RING_RECORDS", records);
-    }
-    let supervised = run_command(command, None);
-    assert_same_behaviour(&supervised, &native);
-    let report = report_json(&profile);
-    Recording {
-        native,
-        supervised,
-        profile,
-        report,
-        _directory: directory,
-    }
+    ];
+    let environment: Vec<(&str, &str)> = ring_records
+        .map(|records| ("MEMSUP_TEST_RING_RECORDS", records))
+        .into_iter()
+        .collect();
+    record_with_environment(&options, &environment, fixture, args, None)
 }
 
 /// Bytes of signal_alloc's first `pairs` loop blocks: 24 + (i % 8) * 8 for pair i.

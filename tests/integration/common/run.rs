@@ -210,14 +210,28 @@ pub fn record_with_options(
     args: &[&str],
     stdin: Option<&[u8]>,
 ) -> Recording {
-    let native = run_native(fixture, args, stdin);
+    record_with_environment(options, &[], fixture, args, stdin)
+}
+
+/// `record_with_options` with `environment` added to memsup's (and so the program's)
+/// controlled environment; the native run has it too.
+pub fn record_with_environment(
+    options: &[&str],
+    environment: &[(&str, &str)],
+    fixture: &Path,
+    args: &[&str],
+    stdin: Option<&[u8]>,
+) -> Recording {
+    let mut native = clean_command(fixture);
+    native.args(args).envs(environment.iter().copied());
+    let native = run_command(native, stdin);
     let directory = tempfile::tempdir().expect("creating a temporary directory");
     let profile = directory.path().join("run.msup");
-    let mut memsup_args: Vec<&OsStr> = vec!["run".as_ref(), "-o".as_ref(), profile.as_os_str()];
-    memsup_args.extend(options.iter().map(OsStr::new));
-    memsup_args.extend(["--".as_ref(), fixture.as_os_str()]);
-    memsup_args.extend(args.iter().map(OsStr::new));
-    let supervised = run_memsup(memsup_args, stdin);
+    let mut command = clean_command(memsup_binary());
+    command.arg("run").arg("-o").arg(&profile).args(options);
+    command.arg("--").arg(fixture).args(args);
+    command.envs(environment.iter().copied());
+    let supervised = run_command(command, stdin);
     assert_same_behaviour(&supervised, &native);
     let report = report_json(&profile);
     Recording {
