@@ -26,6 +26,7 @@ mod supervised;
 mod thread_stack;
 pub mod tracee;
 pub mod tracer;
+mod wake_watch;
 
 #[cfg(test)]
 mod tests;

@@ -166,6 +166,12 @@ pub fn wake_tracer() {
     }
 }
 
+/// Whether a signal waits for the tracer loop (SIGUSR2, the wake itself, aside), or a memsup
+/// thread failed.
+pub fn work_pending() -> bool {
+    PENDING.load(Ordering::SeqCst) & !(1 << (libc::SIGUSR2 - 1)) != 0 || failure_reported()
+}
+
 /// Whether a memsup thread failed.
 pub fn failure_reported() -> bool {
     FAILED.load(Ordering::SeqCst)

@@ -20,6 +20,7 @@ use crate::ptrace::state::{Process, Thread};
 use crate::ptrace::stop::{take_handed_back, Event, Stop, GROUP_STOP_SIGNALS};
 use crate::ptrace::supervised::{Processes, Threads};
 use crate::ptrace::tracee::{Ptrace, Tracee};
+use crate::ptrace::wake_watch::WakeWatch;
 use crate::trace::format::{Engine, ExitKind, SnapshotReason};
 
 /// What memsup does when the user interrupts it.
@@ -183,6 +184,8 @@ impl<'a> Tracer<'a> {
 
     /// Runs until every supervised process is gone or memsup detached.
     pub fn run(&mut self) -> Result<()> {
+        // A signal taken between the check below and waitpid still ends the wait.
+        let _wake_watch = WakeWatch::start();
         while !self.processes.is_empty() {
             if let Some(signal) = signals::take_pending() {
                 if self.on_memsup_signal(signal)? {
