@@ -16,7 +16,7 @@ with open(os.path.join(results_dir, "results.tsv")) as f:
         if row["status"] != "ok":
             failures.append(f"{row['workload']} {row['tool']} rep {row['rep']}: {row['status']}")
             continue
-        runs.setdefault(key, []).append((float(row["wall"]), float(row["cpu"])))
+        runs.setdefault(key, []).append((float(row["seconds"]), float(row["cpu_seconds"])))
 
 workloads = list(dict.fromkeys(workload for workload, _ in runs))
 tools = list(dict.fromkeys(tool for _, tool in runs))

@@ -50,11 +50,28 @@ fn recorded_by(engine: &str, library: &str) -> Value {
     images[0].clone()
 }
 
-fn number(image: &Value, pointer: &str) -> u64 {
-    image
-        .pointer(pointer)
-        .and_then(Value::as_u64)
-        .unwrap_or_else(|| panic!("{pointer} in {image}"))
+/// Two rounds of fixtures/map_dlopen.c's mapping calls: per round an mmap of 12 KiB, an
+/// mremap and a munmap of 20 KiB, and nothing else.
+pub(crate) fn assert_two_rounds_of_mappings(image: &Value) {
+    let calls = |call: &str| number(image, &format!("/mappings/calls/{call}"));
+    let per_call: Vec<u64> = ["mmap", "munmap", "mremap", "brk", "shmat", "shmdt"]
+        .into_iter()
+        .map(calls)
+        .collect();
+    assert_eq!(per_call, [2, 2, 2, 0, 0, 0], "mapping calls");
+    assert_eq!(number(image, "/mappings/mmap_bytes"), 2 * 12288);
+    assert_eq!(number(image, "/mappings/munmap_bytes"), 2 * 20480);
+}
+
+/// Blocks allocated by the dlopen'd library's own allocator (`arena_round`).
+pub(crate) fn arena_blocks(image: &Value) -> u64 {
+    image["sites"]
+        .as_array()
+        .expect("sites")
+        .iter()
+        .filter(|site| site.to_string().contains("arena_round"))
+        .map(|site| number(site, "/allocations"))
+        .sum()
 }
 
 /// The probe sites of `image` that are int3 probes.
@@ -68,7 +85,7 @@ fn int3_sites(image: &Value) -> Vec<String> {
         .collect()
 }
 
-fn library_path() -> String {
+pub(crate) fn library_path() -> String {
     let library = shared_object("dlopen_arena");
     library.to_str().expect("a UTF-8 fixtures path").to_string()
 }
@@ -81,14 +98,7 @@ fn attached_mappings_and_a_dlopened_allocator_are_hooked_and_match_int3() {
     assert_eq!(hooks["engine"], "hooks", "{hooks}");
     for image in [&int3, &hooks] {
         showing_on_failure(&format_args!("image: {image}"), || {
-            let calls = |call: &str| number(image, &format!("/mappings/calls/{call}"));
-            let per_call: Vec<u64> = ["mmap", "munmap", "mremap", "brk", "shmat", "shmdt"]
-                .into_iter()
-                .map(calls)
-                .collect();
-            assert_eq!(per_call, [2, 2, 2, 0, 0, 0], "mapping calls");
-            assert_eq!(number(image, "/mappings/mmap_bytes"), 2 * 12288);
-            assert_eq!(number(image, "/mappings/munmap_bytes"), 2 * 20480);
+            assert_two_rounds_of_mappings(image);
         });
     }
     for pointer in [
@@ -109,14 +119,7 @@ fn attached_mappings_and_a_dlopened_allocator_are_hooked_and_match_int3() {
         );
     }
     // The arena's own allocator, in the library loaded and unloaded each round.
-    let arena_blocks: u64 = hooks["sites"]
-        .as_array()
-        .expect("sites")
-        .iter()
-        .filter(|site| site.to_string().contains("arena_round"))
-        .map(|site| number(site, "/allocations"))
-        .sum();
-    assert_eq!(arena_blocks, 2 * ROUNDS as u64, "{hooks}");
+    assert_eq!(arena_blocks(&hooks), 2 * ROUNDS as u64, "{hooks}");
     assert_eq!(int3_sites(&hooks), Vec::<String>::new(), "{hooks}");
 }
 

@@ -19,6 +19,7 @@ use crate::common::live_process::{
 use crate::common::report::processes;
 use crate::common::run::{clean_command, memsup_binary, split_stderr};
 use crate::common::*;
+use crate::engine_mappings::{arena_blocks, assert_two_rounds_of_mappings, library_path};
 
 const KILLS: u64 = 20;
 /// Even kills land in the first 60 ms after memsup starts: the attach and the hook
@@ -28,11 +29,6 @@ const MAX_KILL_MS: u64 = 400;
 /// How long the target runs on after the kill before its stdin is closed, at most.
 const MAX_RUN_ON_MS: u64 = 200;
 const AREA: &str = "/memfd:memsup-hooks";
-
-fn library_path() -> String {
-    let library = shared_object("dlopen_arena");
-    library.to_str().expect("a UTF-8 fixtures path").to_string()
-}
 
 /// The output after the pid line, which differs between runs.
 fn after_pid(output: &[u8]) -> String {
@@ -120,13 +116,6 @@ fn run_round(program: &Running, round: u32) {
     );
 }
 
-fn number(image: &Value, pointer: &str) -> u64 {
-    image
-        .pointer(pointer)
-        .and_then(Value::as_u64)
-        .unwrap_or_else(|| panic!("{pointer} in {image}"))
-}
-
 /// The memsup-hooks areas and anonymous executable mappings of `pid`.
 fn memsup_mappings(pid: u32) -> Vec<String> {
     maps(pid)
@@ -196,26 +185,9 @@ fn a_later_attach_removes_what_a_killed_memsup_left_and_records_exactly() {
     );
     assert_code_unchanged(program.pid, &code_before);
     showing_on_failure(&format_args!("image: {image}"), || {
-        let calls = |call: &str| number(image, &format!("/mappings/calls/{call}"));
-        let per_call: Vec<u64> = ["mmap", "munmap", "mremap", "brk", "shmat", "shmdt"]
-            .into_iter()
-            .map(calls)
-            .collect();
-        assert_eq!(
-            per_call,
-            [2, 2, 2, 0, 0, 0],
-            "mapping calls of rounds 3 and 4"
-        );
-        assert_eq!(number(image, "/mappings/mmap_bytes"), 2 * 12288);
-        assert_eq!(number(image, "/mappings/munmap_bytes"), 2 * 20480);
-        let arena_blocks: u64 = image["sites"]
-            .as_array()
-            .expect("sites")
-            .iter()
-            .filter(|site| site.to_string().contains("arena_round"))
-            .map(|site| number(site, "/allocations"))
-            .sum();
-        assert_eq!(arena_blocks, 2 * ROUNDS as u64);
+        // Rounds 3 and 4, recorded by the second memsup.
+        assert_two_rounds_of_mappings(image);
+        assert_eq!(arena_blocks(image), 2 * ROUNDS as u64);
     });
     assert_eq!(image["engine"], "hooks", "{image}");
     let remaining = memsup_mappings(program.pid);

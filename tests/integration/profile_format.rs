@@ -30,10 +30,10 @@ fn dump_lines(arguments: &[&str], profile: &Path) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn a_version_2_profile_still_reports() {
-    let report = report_json(&v2_example());
-    let image = &processes(&report)[0];
+/// fixtures/realloc_chain.c's own numbers, which every stored example profile holds, read
+/// whole and undamaged.
+fn assert_realloc_chain_numbers(report: &serde_json::Value) {
+    let image = &processes(report)[0];
     assert_eq!(number(image, "/allocations"), 12);
     assert_eq!(number(image, "/bytes_allocated"), 8410);
     assert_eq!(number(image, "/peak_live_bytes"), 3200);
@@ -41,6 +41,11 @@ fn a_version_2_profile_still_reports() {
     assert_eq!(number(image, "/calls/realloc"), 11);
     assert_eq!(report["profile"]["truncated"], false);
     assert_eq!(report["profile"]["damage"], serde_json::json!([]));
+}
+
+#[test]
+fn a_version_2_profile_still_reports() {
+    assert_realloc_chain_numbers(&report_json(&v2_example()));
 }
 
 /// Recorded by the last memsup that wrote version 3 (before the predictions of version 4),
@@ -52,15 +57,7 @@ fn v3_example() -> PathBuf {
 
 #[test]
 fn a_version_3_profile_still_reports_and_dumps() {
-    let report = report_json(&v3_example());
-    let image = &processes(&report)[0];
-    assert_eq!(number(image, "/allocations"), 12);
-    assert_eq!(number(image, "/bytes_allocated"), 8410);
-    assert_eq!(number(image, "/peak_live_bytes"), 3200);
-    assert_eq!(number(image, "/live_bytes_at_exit"), 96);
-    assert_eq!(number(image, "/calls/realloc"), 11);
-    assert_eq!(report["profile"]["truncated"], false);
-    assert_eq!(report["profile"]["damage"], serde_json::json!([]));
+    assert_realloc_chain_numbers(&report_json(&v3_example()));
     let lines = dump_lines(&[], &v3_example());
     assert_eq!(lines.len(), 152);
     let count = |prefix: &str| lines.iter().filter(|line| line.starts_with(prefix)).count();
