@@ -32,6 +32,9 @@ struct Leftovers {
     hook_pages: Vec<Trailer>,
     scratch_pages: Vec<u64>,
     areas: Vec<Range>,
+    /// The scan stopped at its budget: hook pages past it, still patched in, may read any
+    /// area found.
+    incomplete: bool,
 }
 
 impl Leftovers {
@@ -62,6 +65,7 @@ fn find(pid: i32, memory: &dyn RemoteMemory, own_scratch: Option<u64>) -> Leftov
             continue;
         }
         let mut address = mapping.start;
+        found.incomplete |= mapping.end - address > budget;
         while address < mapping.end && budget >= PAGE_SIZE {
             budget -= PAGE_SIZE;
             let start = address;
@@ -117,15 +121,21 @@ impl Tracer<'_> {
                 .write_data(area + header::ENABLED, &0u32.to_le_bytes());
         }
         let mut restored = 0;
+        // Pages an entry still jumps into (its bytes could not be written back) stay.
+        let mut still_used: Vec<Range> = Vec::new();
         for page in &found.hook_pages {
             for entry in &page.entries {
-                if still_patched(&process.memory, entry.address, page)
-                    && process
-                        .memory
-                        .write_code(entry.address, &entry.original)
-                        .is_ok()
+                if !still_patched(&process.memory, entry.address, page) {
+                    continue;
+                }
+                if process
+                    .memory
+                    .write_code(entry.address, &entry.original)
+                    .is_ok()
                 {
                     restored += 1;
+                } else {
+                    still_used.push((page.base, page.length));
                 }
             }
         }
@@ -140,17 +150,19 @@ impl Tracer<'_> {
             .flat_map(|&tid| check.code_references(tid, &process.memory))
             .collect();
         let (busy, free): (Vec<Range>, Vec<Range>) = code.into_iter().partition(|&range| {
-            references
-                .iter()
-                .any(|&address| in_ranges(&[range], address))
+            still_used.contains(&range)
+                || references
+                    .iter()
+                    .any(|&address| in_ranges(&[range], address))
         });
         // An area stays while a page that writes to it stays.
         let (kept_areas, free_areas): (Vec<Range>, Vec<Range>) =
             found.areas.iter().partition(|&&(area, _)| {
-                found
-                    .hook_pages
-                    .iter()
-                    .any(|page| page.area == area && busy.contains(&(page.base, page.length)))
+                found.incomplete
+                    || found
+                        .hook_pages
+                        .iter()
+                        .any(|page| page.area == area && busy.contains(&(page.base, page.length)))
             });
         let unmapped = self.with_injector(pid, injector, |injector| {
             for &(start, length) in free.iter().chain(&free_areas) {
