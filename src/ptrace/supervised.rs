@@ -24,10 +24,10 @@ impl Processes {
         self.0.get_mut(pid)
     }
 
-    /// A process memsup starts supervising (launched, joined, forked, or found at an exec).
-    /// One already supervised under that pid keeps its place: a pid names one process.
+    /// A process memsup starts supervising (launched, joined, forked, or found at an exec):
+    /// it replaces any entry left under its pid, whose process is gone.
     pub fn start(&mut self, process: Process) {
-        self.0.entry(process.pid).or_insert(process);
+        self.0.insert(process.pid, process);
     }
 
     /// The process's entry, gone with it (its end or its detach).
@@ -115,13 +115,14 @@ mod tests {
     fn a_pid_names_one_process_until_it_ends() {
         let mut processes = Processes::default();
         processes.start(process(10, true));
-        // A second start under the same pid keeps the first: its probes and hooks stay known.
+        // A second start under the same pid replaces the first, gone with its process.
         processes.start(process(10, false));
-        assert!(processes[&10].probe_mapping_wrappers);
+        assert_eq!(processes.len(), 1);
+        assert!(!processes[&10].probe_mapping_wrappers);
         let taken = processes.take(10).expect("supervised");
         assert!(processes.is_empty());
         processes.put_back(taken);
-        assert!(processes.end(10).is_some());
+        assert_eq!(processes.end(10).map(|process| process.pid), Some(10));
         assert!(processes.end(10).is_none());
     }
 
@@ -160,7 +161,7 @@ mod tests {
         let mut threads = threads();
         threads.end_all_of(10);
         assert_eq!(threads.keys().copied().collect::<Vec<_>>(), vec![20]);
-        assert!(threads.end(20).is_some());
+        assert_eq!(threads.end(20).map(|thread| thread.pid), Some(20));
         assert!(threads.end(20).is_none());
         assert!(threads.is_empty());
     }
