@@ -166,10 +166,12 @@ pub fn wake_tracer() {
     }
 }
 
-/// Whether a signal waits for the tracer loop (SIGUSR2, the wake itself, aside), or a memsup
-/// thread failed.
+/// Whether a signal waits for the tracer loop: any but SIGUSR2, the wake itself, which
+/// counts only while it carries a failure not yet taken (`report_failure`'s).
 pub fn work_pending() -> bool {
-    PENDING.load(Ordering::SeqCst) & !(1 << (libc::SIGUSR2 - 1)) != 0 || failure_reported()
+    let wake = 1 << (libc::SIGUSR2 - 1);
+    let pending = PENDING.load(Ordering::SeqCst);
+    pending & !wake != 0 || (pending & wake != 0 && failure_reported())
 }
 
 /// Whether a memsup thread failed.
