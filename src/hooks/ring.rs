@@ -206,10 +206,11 @@ pub struct Drainer {
 }
 
 /// A claimed slot still unpublished this long after reading first stopped at it (about
-/// 1.4 s at 3 GHz) was abandoned: its thread died, or a signal handler jumped out of the
+/// 11 s at 3 GHz: far beyond any descheduling, within the 30 s a waiting producer allows)
+/// was abandoned: its thread died, or a signal handler jumped out of the
 /// hook, between the claim and the publication. It is skipped and counted as torn, so the
 /// ring moves on instead of filling and holding every producer of that CPU.
-pub const DEFAULT_ABANDON_TICKS: u64 = 1 << 32;
+pub const DEFAULT_ABANDON_TICKS: u64 = 1 << 35;
 
 /// How far behind `now` the drain releases by default: a producer stalled longer than
 /// this between its TSC reading and its claim lands late (about 3 ms at 3 GHz).
