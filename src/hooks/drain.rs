@@ -424,7 +424,7 @@ impl EventBatcher<'_> {
         self.counters.records += 1;
         // A mapping call made inside an allocator call is the program's as well (the int3
         // engine records it too); only allocator calls nest.
-        if function_of(record.op).is_some() && in_ranges(self.internal, record.caller) {
+        if function_of(record.op).is_some() && in_sorted_spans(self.internal, record.caller) {
             self.counters.nested += 1;
             return None;
         }
@@ -467,7 +467,7 @@ fn add_range(ranges: &mut Vec<(u64, u64)>, mut start: u64, mut end: u64) {
 
 /// Whether `address` lies in one of sorted, disjoint `ranges` (a binary search: every
 /// allocator record is checked).
-fn in_ranges(ranges: &[(u64, u64)], address: u64) -> bool {
+fn in_sorted_spans(ranges: &[(u64, u64)], address: u64) -> bool {
     let after = ranges.partition_point(|&(start, _)| start <= address);
     after > 0 && address < ranges[after - 1].1
 }
@@ -557,9 +557,9 @@ mod tests {
             add_range(&mut ranges, start, end);
         }
         assert_eq!(ranges, [(10, 40), (50, 65)]);
-        let inside: Vec<u64> = (0..80).filter(|&a| in_ranges(&ranges, a)).collect();
+        let inside: Vec<u64> = (0..80).filter(|&a| in_sorted_spans(&ranges, a)).collect();
         let expected: Vec<u64> = (10..40).chain(50..65).collect();
         assert_eq!(inside, expected);
-        assert!(!in_ranges(&[], 5));
+        assert!(!in_sorted_spans(&[], 5));
     }
 }

@@ -68,12 +68,6 @@ impl InsideCheck {
             references.push(address);
             None
         });
-        if std::env::var_os("MEMSUP_DEBUG_INSIDE").is_some() {
-            eprintln!(
-                "inside {tid}: truncated {} frames {:x?}",
-                walk.truncated, walk.frames
-            );
-        }
         if walk.truncated {
             references.extend(
                 snapshot

@@ -428,8 +428,8 @@ impl BlockEncoder {
         }
     }
 
-    /// 0 for the stack that followed the thread's previous one last time, else 1 + the
-    /// zigzag difference from the thread's previous one.
+    /// The stack's rank among the block's recent stacks, else `RECENT_STACKS` + the zigzag
+    /// difference from the thread's previous one.
     fn put_stack(&mut self, thread: (u32, u32), stack: StackId) {
         let state = self.state.threads.get_mut(&thread).unwrap();
         let previous = state.stack;
