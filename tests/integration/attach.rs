@@ -135,9 +135,21 @@ fn check_detached_numbers(image: &Value) {
     assert_eq!(image["cause"], "attach", "cause");
     let warnings = image["warnings"].as_array().cloned().unwrap_or_default();
     let hook_pages_left = HOOK_PAGES_LEFT.trim_start_matches("memsup: warning: ");
+    // Only the hook engine may leave its pages (and an attach after it then removes them),
+    // and then the check is recorded as skipped.
+    let about_pages_left = |warning: &Value| {
+        recorded_by_hooks(image)
+            && (warning == hook_pages_left
+                || warning
+                    .as_str()
+                    .is_some_and(|text| text.starts_with(EARLIER_MEMSUP_REMOVED)))
+    };
+    if warnings.iter().any(about_pages_left) {
+        record_skip("a clean detach: memsup left its hook pages mapped, switched off");
+    }
     let warnings: Vec<_> = warnings
         .into_iter()
-        .filter(|warning| warning != hook_pages_left)
+        .filter(|warning| !about_pages_left(warning))
         .collect();
     assert!(warnings.is_empty(), "warnings: {warnings:?}");
     assert_exit(image, "detached", None);
