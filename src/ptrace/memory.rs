@@ -217,14 +217,16 @@ mod tests {
         assert!(has_address_space(std::process::id() as i32));
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let pid = child.id() as i32;
-        // Until it is reaped the child is a zombie: its memory is already released.
+        // Until it is reaped the child is a zombie: its memory is already released (and is
+        // so a moment before: an exiting process drops its memory, then becomes a zombie).
+        let stat = || std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while has_address_space(pid) && std::time::Instant::now() < deadline {
+        while !stat().contains(") Z ") && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        assert!(!has_address_space(pid));
-        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let zombie = stat();
         assert!(zombie.contains(") Z "), "{zombie}");
+        assert!(!has_address_space(pid));
         child.wait().unwrap();
         assert!(!has_address_space(pid));
         let error = ProcessMemory::new(Pid::from_raw(pid)).memory_error(0x1000, Errno::EIO);
