@@ -1,8 +1,10 @@
 //! Whether a stopped thread may still be inside memsup's hook code, before the code is
 //! unmapped: its rip is in a page, or a frame of its stack returns into one (an allocator
 //! call a hook made and that has not returned, a signal handler running on top of a hook).
-//! The stack is unwound with the modules' CFI; a walk that cannot reach the outermost frame
-//! falls back to a conservative scan (any word of the stack copy pointing into a page).
+//! The stack is unwound with the modules' CFI; a walk that cannot reach the outermost frame,
+//! or that went through code no CFI covers (where the unwinder guesses, and a guess can end
+//! a walk early), falls back to a conservative scan (any word of the stack copy pointing into
+//! a page).
 
 use std::sync::Arc;
 
@@ -10,7 +12,7 @@ use crate::module::loaded;
 use crate::module::ModuleStore;
 use crate::ptrace::memory::RemoteMemory;
 use crate::ptrace::regs;
-use crate::unwind::{StackSnapshot, Unwinder};
+use crate::unwind::{Stack, StackSnapshot, Unwinder};
 
 /// Bytes of a thread's stack read above rsp.
 const STACK_BYTES: u64 = 256 << 10;
@@ -68,7 +70,10 @@ impl InsideCheck {
             references.push(address);
             None
         });
-        if walk.truncated {
+        let guessed = walk_was_guessed(&walk, |address| {
+            self.unwinder.has_cfi(address) || self.unwinder.is_entry_code(address)
+        });
+        if walk.truncated || guessed {
             references.extend(
                 snapshot
                     .stack
@@ -78,6 +83,25 @@ impl InsideCheck {
         }
         references
     }
+}
+
+/// Whether a frame of `walk` was unwound from code that `has_cfi` says no CFI covers. A
+/// signal return trampoline is walked by its saved context, not by CFI; the frame after it is
+/// the interrupted instruction itself, and every other return address is looked up at the
+/// call instruction before it.
+fn walk_was_guessed(walk: &Stack, has_cfi: impl Fn(u64) -> bool) -> bool {
+    walk.frames.iter().enumerate().any(|(index, &address)| {
+        if walk.signal_frames.contains(&index) {
+            return false;
+        }
+        let interrupted = index == 0 || walk.signal_frames.contains(&(index - 1));
+        let lookup = if interrupted {
+            address
+        } else {
+            address.wrapping_sub(1)
+        };
+        !has_cfi(lookup)
+    })
 }
 
 /// Whether `address` lies in one of `ranges` (start, length).
@@ -102,4 +126,51 @@ fn read_stack(memory: &dyn RemoteMemory, rsp: u64) -> Vec<u8> {
         address += length as u64;
     }
     stack
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stack(frames: &[u64], signal_frames: &[usize]) -> Stack {
+        Stack {
+            frames: frames.to_vec(),
+            signal_frames: signal_frames.to_vec(),
+            ..Stack::default()
+        }
+    }
+
+    /// CFI covers [0x1000, 0x2000) only.
+    fn covered(address: u64) -> bool {
+        (0x1000..0x2000).contains(&address)
+    }
+
+    #[test]
+    fn a_walk_through_covered_code_only_is_trusted() {
+        // A return address at the very end of a covered function is looked up at its call.
+        assert!(!walk_was_guessed(
+            &stack(&[0x1000, 0x1800, 0x2000], &[]),
+            covered
+        ));
+    }
+
+    #[test]
+    fn a_first_frame_without_cfi_makes_the_walk_a_guess() {
+        // A static musl `__mmap` called from hook code: no CFI, so the walk ended on a guess.
+        assert!(walk_was_guessed(&stack(&[0x3000], &[]), covered));
+        assert!(walk_was_guessed(&stack(&[0x1800, 0x3001], &[]), covered));
+    }
+
+    #[test]
+    fn a_signal_trampoline_is_walked_by_its_context_and_the_next_frame_at_itself() {
+        // 0x5000 is the trampoline (no CFI needed); 0x2000 was interrupted: outside.
+        assert!(walk_was_guessed(
+            &stack(&[0x1800, 0x5000, 0x2000], &[1]),
+            covered
+        ));
+        assert!(!walk_was_guessed(
+            &stack(&[0x1800, 0x5000, 0x1000], &[1]),
+            covered
+        ));
+    }
 }

@@ -5,6 +5,7 @@
 //! framehop's frame-pointer rule for code without CFI. Every walk ends in a `Stack`; what
 //! cannot be walked marks it truncated instead of failing.
 
+pub mod coverage;
 pub mod modules;
 pub mod snapshot;
 
@@ -207,6 +208,19 @@ impl Unwinder {
         module.range.contains(&address).then_some(module)
     }
 
+    /// Whether CFI covers the code at `address`; false outside every known module. A walk
+    /// through code without CFI went on by a guess (see `coverage`).
+    pub fn has_cfi(&self, address: u64) -> bool {
+        let Some(module) = self.module_holding(address) else {
+            return false;
+        };
+        let Ok(file) = self.files.get(&module.path) else {
+            return false;
+        };
+        file.unwind()
+            .is_ok_and(|sections| sections.has_cfi_at(address.wrapping_sub(module.bias)))
+    }
+
     fn is_sigreturn(&self, address: u64) -> bool {
         self.module_holding(address)
             .is_some_and(|module| module.sigreturn.contains(&address))
@@ -214,7 +228,7 @@ impl Unwinder {
 
     /// Whether `address` is in a module's entry code, where the kernel started the process:
     /// a return address there belongs to the outermost frame.
-    fn is_entry_code(&self, address: u64) -> bool {
+    pub fn is_entry_code(&self, address: u64) -> bool {
         self.module_holding(address).is_some_and(|module| {
             module
                 .entry_code

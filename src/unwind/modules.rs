@@ -5,7 +5,7 @@
 //! ELF file, and the load bias maps its virtual addresses to the process's.
 
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use gimli::{BaseAddresses, CieOrFde, EhFrame, LittleEndian, UnwindSection};
 use object::elf;
@@ -37,6 +37,8 @@ pub struct UnwindSections {
     /// does: the dynamic linker's `_start` and `_dl_start_user`. The kernel starts the
     /// process there, so a return address into it is the outermost frame.
     pub entry_code: Option<Range<u64>>,
+    /// What the CFI covers (see `coverage`), found on first use.
+    cfi_coverage: OnceLock<Vec<Range<u64>>>,
 }
 
 impl UnwindSections {
@@ -72,12 +74,21 @@ impl UnwindSections {
             debug_frame: section_of(".debug_frame").map(|(_, bytes)| bytes),
             executable,
             sigreturn: sigreturn_trampolines(&file, data),
+            cfi_coverage: OnceLock::new(),
         })
     }
 
     /// Whether any CFI was found (otherwise only frame pointers can walk this module).
     pub fn has_unwind_info(&self) -> bool {
         self.eh_frame.is_some() || self.debug_frame.is_some()
+    }
+
+    /// Whether CFI covers the code at `address` (an ELF virtual address).
+    pub fn has_cfi_at(&self, address: u64) -> bool {
+        let ranges = self
+            .cfi_coverage
+            .get_or_init(|| super::coverage::cfi_ranges(self));
+        super::coverage::covers(ranges, address)
     }
 
     /// The section description framehop builds its index from.
