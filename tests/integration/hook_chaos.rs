@@ -14,7 +14,7 @@ use crate::common::attach_cycle::maps;
 use crate::common::attach_window::AttachWindow;
 use crate::common::interactive::send_signal;
 use crate::common::live_process::{
-    assert_code_unchanged, executable_mappings, tracer_pid, wait_until,
+    assert_code_unchanged, executable_mappings_except, tracer_pid, wait_until,
 };
 use crate::common::report::processes;
 use crate::common::run::{clean_command, memsup_binary, split_stderr};
@@ -144,7 +144,7 @@ fn leftover_note(image: &Value) -> String {
 fn a_later_attach_removes_what_a_killed_memsup_left_and_records_exactly() {
     let library = library_path();
     let program = start_map_dlopen(&library);
-    let code_before = executable_mappings(program.pid);
+    let code_before = executable_mappings_except(program.pid, Some(&library));
     let maps_before = maps(program.pid);
     let first = AttachWindow::open(&[program.pid], &["--engine", "hooks"]);
     // A round under the first memsup: its hooks are in place once the round is done.
@@ -217,7 +217,7 @@ fn each_attach_removes_what_the_previous_detach_left_switched_off() {
         ..Start::default()
     };
     let program = start_announced(&fixture, "hook_chaos", start);
-    let code_before = executable_mappings(program.pid);
+    let code_before = executable_mappings_except(program.pid, Some(&library));
     let areas = |pid: u32| -> Vec<String> {
         maps(pid)
             .lines()

@@ -70,6 +70,12 @@ pub fn read_byte(pid: u32, address: u64) -> u8 {
 pub type CodeSnapshot = Vec<((u64, u64, String), Vec<u8>)>;
 
 pub fn executable_mappings(pid: u32) -> CodeSnapshot {
+    executable_mappings_except(pid, None)
+}
+
+/// As `executable_mappings`, without the mappings of the file at `reloaded`: a library the
+/// program itself keeps loading and unloading is not there to compare after a detach.
+pub fn executable_mappings_except(pid: u32, reloaded: Option<&str>) -> CodeSnapshot {
     let maps = fs::read_to_string(format!("/proc/{pid}/maps")).expect("reading maps");
     let memory = File::open(format!("/proc/{pid}/mem")).expect("opening the process's memory");
     let mut snapshot = Vec::new();
@@ -77,16 +83,22 @@ pub fn executable_mappings(pid: u32) -> CodeSnapshot {
         let fields: Vec<&str> = line.split_whitespace().collect();
         let (range, permissions) = (fields[0], fields[1]);
         let path = fields.get(5).copied().unwrap_or_default();
-        if !permissions.contains('x') || path.starts_with('[') {
+        if !permissions.contains('x') || path.starts_with('[') || Some(path) == reloaded {
             continue;
         }
         let (start, end) = range.split_once('-').unwrap();
         let start = u64::from_str_radix(start, 16).unwrap();
         let end = u64::from_str_radix(end, 16).unwrap();
         let mut bytes = vec![0; (end - start) as usize];
-        memory
-            .read_exact_at(&mut bytes, start)
-            .unwrap_or_else(|error| panic!("reading {line}: {error}"));
+        if let Err(error) = memory.read_exact_at(&mut bytes, start) {
+            // The program unmapped it meanwhile (a dlclose): it is not part of the snapshot.
+            let maps_now = fs::read_to_string(format!("/proc/{pid}/maps")).expect("reading maps");
+            assert!(
+                !maps_now.lines().any(|now| now == line),
+                "reading {line}: {error}"
+            );
+            continue;
+        }
         snapshot.push(((start, end, path.to_string()), bytes));
     }
     assert!(
