@@ -16,12 +16,36 @@ fn native_and_supervised(script: &str) -> (Output, Output) {
     (native, supervised)
 }
 
+/// `output` with signals 32 and 33 taken out of its SigIgn line. They are glibc's own
+/// (thread cancellation, set*id broadcast), which no program can see or set through libc,
+/// and how they arrive depends on how the launcher started the program: glibc's
+/// posix_spawn, which std uses for a program given by path like memsup, leaves them ignored
+/// in the new program, a fork does not, and memsup's own glibc takes 33 over at start.
+fn without_glibc_internal_signals(mut output: Output) -> Output {
+    let text = String::from_utf8(output.stdout).expect("UTF-8");
+    let lines: Vec<String> = text
+        .lines()
+        .map(|line| match line.strip_prefix("SigIgn:\t") {
+            Some(mask) => {
+                let mask = u64::from_str_radix(mask, 16).expect("a hex mask");
+                format!("SigIgn:\t{:016x}", mask & !(0b11 << 31))
+            }
+            None => line.to_string(),
+        })
+        .collect();
+    output.stdout = (lines.join("\n") + "\n").into_bytes();
+    output
+}
+
 #[test]
 fn the_program_inherits_the_signal_mask_and_dispositions_it_would_without_memsup() {
     let script = "grep -E '^(SigIgn|SigBlk)' /proc/self/status";
     let (native, supervised) = native_and_supervised(script);
     assert!(String::from_utf8_lossy(&native.stdout).starts_with("SigBlk:"));
-    assert_same_behaviour(&supervised, &native);
+    assert_same_behaviour(
+        &without_glibc_internal_signals(supervised),
+        &without_glibc_internal_signals(native),
+    );
 }
 
 #[test]
