@@ -7,14 +7,13 @@ use std::ops::Range;
 
 use gimli::{BaseAddresses, CieOrFde, DebugFrame, EhFrame, LittleEndian, UnwindSection};
 
-use crate::unwind::modules::UnwindSections;
+use crate::unwind::modules::{SectionBytes, UnwindSections};
 
 /// The code ranges (ELF virtual addresses) of the FDEs framehop reads for this module:
 /// `.eh_frame` when there is one, else `.debug_frame`. Sorted and merged.
 pub fn cfi_ranges(sections: &UnwindSections) -> Vec<Range<u64>> {
-    let mut ranges = if let Some((range, bytes)) = &sections.eh_frame {
-        let bases = BaseAddresses::default().set_eh_frame(range.start);
-        fde_ranges(&EhFrame::new(&bytes[..], LittleEndian), &bases)
+    let mut ranges = if let Some(eh_frame) = &sections.eh_frame {
+        eh_frame_ranges(eh_frame)
     } else if let Some(bytes) = &sections.debug_frame {
         fde_ranges(
             &DebugFrame::new(&bytes[..], LittleEndian),
@@ -23,6 +22,8 @@ pub fn cfi_ranges(sections: &UnwindSections) -> Vec<Range<u64>> {
     } else {
         Vec::new()
     };
+    // An empty range covers nothing, and would hide a range starting before it from `covers`.
+    ranges.retain(|range| !range.is_empty());
     ranges.sort_by_key(|range| range.start);
     let mut merged: Vec<Range<u64>> = Vec::with_capacity(ranges.len());
     for range in ranges {
@@ -42,6 +43,12 @@ pub fn covers(ranges: &[Range<u64>], address: u64) -> bool {
         .is_some_and(|index| ranges[index].contains(&address))
 }
 
+/// The code range of each FDE of `.eh_frame` (its address and bytes), in file order.
+pub fn eh_frame_ranges((range, bytes): &(Range<u64>, SectionBytes)) -> Vec<Range<u64>> {
+    let bases = BaseAddresses::default().set_eh_frame(range.start);
+    fde_ranges(&EhFrame::new(&bytes[..], LittleEndian), &bases)
+}
+
 fn fde_ranges<'a, Section>(section: &Section, bases: &BaseAddresses) -> Vec<Range<u64>>
 where
     Section: UnwindSection<gimli::EndianSlice<'a, LittleEndian>>,
@@ -59,9 +66,7 @@ where
             continue;
         };
         let start = fde.initial_address();
-        if fde.len() > 0 {
-            ranges.push(start..start.saturating_add(fde.len()));
-        }
+        ranges.push(start..start.saturating_add(fde.len()));
     }
     ranges
 }

@@ -7,7 +7,6 @@
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
-use gimli::{BaseAddresses, CieOrFde, EhFrame, LittleEndian, UnwindSection};
 use object::elf;
 use object::read::elf::{ElfFile64, ProgramHeader};
 use object::{Endianness, Object, ObjectSection};
@@ -138,35 +137,22 @@ fn executable_segments(file: &ElfFile64<Endianness>) -> Vec<Range<u64>> {
 /// file has no entry point.
 fn entry_code(
     entry: u64,
-    (range, bytes): &(Range<u64>, SectionBytes),
+    eh_frame: &(Range<u64>, SectionBytes),
     executable: &[Range<u64>],
 ) -> Option<Range<u64>> {
     if entry == 0 {
         return None;
     }
     let segment = executable.iter().find(|segment| segment.contains(&entry))?;
-    let section = EhFrame::new(&bytes[..], LittleEndian);
-    let bases = BaseAddresses::default().set_eh_frame(range.start);
-    let mut end = segment.end;
-    let mut entries = section.entries(&bases);
-    // An entry that cannot be parsed ends the scan: the code found so far stays the bound.
-    while let Ok(Some(entry_or_cie)) = entries.next() {
-        let CieOrFde::Fde(partial) = entry_or_cie else {
-            continue;
-        };
-        let Ok(fde) =
-            partial.parse(|section, bases, offset| section.cie_from_offset(bases, offset))
-        else {
-            continue;
-        };
-        let start = fde.initial_address();
-        if (start..start.saturating_add(fde.len())).contains(&entry) {
-            return None;
-        }
-        if start > entry {
-            end = end.min(start);
-        }
+    let ranges = super::coverage::eh_frame_ranges(eh_frame);
+    if ranges.iter().any(|range| range.contains(&entry)) {
+        return None;
     }
+    let end = ranges
+        .iter()
+        .map(|range| range.start)
+        .filter(|&start| start > entry)
+        .fold(segment.end, u64::min);
     Some(entry..end)
 }
 
