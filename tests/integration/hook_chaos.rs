@@ -14,7 +14,8 @@ use crate::common::attach_cycle::maps;
 use crate::common::attach_window::AttachWindow;
 use crate::common::interactive::send_signal;
 use crate::common::live_process::{
-    assert_code_unchanged, executable_mappings_except, tracer_pid, wait_until,
+    assert_code_unchanged, executable_mappings_except, is_hook_engine_mapping, tracer_pid,
+    wait_until, HOOK_AREA,
 };
 use crate::common::report::processes;
 use crate::common::run::{clean_command, memsup_binary, split_stderr};
@@ -28,7 +29,6 @@ const PLACEMENT_MS: u64 = 60;
 const MAX_KILL_MS: u64 = 400;
 /// How long the target runs on after the kill before its stdin is closed, at most.
 const MAX_RUN_ON_MS: u64 = 200;
-const AREA: &str = "/memfd:memsup-hooks";
 
 /// The output after the pid line, which differs between runs.
 fn after_pid(output: &[u8]) -> String {
@@ -120,10 +120,7 @@ fn run_round(program: &Running, round: u32) {
 fn memsup_mappings(pid: u32) -> Vec<String> {
     maps(pid)
         .lines()
-        .filter(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            line.contains(AREA) || (fields.len() == 5 && fields[1] == "r-xp")
-        })
+        .filter(|line| is_hook_engine_mapping(line))
         .map(str::to_string)
         .collect()
 }
@@ -156,7 +153,7 @@ fn a_later_attach_removes_what_a_killed_memsup_left_and_records_exactly() {
     });
     let left = memsup_mappings(program.pid);
     assert!(
-        left.iter().any(|line| line.contains(AREA)),
+        left.iter().any(|line| line.contains(HOOK_AREA)),
         "the killed memsup's area: {left:#?}"
     );
     // A round with nobody draining: the hooks record into their rings and pass on.
@@ -221,7 +218,7 @@ fn each_attach_removes_what_the_previous_detach_left_switched_off() {
     let areas = |pid: u32| -> Vec<String> {
         maps(pid)
             .lines()
-            .filter(|line| line.contains(AREA))
+            .filter(|line| line.contains(HOOK_AREA))
             .map(str::to_string)
             .collect()
     };

@@ -150,3 +150,13 @@ pub fn assert_code_unchanged_except(pid: u32, before: &CodeSnapshot, changed: &[
         }
     }
 }
+
+/// The name the hook engine's ring area has in /proc/PID/maps.
+pub const HOOK_AREA: &str = "/memfd:memsup-hooks";
+
+/// Whether a line of /proc/PID/maps is the hook engine's: its ring area, or an anonymous
+/// executable mapping (its code pages; no fixture maps such a page itself).
+pub fn is_hook_engine_mapping(line: &str) -> bool {
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    line.contains(HOOK_AREA) || (fields.len() == 5 && fields[1] == "r-xp")
+}
