@@ -3,74 +3,17 @@
 //! an event: the program prints a mark once it has run a known number of iterations under
 //! memsup, then the test sends memsup SIGINT.
 
-use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::common::announced::{start_announced, Running, Start};
+use crate::common::attach_loop::{finish, finish_loop, loop_checksum, mark, start_loop};
 use crate::common::attach_window::AttachWindow;
 use crate::common::interactive::send_signal;
 use crate::common::live_process::{assert_code_unchanged, executable_mappings, process_state};
 use crate::common::report::processes;
 use crate::common::*;
-
-/// More iterations than any test waits for: the loop runs until SIGUSR1.
-const UNTIL_STOPPED: &str = "1000000000";
-
-/// Starts attach_loop running until SIGUSR1.
-fn start_loop(fixture: &Path) -> Running {
-    let start = Start {
-        args: &[UNTIL_STOPPED],
-        ..Start::default()
-    };
-    start_announced(fixture, "attach_loop", start)
-}
-
-/// Asks `program` for a mark (SIGUSR2) and waits for it.
-fn mark(program: &Running) {
-    send_signal(program.pid, libc::SIGUSR2);
-    let mark = program.next_line("its mark");
-    assert_eq!(mark, format!("{}: mark", program.name));
-}
-
-/// Stops `program` (SIGUSR1), requires exit status 0 and no stderr, and returns what it
-/// printed after the last mark.
-fn finish(program: Running) -> String {
-    send_signal(program.pid, libc::SIGUSR1);
-    program.finish_cleanly()
-}
-
-/// attach_loop's checksum after `iterations` iterations (fixtures/attach_loop.c).
-fn loop_checksum(iterations: u64) -> u64 {
-    let mut checksum = 0u64;
-    for i in 0..iterations {
-        let size = 16 + (i % 64) * 8;
-        let first = i & 0xff;
-        let last = (i >> 8) & 0xff;
-        checksum = checksum.wrapping_mul(31).wrapping_add(first + last + size);
-    }
-    checksum
-}
-
-/// Stops attach_loop and checks it ended as a native run of as many iterations does.
-fn finish_loop(program: Running) {
-    let rest = finish(program);
-    let rest: Vec<&str> = rest.lines().collect();
-    assert_eq!(rest.len(), 1, "attach_loop's last lines: {rest:?}");
-    let iterations: u64 = rest[0]
-        .strip_prefix("attach_loop: ")
-        .and_then(|line| line.split(' ').next())
-        .and_then(|count| count.parse().ok())
-        .unwrap_or_else(|| panic!("attach_loop's last line: {rest:?}"));
-    assert_eq!(
-        rest[0],
-        format!(
-            "attach_loop: {iterations} iterations, checksum {}",
-            loop_checksum(iterations)
-        )
-    );
-}
 
 /// The checksum formula is the fixture's: a native run of a given length prints it, and the
 /// default run's documented line holds.
