@@ -59,7 +59,7 @@ pub(crate) struct JoinedThread {
 /// and processes created meanwhile (auto-attached through the trace options) are joined or,
 /// for new processes, let go: no probe is planted yet, so there is nothing to undo in them.
 /// On failure (or when memsup is asked to end) every thread seized so far is let go.
-fn seize_all_threads(pid: i32) -> Result<Vec<JoinedThread>> {
+pub(crate) fn seize_all_threads(pid: i32) -> Result<Vec<JoinedThread>> {
     let deadline = Deadline::after(STOP_TIMEOUT).interruptible();
     let mut seized = HashSet::new();
     let mut joined = Vec::new();
@@ -166,6 +166,14 @@ fn release(seized: &HashSet<i32>, joined: Vec<JoinedThread>) {
             let _ = regs::detach(tid, 0);
         }
     }
+}
+
+/// Lets go of stopped threads in which nothing was planted: each is detached and the
+/// signals it received meanwhile are sent again; a thread stopped by job control stays
+/// stopped (the kernel puts a detached thread of a stopped group back in its group-stop).
+pub(crate) fn let_go(joined: Vec<JoinedThread>) {
+    let seized = joined.iter().map(|thread| thread.tid).collect();
+    release(&seized, joined);
 }
 
 /// How long a failed attach waits for each seized thread's stop to let it go.
