@@ -1,0 +1,343 @@
+//! `memsup snapshot`: every thread's function and state, exactly, from a fixture whose
+//! threads are blocked in known places (fixtures/snapshot_threads.c); a process stopped by
+//! job control stays stopped; a missing PID and an existing output file are refused in one
+//! line with their exit codes. Every fixture is released afterwards and must print and exit
+//! as it does alone.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::bad_input::assert_one_error_line;
+use crate::common::announced::{start_announced, Running, Start};
+use crate::common::attach_window::EVENT_TIMEOUT;
+use crate::common::interactive::send_signal;
+use crate::common::live_process::{process_state, tracer_pid, wait_until};
+use crate::common::report::{report_json, report_output};
+use crate::common::run::{clean_command, memsup_binary, spawn_piped, split_stderr, wait_within};
+use crate::common::*;
+
+const NAME: &str = "snapshot_threads";
+/// The longest a snapshot is given.
+const SNAPSHOT_WITHIN: Duration = Duration::from_secs(30);
+
+/// The fixture's threads, by the role it announced.
+struct Fixture {
+    program: Running,
+    reader: u32,
+    sleeper: u32,
+    waiter: u32,
+    spinner: u32,
+}
+
+/// What the snapshot says of one thread.
+#[derive(Debug, PartialEq, Eq)]
+struct ThreadSeen {
+    state: String,
+    kernel_state: String,
+    /// The frames of the fixture's own source, innermost first.
+    fixture_frames: Vec<String>,
+    outermost: String,
+    /// Whether the kernel named a function it sleeps in.
+    has_wchan: bool,
+}
+
+/// The fixture's glibc builds: musl's C library has no unwind tables (DESIGN.md §5a), so its
+/// stacks end inside musl before reaching the fixture's functions.
+fn glibc_variants(check: impl Fn(Variant, &Path)) {
+    for variant in variants(NAME) {
+        if variant != Variant::Musl {
+            check(variant, &fixture(NAME, variant));
+        }
+    }
+}
+
+/// Starts the fixture, reads its announcement, and waits until its main thread is inside
+/// its read of stdin (it can only announce "ready" before it reads).
+fn start(fixture: &Path) -> Fixture {
+    let start = Start {
+        args: &[],
+        piped_stdin: true,
+        extra_lines: 4,
+    };
+    let program = start_announced(fixture, NAME, start);
+    let tid = |index: usize, role: &str| -> u32 {
+        let line = &program.extra[index];
+        let prefix = format!("{NAME}: {role} ");
+        line.strip_prefix(&prefix)
+            .and_then(|tid| tid.parse().ok())
+            .unwrap_or_else(|| panic!("announcement line {index}: {line:?}"))
+    };
+    let fixture = Fixture {
+        reader: tid(0, "reader"),
+        sleeper: tid(1, "sleeper"),
+        waiter: tid(2, "waiter"),
+        spinner: tid(3, "spinner"),
+        program,
+    };
+    let pid = fixture.program.pid;
+    wait_until("the main thread reads stdin", EVENT_TIMEOUT, || {
+        fs::read_to_string(format!("/proc/{pid}/task/{pid}/syscall"))
+            .is_ok_and(|text| text.starts_with("0 "))
+    });
+    fixture
+}
+
+/// Lets the fixture's threads go and checks its whole output and exit status.
+fn release(fixture: Fixture) {
+    let mut program = fixture.program;
+    program.write_stdin(b"\n");
+    let rest = program.finish_cleanly();
+    assert_eq!(rest, format!("{NAME}: released\n"), "after the release");
+}
+
+/// `memsup snapshot ARGS`, ended within SNAPSHOT_WITHIN.
+fn snapshot(arguments: &[&str]) -> Output {
+    let mut command: Command = clean_command(memsup_binary());
+    command.arg("snapshot").args(arguments);
+    let (child, description) = spawn_piped(command);
+    wait_within(child, &description, SNAPSHOT_WITHIN)
+}
+
+/// Snapshots `pid` into `profile`; requires success and memsup's two lines: where the
+/// profile went, and how long the process was stopped (a time that varies) for 5 threads.
+fn snapshot_into(profile: &Path, pid: u32) {
+    let output = snapshot(&["-o", &profile.to_string_lossy(), &pid.to_string()]);
+    let (other, lines) = split_stderr(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{lines:?} {other}");
+    assert_eq!(other, "");
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(
+        lines[0],
+        format!("memsup: profile written to {}", profile.display())
+    );
+    let stopped = lines[1]
+        .strip_prefix(&format!("memsup: process {pid} was stopped for "))
+        .and_then(|rest| rest.strip_suffix(" ms (5 threads)"))
+        .unwrap_or_else(|| panic!("the stop line: {:?}", lines[1]));
+    let milliseconds: f64 = stopped.parse().expect("a number of milliseconds");
+    assert!(milliseconds > 0.0, "{milliseconds}");
+    // Not on stdout: it is no terminal, so no report is printed.
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "");
+    assert_eq!(tracer_pid(pid), 0, "every thread let go");
+}
+
+/// Each thread of the JSON report's only process, by thread id, with its group's stack.
+fn threads_seen(report: &Value, pid: u32, fixture: &Path) -> BTreeMap<u64, ThreadSeen> {
+    let processes = report["processes"].as_array().expect("processes");
+    assert_eq!(processes.len(), 1, "one process");
+    let process = &processes[0];
+    assert_eq!(process["pid"], pid);
+    assert_eq!(process["exe"], fixture.to_string_lossy().as_ref());
+    let threads = &process["threads"];
+    assert!(threads["stopped_ns"].as_u64().unwrap() > 0);
+    let mut seen = BTreeMap::new();
+    for group in threads["groups"].as_array().expect("groups") {
+        let stack = group["stack"].as_array().expect("a stack");
+        let fixture_frames: Vec<String> = stack
+            .iter()
+            .filter(|frame| {
+                frame["file"]
+                    .as_str()
+                    .is_some_and(|file| file.ends_with("snapshot_threads.c"))
+            })
+            .map(|frame| frame["function"].as_str().unwrap().to_string())
+            .collect();
+        let outermost = stack.last().expect("a frame")["function"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        for thread in group["threads"].as_array().expect("threads") {
+            let entry = ThreadSeen {
+                state: thread["state"].as_str().unwrap().to_string(),
+                kernel_state: thread["kernel_state"].as_str().unwrap().to_string(),
+                fixture_frames: fixture_frames.clone(),
+                outermost: outermost.clone(),
+                has_wchan: !thread["wchan"].as_str().unwrap().is_empty(),
+            };
+            seen.insert(thread["tid"].as_u64().unwrap(), entry);
+        }
+    }
+    seen
+}
+
+fn seen(state: &str, kernel_state: &str, frames: &[&str], outermost: &str) -> ThreadSeen {
+    ThreadSeen {
+        state: state.to_string(),
+        kernel_state: kernel_state.to_string(),
+        fixture_frames: frames.iter().map(|frame| frame.to_string()).collect(),
+        outermost: outermost.to_string(),
+        // A sleeping thread sleeps in a kernel function; a running one in none.
+        has_wchan: kernel_state != "R",
+    }
+}
+
+#[test]
+fn a_snapshot_names_each_thread_s_function_and_state() {
+    glibc_variants(|variant, path| {
+        let fixture = start(path);
+        let pid = fixture.program.pid;
+        let directory = tempfile::tempdir().unwrap();
+        let profile = directory.path().join("snapshot.msup");
+        snapshot_into(&profile, pid);
+        let report = report_json(&profile);
+        let threads = threads_seen(&report, pid, path);
+        let expected = BTreeMap::from([
+            (
+                u64::from(pid),
+                seen(
+                    "in system call read",
+                    "S",
+                    &["wait_for_line", "main"],
+                    "_start",
+                ),
+            ),
+            (
+                u64::from(fixture.reader),
+                seen(
+                    "in system call read",
+                    "S",
+                    &["wait_on_pipe", "reader"],
+                    "clone3",
+                ),
+            ),
+            (
+                u64::from(fixture.sleeper),
+                seen(
+                    "in system call clock_nanosleep",
+                    "S",
+                    &["sleep_long", "sleeper"],
+                    "clone3",
+                ),
+            ),
+            (
+                u64::from(fixture.waiter),
+                seen(
+                    "in system call futex",
+                    "S",
+                    &["wait_on_condition", "waiter"],
+                    "clone3",
+                ),
+            ),
+            (
+                u64::from(fixture.spinner),
+                seen(
+                    "running",
+                    "R",
+                    &["spin_until_released", "spinner"],
+                    "clone3",
+                ),
+            ),
+        ]);
+        assert_eq!(threads, expected, "{variant:?}");
+        // The spinner was stopped in its own loop: its innermost frame is the fixture's.
+        let text = report_output(&profile, &[]);
+        let spinner_entry = format!(
+            "       thread {}: running (kernel state R)\n         #0  spin_until_released at ",
+            fixture.spinner
+        );
+        assert!(text.contains(&spinner_entry), "{text}");
+        assert!(
+            text.contains("  Threads: 5 in 5 distinct stacks\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("== process {pid} (snapshot) ==\n")),
+            "{text}"
+        );
+        let dump = dump_text(&profile);
+        let states = dump
+            .lines()
+            .filter(|line| line.starts_with("ThreadState {"));
+        assert_eq!(states.count(), 5, "{dump}");
+        assert_eq!(
+            dump.lines()
+                .filter(|line| line.starts_with("SnapshotStop {"))
+                .count(),
+            1
+        );
+        release(fixture);
+    });
+}
+
+#[test]
+fn a_process_stopped_by_job_control_stays_stopped() {
+    glibc_variants(|variant, path| {
+        if variant != Variant::Dynamic {
+            return;
+        }
+        let fixture = start(path);
+        let pid = fixture.program.pid;
+        send_signal(pid, libc::SIGSTOP);
+        wait_until("the fixture is stopped", EVENT_TIMEOUT, || {
+            process_state(pid) == "T"
+        });
+        let directory = tempfile::tempdir().unwrap();
+        let profile = directory.path().join("stopped.msup");
+        snapshot_into(&profile, pid);
+        let report = report_json(&profile);
+        let threads = threads_seen(&report, pid, path);
+        let states: Vec<(&str, &str)> = threads
+            .values()
+            .map(|thread| (thread.state.as_str(), thread.kernel_state.as_str()))
+            .collect();
+        assert_eq!(states, [("stopped", "T"); 5]);
+        // The kernel puts a detached thread of a stopped group back in its group-stop; it
+        // must still be there a while later.
+        assert_eq!(process_state(pid), "T");
+        std::thread::sleep(Duration::from_millis(200));
+        for tid in threads.keys() {
+            let stat = fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).unwrap();
+            let state = stat[stat.rfind(')').unwrap() + 1..]
+                .split_whitespace()
+                .next();
+            assert_eq!(state, Some("T"), "thread {tid}");
+        }
+        send_signal(pid, libc::SIGCONT);
+        release(fixture);
+    });
+}
+
+#[test]
+fn a_missing_pid_is_one_error_line_and_exit_71() {
+    let directory = tempfile::tempdir().unwrap();
+    let profile = directory.path().join("none.msup");
+    // Above any pid_max (at most 2^22): no such process can exist.
+    let output = snapshot(&["-o", &profile.to_string_lossy(), "2147483647"]);
+    assert_one_error_line(&output, 71, &["no process with PID 2147483647"]);
+    assert!(!profile.exists(), "no profile is left");
+}
+
+#[test]
+fn an_existing_output_is_not_overwritten_without_force() {
+    let directory = tempfile::tempdir().unwrap();
+    let profile = directory.path().join("taken.msup");
+    fs::write(&profile, "kept").unwrap();
+    let mut sleeper = clean_command("sleep")
+        .arg("30")
+        .spawn()
+        .expect("starting sleep");
+    let pid = sleeper.id().to_string();
+    let output = snapshot(&["-o", &profile.to_string_lossy(), &pid]);
+    assert_one_error_line(&output, 73, &["taken.msup"]);
+    assert_eq!(fs::read_to_string(&profile).unwrap(), "kept");
+    let output = snapshot(&["-q", "-f", "-o", &profile.to_string_lossy(), &pid]);
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&output.stderr), "");
+    let report = report_json(&profile);
+    assert_eq!(report["profile"]["mode"], "snapshot");
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+}
+
+fn dump_text(profile: &Path) -> String {
+    let mut command = clean_command(memsup_binary());
+    command.arg("dump").arg(profile);
+    let output = command.output().expect("running memsup dump");
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8(output.stdout).unwrap()
+}
