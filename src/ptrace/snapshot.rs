@@ -8,6 +8,8 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use libc::user_regs_struct;
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
 
 use crate::error::{Error, Result};
 use crate::events::{EventKind, EventSink, RawStack};
@@ -52,6 +54,9 @@ pub fn take(pid: i32, sink: &EventSink, modules: &ModuleStore) -> Result<Taken> 
     let kernel_states = kernel_states(pid);
     let started = Instant::now();
     let joined = seize_all_threads(pid)?;
+    if crate::failure::test_fault() == Some(crate::failure::TestFault::SnapshotExit) {
+        kill_while_held(pid, &joined);
+    }
     let seen = look(pid, &joined);
     let_go(joined);
     let stopped = started.elapsed();
@@ -74,6 +79,27 @@ pub fn take(pid: i32, sink: &EventSink, modules: &ModuleStore) -> Result<Taken> 
     };
     sink.send(pid, tid, exit);
     Ok(Taken { stopped, threads })
+}
+
+/// Test-only: kills the held process and reaps its threads (the leader last: it is reported
+/// once the others are gone), so that the snapshot meets a process that exited.
+fn kill_while_held(pid: i32, joined: &[JoinedThread]) {
+    // SAFETY: kill has no memory effects.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let mut tids: Vec<i32> = joined.iter().map(|thread| thread.tid).collect();
+    tids.sort_by_key(|&tid| tid == pid);
+    for tid in tids {
+        let flags = Some(WaitPidFlag::__WALL);
+        loop {
+            match waitpid(Pid::from_raw(tid), flags) {
+                Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) | Err(_) => break,
+                // Its exit event stop: let it finish dying.
+                Ok(_) => {
+                    let _ = regs::resume(tid, 0);
+                }
+            }
+        }
+    }
 }
 
 /// The kernel's view of every thread of `pid` now.

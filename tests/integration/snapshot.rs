@@ -341,3 +341,43 @@ fn dump_text(profile: &Path) -> String {
     assert!(output.status.success(), "{output:?}");
     String::from_utf8(output.stdout).unwrap()
 }
+
+#[test]
+fn a_process_that_exits_during_the_snapshot_is_one_error_line_and_exit_76() {
+    glibc_variants(|variant, path| {
+        if variant != Variant::Dynamic {
+            return;
+        }
+        let fixture = start(path);
+        let pid = fixture.program.pid;
+        let directory = tempfile::tempdir().unwrap();
+        let profile = directory.path().join("exited.msup");
+        let mut command = clean_command(memsup_binary());
+        command
+            .args([
+                "snapshot",
+                "-o",
+                &profile.to_string_lossy(),
+                &pid.to_string(),
+            ])
+            .env("MEMSUP_TEST_FAULT", "snapshot-exit");
+        let (child, description) = spawn_piped(command);
+        let output = wait_within(child, &description, SNAPSHOT_WITHIN);
+        assert_one_error_line(
+            &output,
+            76,
+            &[&format!(
+                "process {pid} exited during the snapshot; nothing was written"
+            )],
+        );
+        assert!(!profile.exists(), "no profile is left");
+        // Killed while held: it printed nothing more and died of SIGKILL.
+        let (rest, finished) = fixture.program.finish();
+        assert_eq!(rest, "");
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&finished.status),
+            Some(libc::SIGKILL)
+        );
+        assert_eq!(String::from_utf8_lossy(&finished.stderr), "");
+    });
+}
