@@ -1,7 +1,8 @@
 //! `memsup snapshot`: every thread's function and state, exactly, from a fixture whose
 //! threads are blocked in known places (fixtures/snapshot_threads.c); a process stopped by
-//! job control stays stopped; a missing PID and an existing output file are refused in one
-//! line with their exit codes. Every fixture is released afterwards and must print and exit
+//! job control stays stopped; threads that start and end meanwhile
+//! (fixtures/thread_churn.c) are let go; a missing PID, a process that exits while held and
+//! an existing output file are refused in one line with their exit codes. Every fixture is released afterwards and must print and exit
 //! as it does alone.
 
 use std::collections::BTreeMap;
@@ -46,14 +47,19 @@ struct ThreadSeen {
     has_wchan: bool,
 }
 
-/// The fixture's glibc builds: musl's C library has no unwind tables (DESIGN.md §5a), so its
-/// stacks end inside musl before reaching the fixture's functions.
-fn glibc_variants(check: impl Fn(Variant, &Path)) {
-    for variant in variants(NAME) {
+/// The glibc builds of fixture `name`: musl's C library has no unwind tables (DESIGN.md
+/// §5a), so its stacks end inside musl before reaching the fixture's functions.
+fn glibc_variants_of(name: &str, check: impl Fn(Variant, &Path)) {
+    for variant in variants(name) {
         if variant != Variant::Musl {
-            check(variant, &fixture(NAME, variant));
+            check(variant, &fixture(name, variant));
         }
     }
+}
+
+/// `glibc_variants_of` the snapshot_threads fixture.
+fn glibc_variants(check: impl Fn(Variant, &Path)) {
+    glibc_variants_of(NAME, check)
 }
 
 /// Starts the fixture, reads its announcement, and waits until its main thread is inside
@@ -379,5 +385,66 @@ fn a_process_that_exits_during_the_snapshot_is_one_error_line_and_exit_76() {
             Some(libc::SIGKILL)
         );
         assert_eq!(String::from_utf8_lossy(&finished.stderr), "");
+    });
+}
+
+/// Every thread of `pid` now, and whether any is still traced.
+fn traced_threads(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|task| task.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|&tid| {
+            fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).is_ok_and(|status| {
+                status.lines().any(|line| {
+                    line.starts_with("TracerPid:") && line.trim_end() != "TracerPid:\t0"
+                })
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn threads_that_start_and_end_during_snapshots_are_handled() {
+    glibc_variants_of("thread_churn", |variant, path| {
+        if variant != Variant::Dynamic {
+            return;
+        }
+        let start = Start {
+            args: &[],
+            piped_stdin: true,
+            extra_lines: 0,
+        };
+        let mut program = start_announced(path, "thread_churn", start);
+        let pid = program.pid;
+        let directory = tempfile::tempdir().unwrap();
+        for round in 0..20 {
+            let profile = directory.path().join(format!("churn-{round}.msup"));
+            let output = snapshot(&["-q", "-o", &profile.to_string_lossy(), &pid.to_string()]);
+            assert_eq!(output.status.code(), Some(0), "round {round}: {output:?}");
+            assert_eq!(String::from_utf8_lossy(&output.stderr), "", "round {round}");
+            assert_eq!(traced_threads(pid), Vec::<u32>::new(), "round {round}");
+            let report = report_json(&profile);
+            let process = &report["processes"][0];
+            let groups = process["threads"]["groups"].as_array().expect("groups");
+            let tids: Vec<u64> = groups
+                .iter()
+                .flat_map(|group| group["threads"].as_array().unwrap())
+                .map(|thread| thread["tid"].as_u64().unwrap())
+                .collect();
+            // Main, the stdin watcher and at most two workers; main and the watcher always.
+            assert!((2..=4).contains(&tids.len()), "round {round}: {tids:?}");
+            assert!(tids.contains(&u64::from(pid)), "round {round}: {tids:?}");
+            let dump = dump_text(&profile);
+            let states = dump
+                .lines()
+                .filter(|line| line.starts_with("ThreadState {"));
+            assert_eq!(states.count(), tids.len(), "round {round}");
+        }
+        program.write_stdin(b"\n");
+        let rest = program.finish_cleanly();
+        assert_eq!(rest, "thread_churn: stopped\n");
     });
 }
