@@ -103,7 +103,8 @@ impl Pipeline {
         signals::block_in_this_thread();
         let (event_sender, event_receiver) = crossbeam_channel::bounded(EVENT_CHANNEL_CAPACITY);
         let (record_sender, writer_receiver) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
-        let bars = progress::bars(quiet);
+        // A snapshot's few events need no progress line.
+        let bars = progress::bars(quiet || sampling.is_none());
         let modules = Arc::new(ModuleStore::new());
         let shared = interpret::Shared {
             stats: stats.clone(),

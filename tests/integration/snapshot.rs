@@ -448,3 +448,40 @@ fn threads_that_start_and_end_during_snapshots_are_handled() {
         assert_eq!(rest, "thread_churn: stopped\n");
     });
 }
+
+#[test]
+fn on_a_terminal_the_snapshot_prints_its_text_report() {
+    // script(1) gives memsup a terminal for its stdout.
+    if !require_tool("script") {
+        return;
+    }
+    glibc_variants(|variant, path| {
+        if variant != Variant::Dynamic {
+            return;
+        }
+        let fixture = start(path);
+        let pid = fixture.program.pid;
+        let directory = tempfile::tempdir().unwrap();
+        let profile = directory.path().join("terminal.msup");
+        let inner = format!(
+            "{} snapshot -o {} {pid}",
+            memsup_binary().display(),
+            profile.display()
+        );
+        let mut command = clean_command("script");
+        command.args(["-qec", &inner, "/dev/null"]);
+        let (child, description) = spawn_piped(command);
+        let output = wait_within(child, &description, SNAPSHOT_WITHIN);
+        assert_eq!(output.status.code(), Some(0), "{output:?}");
+        // The terminal carries memsup's stderr too, with carriage returns.
+        let shown = String::from_utf8_lossy(&output.stdout).replace("\r\n", "\n");
+        let report = report_output(&profile, &[]);
+        assert!(shown.ends_with(&report), "{shown}");
+        assert!(shown.contains(&format!("== process {pid} (snapshot) ==\n")));
+        assert!(
+            shown.contains("  Threads: 5 in 5 distinct stacks\n"),
+            "{shown}"
+        );
+        release(fixture);
+    });
+}
