@@ -21,6 +21,8 @@ pub enum TestFault {
     /// `memsup snapshot` kills the process once its threads are stopped, and reaps them: a
     /// process that exits while the snapshot holds it.
     SnapshotExit,
+    /// `memsup snapshot` holds the process stopped until memsup is killed.
+    SnapshotHold,
 }
 
 /// The fault the tests asked for, if any.
@@ -32,6 +34,7 @@ pub fn test_fault() -> Option<TestFault> {
         Ok("tracer-error") => Some(TestFault::TracerError),
         Ok("attach-error") => Some(TestFault::AttachError),
         Ok("snapshot-exit") => Some(TestFault::SnapshotExit),
+        Ok("snapshot-hold") => Some(TestFault::SnapshotHold),
         _ => None,
     })
 }

@@ -13,6 +13,7 @@ use nix::unistd::Pid;
 
 use crate::error::{Error, Result};
 use crate::events::{EventKind, EventSink, RawStack};
+use crate::failure::TestFault;
 use crate::module::loaded::loaded_modules;
 use crate::module::ModuleStore;
 use crate::proc::maps::{mapping_containing, read_maps, MapEntry};
@@ -54,8 +55,13 @@ pub fn take(pid: i32, sink: &EventSink, modules: &ModuleStore) -> Result<Taken> 
     let kernel_states = kernel_states(pid);
     let started = Instant::now();
     let joined = seize_all_threads(pid)?;
-    if crate::failure::test_fault() == Some(crate::failure::TestFault::SnapshotExit) {
-        kill_while_held(pid, &joined);
+    match crate::failure::test_fault() {
+        Some(TestFault::SnapshotExit) => kill_while_held(pid, &joined),
+        // memsup killed while it holds the process: the kernel lets its threads go.
+        Some(TestFault::SnapshotHold) => loop {
+            std::thread::sleep(Duration::from_secs(1));
+        },
+        _ => {}
     }
     let seen = look(pid, &joined);
     let_go(joined);

@@ -485,3 +485,62 @@ fn on_a_terminal_the_snapshot_prints_its_text_report() {
         release(fixture);
     });
 }
+
+/// The state letter of each thread of `pid`.
+fn thread_states(pid: u32) -> Vec<String> {
+    let mut tids: Vec<u32> = fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("the fixture's threads")
+        .flatten()
+        .filter_map(|task| task.file_name().to_string_lossy().parse().ok())
+        .collect();
+    tids.sort_unstable();
+    tids.iter()
+        .map(|tid| {
+            let stat = fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).unwrap();
+            let after_name = &stat[stat.rfind(')').unwrap() + 1..];
+            after_name.split_whitespace().next().unwrap().to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn memsup_killed_while_it_holds_a_process_leaves_it_running() {
+    glibc_variants(|variant, path| {
+        if variant != Variant::Dynamic {
+            return;
+        }
+        let fixture = start(path);
+        let pid = fixture.program.pid;
+        let directory = tempfile::tempdir().unwrap();
+        let profile = directory.path().join("killed.msup");
+        let mut command = clean_command(memsup_binary());
+        command
+            .args([
+                "snapshot",
+                "-o",
+                &profile.to_string_lossy(),
+                &pid.to_string(),
+            ])
+            .env("MEMSUP_TEST_FAULT", "snapshot-hold");
+        let (mut memsup, _) = spawn_piped(command);
+        wait_until("memsup holds every thread", EVENT_TIMEOUT, || {
+            thread_states(pid) == ["t"; 5]
+        });
+        memsup.kill().unwrap();
+        let killed = memsup.wait().unwrap();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&killed),
+            Some(libc::SIGKILL)
+        );
+        wait_until("no thread is traced", EVENT_TIMEOUT, || {
+            traced_threads(pid).is_empty()
+        });
+        // Running again: the blocked threads back in their calls, the spinner spinning.
+        wait_until("every thread runs again", EVENT_TIMEOUT, || {
+            thread_states(pid)
+                .iter()
+                .all(|state| state == "S" || state == "R")
+        });
+        release(fixture);
+    });
+}
