@@ -319,7 +319,7 @@ fn a_missing_pid_is_one_error_line_and_exit_71() {
 }
 
 #[test]
-fn an_existing_output_is_not_overwritten_without_force() {
+fn an_existing_output_is_kept_without_force_and_the_default_name_is_memsup_s() {
     let directory = tempfile::tempdir().unwrap();
     let profile = directory.path().join("taken.msup");
     fs::write(&profile, "kept").unwrap();
@@ -336,6 +336,26 @@ fn an_existing_output_is_not_overwritten_without_force() {
     assert_eq!(String::from_utf8_lossy(&output.stderr), "");
     let report = report_json(&profile);
     assert_eq!(report["profile"]["mode"], "snapshot");
+    // Without -o: memsup.snapshot.N.msup in the current directory, as run and attach do.
+    let mut command = clean_command(memsup_binary());
+    command
+        .current_dir(directory.path())
+        .args(["snapshot", "-q", &pid]);
+    let (child, description) = spawn_piped(command);
+    let output = wait_within(child, &description, SNAPSHOT_WITHIN);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let mut names: Vec<String> = fs::read_dir(directory.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name != "taken.msup")
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    let name = names.pop().unwrap();
+    let number = name
+        .strip_prefix("memsup.snapshot.")
+        .and_then(|rest| rest.strip_suffix(".msup"))
+        .unwrap_or_else(|| panic!("the default name: {name}"));
+    assert!(number.parse::<u32>().is_ok(), "{name}");
     sleeper.kill().unwrap();
     sleeper.wait().unwrap();
 }
