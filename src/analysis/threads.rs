@@ -193,6 +193,105 @@ mod tests {
     }
 
     #[test]
+    fn a_snapshot_profile_replays_into_groups_named_by_its_symbols() {
+        use crate::trace::format::{ExitKind, Header, Record, RecordMode, StartCause};
+        use crate::trace::reader::Profile;
+        let pid = 30;
+        let node = |id, parent, address| Record::StackNode {
+            pid,
+            id,
+            parent,
+            address,
+        };
+        let symbol = |address, function: &str| Record::Symbol {
+            pid,
+            address,
+            function: function.to_string(),
+            offset: 4,
+            module: "/app".to_string(),
+            frames: Vec::new(),
+        };
+        let state = |tid, activity, stack| Record::ThreadState {
+            time_ns: 20,
+            pid,
+            tid,
+            activity,
+            kernel_state: 'S',
+            wchan: "futex_wait_queue".to_string(),
+            stack,
+        };
+        let wait = ThreadActivity::SystemCall(202);
+        let records = vec![
+            Record::ProcessStart {
+                time_ns: 10,
+                pid,
+                parent_pid: None,
+                cause: StartCause::Attach,
+            },
+            // main <- worker <- futex_wait at two addresses; main <- spin.
+            node(1, 0, 0x100),
+            node(2, 1, 0x200),
+            node(3, 2, 0x300),
+            node(4, 2, 0x304),
+            node(5, 1, 0x400),
+            state(31, wait, 3),
+            state(32, ThreadActivity::Running, 5),
+            state(33, wait, 4),
+            Record::SnapshotStop {
+                time_ns: 21,
+                pid,
+                stopped_ns: 1_500,
+                threads: 3,
+            },
+            symbol(0x100, "main"),
+            symbol(0x200, "worker"),
+            symbol(0x300, "futex_wait"),
+            symbol(0x304, "futex_wait"),
+            symbol(0x400, "spin"),
+            Record::ProcessExit {
+                time_ns: 22,
+                pid,
+                status: ExitKind::Detached,
+                counters: Default::default(),
+            },
+            Record::End { time_ns: 23 },
+        ];
+        let profile = Profile {
+            header: Header {
+                memsup_version: "0.1.0".to_string(),
+                host: "node17".to_string(),
+                mode: RecordMode::Snapshot,
+                target: vec![pid.to_string()],
+                start_unix_ns: 0,
+                options: Vec::new(),
+            },
+            records,
+            truncated: false,
+            damage: Vec::new(),
+        };
+        let analysis = crate::analysis::analyze(&profile, std::path::Path::new("s.msup"));
+        let snapshot = analysis.processes[0].snapshot.as_ref().expect("a snapshot");
+        assert_eq!(snapshot.stopped_ns, 1_500);
+        let summary: Vec<(Vec<String>, Vec<u32>)> = snapshot
+            .groups
+            .iter()
+            .map(|group| {
+                let names = group.stack.iter().map(Frame::name).collect();
+                (names, group.threads.iter().map(|t| t.tid).collect())
+            })
+            .collect();
+        let names = |list: &[&str]| list.iter().map(|name| name.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            summary,
+            [
+                (names(&["futex_wait", "worker", "main"]), vec![31, 33]),
+                (names(&["spin", "main"]), vec![32]),
+            ]
+        );
+        assert_eq!(snapshot.groups[0].threads[0].wchan, "futex_wait_queue");
+    }
+
+    #[test]
     fn activities_read_as_the_report_spells_them() {
         assert_eq!(activity_name(ThreadActivity::Running), "running");
         assert_eq!(
