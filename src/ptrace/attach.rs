@@ -110,6 +110,15 @@ fn seize_and_stop(
                     source: Errno::EPERM,
                     ..
                 }) if tracer_of(pid, tid) == our_pid => {}
+                // The kernel refuses to seize a thread that is exiting: it is gone an
+                // instant later (a short-lived worker), and is not one to wait for.
+                Err(Error::Ptrace {
+                    source: Errno::EPERM,
+                    ..
+                }) if ends_soon(pid, tid) => {
+                    exited.insert(tid);
+                    continue;
+                }
                 Err(Error::Ptrace {
                     source: Errno::EPERM,
                     ..
@@ -144,6 +153,28 @@ fn seize_and_stop(
         }
     }
     Ok(())
+}
+
+/// How long a thread the kernel refused to seize is watched for its end.
+const EXIT_GRACE: Duration = Duration::from_millis(100);
+
+/// Whether thread `tid`, refused with EPERM, ends within `EXIT_GRACE` (its /proc entry gone
+/// or a zombie): an exiting thread, not a permission problem.
+fn ends_soon(pid: i32, tid: i32) -> bool {
+    let deadline = std::time::Instant::now() + EXIT_GRACE;
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat"));
+        let state = stat
+            .ok()
+            .and_then(|text| crate::proc::task::parse_stat_state(&text));
+        if matches!(state, None | Some('Z' | 'X')) {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 /// Lets go of threads seized by a failed attach; nothing was planted in them yet. A thread
@@ -220,17 +251,29 @@ fn wait_for_interrupt(
                 ..
             }) => {
                 children.push(regs::event_message(tid)? as i32);
-                regs::resume(tid, 0)?;
+                resume_and_interrupt(tid)?;
             }
-            Some(Stop::Event { .. }) | Some(Stop::Syscall { .. }) => regs::resume(tid, 0)?,
+            Some(Stop::Event { .. }) | Some(Stop::Syscall { .. }) => resume_and_interrupt(tid)?,
             Some(Stop::Signal { signal, .. }) => {
                 signals.push(signal);
-                regs::resume(tid, 0)?;
+                resume_and_interrupt(tid)?;
             }
             Some(Stop::Exited { .. }) | Some(Stop::Killed { .. }) => return Ok(None),
             None => {}
         }
     }
+}
+
+/// Resumes a thread stopped on its way to the interrupt stop, and interrupts it again: the
+/// kernel drops a pending PTRACE_INTERRUPT at any other stop (`ptrace_stop` clears
+/// JOBCTL_TRAP_STOP), so without it a thread that stopped at a clone event first (a thread
+/// that keeps creating threads) would never reach its interrupt stop.
+fn resume_and_interrupt(tid: i32) -> Result<()> {
+    regs::resume(tid, 0)?;
+    // A thread resumed from its exit event is gone before it can be interrupted: the next
+    // wait reports its end.
+    let _ = regs::interrupt(tid);
+    Ok(())
 }
 
 impl Tracer<'_> {
