@@ -564,3 +564,43 @@ fn memsup_killed_while_it_holds_a_process_leaves_it_running() {
         release(fixture);
     });
 }
+
+#[test]
+fn several_processes_are_snapshotted_one_after_the_other() {
+    glibc_variants(|variant, path| {
+        if variant != Variant::Static {
+            return;
+        }
+        let first = start(path);
+        let second = start(path);
+        let pids = [first.program.pid, second.program.pid];
+        let directory = tempfile::tempdir().unwrap();
+        let profile = directory.path().join("two.msup");
+        let profile_text = profile.to_string_lossy();
+        let (first_pid, second_pid) = (pids[0].to_string(), pids[1].to_string());
+        // The second process named twice, once by a thread id: joined once, with a note.
+        let reader = second.reader.to_string();
+        let output = snapshot(&["-o", &profile_text, &first_pid, &second_pid, &reader]);
+        let (other, lines) = split_stderr(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{lines:?} {other}");
+        assert_eq!(lines.len(), 4, "{lines:?}");
+        assert!(lines[0].starts_with("memsup: note: "), "{lines:?}");
+        for (line, pid) in lines[2..].iter().zip(pids) {
+            let prefix = format!("memsup: process {pid} was stopped for ");
+            assert!(line.starts_with(&prefix), "{line}");
+            assert!(line.ends_with(" ms (5 threads)"), "{line}");
+        }
+        let report = report_json(&profile);
+        let processes = report["processes"].as_array().expect("processes");
+        let seen: Vec<(u64, usize)> = processes
+            .iter()
+            .map(|process| {
+                let groups = process["threads"]["groups"].as_array().unwrap();
+                (process["pid"].as_u64().unwrap(), groups.len())
+            })
+            .collect();
+        assert_eq!(seen, [(u64::from(pids[0]), 5), (u64::from(pids[1]), 5)]);
+        release(first);
+        release(second);
+    });
+}
