@@ -78,6 +78,27 @@ pub enum Command {
         )]
         pids: Vec<i32>,
     },
+    /// Stop running processes for a moment and write where every thread is (its stack and
+    /// state) and what memory each process holds; nothing is run in them or written to them.
+    Snapshot {
+        /// Profile to write (default: memsup.snapshot.N.msup in the current directory, N being memsup's process id).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Overwrite the -o file if it exists (never through a symbolic link).
+        #[arg(short, long)]
+        force: bool,
+        /// Print nothing of memsup's own but errors and warnings (nor the report).
+        #[arg(short, long)]
+        quiet: bool,
+        /// The processes to look at (every thread of each).
+        #[arg(
+            required = true,
+            value_name = "PID",
+            allow_negative_numbers = true,
+            value_parser = clap::value_parser!(i32).range(1..)
+        )]
+        pids: Vec<i32>,
+    },
     /// Analyse a profile.
     Report {
         /// `text` for people, `json` for programs (schema memsup-report, version 2),
@@ -108,7 +129,7 @@ pub enum Command {
         /// libraries by name ...). Repeatable; the first matching rule wins.
         #[arg(long = "component", value_name = "NAME=REGEX")]
         components: Vec<String>,
-        /// A profile written by `memsup run` or `memsup attach`.
+        /// A profile written by `memsup run`, `memsup attach` or `memsup snapshot`.
         #[arg(value_name = "PROFILE")]
         profile: PathBuf,
     },

@@ -18,6 +18,11 @@ pub enum TestFault {
     /// Joining a process fails once its threads are seized and stopped, before anything is
     /// put into it.
     AttachError,
+    /// `memsup snapshot` kills the process once its threads are stopped, and reaps them: a
+    /// process that exits while the snapshot holds it.
+    SnapshotExit,
+    /// `memsup snapshot` holds the process stopped until memsup is killed.
+    SnapshotHold,
 }
 
 /// The fault the tests asked for, if any.
@@ -28,6 +33,8 @@ pub fn test_fault() -> Option<TestFault> {
         Ok("writer-panic") => Some(TestFault::WriterPanic),
         Ok("tracer-error") => Some(TestFault::TracerError),
         Ok("attach-error") => Some(TestFault::AttachError),
+        Ok("snapshot-exit") => Some(TestFault::SnapshotExit),
+        Ok("snapshot-hold") => Some(TestFault::SnapshotHold),
         _ => None,
     })
 }

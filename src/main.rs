@@ -1,6 +1,6 @@
 //! memsup's entry point: parse, run, and turn errors into one line and an exit code.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -9,7 +9,7 @@ use clap::{CommandFactory, Parser};
 use memsup::cli::{output_request, Cli, Command, Format};
 use memsup::error::{exit_code, Error, Result};
 use memsup::ptrace::signals;
-use memsup::record::{self, AttachOptions, RunOptions};
+use memsup::record::{self, AttachOptions, RunOptions, SnapshotOptions};
 use memsup::trace::dump::dump;
 use memsup::trace::reader::ProfileReader;
 use memsup::{analysis, report};
@@ -86,6 +86,27 @@ fn execute(command: Command) -> Result<i32> {
             ring_full: probes.ring_full(),
             rates: sampling.rates(),
         }),
+        Command::Snapshot {
+            output,
+            force,
+            quiet,
+            pids,
+        } => {
+            let written = record::snapshot(SnapshotOptions {
+                output: output_request(output, force, "snapshot"),
+                pids,
+                quiet,
+            })?;
+            // On a terminal the user wants to see it; a pipe or a file gets the profile only.
+            if !quiet && std::io::stdout().is_terminal() {
+                let analysis = analyze_file(&written, &analysis::Settings::default())?;
+                let mut out = std::io::stdout().lock();
+                report::text::render(&analysis, report::text::DEFAULT_TOP, &mut out)
+                    .and_then(|()| out.flush())
+                    .map_err(|error| Error::io("writing the report", error))?;
+            }
+            Ok(0)
+        }
         Command::Report {
             format,
             top,

@@ -15,11 +15,13 @@ pub mod skip;
 mod temporary;
 #[cfg(test)]
 pub(crate) mod tests;
+pub mod threads;
 
 pub use components::{ComponentRule, ComponentRules};
 pub use frames::{Frame, TRUNCATED_NAME};
 pub use site_metrics::SiteMetrics;
 pub use skip::SkipFrames;
+pub use threads::{ProcessSnapshot, SnapshotThread, ThreadGroup};
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -138,6 +140,8 @@ pub struct ProcessAnalysis {
     pub residency: ResidencySummary,
     /// Who held the memory, over time.
     pub components: components::Components,
+    /// Where its threads were, in a profile of `memsup snapshot`.
+    pub snapshot: Option<ProcessSnapshot>,
 }
 
 /// Mapping system calls of one process image.
@@ -206,6 +210,7 @@ impl ProcessAnalysis {
             warnings: Vec::new(),
             residency: ResidencySummary::default(),
             components: components::Components::default(),
+            snapshot: None,
         }
     }
 
@@ -246,11 +251,12 @@ pub fn cause_name(cause: StartCause) -> &'static str {
     }
 }
 
-/// "run" or "attach", as reports spell it.
+/// "run", "attach" or "snapshot", as reports spell it.
 pub fn mode_name(mode: RecordMode) -> &'static str {
     match mode {
         RecordMode::Run => "run",
         RecordMode::Attach => "attach",
+        RecordMode::Snapshot => "snapshot",
     }
 }
 

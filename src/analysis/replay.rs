@@ -10,6 +10,7 @@ use super::heap::HeapState;
 use super::mappings::MappingCall;
 
 use super::sites::{heap_sites, mapping_sites, ImageStacks};
+use super::threads::{thread_groups, ProcessSnapshot, RecordedThread, SnapshotThread};
 use super::{ImageExit, ProcessAnalysis, SampleOrder, Settings};
 use crate::events::heap::heap_event;
 use crate::events::heap::{ExecEffect, ImageLifecycle, IntegerMap, LiveHeap};
@@ -60,6 +61,9 @@ pub(super) struct Replay {
     latest_image: HashMap<u32, usize>,
     /// Latest time of any record: where images the recording never saw end are cut.
     last_time_ns: u64,
+    /// What snapshots recorded of each image's threads (by position in `processes`), and
+    /// how long they stopped it.
+    snapshots: HashMap<usize, (Vec<RecordedThread>, u64)>,
 }
 
 impl Replay {
@@ -75,6 +79,7 @@ impl Replay {
             closed_spans: HashMap::new(),
             latest_image: HashMap::new(),
             last_time_ns: 0,
+            snapshots: HashMap::new(),
         }
     }
 
@@ -188,6 +193,37 @@ impl Replay {
                     state.components.thread_stack(*address);
                 }
             }
+            Record::ThreadState {
+                time_ns,
+                pid,
+                tid,
+                activity,
+                kernel_state,
+                wchan,
+                stack,
+            } => {
+                let thread = SnapshotThread {
+                    tid: *tid,
+                    activity: *activity,
+                    kernel_state: *kernel_state,
+                    wchan: wchan.clone(),
+                };
+                let index = self.image_of(*time_ns, *pid);
+                let recorded = RecordedThread {
+                    thread,
+                    stack: *stack,
+                };
+                self.snapshots.entry(index).or_default().0.push(recorded);
+            }
+            Record::SnapshotStop {
+                time_ns,
+                pid,
+                stopped_ns,
+                ..
+            } => {
+                let index = self.image_of(*time_ns, *pid);
+                self.snapshots.entry(index).or_default().1 = *stopped_ns;
+            }
             Record::ThreadStart { .. }
             | Record::ThreadExit { .. }
             | Record::UnwindCosts(_)
@@ -249,6 +285,12 @@ impl Replay {
             image.mapping_sites = mapping_sites(stacks, skip);
             let closed = self.closed_components.remove(&index).unwrap_or_default();
             components::build(image, stacks, closed, settings, &images);
+            if let Some((threads, stopped_ns)) = self.snapshots.remove(&index) {
+                image.snapshot = Some(ProcessSnapshot {
+                    stopped_ns,
+                    groups: thread_groups(&threads, stacks),
+                });
+            }
         }
         self.processes
     }
@@ -297,7 +339,7 @@ impl Replay {
         if !self.open.contains_key(&pid) {
             let cause = match self.mode {
                 RecordMode::Run => StartCause::Launch,
-                RecordMode::Attach => StartCause::Attach,
+                RecordMode::Attach | RecordMode::Snapshot => StartCause::Attach,
             };
             self.start_image(time_ns, pid, None, cause);
         }
@@ -462,6 +504,12 @@ impl Replay {
             },
         };
         stacks.symbols.insert(address, symbol);
+    }
+
+    /// The position of `pid`'s open image, opened if need be.
+    fn image_of(&mut self, time_ns: u64, pid: u32) -> usize {
+        self.ensure_open(time_ns, pid);
+        self.open[&pid].index
     }
 
     fn warning(&mut self, time_ns: u64, pid: u32, message: &str) {

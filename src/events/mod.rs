@@ -16,7 +16,7 @@ pub use watched::Watched;
 
 use crate::trace::format::{
     AllocFunction, Engine, ExitKind, HookCounters, MapCall, MappingResidency, ProbeCounters,
-    ProbeSite, SamplerCosts, SnapshotReason, StartCause,
+    ProbeSite, SamplerCosts, SnapshotReason, StartCause, ThreadActivity,
 };
 
 /// One thing a source saw. `time_ns` is a raw CLOCK_MONOTONIC reading, the clock code inside
@@ -120,6 +120,18 @@ pub enum EventKind {
         sites: Vec<ProbeSite>,
         hooks: HookCounters,
     },
+    /// A thread as a snapshot found it (see `Record::ThreadState`).
+    ThreadState {
+        activity: ThreadActivity,
+        kernel_state: char,
+        wchan: String,
+        stack: RawStack,
+    },
+    /// How long a snapshot held the process stopped.
+    SnapshotStop {
+        stopped_ns: u64,
+        threads: u32,
+    },
     /// The recording ends: nothing follows.
     End,
 }
@@ -151,7 +163,8 @@ impl EventKind {
         match self {
             EventKind::Alloc { stack, .. }
             | EventKind::Realloc { stack, .. }
-            | EventKind::Mapping { stack, .. } => Some(stack),
+            | EventKind::Mapping { stack, .. }
+            | EventKind::ThreadState { stack, .. } => Some(stack),
             _ => None,
         }
     }

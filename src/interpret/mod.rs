@@ -245,6 +245,10 @@ impl Interpreter {
                 let raw = std::mem::replace(stack, RawStack::Caller(0));
                 self.stack_id(pid, tid, raw)
             }
+            EventKind::ThreadState { stack, .. } => {
+                let raw = std::mem::replace(stack, RawStack::Caller(0));
+                self.stopped_thread_stack_id(pid, tid, raw)
+            }
             _ => EMPTY_STACK,
         };
         self.before(pid, &kind);
@@ -275,6 +279,21 @@ impl Interpreter {
         };
         let id = walk.resolve(image, stack, &mut self.new_nodes);
         self.write_new_nodes(pid);
+        id
+    }
+
+    /// The stack of a thread a snapshot stopped: its innermost frame is the instruction the
+    /// thread was stopped at, not a return address, so it is named at its own address (as an
+    /// instruction a signal interrupted is).
+    fn stopped_thread_stack_id(&mut self, pid: u32, tid: u32, stack: RawStack) -> StackId {
+        let stopped_at = match &stack {
+            RawStack::Copy(copy) => Some(copy.snapshot.ip),
+            _ => None,
+        };
+        let id = self.stack_id(pid, tid, stack);
+        if let (Some(ip), Some(image)) = (stopped_at, self.images.get_mut(&pid)) {
+            image.signal_frames.interrupted.insert(ip);
+        }
         id
     }
 

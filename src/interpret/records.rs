@@ -13,6 +13,7 @@ pub fn record_of(
     stack: StackId,
 ) -> Option<Record> {
     call_record(time_ns, pid, tid, kind, stack)
+        .or_else(|kind| snapshot_record(time_ns, pid, tid, kind, stack))
         .or_else(|kind| sample_record(time_ns, pid, kind))
         .or_else(|kind| process_record(time_ns, pid, tid, kind))
         .ok()
@@ -79,6 +80,42 @@ fn call_record(
             pid,
             tid,
             function,
+        },
+        other => return Err(other),
+    })
+}
+
+/// What a snapshot saw of threads and how long it stopped the process; any other event back.
+fn snapshot_record(
+    time_ns: u64,
+    pid: u32,
+    tid: u32,
+    kind: EventKind,
+    stack: StackId,
+) -> Result<Record, EventKind> {
+    Ok(match kind {
+        EventKind::ThreadState {
+            activity,
+            kernel_state,
+            wchan,
+            ..
+        } => Record::ThreadState {
+            time_ns,
+            pid,
+            tid,
+            activity,
+            kernel_state,
+            wchan,
+            stack,
+        },
+        EventKind::SnapshotStop {
+            stopped_ns,
+            threads,
+        } => Record::SnapshotStop {
+            time_ns,
+            pid,
+            stopped_ns,
+            threads,
         },
         other => return Err(other),
     })

@@ -4,3 +4,4 @@
 //! read it from here.
 pub mod allocators;
 pub mod libraries;
+pub mod system_calls;

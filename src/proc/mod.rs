@@ -3,3 +3,4 @@ pub mod auxv;
 pub mod maps;
 pub mod smaps;
 pub mod status;
+pub mod task;

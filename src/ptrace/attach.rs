@@ -59,7 +59,7 @@ pub(crate) struct JoinedThread {
 /// and processes created meanwhile (auto-attached through the trace options) are joined or,
 /// for new processes, let go: no probe is planted yet, so there is nothing to undo in them.
 /// On failure (or when memsup is asked to end) every thread seized so far is let go.
-fn seize_all_threads(pid: i32) -> Result<Vec<JoinedThread>> {
+pub(crate) fn seize_all_threads(pid: i32) -> Result<Vec<JoinedThread>> {
     let deadline = Deadline::after(STOP_TIMEOUT).interruptible();
     let mut seized = HashSet::new();
     let mut joined = Vec::new();
@@ -110,6 +110,15 @@ fn seize_and_stop(
                     source: Errno::EPERM,
                     ..
                 }) if tracer_of(pid, tid) == our_pid => {}
+                // The kernel refuses to seize a thread that is exiting: it is gone an
+                // instant later (a short-lived worker), and is not one to wait for.
+                Err(Error::Ptrace {
+                    source: Errno::EPERM,
+                    ..
+                }) if ends_soon(pid, tid) => {
+                    exited.insert(tid);
+                    continue;
+                }
                 Err(Error::Ptrace {
                     source: Errno::EPERM,
                     ..
@@ -146,6 +155,28 @@ fn seize_and_stop(
     Ok(())
 }
 
+/// How long a thread the kernel refused to seize is watched for its end.
+const EXIT_GRACE: Duration = Duration::from_millis(100);
+
+/// Whether thread `tid`, refused with EPERM, ends within `EXIT_GRACE` (its /proc entry gone
+/// or a zombie): an exiting thread, not a permission problem.
+fn ends_soon(pid: i32, tid: i32) -> bool {
+    let deadline = std::time::Instant::now() + EXIT_GRACE;
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat"));
+        let state = stat
+            .ok()
+            .and_then(|text| crate::proc::task::parse_stat_state(&text));
+        if matches!(state, None | Some('Z' | 'X')) {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Lets go of threads seized by a failed attach; nothing was planted in them yet. A thread
 /// that does not stop in time to be detached is released by the kernel when memsup exits.
 fn release(seized: &HashSet<i32>, joined: Vec<JoinedThread>) {
@@ -166,6 +197,14 @@ fn release(seized: &HashSet<i32>, joined: Vec<JoinedThread>) {
             let _ = regs::detach(tid, 0);
         }
     }
+}
+
+/// Lets go of stopped threads in which nothing was planted: each is detached and the
+/// signals it received meanwhile are sent again; a thread stopped by job control stays
+/// stopped (the kernel puts a detached thread of a stopped group back in its group-stop).
+pub(crate) fn let_go(joined: Vec<JoinedThread>) {
+    let seized = joined.iter().map(|thread| thread.tid).collect();
+    release(&seized, joined);
 }
 
 /// How long a failed attach waits for each seized thread's stop to let it go.
@@ -212,17 +251,29 @@ fn wait_for_interrupt(
                 ..
             }) => {
                 children.push(regs::event_message(tid)? as i32);
-                regs::resume(tid, 0)?;
+                resume_and_interrupt(tid)?;
             }
-            Some(Stop::Event { .. }) | Some(Stop::Syscall { .. }) => regs::resume(tid, 0)?,
+            Some(Stop::Event { .. }) | Some(Stop::Syscall { .. }) => resume_and_interrupt(tid)?,
             Some(Stop::Signal { signal, .. }) => {
                 signals.push(signal);
-                regs::resume(tid, 0)?;
+                resume_and_interrupt(tid)?;
             }
             Some(Stop::Exited { .. }) | Some(Stop::Killed { .. }) => return Ok(None),
             None => {}
         }
     }
+}
+
+/// Resumes a thread stopped on its way to the interrupt stop, and interrupts it again: the
+/// kernel drops a pending PTRACE_INTERRUPT at any other stop (`ptrace_stop` clears
+/// JOBCTL_TRAP_STOP), so without it a thread that stopped at a clone event first (a thread
+/// that keeps creating threads) would never reach its interrupt stop.
+fn resume_and_interrupt(tid: i32) -> Result<()> {
+    regs::resume(tid, 0)?;
+    // A thread resumed from its exit event is gone before it can be interrupted: the next
+    // wait reports its end.
+    let _ = regs::interrupt(tid);
+    Ok(())
 }
 
 impl Tracer<'_> {

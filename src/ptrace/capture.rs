@@ -7,6 +7,7 @@ use std::time::Instant;
 use crate::error::Result;
 use crate::events::{RawStack, StackCopy};
 use crate::ptrace::memory::RemoteMemory;
+use crate::ptrace::tracee::Tracee;
 use crate::ptrace::tracer::Tracer;
 use crate::unwind::StackSnapshot;
 
@@ -46,6 +47,47 @@ impl Default for StackCopyState {
 /// `MAX_WINDOW`, never smaller than it was.
 pub fn grown_window(window: u32, length: u32) -> u32 {
     window.max(length.saturating_mul(2).min(MAX_WINDOW))
+}
+
+/// Where a stopped thread's walk starts.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StackRegisters {
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+    /// rsp points at a return address (a probed function's first instruction).
+    pub at_function_entry: bool,
+}
+
+/// One read of a stopped thread's stack from `sp` to the end of `mapping` (the mapping that
+/// holds `sp`), at most `window` bytes; None when nothing could be read.
+pub(crate) fn read_stack_copy(
+    tracee: &mut dyn Tracee,
+    tid: i32,
+    registers: StackRegisters,
+    mapping: &Range<u64>,
+    window: u32,
+) -> Option<StackCopy> {
+    let StackRegisters {
+        ip,
+        sp,
+        bp,
+        at_function_entry,
+    } = registers;
+    let length = (mapping.end.checked_sub(sp)?).min(u64::from(window)) as usize;
+    let stack = tracee.read_partial(tid, sp, length)?;
+    Some(StackCopy {
+        snapshot: StackSnapshot {
+            ip,
+            at_function_entry,
+            sp,
+            bp,
+            stack,
+        },
+        window_limited: (length as u64) < mapping.end - sp,
+        substitute: None,
+        substituted: Vec::new(),
+    })
 }
 
 impl Tracer<'_> {
@@ -114,9 +156,14 @@ impl Tracer<'_> {
             copy.mapping = self.tracee.mapping_containing(tid, sp);
         }
         let mapping = copy.mapping.clone()?;
-        let limit = u64::from(copy.window);
-        let length = (mapping.end - sp).min(limit) as usize;
-        let stack = self.tracee.read_partial(tid, sp, length)?;
+        let registers = StackRegisters {
+            ip,
+            sp,
+            bp,
+            at_function_entry,
+        };
+        let mut capture =
+            read_stack_copy(&mut *self.tracee, tid, registers, &mapping, copy.window)?;
         let hijacked = thread
             .shadow
             .entries()
@@ -129,18 +176,9 @@ impl Tracer<'_> {
             process.counters.stack_copies += 1;
             process.counters.stack_copy_ns += started.elapsed().as_nanos() as u64;
         }
-        Some(Box::new(StackCopy {
-            snapshot: StackSnapshot {
-                ip,
-                at_function_entry,
-                sp,
-                bp,
-                stack,
-            },
-            window_limited: (length as u64) < mapping.end - sp,
-            substitute: trampoline,
-            substituted: hijacked,
-        }))
+        capture.substitute = trampoline;
+        capture.substituted = hijacked;
+        Some(Box::new(capture))
     }
 
     /// Copies more of the stacks of threads whose copies the interpret stage found too short.

@@ -393,6 +393,9 @@ fn inject(fault: TestFault) -> Result<()> {
         TestFault::TracerError => Err(Error::Internal(
             "test fault: the event loop fails after handling a stop".into(),
         )),
-        TestFault::WriterPanic | TestFault::AttachError => Ok(()),
+        TestFault::WriterPanic
+        | TestFault::AttachError
+        | TestFault::SnapshotExit
+        | TestFault::SnapshotHold => Ok(()),
     }
 }

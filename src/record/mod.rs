@@ -5,6 +5,9 @@
 
 pub mod progress;
 mod safety;
+mod snapshot;
+
+pub use snapshot::{snapshot, SnapshotOptions};
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -72,7 +75,8 @@ struct Pipeline {
     /// Module files, read once for the tracer's probes and the interpret stage's stacks.
     modules: Arc<ModuleStore>,
     interpret: JoinHandle<()>,
-    sampler: Sampler,
+    /// None for a snapshot: it reads smaps itself, once.
+    sampler: Option<Sampler>,
     writer: JoinHandle<std::result::Result<u64, TraceError>>,
     progress: Progress,
     output: PathBuf,
@@ -80,12 +84,13 @@ struct Pipeline {
 }
 
 impl Pipeline {
-    /// Creates the profile (failing before anything is launched) and starts the threads.
+    /// Creates the profile (failing before anything is launched) and starts the threads;
+    /// the sampler only with `sampling` rates.
     fn start(
         output: &OutputRequest,
         header: Header,
         quiet: bool,
-        rates: Rates,
+        sampling: Option<Rates>,
     ) -> Result<Pipeline> {
         let writer = ProfileWriter::open(output, &header).map_err(|error| match error {
             TraceError::Io { path, source } => Error::OutputNotWritable { path, source },
@@ -98,7 +103,8 @@ impl Pipeline {
         signals::block_in_this_thread();
         let (event_sender, event_receiver) = crossbeam_channel::bounded(EVENT_CHANNEL_CAPACITY);
         let (record_sender, writer_receiver) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
-        let bars = progress::bars(quiet);
+        // A snapshot's few events need no progress line.
+        let bars = progress::bars(quiet || sampling.is_none());
         let modules = Arc::new(ModuleStore::new());
         let shared = interpret::Shared {
             stats: stats.clone(),
@@ -118,7 +124,8 @@ impl Pipeline {
             Arc::clone(&shared.watched),
         );
         let snapshots = Snapshots::new(Arc::clone(&shared.watched));
-        let sampler = Sampler::spawn(Arc::clone(&shared.watched), sink.clone(), rates);
+        let sampler =
+            sampling.map(|rates| Sampler::spawn(Arc::clone(&shared.watched), sink.clone(), rates));
         let interpret = interpret::spawn(event_receiver, record_sender, shared);
         let writer = writer::spawn(writer, writer_receiver);
         let progress = Progress::start(stats, &bars);
@@ -149,7 +156,9 @@ impl Pipeline {
             quiet,
         } = self;
         // The sampler's records, its costs last, are all sent before End.
-        sampler.stop();
+        if let Some(sampler) = sampler {
+            sampler.stop();
+        }
         sink.send(0, 0, EventKind::End);
         drop(sink);
         let _ = interpret.join();
@@ -248,7 +257,7 @@ pub fn run(options: RunOptions) -> Result<i32> {
             .collect(),
         ),
         options.quiet,
-        options.rates,
+        Some(options.rates),
     )?;
     // Interrupted during setup: the program has not started and was sent nothing, so it is
     // not started at all (a later Ctrl-C reaches the program from the terminal instead).
@@ -343,7 +352,7 @@ pub fn attach(options: AttachOptions) -> Result<i32> {
         &options.output,
         header(RecordMode::Attach, target, duration),
         options.quiet,
-        options.rates,
+        Some(options.rates),
     )?;
     let oom_shield = OomShield::lower_score();
     let mut tracer = Tracer::new(

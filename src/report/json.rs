@@ -9,6 +9,7 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use super::json_components::{ComponentJson, SnapshotJson, TimelineJson};
 use super::json_sites::{MappingSiteJson, SiteJson};
+use super::json_threads::ThreadsJson;
 use crate::analysis::{
     cause_name, mode_name, Analysis, MappingStats, ProcessAnalysis, ProfileInfo, ResidencySummary,
     MAP_CALLS,
@@ -109,6 +110,8 @@ struct ProcessJson<'a> {
     sites: Vec<SiteJson<'a>>,
     mapping_sites: Vec<MappingSiteJson<'a>>,
     warnings: &'a [String],
+    /// A snapshot's threads by stack; null for recordings.
+    threads: Option<ThreadsJson<'a>>,
 }
 
 impl<'a> ProcessJson<'a> {
@@ -164,6 +167,7 @@ impl<'a> ProcessJson<'a> {
                 .map(MappingSiteJson::new)
                 .collect(),
             warnings: &image.warnings,
+            threads: image.snapshot.as_ref().map(ThreadsJson::new),
         }
     }
 }

@@ -13,7 +13,7 @@ pub(super) struct FrameJson<'a> {
     inlined: bool,
 }
 
-fn stack_json(stack: &[Frame]) -> Vec<FrameJson<'_>> {
+pub(super) fn stack_json(stack: &[Frame]) -> Vec<FrameJson<'_>> {
     stack
         .iter()
         .map(|frame| FrameJson {

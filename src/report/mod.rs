@@ -6,6 +6,7 @@ pub mod html_report;
 pub mod json;
 mod json_components;
 mod json_sites;
+mod json_threads;
 pub mod perfetto;
 pub mod series;
 #[cfg(test)]

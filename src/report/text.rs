@@ -2,6 +2,7 @@
 
 mod components;
 mod sites;
+mod threads;
 
 pub use components::short_bytes;
 
@@ -36,6 +37,7 @@ fn render_header(profile: &ProfileInfo, out: &mut dyn Write) -> std::io::Result<
     let target_label = match profile.mode {
         crate::trace::format::RecordMode::Run => "command",
         crate::trace::format::RecordMode::Attach => "attached to",
+        crate::trace::format::RecordMode::Snapshot => "processes",
     };
     let rows = [
         ("mode", mode_name(profile.mode).to_string()),
@@ -64,6 +66,9 @@ fn render_process(image: &ProcessAnalysis, top: usize, out: &mut dyn Write) -> s
         Some(parent) => format!(", parent {parent}"),
         None => String::new(),
     };
+    if let Some(snapshot) = &image.snapshot {
+        return render_snapshot(image, snapshot, out);
+    }
     writeln!(
         out,
         "== process {}{parent} ({}) ==",
@@ -86,6 +91,28 @@ fn render_process(image: &ProcessAnalysis, top: usize, out: &mut dyn Write) -> s
     }
     sites::render_heap_sites(&image.sites, top, out)?;
     sites::render_mapping_sites(&image.mapping_sites, top, out)
+}
+
+/// A process a snapshot stopped: what it runs, how long it was stopped, its memory by
+/// component and its threads; it made no calls memsup saw.
+fn render_snapshot(
+    image: &ProcessAnalysis,
+    snapshot: &crate::analysis::ProcessSnapshot,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    writeln!(out, "== process {} (snapshot) ==", image.pid)?;
+    let mut rows = identity_rows(image);
+    rows.truncate(2);
+    rows.push(("stopped for", human_duration(snapshot.stopped_ns)));
+    for (label, value) in rows {
+        writeln!(out, "  {label:<LABEL_WIDTH$} {value}")?;
+    }
+    components::render_components(&image.components, out)?;
+    for (position, warning) in image.warnings.iter().enumerate() {
+        let label = if position == 0 { "warnings" } else { "" };
+        writeln!(out, "  {label:<LABEL_WIDTH$} {warning}")?;
+    }
+    threads::render_threads(snapshot, out)
 }
 
 type Rows = Vec<(&'static str, String)>;

@@ -94,7 +94,7 @@ fn address_fields() -> &'static Regex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::format::{AllocFunction, SnapshotReason};
+    use crate::trace::format::{AllocFunction, SnapshotReason, ThreadActivity};
 
     #[test]
     fn text_lines_name_every_field_and_show_addresses_in_hex() {
@@ -130,6 +130,30 @@ mod tests {
         assert_eq!(
             record_line(&Record::End { time_ns: 9 }, DumpFormat::Text),
             "End { time_ns: 9 }"
+        );
+    }
+
+    #[test]
+    fn a_thread_state_shows_its_activity_kernel_state_and_stack() {
+        let state = Record::ThreadState {
+            time_ns: 3,
+            pid: 7,
+            tid: 9,
+            activity: ThreadActivity::SystemCall(0),
+            kernel_state: 'S',
+            wchan: "pipe_read".to_string(),
+            stack: 4,
+        };
+        assert_eq!(
+            record_line(&state, DumpFormat::Text),
+            "ThreadState { time_ns: 3, pid: 7, tid: 9, activity: SystemCall(0), \
+             kernel_state: 'S', wchan: \"pipe_read\", stack: 4 }"
+        );
+        assert_eq!(
+            record_line(&state, DumpFormat::JsonLines),
+            "{\"ThreadState\":{\"time_ns\":3,\"pid\":7,\"tid\":9,\
+             \"activity\":{\"SystemCall\":0},\"kernel_state\":\"S\",\
+             \"wchan\":\"pipe_read\",\"stack\":4}}"
         );
     }
 }

@@ -54,6 +54,9 @@ pub enum RecordMode {
     Run,
     /// `memsup attach`: memsup joined running processes.
     Attach,
+    /// `memsup snapshot`: memsup stopped running processes once, read their threads and
+    /// memory, and let them go.
+    Snapshot,
 }
 
 /// Written once at the start of the file.
@@ -416,6 +419,42 @@ pub enum Record {
         sites: Vec<ProbeSite>,
         hooks: HookCounters,
     },
+    /// A thread as `memsup snapshot` found it: what it was doing, the kernel's view of it
+    /// read just before it was stopped, and its call stack (innermost frame: the instruction
+    /// it was stopped at).
+    ThreadState {
+        time_ns: u64,
+        pid: u32,
+        tid: u32,
+        activity: ThreadActivity,
+        /// The state letter of /proc/PID/task/TID/stat before the stop (`R`, `S`, `D`, `T`
+        /// ...); `?` when the thread was born during the snapshot.
+        kernel_state: char,
+        /// /proc/PID/task/TID/wchan before the stop: the kernel function it slept in ("" when
+        /// running, or hidden by the kernel).
+        wchan: String,
+        stack: StackId,
+    },
+    /// How long `memsup snapshot` held the process stopped: from the first thread seized to
+    /// the last one let go.
+    SnapshotStop {
+        time_ns: u64,
+        pid: u32,
+        stopped_ns: u64,
+        /// Threads whose state was recorded.
+        threads: u32,
+    },
+}
+
+/// What a thread was doing when a snapshot stopped it.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ThreadActivity {
+    /// Running or runnable in user code.
+    Running,
+    /// Inside this system call (x86-64 number), blocked or working in the kernel.
+    SystemCall(u32),
+    /// Stopped by job control (SIGSTOP, SIGTSTP, ...).
+    Stopped,
 }
 
 /// What recorded a process image's allocator calls.
@@ -586,7 +625,9 @@ impl Record {
             | Record::SmapsSnapshot { pid, .. }
             | Record::ScratchPage { pid, .. }
             | Record::ThreadStack { pid, .. }
-            | Record::ProbeSites { pid, .. } => Some(*pid),
+            | Record::ProbeSites { pid, .. }
+            | Record::ThreadState { pid, .. }
+            | Record::SnapshotStop { pid, .. } => Some(*pid),
             Record::End { .. } | Record::UnwindCosts(_) | Record::SamplerCosts(_) => None,
         }
     }
@@ -612,7 +653,9 @@ impl Record {
             | Record::SmapsSnapshot { time_ns, .. }
             | Record::ScratchPage { time_ns, .. }
             | Record::ThreadStack { time_ns, .. }
-            | Record::ProbeSites { time_ns, .. } => Some(*time_ns),
+            | Record::ProbeSites { time_ns, .. }
+            | Record::ThreadState { time_ns, .. }
+            | Record::SnapshotStop { time_ns, .. } => Some(*time_ns),
             Record::Symbol { .. }
             | Record::ImageCounters { .. }
             | Record::StackNode { .. }

@@ -40,6 +40,7 @@ mod residency;
 mod scratch_page;
 mod signals;
 mod site_metrics;
+mod snapshot;
 mod stack_tree;
 mod stacks;
 mod stdin_lines;
