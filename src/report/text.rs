@@ -81,6 +81,17 @@ fn render_process(image: &ProcessAnalysis, top: usize, out: &mut dyn Write) -> s
     rows.extend(residency_rows(image));
     rows.extend(probe_rows(&image.probes));
     rows.extend(engine_rows(image));
+    render_rows_components_and_warnings(image, rows, out)?;
+    sites::render_heap_sites(&image.sites, top, out)?;
+    sites::render_mapping_sites(&image.mapping_sites, top, out)
+}
+
+/// The labelled rows, then the components and the warnings of `image`.
+fn render_rows_components_and_warnings(
+    image: &ProcessAnalysis,
+    rows: Vec<(&str, String)>,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
     for (label, value) in rows {
         writeln!(out, "  {label:<LABEL_WIDTH$} {value}")?;
     }
@@ -89,8 +100,7 @@ fn render_process(image: &ProcessAnalysis, top: usize, out: &mut dyn Write) -> s
         let label = if position == 0 { "warnings" } else { "" };
         writeln!(out, "  {label:<LABEL_WIDTH$} {warning}")?;
     }
-    sites::render_heap_sites(&image.sites, top, out)?;
-    sites::render_mapping_sites(&image.mapping_sites, top, out)
+    Ok(())
 }
 
 /// A process a snapshot stopped: what it runs, how long it was stopped, its memory by
@@ -104,14 +114,7 @@ fn render_snapshot(
     let mut rows = identity_rows(image);
     rows.truncate(2);
     rows.push(("stopped for", human_duration(snapshot.stopped_ns)));
-    for (label, value) in rows {
-        writeln!(out, "  {label:<LABEL_WIDTH$} {value}")?;
-    }
-    components::render_components(&image.components, out)?;
-    for (position, warning) in image.warnings.iter().enumerate() {
-        let label = if position == 0 { "warnings" } else { "" };
-        writeln!(out, "  {label:<LABEL_WIDTH$} {warning}")?;
-    }
+    render_rows_components_and_warnings(image, rows, out)?;
     threads::render_threads(snapshot, out)
 }
 

@@ -360,6 +360,18 @@ fn an_existing_output_is_kept_without_force_and_the_default_name_is_memsup_s() {
     sleeper.wait().unwrap();
 }
 
+/// `memsup snapshot -o PROFILE PID` with the test-only `fault` injected.
+fn snapshot_with_fault(profile: &Path, pid: u32, fault: &str) -> Command {
+    let mut command = clean_command(memsup_binary());
+    command
+        .arg("snapshot")
+        .arg("-o")
+        .arg(profile)
+        .arg(pid.to_string())
+        .env("MEMSUP_TEST_FAULT", fault);
+    command
+}
+
 fn dump_text(profile: &Path) -> String {
     let mut command = clean_command(memsup_binary());
     command.arg("dump").arg(profile);
@@ -378,15 +390,7 @@ fn a_process_that_exits_during_the_snapshot_is_one_error_line_and_exit_76() {
         let pid = fixture.program.pid;
         let directory = tempfile::tempdir().unwrap();
         let profile = directory.path().join("exited.msup");
-        let mut command = clean_command(memsup_binary());
-        command
-            .args([
-                "snapshot",
-                "-o",
-                &profile.to_string_lossy(),
-                &pid.to_string(),
-            ])
-            .env("MEMSUP_TEST_FAULT", "snapshot-exit");
+        let command = snapshot_with_fault(&profile, pid, "snapshot-exit");
         let (child, description) = spawn_piped(command);
         let output = wait_within(child, &description, SNAPSHOT_WITHIN);
         assert_one_error_line(
@@ -533,15 +537,7 @@ fn memsup_killed_while_it_holds_a_process_leaves_it_running() {
         let pid = fixture.program.pid;
         let directory = tempfile::tempdir().unwrap();
         let profile = directory.path().join("killed.msup");
-        let mut command = clean_command(memsup_binary());
-        command
-            .args([
-                "snapshot",
-                "-o",
-                &profile.to_string_lossy(),
-                &pid.to_string(),
-            ])
-            .env("MEMSUP_TEST_FAULT", "snapshot-hold");
+        let command = snapshot_with_fault(&profile, pid, "snapshot-hold");
         let (mut memsup, _) = spawn_piped(command);
         wait_until("memsup holds every thread", EVENT_TIMEOUT, || {
             thread_states(pid) == ["t"; 5]
