@@ -62,6 +62,11 @@ fn glibc_variants(check: impl Fn(Variant, &Path)) {
     glibc_variants_of(NAME, check)
 }
 
+/// `check` on one build of the snapshot_threads fixture.
+fn only_variant(variant: Variant, check: impl Fn(&Path)) {
+    check(&fixture(NAME, variant));
+}
+
 /// Starts the fixture, reads its announcement, and waits until its main thread is inside
 /// its read of stdin (it can only announce "ready" before it reads).
 fn start(fixture: &Path) -> Fixture {
@@ -272,10 +277,7 @@ fn a_snapshot_names_each_thread_s_function_and_state() {
 
 #[test]
 fn a_process_stopped_by_job_control_stays_stopped() {
-    glibc_variants(|variant, path| {
-        if variant != Variant::Dynamic {
-            return;
-        }
+    only_variant(Variant::Dynamic, |path| {
         let fixture = start(path);
         let pid = fixture.program.pid;
         send_signal(pid, libc::SIGSTOP);
@@ -382,10 +384,7 @@ fn dump_text(profile: &Path) -> String {
 
 #[test]
 fn a_process_that_exits_during_the_snapshot_is_one_error_line_and_exit_76() {
-    glibc_variants(|variant, path| {
-        if variant != Variant::Dynamic {
-            return;
-        }
+    only_variant(Variant::Dynamic, |path| {
         let fixture = start(path);
         let pid = fixture.program.pid;
         let directory = tempfile::tempdir().unwrap();
@@ -479,10 +478,7 @@ fn on_a_terminal_the_snapshot_prints_its_text_report() {
     if !require_tool("script") {
         return;
     }
-    glibc_variants(|variant, path| {
-        if variant != Variant::Dynamic {
-            return;
-        }
+    only_variant(Variant::Dynamic, |path| {
         let fixture = start(path);
         let pid = fixture.program.pid;
         let directory = tempfile::tempdir().unwrap();
@@ -529,10 +525,7 @@ fn thread_states(pid: u32) -> Vec<String> {
 
 #[test]
 fn memsup_killed_while_it_holds_a_process_leaves_it_running() {
-    glibc_variants(|variant, path| {
-        if variant != Variant::Dynamic {
-            return;
-        }
+    only_variant(Variant::Dynamic, |path| {
         let fixture = start(path);
         let pid = fixture.program.pid;
         let directory = tempfile::tempdir().unwrap();
@@ -563,10 +556,7 @@ fn memsup_killed_while_it_holds_a_process_leaves_it_running() {
 
 #[test]
 fn several_processes_are_snapshotted_one_after_the_other() {
-    glibc_variants(|variant, path| {
-        if variant != Variant::Static {
-            return;
-        }
+    only_variant(Variant::Static, |path| {
         let first = start(path);
         let second = start(path);
         let pids = [first.program.pid, second.program.pid];
