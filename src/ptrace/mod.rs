@@ -19,6 +19,7 @@ pub mod regs;
 mod rendezvous;
 pub mod seccomp;
 pub mod signals;
+mod start_snapshot;
 pub mod state;
 pub mod stop;
 mod stub;
