@@ -173,6 +173,9 @@ pub trait Residency {
     /// A snapshot of `pid` at the sampler's next wake (at once: a request wakes it).
     fn request(&self, pid: i32, reason: SnapshotReason);
     fn request_all(&self, reason: SnapshotReason);
+    /// What to run before each snapshot of a process the sampler takes (the hook engine's
+    /// flush of its records).
+    fn before_snapshots(&self, flush: crate::hooks::drain::Flusher);
     /// The smaps snapshot of `pid` as an event kind; None when it has no address space left.
     fn snapshot_now(&self, pid: i32, reason: SnapshotReason) -> Option<EventKind>;
 }

@@ -10,6 +10,7 @@ use std::sync::Mutex;
 use crossbeam_channel::Sender;
 
 use crate::failure::lock;
+use crate::hooks::drain::Flusher;
 use crate::trace::format::SnapshotReason;
 
 #[derive(Debug, Default)]
@@ -18,6 +19,8 @@ pub struct Watched {
     requests: Mutex<Requests>,
     /// Wakes the sampler (a full channel means it is woken already).
     waker: Mutex<Option<Sender<()>>>,
+    /// Run before the sampler snapshots a process (the hook engine's flush).
+    before_snapshot: Mutex<Option<Flusher>>,
 }
 
 /// A new high of a process's live requested bytes, and when it was reached (monotonic ns).
@@ -61,6 +64,18 @@ impl Watched {
     /// The sampler's channel, woken at each request.
     pub fn set_waker(&self, waker: Sender<()>) {
         *lock(&self.waker) = Some(waker);
+    }
+
+    pub fn set_before_snapshot(&self, flush: Flusher) {
+        *lock(&self.before_snapshot) = Some(flush);
+    }
+
+    /// The sampler is about to snapshot `pid`.
+    pub fn before_snapshot(&self, pid: i32) {
+        let flush = lock(&self.before_snapshot).clone();
+        if let Some(flush) = flush {
+            flush.flush(pid);
+        }
     }
 
     fn wake(&self) {

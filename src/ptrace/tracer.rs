@@ -144,6 +144,7 @@ impl<'a> Tracer<'a> {
             let caller_only = self.stack_mode == StackMode::Caller;
             let drain = Drain::start(self.sink.clone(), caller_only, ring_full);
             drain.set_waker(signals::wake_tracer);
+            self.residency.before_snapshots(drain.flusher());
             drain
         });
     }

@@ -198,6 +198,8 @@ impl Work {
 
     /// Takes and sends a snapshot of `pid`; None when the process had none to take.
     fn send_snapshot(&mut self, pid: i32, reason: SnapshotReason) -> Option<Duration> {
+        // Blocks recorded by hooks and not yet sent must precede the snapshot.
+        self.watched.before_snapshot(pid);
         let mut snapshot = snapshot::take(pid, reason, &mut self.buffer)?;
         let now_ns = monotonic_ns();
         let EventKind::SmapsSnapshot {
@@ -331,6 +333,10 @@ impl Residency for Snapshots {
 
     fn request_all(&self, reason: SnapshotReason) {
         self.watched.request_all(reason);
+    }
+
+    fn before_snapshots(&self, flush: crate::hooks::drain::Flusher) {
+        self.watched.set_before_snapshot(flush);
     }
 
     fn snapshot_now(&self, pid: i32, reason: SnapshotReason) -> Option<EventKind> {

@@ -44,6 +44,8 @@ impl Residency for NoResidency {
 
     fn request_all(&self, _reason: SnapshotReason) {}
 
+    fn before_snapshots(&self, _flush: crate::hooks::drain::Flusher) {}
+
     fn snapshot_now(&self, _pid: i32, _reason: SnapshotReason) -> Option<EventKind> {
         None
     }
