@@ -17,7 +17,8 @@ const ROLLUP_FLOOR: f64 = 0.01;
 pub const FIRST_INTERVAL: Duration = Duration::from_millis(100);
 pub const MIN_INTERVAL: Duration = Duration::from_millis(50);
 pub const MAX_INTERVAL: Duration = Duration::from_secs(10);
-/// Share of one core the snapshots and fast status reads for new highs may use on average.
+/// Share of one core the snapshots and fast status reads for new highs may use on average,
+/// at most: less when the status reads leave less than that above the rollups' floor.
 pub const HIGHS_SHARE: f64 = 0.02;
 /// CPU the credit for highs holds at most: a burst of snapshots of small processes (a few
 /// hundred µs each) is taken at once.
@@ -70,6 +71,13 @@ impl RollupRate {
         self.status_cost = smooth(self.status_cost, cpu_ns as f64);
     }
 
+    /// The share highs may use: what status reads and the rollups' floor leave of the
+    /// target, at most `HIGHS_SHARE`.
+    pub fn highs_share(&self) -> f64 {
+        let status_share = self.status_cost / self.status_interval.as_nanos().max(1) as f64;
+        (TARGET - status_share - ROLLUP_FLOOR).clamp(0.0, HIGHS_SHARE)
+    }
+
     /// CPU spent on a snapshot or a fast status read for a new high.
     pub fn highs_cost(&mut self, cpu_ns: u64) {
         self.highs_ns += cpu_ns;
@@ -92,12 +100,14 @@ impl RollupRate {
     }
 }
 
-/// What snapshots and fast reads for new highs may still spend: fills at `HIGHS_SHARE` of
-/// the wall time, up to `HIGHS_CREDIT_CAP_NS`; may go below zero by one dear snapshot.
+/// What snapshots and fast reads for new highs may still spend: fills at its share of the
+/// wall time, up to `HIGHS_CREDIT_CAP_NS` or, while one dearer waits, up to its cost. A
+/// process's first snapshot (its cost unknown) may take it below zero.
 #[derive(Debug)]
 pub struct HighsCredit {
     credit_ns: f64,
     filled_at: Instant,
+    share: f64,
 }
 
 impl HighsCredit {
@@ -105,20 +115,34 @@ impl HighsCredit {
         HighsCredit {
             credit_ns: HIGHS_CREDIT_CAP_NS,
             filled_at: now,
+            share: HIGHS_SHARE,
         }
     }
 
+    /// Fills at `share` of a core from `now` (`RollupRate::highs_share`).
+    pub fn set_share(&mut self, share: f64, now: Instant) {
+        self.fill(now);
+        self.share = share;
+    }
+
     fn fill(&mut self, now: Instant) {
+        self.fill_up_to(now, HIGHS_CREDIT_CAP_NS);
+    }
+
+    fn fill_up_to(&mut self, now: Instant, cap: f64) {
         let elapsed = now.saturating_duration_since(self.filled_at).as_nanos() as f64;
-        self.credit_ns = (self.credit_ns + elapsed * HIGHS_SHARE).min(HIGHS_CREDIT_CAP_NS);
+        let filled = self.credit_ns + elapsed * self.share;
+        // A credit above the cap (saved for a dear snapshot) is kept, not cut.
+        self.credit_ns = filled.min(cap.max(self.credit_ns));
         self.filled_at = now;
     }
 
     /// Whether something expected to cost `expected` may be done now: when the credit pays
-    /// for it, or is full for one dearer than the cap.
+    /// for it.
     pub fn allows(&mut self, expected: Duration, now: Instant) -> bool {
-        self.fill(now);
-        self.credit_ns >= (expected.as_nanos() as f64).min(HIGHS_CREDIT_CAP_NS)
+        let expected = expected.as_nanos() as f64;
+        self.fill_up_to(now, HIGHS_CREDIT_CAP_NS.max(expected));
+        self.credit_ns >= expected
     }
 
     pub fn spend(&mut self, cpu_ns: u64) {
@@ -192,6 +216,24 @@ mod tests {
     }
 
     #[test]
+    fn highs_get_what_status_reads_and_the_rollup_floor_leave() {
+        let mut rate = RollupRate::new(Duration::from_millis(20));
+        assert_eq!(rate.highs_share(), HIGHS_SHARE);
+        // Status reads take 2.5 % of a core: 4.5 - 2.5 - 1 = 1 % is left.
+        rate.status_round_cost(500_000);
+        assert!((rate.highs_share() - 0.01).abs() < 1e-9);
+        // Above 3.5 %: nothing.
+        let mut rate = RollupRate::new(Duration::from_millis(20));
+        rate.status_round_cost(800_000);
+        assert_eq!(rate.highs_share(), 0.0);
+        let start = Instant::now();
+        let mut credit = HighsCredit::new(start);
+        credit.spend(10_000_000);
+        credit.set_share(0.0, start);
+        assert!(!credit.allows(Duration::from_millis(1), start + Duration::from_secs(100)));
+    }
+
+    #[test]
     fn the_credit_for_highs_allows_a_burst_then_its_share() {
         let start = Instant::now();
         let mut credit = HighsCredit::new(start);
@@ -205,14 +247,14 @@ mod tests {
         // 1 ms at 2 % takes 50 ms to earn.
         assert!(!credit.allows(ms, start + 40 * ms));
         assert!(credit.allows(ms, start + 60 * ms));
-        // One dearer than the cap waits for a full credit (1.2 ms now, full in 440 ms),
-        // then goes below zero by what it cost.
+        // One dearer than the cap waits until the credit pays for it (1.2 ms now, 40 ms in
+        // 1940 ms), and the rest after it.
         let dear = Duration::from_millis(40);
-        assert!(!credit.allows(dear, start + 460 * ms));
-        assert!(credit.allows(dear, start + 510 * ms));
+        assert!(!credit.allows(dear, start + 1960 * ms));
+        assert!(credit.allows(dear, start + 2010 * ms));
         credit.spend(40_000_000);
-        assert!(!credit.allows(ms, start + 1510 * ms));
-        assert!(credit.allows(ms, start + 2110 * ms));
+        assert!(!credit.allows(ms, start + 2040 * ms));
+        assert!(credit.allows(ms, start + 2070 * ms));
     }
 
     #[test]

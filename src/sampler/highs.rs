@@ -151,18 +151,19 @@ impl Highs {
         watch.follow_until_ns = watch.uncertain.then_some(now_ns + FOLLOW_NS);
     }
 
-    /// Whether `pid` is followed (its status read every `FAST_INTERVAL_NS`).
-    pub fn following(&self, pid: i32) -> bool {
+    /// Whether `pid` is followed at `now_ns` (its status read every `FAST_INTERVAL_NS`);
+    /// after its window, its normal reads ask for the snapshot until one is taken.
+    pub fn following(&self, pid: i32, now_ns: u64) -> bool {
         self.watches
             .get(&pid)
-            .is_some_and(|watch| watch.follow_until_ns.is_some())
+            .is_some_and(|watch| watch.follow_until_ns.is_some_and(|until| now_ns < until))
     }
 
-    /// Whether any process is followed.
-    pub fn any_followed(&self) -> bool {
+    /// Whether any process is followed at `now_ns`.
+    pub fn any_followed(&self, now_ns: u64) -> bool {
         self.watches
             .values()
-            .any(|watch| watch.follow_until_ns.is_some())
+            .any(|watch| watch.follow_until_ns.is_some_and(|until| now_ns < until))
     }
 
     /// Forgets the processes no longer supervised (`pids` sorted).
@@ -190,7 +191,7 @@ mod tests {
         let mut highs = Highs::default();
         assert_eq!(highs.status(7, 5 * MIB, RUNNING, 0), Next::Nothing);
         highs.requested(7, 12 * MIB, 10 * MS, 11 * MS);
-        assert!(highs.following(7));
+        assert!(highs.following(7, 0));
         // Being written: 8, 11 MiB, put for one read (preempted), then 13 MiB; it stays
         // there once the program sleeps.
         assert_eq!(highs.status(7, 8 * MIB, RUNNING, 11 * MS), Next::Follow);
@@ -204,7 +205,7 @@ mod tests {
         let put = 13 * MIB + 4096;
         assert_eq!(highs.status(7, put, ASLEEP, 19 * MS), Next::Snapshot(high));
         highs.snapshotted(7, 19 * MS);
-        assert!(!highs.following(7) && !highs.any_followed());
+        assert!(!highs.following(7, 0) && !highs.any_followed(0));
         // The same level again is no new high, nor a rise of less than a tenth.
         assert_eq!(highs.status(7, 13 * MIB, ASLEEP, 39 * MS), Next::Nothing);
         assert_eq!(highs.status(7, 14 * MIB, RUNNING, 59 * MS), Next::Nothing);
@@ -228,7 +229,7 @@ mod tests {
         highs.snapshotted(7, 5 * MS);
         // Taken while it ran: followed on, and a page more is a new high, snapshotted once
         // the process sleeps.
-        assert!(highs.following(7));
+        assert!(highs.following(7, 0));
         let more = 5 * MIB + MIB / 8;
         assert_eq!(highs.status(7, more, RUNNING, 7 * MS), Next::Follow);
         let high = High::Rss {
@@ -237,7 +238,7 @@ mod tests {
         };
         assert_eq!(highs.status(7, more, ASLEEP, 9 * MS), Next::Snapshot(high));
         highs.snapshotted(7, 9 * MS);
-        assert!(!highs.following(7));
+        assert!(!highs.following(7, 0));
         assert_eq!(highs.status(7, more + 8192, ASLEEP, 29 * MS), Next::Nothing);
     }
 
@@ -256,7 +257,7 @@ mod tests {
         // No page more once it sleeps: nothing to add, and no longer followed.
         assert_eq!(highs.status(7, 6 * MIB, RUNNING, 7 * MS), Next::Follow);
         assert_eq!(highs.status(7, 6 * MIB, ASLEEP, 9 * MS), Next::Nothing);
-        assert!(!highs.following(7));
+        assert!(!highs.following(7, 0));
     }
 
     #[test]
@@ -290,7 +291,7 @@ mod tests {
         highs.status(3, 10 * MIB, ASLEEP, 0);
         assert_eq!(highs.status(3, 30 * MIB, RUNNING, 20 * MS), Next::Follow);
         assert_eq!(highs.status(3, 10 * MIB, ASLEEP, 22 * MS), Next::Nothing);
-        assert!(!highs.following(3));
+        assert!(!highs.following(3, 0));
         // Rising at every read for longer than the window: snapshotted at its end.
         let mut rss = 30 * MIB;
         let mut now = 40 * MS;
@@ -315,6 +316,6 @@ mod tests {
             Next::Nothing
         );
         highs.keep_only(&[]);
-        assert!(!highs.any_followed());
+        assert!(!highs.any_followed(0));
     }
 }

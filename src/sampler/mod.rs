@@ -133,10 +133,11 @@ impl Work {
                 self.status_round(false);
                 self.rollup
                     .status_round_cost(thread_cpu_ns().saturating_sub(cpu));
+                self.credit.set_share(self.rollup.highs_share(), now);
                 // A round that overran is not made up for: the next one is an interval later.
                 next_status = (next_status + self.interval).max(now);
                 next_fast = now + fast_interval;
-            } else if now >= next_fast && self.highs.any_followed() {
+            } else if now >= next_fast && self.fast_reads_allowed(now) {
                 self.watched.snapshot(&mut self.pids);
                 let cpu = thread_cpu_ns();
                 self.status_round(true);
@@ -159,7 +160,7 @@ impl Work {
             if let Some(next) = next_interval_snapshot {
                 wake = wake.min(next);
             }
-            if self.highs.any_followed() {
+            if self.fast_reads_allowed(now) {
                 wake = wake.min(next_fast);
             }
             let timeout = wake.saturating_duration_since(Instant::now());
@@ -172,6 +173,12 @@ impl Work {
         self.costs.rollup_interval_ns = self.rollup.interval().as_nanos() as u64;
         self.costs.elapsed_ns = started.elapsed().as_nanos() as u64;
         self.output.send(0, 0, EventKind::SamplerCosts(self.costs));
+    }
+
+    /// Whether a process is followed and the credit for highs is not spent: a dear snapshot
+    /// stops the fast reads too until it is paid for.
+    fn fast_reads_allowed(&mut self, now: Instant) -> bool {
+        self.highs.any_followed(monotonic_ns()) && self.credit.allows(Duration::ZERO, now)
     }
 
     /// Takes the snapshots asked for since the last round, and starts following the new
@@ -252,7 +259,7 @@ impl Work {
         let cpu = thread_cpu_ns();
         for index in 0..self.pids.len() {
             let pid = self.pids[index];
-            if fast && !self.highs.following(pid) {
+            if fast && !self.highs.following(pid, monotonic_ns()) {
                 continue;
             }
             // A process gone meanwhile, or a zombie, has nothing to sample.
