@@ -12,7 +12,7 @@ pub mod watched;
 
 pub use sink::{monotonic_ns, CopiesInFlight, EventBatch, EventSink};
 pub use stack::{CopyWindows, RawStack, StackCopy};
-pub use watched::Watched;
+pub use watched::{RequestedHigh, Watched};
 
 use crate::trace::format::{
     AllocFunction, Engine, ExitKind, HookCounters, MapCall, MappingResidency, ProbeCounters,
@@ -183,7 +183,12 @@ impl EventKind {
 /// What a source may ask of the residency sampler without knowing it: snapshots at its next
 /// round, or one taken now on the caller's thread (a process held at its exit stop).
 pub trait Residency {
+    /// A snapshot of `pid` at the sampler's next wake (at once: a request wakes it).
+    fn request(&self, pid: i32, reason: SnapshotReason);
     fn request_all(&self, reason: SnapshotReason);
+    /// What to run before each snapshot of a process the sampler takes (the hook engine's
+    /// flush of its records).
+    fn before_snapshots(&self, flush: crate::hooks::drain::Flusher);
     /// The smaps snapshot of `pid` as an event kind; None when it has no address space left.
     fn snapshot_now(&self, pid: i32, reason: SnapshotReason) -> Option<EventKind>;
 }

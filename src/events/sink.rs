@@ -12,7 +12,6 @@ use crossbeam_channel::{Sender, TrySendError};
 
 use super::stack::CopyWindows;
 use super::{Event, EventKind, RawStack, Watched};
-use crate::trace::format::StartCause;
 
 /// A raw CLOCK_MONOTONIC reading in nanoseconds: the clock of every event, and one that code
 /// injected into a target can read too.
@@ -175,13 +174,14 @@ impl EventSink {
         let started: Vec<_> = events
             .iter()
             .enumerate()
-            .filter_map(|(index, event)| Some((index, event.pid, started_cause(&event.kind)?)))
-            .filter(|&(index, pid, _)| !exits_later(index, pid))
-            .map(|(_, pid, cause)| (pid, cause))
+            .filter(|(_, event)| starts(&event.kind))
+            .map(|(index, event)| (index, event.pid))
+            .filter(|&(index, pid)| !exits_later(index, pid))
+            .map(|(_, pid)| pid)
             .collect();
         self.queue(&sender, events);
-        for (pid, cause) in started {
-            self.follow_start(pid, cause);
+        for pid in started {
+            self.follow_start(pid);
         }
     }
 
@@ -191,7 +191,7 @@ impl EventSink {
         if bytes > 0 {
             self.wait_for_room(&sender, bytes);
         }
-        let started = started_cause(&kind);
+        let started = starts(&kind);
         self.follow_processes_before(pid, &kind);
         let now = monotonic_ns();
         let event = Event {
@@ -201,8 +201,8 @@ impl EventSink {
             kind,
         };
         self.queue(&sender, vec![event]);
-        if let Some(cause) = started {
-            self.follow_start(pid, cause);
+        if started {
+            self.follow_start(pid);
         }
     }
 
@@ -237,11 +237,10 @@ impl EventSink {
         }
     }
 
-    /// A process joins the supervised set once its start is sent.
-    fn follow_start(&self, pid: u32, cause: StartCause) {
-        // A fork child starts as a copy of its parent: its exec, peaks or exit say more.
-        let copy = matches!(cause, StartCause::Fork | StartCause::Vfork);
-        self.shared.watched.insert(pid as i32, !copy);
+    /// A process joins the supervised set once its start is sent (the tracer sees to its
+    /// first snapshot).
+    fn follow_start(&self, pid: u32) {
+        self.shared.watched.insert(pid as i32);
     }
 
     /// Lossless backpressure by events, for batches (one message may hold thousands).
@@ -270,11 +269,8 @@ impl EventSink {
     }
 }
 
-fn started_cause(kind: &EventKind) -> Option<StartCause> {
-    match kind {
-        EventKind::ProcessStart { cause, .. } => Some(*cause),
-        _ => None,
-    }
+fn starts(kind: &EventKind) -> bool {
+    matches!(kind, EventKind::ProcessStart { .. })
 }
 
 #[cfg(test)]

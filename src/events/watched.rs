@@ -2,17 +2,32 @@
 //! it. The pipeline owns the set; the interpret stage keeps it, as it sees every process
 //! start, exec and exit in the event stream whichever source sent them, and reports new
 //! highs of live requested bytes; memsup's SIGUSR1 asks for a snapshot of every process.
+//! Each request wakes the sampler, so a snapshot follows its moment within a read's time.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
+use crossbeam_channel::Sender;
+
 use crate::failure::lock;
+use crate::hooks::drain::Flusher;
 use crate::trace::format::SnapshotReason;
 
 #[derive(Debug, Default)]
 pub struct Watched {
     pids: Mutex<BTreeSet<i32>>,
     requests: Mutex<Requests>,
+    /// Wakes the sampler (a full channel means it is woken already).
+    waker: Mutex<Option<Sender<()>>>,
+    /// Run before the sampler snapshots a process (the hook engine's flush).
+    before_snapshot: Mutex<Option<Flusher>>,
+}
+
+/// A new high of a process's live requested bytes, and when it was reached (monotonic ns).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestedHigh {
+    pub bytes: u64,
+    pub time_ns: u64,
 }
 
 #[derive(Debug, Default)]
@@ -23,16 +38,15 @@ struct Requests {
     /// delayed on a busy machine keeps its reason.
     snapshots: BTreeMap<i32, SnapshotReason>,
     /// New highs of live requested bytes not yet snapshotted.
-    peaks: BTreeMap<i32, u64>,
+    peaks: BTreeMap<i32, RequestedHigh>,
+    /// Processes that exec'd since the sampler last looked: their RSS highs start over.
+    new_images: BTreeSet<i32>,
 }
 
 impl Watched {
-    /// A process came under supervision: sample it, and snapshot it at once when `snapshot`.
-    pub fn insert(&self, pid: i32, snapshot: bool) {
+    /// A process came under supervision: sample it (its first snapshot is its source's).
+    pub fn insert(&self, pid: i32) {
         lock(&self.pids).insert(pid);
-        if snapshot {
-            self.request(pid, SnapshotReason::Start);
-        }
     }
 
     pub fn contains(&self, pid: i32) -> bool {
@@ -44,11 +58,41 @@ impl Watched {
         let mut requests = lock(&self.requests);
         requests.snapshots.remove(&pid);
         requests.peaks.remove(&pid);
+        requests.new_images.remove(&pid);
     }
 
-    /// Asks for a snapshot of `pid` at the sampler's next round.
+    /// The sampler's channel, woken at each request.
+    pub fn set_waker(&self, waker: Sender<()>) {
+        *lock(&self.waker) = Some(waker);
+    }
+
+    pub fn set_before_snapshot(&self, flush: Flusher) {
+        *lock(&self.before_snapshot) = Some(flush);
+    }
+
+    /// The sampler is about to snapshot `pid`.
+    pub fn before_snapshot(&self, pid: i32) {
+        let flush = lock(&self.before_snapshot).clone();
+        if let Some(flush) = flush {
+            flush.flush(pid);
+        }
+    }
+
+    fn wake(&self) {
+        if let Some(waker) = &*lock(&self.waker) {
+            let _ = waker.try_send(());
+        }
+    }
+
+    /// Asks for a snapshot of `pid` at once.
     pub fn request(&self, pid: i32, reason: SnapshotReason) {
         lock(&self.requests).snapshots.insert(pid, reason);
+        self.wake();
+    }
+
+    /// `pid` exec'd: the highs of its earlier image say nothing about the new one.
+    pub fn new_image(&self, pid: i32) {
+        lock(&self.requests).new_images.insert(pid);
     }
 
     /// Asks for a snapshot of every supervised process.
@@ -62,11 +106,14 @@ impl Watched {
                 requests.snapshots.insert(pid, reason);
             }
         }
+        drop(requests);
+        self.wake();
     }
 
     /// `pid`'s live requested bytes reached a new high worth a snapshot.
-    pub fn note_peak(&self, pid: i32, bytes: u64) {
-        lock(&self.requests).peaks.insert(pid, bytes);
+    pub fn note_peak(&self, pid: i32, high: RequestedHigh) {
+        lock(&self.requests).peaks.insert(pid, high);
+        self.wake();
     }
 
     /// Copies the current set into `into`, reusing its allocation; the lock is held only
@@ -81,7 +128,7 @@ impl Watched {
     pub fn take_requests(
         &self,
         snapshots: &mut Vec<(i32, SnapshotReason)>,
-        peaks: &mut Vec<(i32, u64)>,
+        peaks: &mut Vec<(i32, RequestedHigh)>,
     ) {
         let pids = lock(&self.pids);
         let mut requests = lock(&self.requests);
@@ -99,11 +146,16 @@ impl Watched {
         );
     }
 
-    /// Puts back a peak the sampler could not snapshot yet (rate limit), unless a newer
-    /// one arrived meanwhile.
-    pub fn defer_peak(&self, pid: i32, bytes: u64) {
+    /// Takes the processes that exec'd since the last call.
+    pub fn take_new_images(&self) -> BTreeSet<i32> {
+        std::mem::take(&mut lock(&self.requests).new_images)
+    }
+
+    /// Puts back a peak the sampler could not snapshot yet (budget), unless a newer one
+    /// arrived meanwhile.
+    pub fn defer_peak(&self, pid: i32, high: RequestedHigh) {
         if lock(&self.pids).contains(&pid) {
-            lock(&self.requests).peaks.entry(pid).or_insert(bytes);
+            lock(&self.requests).peaks.entry(pid).or_insert(high);
         }
     }
 }
@@ -112,13 +164,20 @@ impl Watched {
 mod tests {
     use super::*;
 
+    fn high(bytes: u64) -> RequestedHigh {
+        RequestedHigh {
+            bytes,
+            time_ns: bytes * 10,
+        }
+    }
+
     #[test]
     fn keeps_the_current_processes() {
         let watched = Watched::default();
         let mut pids = vec![99];
-        watched.insert(7, true);
-        watched.insert(3, true);
-        watched.insert(7, true);
+        watched.insert(7);
+        watched.insert(3);
+        watched.insert(7);
         watched.snapshot(&mut pids);
         assert_eq!(pids, [3, 7]);
         watched.remove(3);
@@ -131,35 +190,35 @@ mod tests {
     fn snapshot_requests_are_one_per_process_and_gone_with_it() {
         let watched = Watched::default();
         let (mut snapshots, mut peaks) = (Vec::new(), Vec::new());
-        watched.insert(5, true);
-        watched.insert(6, true);
-        // A fork child: a copy of its parent, no snapshot of its own yet.
-        watched.insert(8, false);
+        watched.insert(5);
+        watched.insert(6);
+        watched.insert(8);
         watched.request(5, SnapshotReason::Exec);
-        watched.note_peak(6, 100);
-        watched.note_peak(6, 300);
+        watched.request(6, SnapshotReason::Start);
+        watched.note_peak(6, high(100));
+        watched.note_peak(6, high(300));
         watched.take_requests(&mut snapshots, &mut peaks);
         assert_eq!(
             snapshots,
             [(5, SnapshotReason::Exec), (6, SnapshotReason::Start)]
         );
-        assert_eq!(peaks, [(6, 300)]);
+        assert_eq!(peaks, [(6, high(300))]);
         watched.take_requests(&mut snapshots, &mut peaks);
         assert!(snapshots.is_empty() && peaks.is_empty());
         watched.request_all(SnapshotReason::Signal);
-        watched.defer_peak(6, 300);
-        watched.note_peak(6, 400);
-        watched.defer_peak(6, 300);
+        watched.defer_peak(6, high(300));
+        watched.note_peak(6, high(400));
+        watched.defer_peak(6, high(300));
         watched.remove(5);
-        watched.defer_peak(5, 1);
+        watched.defer_peak(5, high(1));
         watched.take_requests(&mut snapshots, &mut peaks);
         assert_eq!(
             snapshots,
             [(6, SnapshotReason::Signal), (8, SnapshotReason::Signal)]
         );
-        assert_eq!(peaks, [(6, 400)]);
+        assert_eq!(peaks, [(6, high(400))]);
         // A request that reaches a process already gone (a late peak) is dropped.
-        watched.note_peak(5, 500);
+        watched.note_peak(5, high(500));
         watched.request(5, SnapshotReason::Exec);
         watched.take_requests(&mut snapshots, &mut peaks);
         assert!(snapshots.is_empty() && peaks.is_empty());
@@ -169,9 +228,10 @@ mod tests {
     fn a_periodic_request_keeps_the_reason_pending_before_it() {
         let watched = Watched::default();
         let (mut snapshots, mut peaks) = (Vec::new(), Vec::new());
-        watched.insert(5, true);
-        watched.insert(6, false);
-        watched.insert(7, false);
+        watched.insert(5);
+        watched.insert(6);
+        watched.insert(7);
+        watched.request(5, SnapshotReason::Start);
         watched.request(7, SnapshotReason::Exec);
         watched.request_all(SnapshotReason::Interval);
         watched.take_requests(&mut snapshots, &mut peaks);
@@ -183,5 +243,22 @@ mod tests {
                 (7, SnapshotReason::Exec)
             ]
         );
+    }
+
+    #[test]
+    fn requests_wake_the_sampler_and_execs_are_passed_on() {
+        let watched = Watched::default();
+        let (waker, woken) = crossbeam_channel::bounded(1);
+        watched.set_waker(waker);
+        watched.insert(5);
+        assert!(woken.try_recv().is_err());
+        watched.note_peak(5, high(1));
+        watched.request(5, SnapshotReason::Signal);
+        assert_eq!(woken.try_iter().count(), 1);
+        watched.new_image(5);
+        watched.new_image(6);
+        watched.remove(6);
+        assert_eq!(watched.take_new_images(), BTreeSet::from([5]));
+        assert!(watched.take_new_images().is_empty());
     }
 }

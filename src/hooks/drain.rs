@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -95,6 +95,29 @@ struct Shared {
     /// (15 ms); whoever needs it first waits for it.
     clock: OnceLock<TscClock>,
     caller_only: bool,
+}
+
+/// Sends a process's published records at once, from any thread. Weak: the drain's sink
+/// must close with the drain, whoever keeps a flusher.
+#[derive(Clone)]
+pub struct Flusher(Weak<Shared>);
+
+impl Flusher {
+    pub fn flush(&self, pid: i32) {
+        let Some(shared) = self.0.upgrade() else {
+            return;
+        };
+        let mut images = lock(&shared.images);
+        if let Some(image) = images.get_mut(&(pid as u32)) {
+            drain_image(&shared, pid as u32, image, Pass::Published);
+        }
+    }
+}
+
+impl std::fmt::Debug for Flusher {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("Flusher")
+    }
 }
 
 pub struct Drain {
@@ -223,6 +246,12 @@ impl Drain {
         if let Some(image) = images.get_mut(&pid) {
             drain_image(&self.shared, pid, image, Pass::Published);
         }
+    }
+
+    /// What sends `pid`'s published records from another thread (the sampler, before a
+    /// snapshot, so that the blocks allocated before it precede it in the stream).
+    pub fn flusher(&self) -> Flusher {
+        Flusher(Arc::downgrade(&self.shared))
     }
 
     /// The image is over (exit, exec, detach): sends everything left, counting what could

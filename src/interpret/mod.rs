@@ -24,7 +24,7 @@ use crate::events::heap::IntegerMap;
 use crate::events::heap::{heap_event, HeapCall, HeapEvent, LiveHeap};
 use crate::events::{CopiesInFlight, CopyWindows, Event, EventBatch, EventKind, RawStack, Watched};
 use crate::module::ModuleStore;
-use crate::trace::format::{Record, SnapshotReason, StartCause, UnwindCosts};
+use crate::trace::format::{Record, UnwindCosts};
 use crate::trace::stacks::{StackId, StackNode, EMPTY_STACK};
 use crate::trace::writer::RecordBatch;
 use requested_peaks::RequestedPeaks;
@@ -80,8 +80,6 @@ struct Interpreter {
     watched: Arc<Watched>,
     /// Processes started and not yet exited in the event stream.
     in_stream: HashSet<u32>,
-    /// Processes whose start snapshot shows their first image: its exec asks for none.
-    start_shows_image: HashSet<u32>,
     origin_ns: u64,
     time_unit_ns: u64,
     /// The time of the last timed record written.
@@ -158,7 +156,6 @@ impl Interpreter {
             windows: shared.windows,
             watched: shared.watched,
             in_stream: HashSet::new(),
-            start_shows_image: HashSet::new(),
             origin_ns: shared.origin_ns,
             time_unit_ns: shared.time_unit_ns.max(1),
             last_time_ns: 0,
@@ -320,18 +317,13 @@ impl Interpreter {
     /// What an event changes before its record is written: images, the processes alive.
     fn before(&mut self, pid: u32, kind: &EventKind) {
         match kind {
-            EventKind::ProcessStart { parent_pid, cause } => {
+            EventKind::ProcessStart { parent_pid, .. } => {
                 let image = match parent_pid.and_then(|p| self.images.get(&p)) {
                     Some(parent) => parent.inherit(),
                     None => Image::new(&self.files),
                 };
                 self.images.insert(pid, image);
                 self.stats.processes.fetch_add(1, Ordering::Relaxed);
-                // A launched or attached process's start snapshot shows its first image.
-                let copy = matches!(cause, StartCause::Fork | StartCause::Vfork);
-                if !copy {
-                    self.start_shows_image.insert(pid);
-                }
                 self.in_stream.insert(pid);
             }
             EventKind::Module {
@@ -359,7 +351,6 @@ impl Interpreter {
             }
             EventKind::ProcessExit { .. } => {
                 self.in_stream.remove(&pid);
-                self.start_shows_image.remove(&pid);
                 self.symbolize(pid);
                 self.forget_blocks(pid);
                 self.images.remove(&pid);
@@ -380,7 +371,8 @@ impl Interpreter {
         if let Some((pid, _, event)) = heap_event(record) {
             self.follow_heap(pid, event.time_ns, event.stack, event.call);
         } else if let Record::Exec { pid, .. } = *record {
-            self.request_exec_snapshot(pid);
+            // The tracer snapshots the new program at its exec stop.
+            self.watched.new_image(pid as i32);
         }
     }
 
@@ -398,16 +390,8 @@ impl Interpreter {
             self.live_bytes_change -= block.size as i64;
         }
         if let Some(block) = outcome.created {
-            self.peaks.add(pid, block.size);
+            self.peaks.add(pid, block.size, self.origin_ns + time_ns);
             self.live_bytes_change += block.size as i64;
-        }
-    }
-
-    /// The new program's first snapshot; a launch or an attach has its start snapshot,
-    /// which shows the first image.
-    fn request_exec_snapshot(&mut self, pid: u32) {
-        if !self.start_shows_image.remove(&pid) {
-            self.watched.request(pid as i32, SnapshotReason::Exec);
         }
     }
 

@@ -1,11 +1,11 @@
 //! New highs of each process's live requested bytes, for the sampler's peak snapshots. Only
 //! highs that grew by a tenth (and at least 1 MiB) over the last one noted are passed on:
-//! the sampler rate-limits them further, by time and by what a snapshot costs.
+//! the sampler takes them within the CPU its budget gives snapshots.
 
 use std::sync::Arc;
 
 use crate::events::heap::IntegerMap;
-use crate::events::Watched;
+use crate::events::{RequestedHigh, Watched};
 
 /// Live requested bytes below which no peak snapshot is asked for.
 const FIRST_PEAK: u64 = 1 << 20;
@@ -32,8 +32,9 @@ impl RequestedPeaks {
         }
     }
 
-    /// A block of `size` bytes became live; returns whether that made a noted new high.
-    pub fn add(&mut self, pid: u32, size: u64) -> bool {
+    /// A block of `size` bytes became live at `time_ns` (monotonic); returns whether that
+    /// made a noted new high.
+    pub fn add(&mut self, pid: u32, size: u64, time_ns: u64) -> bool {
         let level = self.levels.entry(pid).or_default();
         level.live += size;
         if level.live < next_high(level.noted) {
@@ -41,7 +42,11 @@ impl RequestedPeaks {
         }
         level.noted = level.live;
         if let Some(watched) = &self.watched {
-            watched.note_peak(pid as i32, level.live);
+            let high = RequestedHigh {
+                bytes: level.live,
+                time_ns,
+            };
+            watched.note_peak(pid as i32, high);
         }
         true
     }
@@ -74,19 +79,19 @@ mod tests {
     fn highs_are_noted_when_they_grow_by_a_tenth_and_a_mebibyte() {
         let mut peaks = RequestedPeaks::default();
         let mib = 1 << 20;
-        assert!(!peaks.add(1, mib - 1));
-        assert!(peaks.add(1, 1)); // 1 MiB: the first high
-        assert!(!peaks.add(1, mib - 1)); // below 2 MiB
-        assert!(peaks.add(1, 1)); // 2 MiB
+        assert!(!peaks.add(1, mib - 1, 0));
+        assert!(peaks.add(1, 1, 0)); // 1 MiB: the first high
+        assert!(!peaks.add(1, mib - 1, 0)); // below 2 MiB
+        assert!(peaks.add(1, 1, 0)); // 2 MiB
         peaks.remove(1, 2 * mib);
-        assert!(!peaks.add(1, 2 * mib + mib - 1)); // back at 3 MiB - 1: no new high
-        assert!(peaks.add(1, 1)); // 3 MiB
-        assert!(peaks.add(1, 30 * mib)); // 33 MiB
-        assert!(!peaks.add(1, 3 * mib)); // 36 MiB < 33 + 3.3
-        assert!(peaks.add(1, mib)); // 37 MiB
-                                    // Another process counts on its own; a new image starts over.
-        assert!(peaks.add(2, mib));
+        assert!(!peaks.add(1, 2 * mib + mib - 1, 0)); // back at 3 MiB - 1: no new high
+        assert!(peaks.add(1, 1, 0)); // 3 MiB
+        assert!(peaks.add(1, 30 * mib, 0)); // 33 MiB
+        assert!(!peaks.add(1, 3 * mib, 0)); // 36 MiB < 33 + 3.3
+        assert!(peaks.add(1, mib, 0)); // 37 MiB
+                                       // Another process counts on its own; a new image starts over.
+        assert!(peaks.add(2, mib, 0));
         peaks.forget(1);
-        assert!(peaks.add(1, mib));
+        assert!(peaks.add(1, mib, 0));
     }
 }

@@ -8,7 +8,7 @@ use super::stacks::{report_short_copy, unwind};
 use super::*;
 use crate::events::{StackCopy, StatusCounters};
 use crate::symbols::elf::ElfFile;
-use crate::trace::format::{AllocFunction, ExitKind, TRUNCATED_FRAME};
+use crate::trace::format::{AllocFunction, ExitKind, StartCause, TRUNCATED_FRAME};
 use crate::unwind::{Stack, StackSnapshot, Unwinder};
 
 const LIBC: &str = "/lib/x86_64-linux-gnu/libc.so.6";
@@ -243,10 +243,10 @@ fn samples_are_kept_within_the_process_lifetime() {
     assert_eq!(rss, [2]);
 }
 
-/// A launched process's start snapshot shows its first program (the sink asks for it as the
-/// start is sent); each later exec, in the same stage, asks for one of the new program.
+/// The tracer snapshots each new program at its exec stop: an exec asks the sampler for no
+/// snapshot, and tells it that the process's highs start over.
 #[test]
-fn an_exec_asks_for_a_snapshot_unless_the_start_snapshot_shows_it() {
+fn an_exec_starts_the_highs_over_and_asks_for_no_snapshot() {
     let exec = || EventKind::Exec {
         exe: "/bin/true".into(),
         argv: Vec::new(),
@@ -263,17 +263,17 @@ fn an_exec_asks_for_a_snapshot_unless_the_start_snapshot_shows_it() {
         })
     };
     let (mut snapshots, mut peaks) = (Vec::new(), Vec::new());
-    watched.insert(PID as i32, false);
+    watched.insert(PID as i32);
     take(0, start());
+    assert!(watched.take_new_images().is_empty());
     take(1, exec());
-    watched.take_requests(&mut snapshots, &mut peaks);
-    assert_eq!(snapshots, []);
     take(2, exec());
     watched.take_requests(&mut snapshots, &mut peaks);
-    assert_eq!(snapshots, [(PID as i32, SnapshotReason::Exec)]);
-    take(3, exec());
-    watched.take_requests(&mut snapshots, &mut peaks);
-    assert_eq!(snapshots, [(PID as i32, SnapshotReason::Exec)]);
+    assert_eq!(snapshots, []);
+    assert_eq!(
+        watched.take_new_images(),
+        std::collections::BTreeSet::from([PID as i32])
+    );
 }
 
 /// New highs of live requested bytes reach the sampler once per high: a realloc in place
@@ -286,7 +286,7 @@ fn requested_peaks_follow_the_heap_model() {
     let (sender, _receiver) = unbounded();
     let mut stage = interpreter(sender, &watched);
     // As the sink does when it sends the start.
-    watched.insert(PID as i32, false);
+    watched.insert(PID as i32);
     let alloc = |address, size| EventKind::Alloc {
         function: AllocFunction::Malloc,
         address,
@@ -311,7 +311,10 @@ fn requested_peaks_follow_the_heap_model() {
         }
         let (mut snapshots, mut peaks) = (Vec::new(), Vec::new());
         watched.take_requests(&mut snapshots, &mut peaks);
-        peaks
+        // Each high carries the time of the allocation that made it.
+        assert!(peaks.iter().all(|(_, high)| high.time_ns == ORIGIN));
+        let bytes: Vec<(i32, u64)> = peaks.iter().map(|(pid, high)| (*pid, high.bytes)).collect();
+        bytes
     };
     assert_eq!(
         peaks_after(vec![start(), alloc(0xa000, MIB)]),

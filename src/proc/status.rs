@@ -46,6 +46,8 @@ pub struct StatusMemory {
     pub shmem: u64,
     /// VmSwap
     pub swap: u64,
+    /// State R: the main thread runs or waits for a CPU (and may be writing memory).
+    pub running: bool,
 }
 
 /// Parses the memory lines of /proc/PID/status without allocating. `None` when there is no
@@ -58,6 +60,10 @@ pub fn parse_status_memory(text: &[u8]) -> Option<StatusMemory> {
         let Some((key, value)) = split_field(line) else {
             continue;
         };
+        if key == b"State" {
+            memory.running = value.trim_ascii_start().first() == Some(&b'R');
+            continue;
+        }
         let field = match key {
             b"VmRSS" => {
                 seen_rss = true;
@@ -152,7 +158,7 @@ mod tests {
 
     #[test]
     fn parses_the_memory_lines() {
-        let text = b"Name:\tcat\nTgid:\t12\nVmPeak:\t    8592 kB\nVmHWM:\t    1932 kB\n\
+        let text = b"Name:\tcat\nState:\tR (running)\nTgid:\t12\nVmPeak:\t    8592 kB\nVmHWM:\t    1932 kB\n\
                      VmRSS:\t    1900 kB\nRssAnon:\t     148 kB\nRssFile:\t    1752 kB\n\
                      RssShmem:\t       0 kB\nVmData:\t     292 kB\nVmSwap:\t      12 kB\n\
                      HugetlbPages:\t       0 kB\n";
@@ -165,8 +171,11 @@ mod tests {
                 file: 1752 << 10,
                 shmem: 0,
                 swap: 12 << 10,
+                running: true,
             })
         );
+        let sleeping = b"State:\tS (sleeping)\nVmRSS:\t     4 kB\n";
+        assert!(!parse_status_memory(sleeping).unwrap().running);
         // A zombie's status has no Vm lines.
         assert_eq!(parse_status_memory(b"Name:\tz\nState:\tZ (zombie)\n"), None);
     }

@@ -17,7 +17,7 @@ use crate::ptrace::stop::{
     wait_for_thread_until, Deadline, Event, Stop, WaitFailure, GROUP_STOP_SIGNALS, STOP_TIMEOUT,
 };
 use crate::ptrace::tracer::Tracer;
-use crate::trace::format::StartCause;
+use crate::trace::format::{SnapshotReason, StartCause};
 
 /// Refuses early, with the reason, when `pid` cannot be attached to. PID 1 is not refused
 /// here: whether init may be traced is the kernel's decision (in a container it often is).
@@ -328,6 +328,9 @@ impl Tracer<'_> {
         self.create_scratch(pid, injector, anchor)?;
         self.remove_leftovers(pid, &tids, injector);
         self.scan_modules(pid, Some(injector))?;
+        // The sampler's, not a stop longer: taken once its thread stacks and modules are
+        // recorded, so that the snapshot finds them.
+        self.residency.request(pid, SnapshotReason::Start);
         for joined in threads {
             self.joining.remove(&joined.tid);
             if !joined.group_stopped {

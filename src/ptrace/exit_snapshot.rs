@@ -1,6 +1,7 @@
 //! The last smaps snapshot of a process, taken at its main thread's exit stop: the one moment
 //! its whole address space is still there and the program waits. The thread waits while
-//! /proc/PID/smaps is read (tens of ms for a large process), so these snapshots are bounded.
+//! /proc/PID/smaps is read (tens of ms for a large process), so these snapshots are bounded,
+//! together with those at fork and exec (`start_snapshot.rs`).
 
 use std::sync::OnceLock;
 
@@ -8,9 +9,13 @@ use crate::ptrace::regs;
 use crate::ptrace::tracer::Tracer;
 use crate::trace::format::SnapshotReason;
 
-/// Share of the recording's time the exit snapshots of processes other than the launched
-/// one may take (a program forking many short children must not slow down by much more).
-const EXIT_SNAPSHOT_SHARE: u64 = 20; // 1/20 = 5 %
+/// Share of the recording's time the snapshots a process waits for (fork, exec, exit) may
+/// take, but for the launched process's (a program forking many short children must not
+/// slow down by much more).
+const WAITING_SNAPSHOT_SHARE: u64 = 20; // 1/20 = 5 %
+/// What they may take whatever the share: the first children of a recording, a few ms into
+/// it, are snapshotted too.
+const WAITING_SNAPSHOT_ALLOWANCE_NS: u64 = 20_000_000;
 
 impl Tracer<'_> {
     /// Called at `tid`'s exit stop: snapshots the process when every thread memsup knows of
@@ -30,21 +35,33 @@ impl Tracer<'_> {
         if process.exiting_threads.len() < threads || process.shares_parent_memory {
             return;
         }
-        let within_budget = self.exit_snapshot_ns * EXIT_SNAPSHOT_SHARE <= self.sink.elapsed_ns();
-        if pid != self.root_pid && !within_budget {
+        if pid != self.root_pid && !self.waiting_snapshot_within_budget() {
             return;
         }
         if killed_by_exec_on_old_kernel(tid) {
             return;
         }
-        let started = std::time::Instant::now();
         // Every thread is stopped: the hooks' records go first, so the snapshot finds the
         // blocks they made (the analysis takes events in the order they come).
         self.flush_hooks(pid);
-        if let Some(snapshot) = self.residency.snapshot_now(pid, SnapshotReason::Exit) {
+        self.snapshot_waiting(pid, SnapshotReason::Exit);
+    }
+
+    /// Snapshots `pid`, which waits meanwhile; what that took counts against the budget
+    /// unless it is the launched process.
+    pub(super) fn snapshot_waiting(&mut self, pid: i32, reason: SnapshotReason) {
+        let started = std::time::Instant::now();
+        if let Some(snapshot) = self.residency.snapshot_now(pid, reason) {
             self.send(pid, pid, snapshot);
         }
-        self.exit_snapshot_ns += started.elapsed().as_nanos() as u64;
+        if pid != self.root_pid {
+            self.waiting_snapshot_ns += started.elapsed().as_nanos() as u64;
+        }
+    }
+
+    pub(super) fn waiting_snapshot_within_budget(&self) -> bool {
+        let allowed = self.sink.elapsed_ns() / WAITING_SNAPSHOT_SHARE;
+        self.waiting_snapshot_ns <= allowed.max(WAITING_SNAPSHOT_ALLOWANCE_NS)
     }
 }
 

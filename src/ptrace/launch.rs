@@ -15,7 +15,7 @@ use crate::ptrace::seccomp;
 use crate::ptrace::state::Thread;
 use crate::ptrace::stop::{wait_for_thread, Event, Stop};
 use crate::ptrace::tracer::Tracer;
-use crate::trace::format::StartCause;
+use crate::trace::format::{SnapshotReason, StartCause};
 
 /// Finds `command` the way execvp would: as a path if it contains '/', else along $PATH.
 pub fn resolve_command(command: &OsStr) -> Result<PathBuf> {
@@ -259,6 +259,7 @@ impl Tracer<'_> {
         };
         self.send(pid, pid, start);
         self.record_exec(pid);
+        self.snapshot_at_start(pid, SnapshotReason::Start);
         match self.setup_image(pid).and_then(|()| self.resume(pid)) {
             // Killed while its probes went in: the event loop collects how it ended.
             Err(Error::ProcessGone(_)) => Ok(()),

@@ -8,7 +8,7 @@ use crate::ptrace::state::{Process, Thread};
 use crate::ptrace::stop::{hand_back, wait_for_thread_until, Deadline, Event, Stop, STOP_TIMEOUT};
 use crate::ptrace::thread_stack::clone_stack_top;
 use crate::ptrace::tracer::Tracer;
-use crate::trace::format::{ExitKind, StartCause};
+use crate::trace::format::{ExitKind, SnapshotReason, StartCause};
 
 impl Tracer<'_> {
     pub(crate) fn on_new_child(&mut self, tid: i32, event: Event) -> Result<()> {
@@ -108,6 +108,9 @@ impl Tracer<'_> {
                 let address = scratch.base;
                 self.send(child, child, EventKind::ScratchPage { address });
             }
+            if event != Event::Vfork {
+                self.snapshot_at_start(child, SnapshotReason::Fork);
+            }
         }
         Ok(child)
     }
@@ -138,6 +141,7 @@ impl Tracer<'_> {
             }
         }
         self.record_exec(pid);
+        self.snapshot_at_start(pid, SnapshotReason::Exec);
         self.setup_image(pid)?;
         self.resume(pid)
     }

@@ -20,6 +20,7 @@ mod rendezvous;
 pub mod seccomp;
 pub mod signals;
 pub mod snapshot;
+mod start_snapshot;
 pub mod state;
 pub mod stop;
 mod stub;

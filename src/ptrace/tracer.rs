@@ -56,8 +56,9 @@ pub struct Tracer<'a> {
     attached: bool,
     /// Messages for the user, printed by the caller (one line each).
     pub(super) warnings: Vec<String>,
-    /// Time spent taking exit snapshots, which the exiting thread waits for.
-    pub(super) exit_snapshot_ns: u64,
+    /// Time spent taking snapshots a stopped process other than the launched one waits for
+    /// (fork, exec, exit).
+    pub(super) waiting_snapshot_ns: u64,
     /// The stop being handled: if memsup fails half-way, the detach settles it.
     pub(super) in_hand: Option<Stop>,
     /// Threads that did not stop in time for the last stop of every thread.
@@ -113,7 +114,7 @@ impl<'a> Tracer<'a> {
             stack_mode: StackMode::Full,
             attached: false,
             warnings: Vec::new(),
-            exit_snapshot_ns: 0,
+            waiting_snapshot_ns: 0,
             in_hand: None,
             unresponsive: Vec::new(),
             inside_event: HashSet::new(),
@@ -143,6 +144,7 @@ impl<'a> Tracer<'a> {
             let caller_only = self.stack_mode == StackMode::Caller;
             let drain = Drain::start(self.sink.clone(), caller_only, ring_full);
             drain.set_waker(signals::wake_tracer);
+            self.residency.before_snapshots(drain.flusher());
             drain
         });
     }

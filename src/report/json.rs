@@ -7,7 +7,7 @@ use std::io::Write;
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
-use super::json_components::{ComponentJson, SnapshotJson, TimelineJson};
+use super::json_components::{ComponentJson, PeakSplitJson, SnapshotJson, TimelineJson};
 use super::json_sites::{MappingSiteJson, SiteJson};
 use super::json_threads::ThreadsJson;
 use crate::analysis::{
@@ -21,7 +21,7 @@ use crate::trace::format::{
 pub const SCHEMA: &str = "memsup-report";
 /// 2: call sites are whole stacks (`sites`, `mapping_sites`) instead of return addresses
 /// (`top_sites`); `unwind_costs`.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 pub fn render(analysis: &Analysis, out: &mut dyn Write) -> std::io::Result<()> {
     let report = ReportJson {
@@ -106,6 +106,7 @@ struct ProcessJson<'a> {
     residency: ResidencyJson,
     components: Vec<ComponentJson<'a>>,
     snapshots: Vec<SnapshotJson>,
+    peak_split: Option<PeakSplitJson>,
     timeline: TimelineJson,
     sites: Vec<SiteJson<'a>>,
     mapping_sites: Vec<MappingSiteJson<'a>>,
@@ -159,6 +160,7 @@ impl<'a> ProcessJson<'a> {
                 .iter()
                 .map(SnapshotJson::new)
                 .collect(),
+            peak_split: image.components.peak_split.map(PeakSplitJson::new),
             timeline: TimelineJson::new(&image.components.timeline),
             sites: image.sites.iter().map(SiteJson::new).collect(),
             mapping_sites: image
@@ -276,7 +278,7 @@ mod tests {
         let text = rendered();
         let json: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(json["schema"], "memsup-report");
-        assert_eq!(json["schema_version"], 2);
+        assert_eq!(json["schema_version"], 3);
         assert_eq!(
             json["unwind_costs"],
             Value::Null,
@@ -518,14 +520,24 @@ mod tests {
                 {
                     "time_ns": 1500, "reason": "start", "cost_ns": 300000, "mappings": 40,
                     "rss": 8192, "pss": 6144, "swap": 0,
-                    "arena_rss": 4096, "arena_requested": 1500, "arena_overhead_rss": 0
+                    "arena_rss": 4096, "arena_requested": 1500, "arena_overhead_rss": 0,
+                    "requested": 1500, "high": null
                 },
                 {
                     "time_ns": 2500, "reason": "exit", "cost_ns": 200000, "mappings": 42,
                     "rss": 14336, "pss": 10240, "swap": 4096,
-                    "arena_rss": 6144, "arena_requested": 3500, "arena_overhead_rss": 2048
+                    "arena_rss": 6144, "arena_requested": 3500, "arena_overhead_rss": 2048,
+                    "requested": 3500,
+                    "high": {"kind": "rss", "bytes": 20000, "delay_ns": 500, "held": true}
                 }
             ])
+        );
+        assert_eq!(
+            process["peak_split"],
+            serde_json::json!({
+                "measured": true, "peak_rss_bytes": 20000,
+                "snapshot_time_ns": 2500, "snapshot_rss_bytes": 14336
+            })
         );
         assert_eq!(
             process["timeline"],
@@ -564,10 +576,14 @@ mod tests {
                 "arena_rss",
                 "arena_requested",
                 "arena_overhead_rss",
-                "timeline",
                 "requested",
+                "high",
+                "peak_split",
+                "timeline",
             ],
         ));
+        let timeline = &text[text.find("\"timeline\"").unwrap()..];
+        assert_ascending(&key_order(timeline, &["requested", "rss", "pss", "swap"]));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! memory over time, its smaps snapshots and its process-wide timeline.
 
 use crate::analysis::components::{
-    Component, Components, ProcessTimeline, SnapshotSummary, TimePoint,
+    Component, Components, HighAtSnapshot, PeakSplit, ProcessTimeline, SnapshotSummary, TimePoint,
 };
 
 #[derive(serde::Serialize)]
@@ -52,6 +52,46 @@ pub(super) struct SnapshotJson {
     arena_rss: u64,
     arena_requested: u64,
     arena_overhead_rss: u64,
+    requested: u64,
+    high: Option<HighJson>,
+}
+
+#[derive(serde::Serialize)]
+struct HighJson {
+    kind: &'static str,
+    bytes: u64,
+    delay_ns: u64,
+    held: bool,
+}
+
+impl HighJson {
+    fn new(high: HighAtSnapshot) -> Self {
+        HighJson {
+            kind: high.kind,
+            bytes: high.bytes,
+            delay_ns: high.delay_ns,
+            held: high.held,
+        }
+    }
+}
+
+#[derive(serde::Serialize)]
+pub(super) struct PeakSplitJson {
+    measured: bool,
+    peak_rss_bytes: u64,
+    snapshot_time_ns: u64,
+    snapshot_rss_bytes: u64,
+}
+
+impl PeakSplitJson {
+    pub(super) fn new(split: PeakSplit) -> Self {
+        PeakSplitJson {
+            measured: split.measured,
+            peak_rss_bytes: split.peak_rss,
+            snapshot_time_ns: split.snapshot_time_ns,
+            snapshot_rss_bytes: split.snapshot_rss,
+        }
+    }
 }
 
 impl SnapshotJson {
@@ -67,6 +107,8 @@ impl SnapshotJson {
             arena_rss: snapshot.arena_rss,
             arena_requested: snapshot.arena_requested,
             arena_overhead_rss: snapshot.arena_overhead_rss,
+            requested: snapshot.requested,
+            high: snapshot.high.map(HighJson::new),
         }
     }
 }

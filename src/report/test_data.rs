@@ -15,7 +15,8 @@
 use std::path::Path;
 
 use crate::analysis::components::{
-    Component, Components, ProcessTimeline, ResidentPoint, SnapshotSummary, TimePoint, OVERHEAD,
+    Component, Components, HighAtSnapshot, PeakSplit, ProcessTimeline, ResidentPoint,
+    SnapshotSummary, TimePoint, OVERHEAD,
 };
 use crate::analysis::tests::heap_profile;
 use crate::analysis::{analyze, Analysis};
@@ -85,6 +86,8 @@ pub(crate) fn sample_components() -> Components {
                 arena_rss: 4096,
                 arena_requested: 1500,
                 arena_overhead_rss: 0,
+                requested: 1500,
+                high: None,
             },
             SnapshotSummary {
                 time_ns: 2500,
@@ -97,8 +100,21 @@ pub(crate) fn sample_components() -> Components {
                 arena_rss: 6144,
                 arena_requested: 3500,
                 arena_overhead_rss: 2048,
+                requested: 3500,
+                high: Some(HighAtSnapshot {
+                    kind: "rss",
+                    bytes: 20000,
+                    delay_ns: 500,
+                    held: true,
+                }),
             },
         ],
+        peak_split: Some(PeakSplit {
+            peak_rss: 20000,
+            snapshot_time_ns: 2500,
+            snapshot_rss: 14336,
+            measured: true,
+        }),
         timeline: ProcessTimeline {
             requested: points(&[(1000, 1500), (2000, 3500), (3000, 2000)]),
             rss: points(&[(1000, 10000), (2000, 20000), (3000, 16000)]),

@@ -1,8 +1,10 @@
-//! How often smaps_rollup may be read: its cost grows with the resident memory it walks
-//! (about 15 ms per GiB), so its interval follows the measured CPU time of the reads, so that
-//! the sampler as a whole stays within `BUDGET` of one core.
+//! The sampler's CPU budget. smaps_rollup's cost grows with the resident memory it walks
+//! (about 15 ms per GiB), so its interval follows the measured CPU time of the reads, and of
+//! the snapshots and fast status reads taken for new highs, so that the sampler as a whole
+//! stays within `BUDGET` of one core. Those for highs spend a credit that fills at
+//! `HIGHS_SHARE` of a core: a few in a burst, then as many as that share pays for.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Share of one core the sampler may use, status reads included.
 pub const BUDGET: f64 = 0.05;
@@ -15,6 +17,12 @@ const ROLLUP_FLOOR: f64 = 0.01;
 pub const FIRST_INTERVAL: Duration = Duration::from_millis(100);
 pub const MIN_INTERVAL: Duration = Duration::from_millis(50);
 pub const MAX_INTERVAL: Duration = Duration::from_secs(10);
+/// Share of one core the snapshots and fast status reads for new highs may use on average,
+/// at most: less when the status reads leave less than that above the rollups' floor.
+pub const HIGHS_SHARE: f64 = 0.02;
+/// CPU the credit for highs holds at most: a burst of snapshots of small processes (a few
+/// hundred µs each) is taken at once.
+const HIGHS_CREDIT_CAP_NS: f64 = 10e6;
 
 /// CPU time of the calling thread, in ns: what the sampler itself costs, whatever the
 /// load of the machine.
@@ -37,6 +45,9 @@ pub struct RollupRate {
     /// Smoothed CPU ns of a status round and of a rollup round (over every process).
     status_cost: f64,
     rollup_cost: f64,
+    /// CPU ns spent on highs since the last rollup round, and its smoothed share of a core.
+    highs_ns: u64,
+    highs_share: f64,
     interval: Duration,
 }
 
@@ -46,6 +57,8 @@ impl RollupRate {
             status_interval,
             status_cost: 0.0,
             rollup_cost: 0.0,
+            highs_ns: 0,
+            highs_share: 0.0,
             interval: FIRST_INTERVAL,
         }
     }
@@ -58,16 +71,82 @@ impl RollupRate {
         self.status_cost = smooth(self.status_cost, cpu_ns as f64);
     }
 
-    /// Takes the cost of a rollup round; returns the interval until the next one.
-    pub fn rollup_round_cost(&mut self, cpu_ns: u64) -> Duration {
+    /// The share highs may use: what status reads and the rollups' floor leave of the
+    /// target, at most `HIGHS_SHARE`.
+    pub fn highs_share(&self) -> f64 {
+        let status_share = self.status_cost / self.status_interval.as_nanos().max(1) as f64;
+        (TARGET - status_share - ROLLUP_FLOOR).clamp(0.0, HIGHS_SHARE)
+    }
+
+    /// CPU spent on a snapshot or a fast status read for a new high.
+    pub fn highs_cost(&mut self, cpu_ns: u64) {
+        self.highs_ns += cpu_ns;
+    }
+
+    /// Takes the cost of a rollup round, `since` the previous one; returns the interval
+    /// until the next one.
+    pub fn rollup_round_cost(&mut self, cpu_ns: u64, since: Duration) -> Duration {
         let cost = cpu_ns as f64;
         // Back off at once when a round costs more (memory grew), speed up gradually.
         self.rollup_cost = smooth(self.rollup_cost, cost).max(cost);
         let status_share = self.status_cost / self.status_interval.as_nanos().max(1) as f64;
-        let share = (TARGET - status_share).max(ROLLUP_FLOOR);
+        let highs_share =
+            std::mem::take(&mut self.highs_ns) as f64 / since.as_nanos().max(1) as f64;
+        self.highs_share = (self.highs_share + highs_share) / 2.0;
+        let share = (TARGET - status_share - self.highs_share).max(ROLLUP_FLOOR);
         let wanted = Duration::from_nanos((self.rollup_cost / share) as u64);
         self.interval = wanted.clamp(MIN_INTERVAL, MAX_INTERVAL);
         self.interval
+    }
+}
+
+/// What snapshots and fast reads for new highs may still spend: fills at its share of the
+/// wall time, up to `HIGHS_CREDIT_CAP_NS` or, while one dearer waits, up to its cost. A
+/// process's first snapshot (its cost unknown) may take it below zero.
+#[derive(Debug)]
+pub struct HighsCredit {
+    credit_ns: f64,
+    filled_at: Instant,
+    share: f64,
+}
+
+impl HighsCredit {
+    pub fn new(now: Instant) -> HighsCredit {
+        HighsCredit {
+            credit_ns: HIGHS_CREDIT_CAP_NS,
+            filled_at: now,
+            share: HIGHS_SHARE,
+        }
+    }
+
+    /// Fills at `share` of a core from `now` (`RollupRate::highs_share`).
+    pub fn set_share(&mut self, share: f64, now: Instant) {
+        self.fill(now);
+        self.share = share;
+    }
+
+    fn fill(&mut self, now: Instant) {
+        self.fill_up_to(now, HIGHS_CREDIT_CAP_NS);
+    }
+
+    fn fill_up_to(&mut self, now: Instant, cap: f64) {
+        let elapsed = now.saturating_duration_since(self.filled_at).as_nanos() as f64;
+        let filled = self.credit_ns + elapsed * self.share;
+        // A credit above the cap (saved for a dear snapshot) is kept, not cut.
+        self.credit_ns = filled.min(cap.max(self.credit_ns));
+        self.filled_at = now;
+    }
+
+    /// Whether something expected to cost `expected` may be done now: when the credit pays
+    /// for it.
+    pub fn allows(&mut self, expected: Duration, now: Instant) -> bool {
+        let expected = expected.as_nanos() as f64;
+        self.fill_up_to(now, HIGHS_CREDIT_CAP_NS.max(expected));
+        self.credit_ns >= expected
+    }
+
+    pub fn spend(&mut self, cpu_ns: u64) {
+        self.credit_ns -= cpu_ns as f64;
     }
 }
 
@@ -95,17 +174,87 @@ mod tests {
         let mut rate = RollupRate::new(Duration::from_millis(20));
         assert_eq!(rate.interval(), FIRST_INTERVAL);
         // Cheap reads: as fast as allowed.
-        assert_eq!(rate.rollup_round_cost(100_000), MIN_INTERVAL);
+        let second = Duration::from_secs(1);
+        assert_eq!(rate.rollup_round_cost(100_000, second), MIN_INTERVAL);
         // 10 ms a round at 4.5 %: every 222 ms, at once.
-        assert!(about(rate.rollup_round_cost(10_000_000), 10.0, TARGET));
+        assert!(about(
+            rate.rollup_round_cost(10_000_000, second),
+            10.0,
+            TARGET
+        ));
         // Cheaper again: halfway back, not all the way.
-        assert!(rate.rollup_round_cost(1_000_000) > Duration::from_millis(100));
+        assert!(rate.rollup_round_cost(1_000_000, second) > Duration::from_millis(100));
         // Status reads take 4 % of the core: the 1 % floor is left, 2 ms rounds every 200 ms.
         let mut rate = RollupRate::new(Duration::from_millis(20));
         rate.status_round_cost(800_000);
-        assert!(about(rate.rollup_round_cost(2_000_000), 2.0, ROLLUP_FLOOR));
+        assert!(about(
+            rate.rollup_round_cost(2_000_000, second),
+            2.0,
+            ROLLUP_FLOOR
+        ));
         // 1 s a round (a huge process): never slower than the longest interval.
-        assert_eq!(rate.rollup_round_cost(1_000_000_000), MAX_INTERVAL);
+        assert_eq!(rate.rollup_round_cost(1_000_000_000, second), MAX_INTERVAL);
+    }
+
+    #[test]
+    fn what_highs_cost_leaves_the_rollups_less() {
+        let mut rate = RollupRate::new(Duration::from_millis(20));
+        let second = Duration::from_secs(1);
+        // Highs took 25 ms of the last second (2.5 %), smoothed from none: 1.25 %.
+        rate.highs_cost(25_000_000);
+        assert!(about(
+            rate.rollup_round_cost(10_000_000, second),
+            10.0,
+            TARGET - 0.0125
+        ));
+        // Then none in the next second: half of that.
+        assert!(about(
+            rate.rollup_round_cost(10_000_000, second),
+            10.0,
+            TARGET - 0.00625
+        ));
+    }
+
+    #[test]
+    fn highs_get_what_status_reads_and_the_rollup_floor_leave() {
+        let mut rate = RollupRate::new(Duration::from_millis(20));
+        assert_eq!(rate.highs_share(), HIGHS_SHARE);
+        // Status reads take 2.5 % of a core: 4.5 - 2.5 - 1 = 1 % is left.
+        rate.status_round_cost(500_000);
+        assert!((rate.highs_share() - 0.01).abs() < 1e-9);
+        // Above 3.5 %: nothing.
+        let mut rate = RollupRate::new(Duration::from_millis(20));
+        rate.status_round_cost(800_000);
+        assert_eq!(rate.highs_share(), 0.0);
+        let start = Instant::now();
+        let mut credit = HighsCredit::new(start);
+        credit.spend(10_000_000);
+        credit.set_share(0.0, start);
+        assert!(!credit.allows(Duration::from_millis(1), start + Duration::from_secs(100)));
+    }
+
+    #[test]
+    fn the_credit_for_highs_allows_a_burst_then_its_share() {
+        let start = Instant::now();
+        let mut credit = HighsCredit::new(start);
+        let ms = Duration::from_millis(1);
+        // A full credit pays for ten 1 ms snapshots at once, not for an eleventh.
+        for _ in 0..10 {
+            assert!(credit.allows(ms, start));
+            credit.spend(1_000_000);
+        }
+        assert!(!credit.allows(ms, start));
+        // 1 ms at 2 % takes 50 ms to earn.
+        assert!(!credit.allows(ms, start + 40 * ms));
+        assert!(credit.allows(ms, start + 60 * ms));
+        // One dearer than the cap waits until the credit pays for it (1.2 ms now, 40 ms in
+        // 1940 ms), and the rest after it.
+        let dear = Duration::from_millis(40);
+        assert!(!credit.allows(dear, start + 1960 * ms));
+        assert!(credit.allows(dear, start + 2010 * ms));
+        credit.spend(40_000_000);
+        assert!(!credit.allows(ms, start + 2040 * ms));
+        assert!(credit.allows(ms, start + 2070 * ms));
     }
 
     #[test]

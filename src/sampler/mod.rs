@@ -1,10 +1,11 @@
 //! Residency sampling without ptrace: a thread per recording reads /proc/PID/status of every
 //! supervised process at a fixed interval, /proc/PID/smaps_rollup at a rate adapted to
-//! what the reads cost, and full /proc/PID/smaps when asked (start, exec, new peaks, SIGUSR1,
-//! `--smaps-interval`), and sends the samples as events through the recording's sink, like
-//! any other source.
+//! what the reads cost, and full /proc/PID/smaps when asked (attach, SIGUSR1,
+//! `--smaps-interval`) and at new highs of requested bytes or RSS (`highs`), and sends the
+//! samples as events through the recording's sink, like any other source.
 
 mod budget;
+mod highs;
 pub mod snapshot;
 
 use std::collections::HashMap;
@@ -12,20 +13,20 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{Receiver, Sender};
 
-use crate::events::{EventKind, EventSink, Residency, RollupCounters, StatusCounters, Watched};
+use crate::events::{
+    monotonic_ns, EventKind, EventSink, RequestedHigh, Residency, RollupCounters, StatusCounters,
+    Watched,
+};
 use crate::proc::smaps::{parse_smaps_rollup, read_into};
 use crate::proc::status::parse_status_memory;
 use crate::trace::format::{SamplerCosts, SnapshotReason};
-use budget::{thread_cpu_ns, RollupRate};
+use budget::{thread_cpu_ns, HighsCredit, RollupRate};
+use highs::{High, Highs, Next, FAST_INTERVAL_NS};
 
 /// Default interval between /proc/PID/status rounds.
 pub const DEFAULT_INTERVAL_MS: u32 = 20;
-
-/// Shortest time between two snapshots of one process for new peaks: a program whose heap
-/// grows steadily would otherwise be snapshotted at every 10 % of growth.
-const PEAK_SNAPSHOT_GAP: Duration = Duration::from_secs(1);
 
 /// How often the sampler reads what.
 #[derive(Debug, Clone, Copy)]
@@ -46,11 +47,13 @@ impl Sampler {
     /// Starts sampling the processes in `watched`, sending to `output`.
     pub fn spawn(watched: Arc<Watched>, output: EventSink, rates: Rates) -> Sampler {
         let (stop, stopped) = crossbeam_channel::bounded(1);
+        let (waker, woken) = crossbeam_channel::bounded(1);
+        watched.set_waker(waker);
         let thread = std::thread::Builder::new()
             .name("memsup-sampler".into())
             .spawn(move || {
                 let mut work = Work::new(watched, output, rates);
-                work.run(&stopped);
+                work.run(&stopped, &woken);
             })
             .expect("spawning the sampler thread");
         Sampler { stop, thread }
@@ -73,9 +76,11 @@ struct Work {
     pids: Vec<i32>,
     buffer: Vec<u8>,
     requested: Vec<(i32, SnapshotReason)>,
-    peaks: Vec<(i32, u64)>,
-    /// When each process was last snapshotted for a peak, and what that snapshot cost.
-    last_peak_snapshot: HashMap<i32, (Instant, Duration)>,
+    peaks: Vec<(i32, RequestedHigh)>,
+    highs: Highs,
+    credit: HighsCredit,
+    /// What the last snapshot of each process cost: what its next one is expected to.
+    last_cost: HashMap<i32, Duration>,
 }
 
 impl Work {
@@ -96,14 +101,19 @@ impl Work {
             buffer: Vec::with_capacity(16 << 10),
             requested: Vec::new(),
             peaks: Vec::new(),
-            last_peak_snapshot: HashMap::new(),
+            highs: Highs::default(),
+            credit: HighsCredit::new(Instant::now()),
+            last_cost: HashMap::new(),
         }
     }
 
-    fn run(&mut self, stopped: &Receiver<()>) {
+    fn run(&mut self, stopped: &Receiver<()>, woken: &Receiver<()>) {
         let started = Instant::now();
+        let fast_interval = Duration::from_nanos(FAST_INTERVAL_NS);
         let mut next_status = started;
+        let mut next_fast = started;
         let mut next_rollup = started;
+        let mut last_rollup = started;
         let mut next_interval_snapshot = self.smaps_interval.map(|interval| started + interval);
         loop {
             let now = Instant::now();
@@ -112,31 +122,52 @@ impl Work {
                 let interval = self.smaps_interval.unwrap_or_default();
                 next_interval_snapshot = Some((next + interval).max(now));
             }
-            self.snapshot_round(now, next_status);
+            for pid in self.watched.take_new_images() {
+                self.highs.forget(pid);
+            }
+            self.snapshot_round(next_status);
             if now >= next_status {
                 self.watched.snapshot(&mut self.pids);
+                self.highs.keep_only(&self.pids);
                 let cpu = thread_cpu_ns();
-                self.status_round();
+                self.status_round(false);
                 self.rollup
                     .status_round_cost(thread_cpu_ns().saturating_sub(cpu));
+                self.credit.set_share(self.rollup.highs_share(), now);
                 // A round that overran is not made up for: the next one is an interval later.
                 next_status = (next_status + self.interval).max(now);
+                next_fast = now + fast_interval;
+            } else if now >= next_fast && self.fast_reads_allowed(now) {
+                self.watched.snapshot(&mut self.pids);
+                let cpu = thread_cpu_ns();
+                self.status_round(true);
+                let cost = thread_cpu_ns().saturating_sub(cpu);
+                self.credit.spend(cost);
+                self.rollup.highs_cost(cost);
+                next_fast = now + fast_interval;
             }
             if now >= next_rollup {
                 let cpu = thread_cpu_ns();
                 self.rollup_round();
-                let interval = self
-                    .rollup
-                    .rollup_round_cost(thread_cpu_ns().saturating_sub(cpu));
+                let interval = self.rollup.rollup_round_cost(
+                    thread_cpu_ns().saturating_sub(cpu),
+                    now.saturating_duration_since(last_rollup),
+                );
+                last_rollup = now;
                 next_rollup = now + interval;
             }
             let mut wake = next_status.min(next_rollup);
             if let Some(next) = next_interval_snapshot {
                 wake = wake.min(next);
             }
-            match stopped.recv_timeout(wake.saturating_duration_since(Instant::now())) {
-                Err(RecvTimeoutError::Timeout) => {}
-                Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
+            if self.fast_reads_allowed(now) {
+                wake = wake.min(next_fast);
+            }
+            let timeout = wake.saturating_duration_since(Instant::now());
+            crossbeam_channel::select! {
+                recv(stopped) -> _ => break,
+                recv(woken) -> _ => {}
+                default(timeout) => {}
             }
         }
         self.costs.rollup_interval_ns = self.rollup.interval().as_nanos() as u64;
@@ -144,10 +175,15 @@ impl Work {
         self.output.send(0, 0, EventKind::SamplerCosts(self.costs));
     }
 
-    /// Takes the snapshots asked for since the last round, and those of new peaks the rate
-    /// limit allows (at most one per `PEAK_SNAPSHOT_GAP`, and 20 times its own cost, so
-    /// peak snapshots stay within the sampler's budget); the others wait.
-    fn snapshot_round(&mut self, now: Instant, status_due: Instant) {
+    /// Whether a process is followed and the credit for highs is not spent: a dear snapshot
+    /// stops the fast reads too until it is paid for.
+    fn fast_reads_allowed(&mut self, now: Instant) -> bool {
+        self.highs.any_followed(monotonic_ns()) && self.credit.allows(Duration::ZERO, now)
+    }
+
+    /// Takes the snapshots asked for since the last round, and starts following the new
+    /// highs of requested bytes (their snapshots wait until the memory is written).
+    fn snapshot_round(&mut self, status_due: Instant) {
         self.watched
             .take_requests(&mut self.requested, &mut self.peaks);
         for index in 0..self.requested.len() {
@@ -160,37 +196,72 @@ impl Work {
             }
             self.send_snapshot(pid, reason);
         }
+        let now_ns = monotonic_ns();
         for index in 0..self.peaks.len() {
-            let (pid, bytes) = self.peaks[index];
-            let allowed = match self.last_peak_snapshot.get(&pid) {
-                Some(&(when, cost)) => now >= when + PEAK_SNAPSHOT_GAP.max(cost * 20),
-                None => true,
-            };
-            if !allowed || Instant::now() >= status_due {
-                self.watched.defer_peak(pid, bytes);
-                continue;
-            }
-            if let Some(cost) = self.send_snapshot(pid, SnapshotReason::Peak) {
-                self.last_peak_snapshot.insert(pid, (now, cost));
-            }
+            let (pid, high) = self.peaks[index];
+            self.highs.requested(pid, high.bytes, high.time_ns, now_ns);
         }
     }
 
-    /// Returns what the snapshot cost, None when the process had none to take.
+    /// Takes and sends a snapshot of `pid`; None when the process had none to take.
     fn send_snapshot(&mut self, pid: i32, reason: SnapshotReason) -> Option<Duration> {
-        let snapshot = snapshot::take(pid, reason, &mut self.buffer)?;
-        let cost = match snapshot {
-            EventKind::SmapsSnapshot { cost_ns, .. } => Duration::from_nanos(cost_ns),
-            _ => Duration::ZERO,
+        // Blocks recorded by hooks and not yet sent must precede the snapshot.
+        self.watched.before_snapshot(pid);
+        let mut snapshot = snapshot::take(pid, reason, &mut self.buffer)?;
+        let now_ns = monotonic_ns();
+        let EventKind::SmapsSnapshot {
+            reason, cost_ns, ..
+        } = &mut snapshot
+        else {
+            return None;
         };
-        self.output.send(pid as u32, pid as u32, snapshot);
+        // A high's delay runs to the snapshot's time, the end of its read.
+        if let SnapshotReason::RequestedHigh { delay_ns, .. }
+        | SnapshotReason::RssHigh { delay_ns, .. } = reason
+        {
+            *delay_ns = now_ns.saturating_sub(*delay_ns);
+        }
+        let cost = Duration::from_nanos(*cost_ns);
+        self.highs.snapshotted(pid, now_ns);
+        self.last_cost.insert(pid, cost);
+        self.output
+            .send_at(now_ns, pid as u32, pid as u32, snapshot);
         Some(cost)
     }
 
-    fn status_round(&mut self) {
+    /// Snapshots `pid` for `high` when the credit for highs allows; else the high waits for
+    /// a later read.
+    fn snapshot_high(&mut self, pid: i32, high: High) {
+        let expected = self.last_cost.get(&pid).copied().unwrap_or_default();
+        if !self.credit.allows(expected, Instant::now()) {
+            return;
+        }
+        // The delay field holds the high's time until the read ends (`send_snapshot`).
+        let reason = match high {
+            High::Requested { bytes, time_ns } => SnapshotReason::RequestedHigh {
+                bytes,
+                delay_ns: time_ns,
+            },
+            High::Rss { bytes, time_ns } => SnapshotReason::RssHigh {
+                bytes,
+                delay_ns: time_ns,
+            },
+        };
+        let cpu = thread_cpu_ns();
+        self.send_snapshot(pid, reason);
+        let cost = thread_cpu_ns().saturating_sub(cpu);
+        self.credit.spend(cost);
+        self.rollup.highs_cost(cost);
+    }
+
+    /// Reads the status of every process, or (`fast`) of those following a high.
+    fn status_round(&mut self, fast: bool) {
         let cpu = thread_cpu_ns();
         for index in 0..self.pids.len() {
             let pid = self.pids[index];
+            if fast && !self.highs.following(pid, monotonic_ns()) {
+                continue;
+            }
             // A process gone meanwhile, or a zombie, has nothing to sample.
             if read_into(&format!("/proc/{pid}/status"), &mut self.buffer).is_err() {
                 continue;
@@ -206,9 +277,17 @@ impl Work {
                 shmem: memory.shmem,
                 swap: memory.swap,
             };
-            let pid = pid as u32;
-            self.output
-                .send(pid, pid, EventKind::StatusSample(counters));
+            let now_ns = monotonic_ns();
+            self.output.send_at(
+                now_ns,
+                pid as u32,
+                pid as u32,
+                EventKind::StatusSample(counters),
+            );
+            if let Next::Snapshot(high) = self.highs.status(pid, memory.rss, memory.running, now_ns)
+            {
+                self.snapshot_high(pid, high);
+            }
         }
         self.costs.status_cpu_ns += thread_cpu_ns().saturating_sub(cpu);
     }
@@ -255,8 +334,16 @@ impl Snapshots {
 }
 
 impl Residency for Snapshots {
+    fn request(&self, pid: i32, reason: SnapshotReason) {
+        self.watched.request(pid, reason);
+    }
+
     fn request_all(&self, reason: SnapshotReason) {
         self.watched.request_all(reason);
+    }
+
+    fn before_snapshots(&self, flush: crate::hooks::drain::Flusher) {
+        self.watched.set_before_snapshot(flush);
     }
 
     fn snapshot_now(&self, pid: i32, reason: SnapshotReason) -> Option<EventKind> {

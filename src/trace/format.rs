@@ -17,7 +17,7 @@ use crate::trace::stacks::StackId;
 /// First bytes of every profile.
 pub const MAGIC: [u8; 8] = *b"MEMSUP\0\0";
 /// Version of the record encoding. Readers refuse newer versions with a clear message.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 
 /// Recordings give times in whole microseconds. A time is taken when memsup handles a stop,
 /// microseconds after the program's call and with as much jitter, and two records of one
@@ -507,7 +507,8 @@ pub struct HookCounters {
     pub late: u64,
 }
 
-/// Why a full smaps snapshot was taken.
+/// Why a full smaps snapshot was taken. Variants are only appended (format 5 added `Fork`,
+/// `RequestedHigh` and `RssHigh`), so older profiles decode unchanged.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum SnapshotReason {
     /// The process came under supervision.
@@ -516,12 +517,19 @@ pub enum SnapshotReason {
     Exec,
     /// Its main thread is exiting (taken at the exit stop, before the memory is released).
     Exit,
-    /// Its live requested bytes reached a new high (rate-limited).
+    /// Its live requested bytes reached a new high, up to a second earlier (format 4 and
+    /// before; how long before was not recorded).
     Peak,
     /// memsup received SIGUSR1.
     Signal,
     /// Every `--smaps-interval`.
     Interval,
+    /// It was just forked (a copy of its parent's address space).
+    Fork,
+    /// Its live requested bytes reached a new high of `bytes`, `delay_ns` before the snapshot.
+    RequestedHigh { bytes: u64, delay_ns: u64 },
+    /// A status sample saw its RSS at a new high of `bytes`, `delay_ns` before the snapshot.
+    RssHigh { bytes: u64, delay_ns: u64 },
 }
 
 impl SnapshotReason {
@@ -531,9 +539,21 @@ impl SnapshotReason {
             SnapshotReason::Start => "start",
             SnapshotReason::Exec => "exec",
             SnapshotReason::Exit => "exit",
-            SnapshotReason::Peak => "peak",
+            SnapshotReason::Peak | SnapshotReason::RequestedHigh { .. } => "requested_high",
             SnapshotReason::Signal => "signal",
             SnapshotReason::Interval => "interval",
+            SnapshotReason::Fork => "fork",
+            SnapshotReason::RssHigh { .. } => "rss_high",
+        }
+    }
+
+    /// For a snapshot taken for a new high (format 5): the high's bytes and how long before
+    /// the snapshot it was seen.
+    pub fn high(self) -> Option<(u64, u64)> {
+        match self {
+            SnapshotReason::RequestedHigh { bytes, delay_ns }
+            | SnapshotReason::RssHigh { bytes, delay_ns } => Some((bytes, delay_ns)),
+            _ => None,
         }
     }
 }

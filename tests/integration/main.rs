@@ -32,6 +32,7 @@ mod longjmp_signal;
 mod mappings;
 mod module_reads;
 mod output_file;
+mod peak_snapshots;
 mod portable_profile;
 mod profile_format;
 mod progress;

@@ -10,11 +10,14 @@ use super::replay::Sample;
 use super::resolve::{Images, Resolver};
 use super::timeline::{sampled, Buckets, PointSeries, StepSeries};
 use super::tracker::{ImageTracker, PendingSnapshot};
-use super::{Component, Components, ProcessTimeline, ResidentPoint, SnapshotSummary, OVERHEAD};
+use super::{
+    near, Component, Components, HighAtSnapshot, PeakSplit, ProcessTimeline, ResidentPoint,
+    SnapshotSummary, OVERHEAD,
+};
 use crate::analysis::local_peak::{GroupStep, LiveChanges};
 use crate::analysis::sites::ImageStacks;
 use crate::analysis::{ProcessAnalysis, Settings};
-use crate::trace::format::{StartCause, MAPPING_EXECUTE};
+use crate::trace::format::{SnapshotReason, StartCause, MAPPING_EXECUTE};
 use crate::trace::stacks::StackId;
 
 /// What the replay hands over when an image ends.
@@ -123,9 +126,11 @@ pub(in crate::analysis) fn build(
     if let Some(warning) = samples.fragmentation.warning(image.start_ns) {
         image.warnings.push(warning);
     }
+    let snapshots: Vec<SnapshotSummary> = snapshots.into_iter().map(|s| s.summary).collect();
     image.components = Components {
         components,
-        snapshots: snapshots.into_iter().map(|s| s.summary).collect(),
+        peak_split: peak_split(&snapshots, samples.rss.points()),
+        snapshots,
         timeline: ProcessTimeline {
             requested: requested.total,
             rss: sampled(buckets, samples.rss.points()),
@@ -230,6 +235,8 @@ fn attribute(
         arena_rss: 0,
         arena_requested: 0,
         arena_overhead_rss: 0,
+        requested: snapshot.requested,
+        high: None,
     };
     let mut held: BTreeMap<String, Residency> = BTreeMap::new();
     let mut add = |name: &str, residency: Residency| {
@@ -266,5 +273,37 @@ fn attribute(
             }
         }
     }
+    summary.high = high_at(&summary);
     Attributed { summary, held }
+}
+
+/// The high a snapshot was taken for, and whether the snapshot still shows it.
+fn high_at(summary: &SnapshotSummary) -> Option<HighAtSnapshot> {
+    let (kind, bytes, delay_ns, held) = match summary.reason {
+        SnapshotReason::RequestedHigh { bytes, delay_ns } => {
+            ("requested", bytes, delay_ns, summary.requested >= bytes)
+        }
+        SnapshotReason::RssHigh { bytes, delay_ns } => {
+            ("rss", bytes, delay_ns, near(summary.rss, bytes))
+        }
+        _ => return None,
+    };
+    Some(HighAtSnapshot {
+        kind,
+        bytes,
+        delay_ns,
+        held,
+    })
+}
+
+/// The snapshot with the highest RSS against the highest VmRSS sampled.
+fn peak_split(snapshots: &[SnapshotSummary], rss: &[(u64, u64)]) -> Option<PeakSplit> {
+    let highest = snapshots.iter().max_by_key(|snapshot| snapshot.rss)?;
+    let peak_rss = rss.iter().map(|&(_, bytes)| bytes).max().unwrap_or(0);
+    Some(PeakSplit {
+        peak_rss,
+        snapshot_time_ns: highest.time_ns,
+        snapshot_rss: highest.rss,
+        measured: near(highest.rss, peak_rss),
+    })
 }

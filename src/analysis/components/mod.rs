@@ -79,6 +79,43 @@ pub struct SnapshotSummary {
     pub arena_rss: u64,
     pub arena_requested: u64,
     pub arena_overhead_rss: u64,
+    /// The image's live requested bytes at the snapshot.
+    pub requested: u64,
+    /// For a snapshot taken for a new high: that high, and whether it was still there.
+    pub high: Option<HighAtSnapshot>,
+}
+
+/// The high a snapshot was taken for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HighAtSnapshot {
+    /// `requested` or `rss`.
+    pub kind: &'static str,
+    pub bytes: u64,
+    /// How long after the high the snapshot was taken.
+    pub delay_ns: u64,
+    /// Whether the snapshot still shows it: live requested bytes at least the high, or RSS
+    /// within a 64th (at least 64 KiB) of it. When not, the memory went away first and the
+    /// snapshot is no picture of the high.
+    pub held: bool,
+}
+
+/// How the highest RSS the status samples saw compares with the highest snapshot: the
+/// component split at the peak is measured only when that snapshot reached it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeakSplit {
+    /// Highest VmRSS of the status samples (0 without any).
+    pub peak_rss: u64,
+    /// Time and RSS of the snapshot with the highest RSS.
+    pub snapshot_time_ns: u64,
+    pub snapshot_rss: u64,
+    /// The snapshot's RSS is within a 64th (at least 64 KiB) of the peak, or above it.
+    pub measured: bool,
+}
+
+/// The tolerance of `held` and `measured`: status counters and smaps differ by a few pages,
+/// and a program keeps faulting in a few more.
+pub fn near(value: u64, target: u64) -> bool {
+    value + (target / 64).max(64 << 10) >= target
 }
 
 /// The process-wide samples of the image, downsampled keeping each bucket's maximum.
@@ -101,4 +138,6 @@ pub struct Components {
     pub components: Vec<Component>,
     pub snapshots: Vec<SnapshotSummary>,
     pub timeline: ProcessTimeline,
+    /// None without snapshots.
+    pub peak_split: Option<PeakSplit>,
 }

@@ -171,8 +171,9 @@ impl Samples {
         snapshots + samples
     }
 
-    /// Takes in `pid`'s snapshots up to `time_ns` (the one an exec at `time_ns` takes stays
-    /// for the next image when `before_exec`); those older than the image are dropped.
+    /// Takes in `pid`'s snapshots up to `time_ns` (those at `time_ns` stay for the next image
+    /// when `before_exec`: the tracer snapshots a new program right after its exec);
+    /// those older than the image are dropped.
     pub fn take_snapshots(
         &mut self,
         pid: u32,
@@ -184,8 +185,7 @@ impl Samples {
             return;
         };
         while let Some(snapshot) = queue.front() {
-            let held_back = before_exec && snapshot.reason == SnapshotReason::Exec;
-            if snapshot.time_ns > time_ns || (snapshot.time_ns == time_ns && held_back) {
+            if snapshot.time_ns > time_ns || (snapshot.time_ns == time_ns && before_exec) {
                 break;
             }
             let snapshot = queue.pop_front().expect("looked at above");

@@ -34,6 +34,8 @@ pub(super) struct PendingSnapshot {
     pub time_ns: u64,
     pub reason: SnapshotReason,
     pub cost_ns: u64,
+    /// The image's live requested bytes at the snapshot.
+    pub requested: u64,
     pub mappings: Vec<PendingMapping>,
 }
 
@@ -124,6 +126,7 @@ impl ImageTracker {
             time_ns,
             reason,
             cost_ns,
+            requested: heap.live_bytes(),
             mappings,
         });
     }

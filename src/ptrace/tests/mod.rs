@@ -40,7 +40,11 @@ const PUSH_R12: [u8; 2] = [0x41, 0x54];
 struct NoResidency;
 
 impl Residency for NoResidency {
+    fn request(&self, _pid: i32, _reason: SnapshotReason) {}
+
     fn request_all(&self, _reason: SnapshotReason) {}
+
+    fn before_snapshots(&self, _flush: crate::hooks::drain::Flusher) {}
 
     fn snapshot_now(&self, _pid: i32, _reason: SnapshotReason) -> Option<EventKind> {
         None

@@ -59,6 +59,21 @@ pub(super) fn render_components(
             last.reason.name(),
             human_duration(last.time_ns)
         )?;
+        if let Some(split) = components.peak_split.filter(|split| split.peak_rss > 0) {
+            let label = "split at peak RSS";
+            let what = match split.measured {
+                true => "measured",
+                false => "not measured",
+            };
+            writeln!(
+                out,
+                "  {label:<LABEL_WIDTH$} {what}: the highest snapshot holds {} ({} into the \
+                 recording), the status samples' peak RSS is {}",
+                short_bytes(split.snapshot_rss),
+                human_duration(split.snapshot_time_ns),
+                short_bytes(split.peak_rss)
+            )?;
+        }
         let label = "allocator arenas";
         writeln!(
             out,

@@ -19,7 +19,7 @@ pub fn report_json_with(profile: &Path, options: &[&str]) -> Value {
     let report: Value = serde_json::from_str(&stdout)
         .unwrap_or_else(|error| panic!("memsup report printed invalid JSON ({error}):\n{stdout}"));
     assert_eq!(report["schema"], "memsup-report", "schema name");
-    assert_eq!(report["schema_version"], 2, "schema version");
+    assert_eq!(report["schema_version"], 3, "schema version");
     report
 }
 

@@ -1,0 +1,18 @@
+//! The first smaps snapshot of a process image, taken while the process waits at its launch,
+//! fork or exec stop, so that its residency starts at its start even when it lives a few
+//! milliseconds. A vfork child shares its parent's memory until it execs: its exec is its
+//! first snapshot.
+
+use crate::ptrace::tracer::Tracer;
+use crate::trace::format::SnapshotReason;
+
+impl Tracer<'_> {
+    /// Snapshots `pid` now (it is stopped at `reason`'s event), within the budget of the
+    /// snapshots processes wait for; the launched process is always snapshotted.
+    pub(crate) fn snapshot_at_start(&mut self, pid: i32, reason: SnapshotReason) {
+        if pid != self.root_pid && !self.waiting_snapshot_within_budget() {
+            return;
+        }
+        self.snapshot_waiting(pid, reason);
+    }
+}

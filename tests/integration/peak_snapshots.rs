@@ -1,0 +1,175 @@
+//! Snapshots at the moments that matter: fixtures/spikes.c's 30 ms spikes are snapshotted
+//! while they last, with their delay recorded; every image of a fork or a vfork+exec child
+//! has a snapshot from its start.
+
+use serde_json::Value;
+
+use crate::common::*;
+
+const KIB: u64 = 1 << 10;
+const MIB: u64 = 1 << 20;
+const PAGE: u64 = 4 * KIB;
+
+fn component<'a>(image: &'a Value, name: &str) -> &'a Value {
+    image["components"]
+        .as_array()
+        .and_then(|list| list.iter().find(|component| component["name"] == name))
+        .unwrap_or_else(|| panic!("no component {name} in {:#}", image["components"]))
+}
+
+fn snapshots(image: &Value) -> &Vec<Value> {
+    image["snapshots"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no snapshots list in {image:#}"))
+}
+
+/// The RSS of component `name` at the snapshot of time `time_ns`.
+fn resident_at(image: &Value, name: &str, time_ns: u64) -> u64 {
+    component(image, name)["resident_timeline"]
+        .as_array()
+        .and_then(|points| points.iter().find(|point| point[0] == time_ns))
+        .and_then(|point| point[1].as_u64())
+        .unwrap_or_else(|| panic!("no {name} point at {time_ns}"))
+}
+
+#[test]
+fn a_30ms_spike_is_snapshotted_while_it_lasts() {
+    for_each_variant("spikes", |variant, program| {
+        let recording = record(program, &[], None);
+        assert_eq!(
+            String::from_utf8_lossy(&recording.native.stdout),
+            "held 4 MiB, 3 spikes of 8 MiB\n"
+        );
+        assert_eq!(recording.native.status.code(), Some(0));
+        let image = launched_image(&recording.report, program, &[]);
+        let what = format!("spikes {variant:?}");
+        showing_on_failure(&image["snapshots"], || {
+            let app = component(image, "app");
+            assert_eq!(number(app, "/peak_requested_bytes"), 12 * MIB, "{what}");
+            // The image's peak: app's 12 MiB, and static glibc's blocks from before main.
+            let peak = number(image, "/peak_live_bytes");
+            let startup = match variant {
+                Variant::Static => GlibcStaticStartup::of(program).bytes,
+                _ => 0,
+            };
+            assert_eq!(peak, 12 * MIB + startup, "{what}");
+            // The snapshot the split at the peak comes from: taken for a high (of requested
+            // bytes, or of RSS when the first was taken while the block was still being
+            // written), it still shows the spike (taken before its free), with every live
+            // block resident in the allocator's arenas.
+            let live_resident = |snapshot: &Value| {
+                number(snapshot, "/arena_rss") - number(snapshot, "/arena_overhead_rss")
+            };
+            let snapshot = snapshots(image)
+                .iter()
+                .filter(|snapshot| snapshot["high"]["held"] == true)
+                .max_by_key(|snapshot| live_resident(snapshot))
+                .expect("a snapshot for a high");
+            assert_eq!(number(snapshot, "/requested"), peak, "{what}");
+            assert_eq!(number(snapshot, "/arena_requested"), peak, "{what}");
+            assert_eq!(live_resident(snapshot), peak, "{what}");
+            // Its recorded delay runs from the allocation that made the peak, or from the
+            // status sample that saw the RSS high after it (report times are whole µs).
+            let time_ns = number(snapshot, "/time_ns");
+            let peak_ns = number(image, "/start_ns") + number(image, "/peak_time_ns");
+            let delay_ns = number(snapshot, "/high/delay_ns");
+            let high_ns = time_ns - delay_ns;
+            match snapshot["high"]["kind"].as_str() {
+                Some("requested") => {
+                    assert_eq!(number(snapshot, "/high/bytes"), peak, "{what}");
+                    assert!(
+                        high_ns.abs_diff(peak_ns) < 2_000,
+                        "{what}: peak at {peak_ns}"
+                    );
+                }
+                kind => {
+                    assert_eq!(kind, Some("rss"), "{what}");
+                    assert!(high_ns + 2_000 >= peak_ns, "{what}: peak at {peak_ns}");
+                }
+            }
+            eprintln!(
+                "{what}: snapshot {} µs after the peak of requested bytes, {} µs after its high",
+                (time_ns - peak_ns) / 1000,
+                delay_ns / 1000
+            );
+            // app at the peak: the 12 MiB, plus the executable's own pages, which only grow
+            // until the exit snapshot (where app holds the 4 MiB block and those pages).
+            let peak_rss = resident_at(image, "app", time_ns);
+            assert_eq!(number(app, "/peak_rss_bytes"), peak_rss, "{what}");
+            let exit = snapshots(image).last().expect("an exit snapshot");
+            assert_eq!(exit["reason"], "exit", "{what}");
+            let program_pages = resident_at(image, "app", number(exit, "/time_ns")) - 4 * MIB;
+            assert!(
+                (12 * MIB..=12 * MIB + program_pages).contains(&peak_rss),
+                "{what}: app RSS {peak_rss} at the peak, the program's pages {program_pages}"
+            );
+            // The split at the peak RSS is measured: some snapshot reached it.
+            assert_eq!(image["peak_split"]["measured"], true, "{what}");
+            let chunk_headers = 2 * PAGE;
+            assert!(
+                number(snapshot, "/arena_overhead_rss") <= chunk_headers + 64 * KIB,
+                "{what}"
+            );
+        });
+    });
+}
+
+/// Why each of an image's snapshots was taken, in time order.
+fn reasons(image: &Value) -> Vec<&str> {
+    snapshots(image)
+        .iter()
+        .filter_map(|snapshot| snapshot["reason"].as_str())
+        .collect()
+}
+
+/// The image's first snapshot was taken for `reason`, at its start: before its program made
+/// any allocation (the process waited at its launch, fork or exec meanwhile).
+fn assert_starts_with_snapshot(image: &Value, reason: &str, what: &str) {
+    let reasons = reasons(image);
+    assert_eq!(reasons.first(), Some(&reason), "{what}: {reasons:?}");
+    let first = &snapshots(image)[0];
+    assert!(
+        number(first, "/time_ns") >= number(image, "/start_ns"),
+        "{what}"
+    );
+    assert_eq!(number(first, "/requested"), 0, "{what}");
+    assert_eq!(reasons.last(), Some(&"exit"), "{what}: {reasons:?}");
+}
+
+#[test]
+fn every_image_of_a_fork_and_of_a_vfork_child_has_a_snapshot_from_its_start() {
+    for_each_variant("fork_exec", |variant, fixture| {
+        let child = crate::common::fixture("exit3", variant);
+        let child_path = child.to_string_lossy().into_owned();
+        let recording = record(fixture, &[child_path.as_str()], None);
+        let report = &recording.report;
+        assert_image_count(report, 3);
+        let what = format!("fork_exec {variant:?}");
+        let parent = process_image(report, &file_name(fixture), "launch");
+        assert_starts_with_snapshot(parent, "start", &what);
+        // The child before its exec ends with the exec, not an exit: its only snapshot is
+        // the one at the fork.
+        let before_exec = process_image(report, &file_name(fixture), "fork");
+        assert_eq!(reasons(before_exec), ["fork"], "{what}");
+        let after_exec = process_image(report, &file_name(&child), "fork");
+        assert_starts_with_snapshot(after_exec, "exec", &what);
+    });
+    for_each_variant("vfork_exec", |variant, fixture| {
+        let child = crate::common::fixture("exit3", variant);
+        let child_path = child.to_string_lossy().into_owned();
+        for flag in [None, Some("--posix-spawn")] {
+            let mut args: Vec<&str> = flag.into_iter().collect();
+            args.push(child_path.as_str());
+            let recording = record(fixture, &args, None);
+            let report = &recording.report;
+            assert_image_count(report, 2);
+            let what = format!("vfork_exec {variant:?} {flag:?}");
+            let parent = process_image(report, &file_name(fixture), "launch");
+            assert_starts_with_snapshot(parent, "start", &what);
+            // A vfork child shares its parent's memory until its exec: its snapshots start
+            // there.
+            let exec_child = process_image(report, &file_name(&child), "vfork");
+            assert_starts_with_snapshot(exec_child, "exec", &what);
+        }
+    });
+}
