@@ -103,6 +103,13 @@ fn stat_flags(text: &str) -> Option<u64> {
 }
 
 /// Thread ids in /proc/PID/task, sorted.
+/// Nanoseconds thread group leader `pid` has run on a CPU (the first field of
+/// /proc/PID/schedstat); None when the kernel does not keep it or the process is gone.
+pub fn read_cpu_ns(pid: i32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/schedstat")).ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
+
 pub fn read_tasks(pid: i32) -> std::io::Result<Vec<i32>> {
     let mut tasks = Vec::new();
     for entry in std::fs::read_dir(format!("/proc/{pid}/task"))? {

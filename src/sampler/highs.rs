@@ -2,8 +2,9 @@
 //! stage's) or of its RSS (the status reads'). Memory is resident only once written, so a
 //! snapshot taken at the allocation would miss it: after a high, the process's status is
 //! read every `FAST_INTERVAL_NS`, and the snapshot is taken as soon as its RSS stopped
-//! rising while it sleeps or waits (it writes nothing then), or stayed put for two reads in a
-//! row while it runs, or when the window ends; so, while the memory is still there. A
+//! rising while it sleeps or waits (it writes nothing then), or stayed put for two reads
+//! between which it ran (its CPU time grew: a runnable process the scheduler kept waiting
+//! proves nothing), or when the window ends; so, while the memory is still there. A
 //! snapshot taken while the process ran may have caught a rise midway: it is followed on,
 //! and any page more is a new high until it settles.
 
@@ -37,6 +38,18 @@ pub enum Next {
     Follow,
     /// Snapshot it now, for this high.
     Snapshot(High),
+}
+
+/// What the main thread did since the previous status read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activity {
+    /// Asleep or waiting in the kernel (not state R): it writes nothing.
+    Asleep,
+    /// Runnable and given CPU time since the previous read: it may be writing.
+    Ran,
+    /// Runnable but given no CPU time since the previous read (a loaded machine): an RSS
+    /// that stayed put says nothing about whether it stopped writing.
+    Waited,
 }
 
 /// The high a snapshot is for: bytes and when they were reached (monotonic ns).
@@ -80,8 +93,8 @@ impl Highs {
         watch.follow_until_ns.get_or_insert(now_ns + FOLLOW_NS);
     }
 
-    /// Takes a status read of `pid` showing `rss` at `now_ns`, and whether it was `running`.
-    pub fn status(&mut self, pid: i32, rss: u64, running: bool, now_ns: u64) -> Next {
+    /// Takes a status read of `pid` showing `rss` at `now_ns`, and what it did since the last.
+    pub fn status(&mut self, pid: i32, rss: u64, activity: Activity, now_ns: u64) -> Next {
         let watch = self.watches.entry(pid).or_default();
         let Some(previous) = watch.previous.replace(rss) else {
             // The image's first read (what it starts with is no high), or the first since a
@@ -94,11 +107,13 @@ impl Highs {
             };
         };
         let rising = rss >= previous + level(previous);
-        watch.quiet_reads = match !rising && running {
-            true => watch.quiet_reads + 1,
-            false => 0,
+        watch.quiet_reads = match (rising, activity) {
+            (false, Activity::Ran) => watch.quiet_reads + 1,
+            // No CPU time, no evidence either way.
+            (false, Activity::Waited) => watch.quiet_reads,
+            _ => 0,
         };
-        let settled = !rising && (!running || watch.quiet_reads >= 2);
+        let settled = !rising && (activity == Activity::Asleep || watch.quiet_reads >= 2);
         let threshold = match watch.uncertain {
             true => PAGE,
             false => rise(watch.mark),
@@ -134,7 +149,7 @@ impl Highs {
         if following && !settled {
             return Next::Follow;
         }
-        watch.uncertain = running || rising;
+        watch.uncertain = activity != Activity::Asleep || rising;
         Next::Snapshot(high)
     }
 
@@ -183,8 +198,8 @@ mod tests {
     use super::*;
 
     const MS: u64 = 1_000_000;
-    const RUNNING: bool = true;
-    const ASLEEP: bool = false;
+    const RUNNING: Activity = Activity::Ran;
+    const ASLEEP: Activity = Activity::Asleep;
 
     #[test]
     fn a_requested_high_is_snapshotted_once_the_rss_stopped_rising_and_the_program_sleeps() {
@@ -209,6 +224,32 @@ mod tests {
         // The same level again is no new high, nor a rise of less than a tenth.
         assert_eq!(highs.status(7, 13 * MIB, ASLEEP, 39 * MS), Next::Nothing);
         assert_eq!(highs.status(7, 14 * MIB, RUNNING, 59 * MS), Next::Nothing);
+    }
+
+    #[test]
+    fn reads_the_scheduler_kept_it_waiting_do_not_count_as_quiet() {
+        let mut highs = Highs::default();
+        assert_eq!(highs.status(7, 5 * MIB, RUNNING, 0), Next::Nothing);
+        highs.requested(7, 12 * MIB, MS, MS);
+        assert_eq!(highs.status(7, 8 * MIB, RUNNING, MS), Next::Follow);
+        // Runnable without CPU time: its RSS stays put, yet it is not done writing.
+        for read in 1..=5 {
+            let now = MS + 2 * read * MS;
+            assert_eq!(
+                highs.status(7, 8 * MIB, Activity::Waited, now),
+                Next::Follow
+            );
+        }
+        assert_eq!(highs.status(7, 12 * MIB, RUNNING, 13 * MS), Next::Follow);
+        assert_eq!(highs.status(7, 12 * MIB, RUNNING, 15 * MS), Next::Follow);
+        let high = High::Requested {
+            bytes: 12 * MIB,
+            time_ns: MS,
+        };
+        assert_eq!(
+            highs.status(7, 12 * MIB, RUNNING, 17 * MS),
+            Next::Snapshot(high)
+        );
     }
 
     #[test]

@@ -20,10 +20,10 @@ use crate::events::{
     Watched,
 };
 use crate::proc::smaps::{parse_smaps_rollup, read_into};
-use crate::proc::status::parse_status_memory;
+use crate::proc::status::{parse_status_memory, read_cpu_ns};
 use crate::trace::format::{SamplerCosts, SnapshotReason};
 use budget::{thread_cpu_ns, HighsCredit, RollupRate};
-use highs::{High, Highs, Next, FAST_INTERVAL_NS};
+use highs::{Activity, High, Highs, Next, FAST_INTERVAL_NS};
 
 /// Default interval between /proc/PID/status rounds.
 pub const DEFAULT_INTERVAL_MS: u32 = 20;
@@ -78,6 +78,8 @@ struct Work {
     requested: Vec<(i32, SnapshotReason)>,
     peaks: Vec<(i32, RequestedHigh)>,
     highs: Highs,
+    /// The main thread's CPU time at each process's last status read.
+    cpu_ns: HashMap<i32, u64>,
     credit: HighsCredit,
     /// What the last snapshot of each process cost: what its next one is expected to.
     last_cost: HashMap<i32, Duration>,
@@ -102,6 +104,7 @@ impl Work {
             requested: Vec::new(),
             peaks: Vec::new(),
             highs: Highs::default(),
+            cpu_ns: HashMap::new(),
             credit: HighsCredit::new(Instant::now()),
             last_cost: HashMap::new(),
         }
@@ -284,12 +287,30 @@ impl Work {
                 pid as u32,
                 EventKind::StatusSample(counters),
             );
-            if let Next::Snapshot(high) = self.highs.status(pid, memory.rss, memory.running, now_ns)
-            {
+            let activity = self.activity(pid, memory.running);
+            if let Next::Snapshot(high) = self.highs.status(pid, memory.rss, activity, now_ns) {
                 self.snapshot_high(pid, high);
             }
         }
         self.costs.status_cpu_ns += thread_cpu_ns().saturating_sub(cpu);
+    }
+
+    /// What `pid`'s main thread did since its last status read: not runnable, or runnable
+    /// and given CPU time (or no way to tell), or kept waiting by the scheduler.
+    fn activity(&mut self, pid: i32, running: bool) -> Activity {
+        if !running {
+            return Activity::Asleep;
+        }
+        // Read only when runnable: an older value can only make it look as if it ran.
+        let cpu_ns = read_cpu_ns(pid);
+        let previous = match cpu_ns {
+            Some(cpu_ns) => self.cpu_ns.insert(pid, cpu_ns),
+            None => self.cpu_ns.remove(&pid),
+        };
+        match (previous, cpu_ns) {
+            (Some(before), Some(now)) if now == before => Activity::Waited,
+            _ => Activity::Ran,
+        }
     }
 
     fn rollup_round(&mut self) {
