@@ -236,9 +236,7 @@ impl Interpreter {
         }
         let time_ns = self.record_time(time_ns);
         let stack = match &mut kind {
-            EventKind::Alloc { stack, .. }
-            | EventKind::Realloc { stack, .. }
-            | EventKind::Mapping { stack, .. } => {
+            EventKind::Realloc { stack, .. } | EventKind::Mapping { stack, .. } => {
                 let raw = std::mem::replace(stack, RawStack::Caller(0));
                 self.stack_id(pid, tid, raw)
             }

@@ -19,7 +19,8 @@ pub fn record_of(
         .ok()
 }
 
-/// Allocator and mapping calls; any other event back.
+/// Reallocations and mapping calls (allocations and frees take `Interpreter::take`'s direct
+/// path); any other event back.
 fn call_record(
     time_ns: u64,
     pid: u32,
@@ -28,26 +29,6 @@ fn call_record(
     stack: StackId,
 ) -> Result<Record, EventKind> {
     Ok(match kind {
-        EventKind::Alloc {
-            function,
-            address,
-            size,
-            ..
-        } => Record::Alloc {
-            time_ns,
-            pid,
-            tid,
-            function,
-            address,
-            size,
-            stack,
-        },
-        EventKind::Free { address } => Record::Free {
-            time_ns,
-            pid,
-            tid,
-            address,
-        },
         EventKind::Realloc {
             function,
             old_address,

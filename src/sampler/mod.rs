@@ -127,11 +127,14 @@ impl Work {
             }
             for pid in self.watched.take_new_images() {
                 self.highs.forget(pid);
+                self.cpu_ns.remove(&pid);
             }
             self.snapshot_round(next_status);
             if now >= next_status {
                 self.watched.snapshot(&mut self.pids);
                 self.highs.keep_only(&self.pids);
+                let pids = &self.pids;
+                self.cpu_ns.retain(|pid, _| pids.contains(pid));
                 let cpu = thread_cpu_ns();
                 self.status_round(false);
                 self.rollup
