@@ -176,12 +176,7 @@ fn compile(name: &str, kind: Artifact, codegen: CodeGen, output: &Path) {
         (_, language) => language.compiler(),
     };
     assert!(find_tool(compiler).is_some(), "{compiler} is not installed");
-    static SEQUENCE: AtomicUsize = AtomicUsize::new(0);
-    let temporary = output.with_extension(format!(
-        "tmp-{}-{}",
-        std::process::id(),
-        SEQUENCE.fetch_add(1, Ordering::Relaxed)
-    ));
+    let temporary = temporary_beside(output);
     let mut command = Command::new(compiler);
     command.args(codegen.flags()).args(COMMON_FLAGS);
     if variant != Variant::Dynamic {
@@ -260,15 +255,24 @@ fn lock_across_processes(output: &Path) -> fs::File {
 }
 
 fn build(name: &str, kind: Artifact, codegen: CodeGen) -> PathBuf {
-    type Locks = Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>;
-    static LOCKS: OnceLock<Locks> = OnceLock::new();
-    let directory = fixtures_output_dir();
-    fs::create_dir_all(&directory).expect("creating the fixtures output directory");
     let suffix = codegen.suffix();
     let file_name = match kind {
         Artifact::Executable(variant) => format!("{name}{suffix}-{}", variant.suffix()),
         Artifact::SharedObject => format!("{name}{suffix}.so"),
     };
+    build_output(&file_name, &[source_of(name)], |output| {
+        compile(name, kind, codegen, output)
+    })
+}
+
+/// Builds `file_name` in the fixtures output directory with `compile` (which must write the
+/// file it is given), unless it is newer than `sources` and `fixture_output.h`; one build at
+/// a time per output, across threads and processes.
+pub fn build_output(file_name: &str, sources: &[PathBuf], compile: impl FnOnce(&Path)) -> PathBuf {
+    type Locks = Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>;
+    static LOCKS: OnceLock<Locks> = OnceLock::new();
+    let directory = fixtures_output_dir();
+    fs::create_dir_all(&directory).expect("creating the fixtures output directory");
     let output = directory.join(file_name);
     let lock = {
         let mut locks = LOCKS.get_or_init(Default::default).lock().unwrap();
@@ -276,14 +280,23 @@ fn build(name: &str, kind: Artifact, codegen: CodeGen) -> PathBuf {
     };
     let _guard = lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let _other_processes = lock_across_processes(&output);
-    let inputs = [
-        source_of(name),
-        fixtures_source_dir().join("fixture_output.h"),
-    ];
+    let mut inputs = sources.to_vec();
+    inputs.push(fixtures_source_dir().join("fixture_output.h"));
     if !is_fresh(&output, &inputs) {
-        compile(name, kind, codegen, &output);
+        compile(&output);
     }
     output
+}
+
+/// A path beside `output` that no other build uses, for the compiler to write before it is
+/// renamed into place.
+pub fn temporary_beside(output: &Path) -> PathBuf {
+    static SEQUENCE: AtomicUsize = AtomicUsize::new(0);
+    output.with_extension(format!(
+        "tmp-{}-{}",
+        std::process::id(),
+        SEQUENCE.fetch_add(1, Ordering::Relaxed)
+    ))
 }
 
 /// While one process builds a fixture, another waits: `flock -n` on the same lock fails.

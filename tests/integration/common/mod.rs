@@ -11,6 +11,7 @@ pub mod engine;
 pub mod expect;
 pub mod interactive;
 pub mod live_process;
+pub mod mpi;
 pub mod report;
 pub mod run;
 pub mod stacks;
