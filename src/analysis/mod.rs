@@ -29,8 +29,8 @@ use std::path::Path;
 pub use residency::ResidencySummary;
 
 use crate::trace::format::{
-    AllocFunction, Engine, Header, HookCounters, MapCall, ProbeCounters, ProbeSite, Record,
-    RecordMode, SamplerCosts, StartCause, UnwindCosts,
+    AllocFunction, Engine, Header, HookCounters, MapCall, ProbeCounters, ProbeSite, ProcessRole,
+    Record, RecordMode, SamplerCosts, StartCause, UnwindCosts,
 };
 use crate::trace::reader::Profile;
 
@@ -142,6 +142,8 @@ pub struct ProcessAnalysis {
     pub components: components::Components,
     /// Where its threads were, in a profile of `memsup snapshot`.
     pub snapshot: Option<ProcessSnapshot>,
+    /// Its part in an MPI job (the latest `ProcessRole` record of the image).
+    pub role: Option<ProcessRole>,
 }
 
 /// Mapping system calls of one process image.
@@ -211,6 +213,7 @@ impl ProcessAnalysis {
             residency: ResidencySummary::default(),
             components: components::Components::default(),
             snapshot: None,
+            role: None,
         }
     }
 

@@ -224,6 +224,10 @@ impl Replay {
                 let index = self.image_of(*time_ns, *pid);
                 self.snapshots.entry(index).or_default().1 = *stopped_ns;
             }
+            Record::ProcessRole { time_ns, pid, role } => {
+                let index = self.image_of(*time_ns, *pid);
+                self.processes[index].role = Some(role.clone());
+            }
             Record::ThreadStart { .. }
             | Record::ThreadExit { .. }
             | Record::UnwindCosts(_)

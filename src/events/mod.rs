@@ -16,7 +16,7 @@ pub use watched::{RequestedHigh, Watched};
 
 use crate::trace::format::{
     AllocFunction, Engine, ExitKind, HookCounters, MapCall, MappingResidency, ProbeCounters,
-    ProbeSite, SamplerCosts, SnapshotReason, StartCause, ThreadActivity,
+    ProbeSite, ProcessRole, SamplerCosts, SnapshotReason, StartCause, ThreadActivity,
 };
 
 /// One thing a source saw. `time_ns` is a raw CLOCK_MONOTONIC reading, the clock code inside
@@ -132,6 +132,8 @@ pub enum EventKind {
         stopped_ns: u64,
         threads: u32,
     },
+    /// Who the process image is in an MPI job (see `Record::ProcessRole`).
+    ProcessRole(ProcessRole),
     /// The recording ends: nothing follows.
     End,
 }

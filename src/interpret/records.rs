@@ -158,6 +158,7 @@ fn process_record(time_ns: u64, pid: u32, tid: u32, kind: EventKind) -> Result<R
             argv,
         },
         EventKind::ThreadStart => Record::ThreadStart { time_ns, pid, tid },
+        EventKind::ProcessRole(role) => Record::ProcessRole { time_ns, pid, role },
         EventKind::ThreadExit => Record::ThreadExit { time_ns, pid, tid },
         EventKind::ThreadStack { address } => Record::ThreadStack {
             time_ns,

@@ -8,6 +8,7 @@ use std::io::Write;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use super::json_components::{ComponentJson, PeakSplitJson, SnapshotJson, TimelineJson};
+use super::json_mpi::{rank_of, MpiRoleJson};
 use super::json_sites::{MappingSiteJson, SiteJson};
 use super::json_threads::ThreadsJson;
 use crate::analysis::{
@@ -80,6 +81,10 @@ struct ProcessJson<'a> {
     cause: &'static str,
     exe: &'a str,
     argv: &'a [String],
+    /// Its rank in MPI_COMM_WORLD; null when it is no rank.
+    rank: Option<u32>,
+    /// Its part in an MPI job; null when it has none.
+    mpi: Option<MpiRoleJson<'a>>,
     exit: ExitJson,
     start_ns: u64,
     duration_ns: u64,
@@ -123,6 +128,8 @@ impl<'a> ProcessJson<'a> {
             cause: cause_name(image.cause),
             exe: &image.exe,
             argv: &image.argv,
+            rank: rank_of(image.role.as_ref()),
+            mpi: image.role.as_ref().map(MpiRoleJson::new),
             exit: ExitJson {
                 kind: image.exit.kind(),
                 value: image.exit.value(),
@@ -413,6 +420,8 @@ mod tests {
             "cause",
             "exe",
             "argv",
+            "rank",
+            "mpi",
             "exit",
             "start_ns",
             "duration_ns",

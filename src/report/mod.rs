@@ -5,6 +5,7 @@ pub mod html;
 pub mod html_report;
 pub mod json;
 mod json_components;
+mod json_mpi;
 mod json_sites;
 mod json_threads;
 pub mod perfetto;

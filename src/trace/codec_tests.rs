@@ -338,3 +338,53 @@ fn the_snapshot_records_are_appended_after_every_older_kind() {
     assert_eq!(index(&snapshot[0]), 24);
     assert_eq!(index(&snapshot[5]), 25);
 }
+
+/// A rank, a launcher, and a rank whose size and job are unknown.
+fn role_records() -> Vec<Record> {
+    use crate::trace::format::{MpiRank, ProcessRole};
+    let rank = |rank, world_size, job: &str, source: &str| {
+        ProcessRole::Rank(MpiRank {
+            rank,
+            world_size,
+            job: job.to_string(),
+            source: source.to_string(),
+        })
+    };
+    vec![
+        Record::ProcessRole {
+            time_ns: 7_000,
+            pid: 41,
+            role: rank(3, Some(4), "1042350081", "OMPI_COMM_WORLD_RANK"),
+        },
+        Record::ProcessRole {
+            time_ns: 7_001,
+            pid: 40,
+            role: ProcessRole::Launcher {
+                program: "orterun".to_string(),
+            },
+        },
+        Record::ProcessRole {
+            time_ns: u64::MAX,
+            pid: u32::MAX,
+            role: rank(u32::MAX, None, "", "singleton"),
+        },
+    ]
+}
+
+#[test]
+fn process_roles_round_trip_and_come_after_every_older_kind() {
+    let mut records = mixed_records();
+    let end = records.pop().expect("the end record");
+    records.extend(role_records());
+    records.push(end);
+    let mut encoder = BlockEncoder::default();
+    for record in &records {
+        encoder.push(record).unwrap();
+    }
+    assert_eq!(
+        decode(encoder.take(), records.len() as u32).unwrap(),
+        records
+    );
+    let index = |record: &Record| crate::trace::writer::encoding().serialize(record).unwrap()[0];
+    assert_eq!(index(&role_records()[0]), 26);
+}

@@ -444,6 +444,39 @@ pub enum Record {
         /// Threads whose state was recorded.
         threads: u32,
     },
+    /// Who the process image is in an MPI job: a rank, or a launcher of ranks. Written when
+    /// the image starts running its program (launch, exec, attach), from its environment and
+    /// program name, and again when the program confirms or learns its rank.
+    ProcessRole {
+        time_ns: u64,
+        pid: u32,
+        role: ProcessRole,
+    },
+}
+
+/// A process image's part in an MPI job.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub enum ProcessRole {
+    Rank(MpiRank),
+    /// A program that starts or serves ranks (mpirun, orted, hydra_pmi_proxy ...), by the
+    /// name memsup recognised it by.
+    Launcher {
+        program: String,
+    },
+}
+
+/// An MPI rank's identity.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct MpiRank {
+    /// Rank in MPI_COMM_WORLD.
+    pub rank: u32,
+    /// Ranks in MPI_COMM_WORLD, when known.
+    pub world_size: Option<u32>,
+    /// The job's id as its launcher names it ("" when none is known).
+    pub job: String,
+    /// Where the rank came from: the environment variable (`OMPI_COMM_WORLD_RANK`,
+    /// `PMI_RANK` ...), `MPI_Comm_rank`, or `singleton`.
+    pub source: String,
 }
 
 /// What a thread was doing when a snapshot stopped it.
@@ -647,7 +680,8 @@ impl Record {
             | Record::ThreadStack { pid, .. }
             | Record::ProbeSites { pid, .. }
             | Record::ThreadState { pid, .. }
-            | Record::SnapshotStop { pid, .. } => Some(*pid),
+            | Record::SnapshotStop { pid, .. }
+            | Record::ProcessRole { pid, .. } => Some(*pid),
             Record::End { .. } | Record::UnwindCosts(_) | Record::SamplerCosts(_) => None,
         }
     }
@@ -675,7 +709,8 @@ impl Record {
             | Record::ThreadStack { time_ns, .. }
             | Record::ProbeSites { time_ns, .. }
             | Record::ThreadState { time_ns, .. }
-            | Record::SnapshotStop { time_ns, .. } => Some(*time_ns),
+            | Record::SnapshotStop { time_ns, .. }
+            | Record::ProcessRole { time_ns, .. } => Some(*time_ns),
             Record::Symbol { .. }
             | Record::ImageCounters { .. }
             | Record::StackNode { .. }
