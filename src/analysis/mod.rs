@@ -7,6 +7,7 @@ mod local_peak;
 mod mappings;
 mod replay;
 mod residency;
+pub mod roles;
 mod site_metrics;
 #[cfg(test)]
 pub(crate) mod site_tests;
@@ -142,7 +143,7 @@ pub struct ProcessAnalysis {
     pub components: components::Components,
     /// Where its threads were, in a profile of `memsup snapshot`.
     pub snapshot: Option<ProcessSnapshot>,
-    /// Its part in an MPI job (the latest `ProcessRole` record of the image).
+    /// Its part in an MPI job, from the image's `ProcessRole` records (`roles::merge_role`).
     pub role: Option<ProcessRole>,
 }
 

@@ -8,6 +8,7 @@ use super::components::{self, ClosedImage, ImageSamples, ImageTracker, Images, S
 use super::frames::AddressSymbol;
 use super::heap::HeapState;
 use super::mappings::MappingCall;
+use super::roles::merge_role;
 
 use super::sites::{heap_sites, mapping_sites, ImageStacks};
 use super::threads::{thread_groups, ProcessSnapshot, RecordedThread, SnapshotThread};
@@ -226,7 +227,10 @@ impl Replay {
             }
             Record::ProcessRole { time_ns, pid, role } => {
                 let index = self.image_of(*time_ns, *pid);
-                self.processes[index].role = Some(role.clone());
+                let image = &mut self.processes[index];
+                let (merged, warning) = merge_role(image.role.as_ref(), role);
+                image.role = Some(merged);
+                image.warnings.extend(warning);
             }
             Record::ThreadStart { .. }
             | Record::ThreadExit { .. }
