@@ -129,6 +129,10 @@ pub enum Command {
         /// libraries by name ...). Repeatable; the first matching rule wins.
         #[arg(long = "component", value_name = "NAME=REGEX")]
         components: Vec<String>,
+        /// Only the process images of MPI rank N (from the ranks' environment, or the
+        /// program's own MPI_Comm_rank).
+        #[arg(long, value_name = "N")]
+        rank: Option<u32>,
         /// A profile written by `memsup run`, `memsup attach` or `memsup snapshot`.
         #[arg(value_name = "PROFILE")]
         profile: PathBuf,

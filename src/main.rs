@@ -114,6 +114,7 @@ fn execute(command: Command) -> Result<i32> {
             skip_frames,
             no_default_skip_frames,
             components,
+            rank,
             profile,
         } => {
             let components = match analysis::ComponentRules::parse_all(&components) {
@@ -128,7 +129,11 @@ fn execute(command: Command) -> Result<i32> {
                 skip: analysis::SkipFrames::new(!no_default_skip_frames, &skip_frames),
                 components,
             };
-            let analysis = analyze_file(&profile, &settings)?;
+            let mut analysis = analyze_file(&profile, &settings)?;
+            if let Some(rank) = rank {
+                analysis::roles::select_rank(&mut analysis.processes, rank)
+                    .map_err(|ranks| Error::NoSuchRank { rank, ranks })?;
+            }
             let mut out = std::io::stdout().lock();
             let rendered = match format {
                 Format::Text => report::text::render(&analysis, top, &mut out),
