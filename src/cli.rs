@@ -68,6 +68,10 @@ pub enum Command {
         probes: ProbeArgs,
         #[command(flatten)]
         sampling: SampleArgs,
+        /// Join every process of the MPI job each PID belongs to on this node: the job's
+        /// launchers and its ranks (PID: a rank or a launcher of it).
+        #[arg(long)]
+        job: bool,
         /// The processes to join (every thread of each).
         // Negative numbers are values, so `-5` is refused as a PID rather than as a flag.
         #[arg(

@@ -74,10 +74,12 @@ fn execute(command: Command) -> Result<i32> {
             quiet,
             probes,
             sampling,
+            job,
             pids,
         } => record::attach(AttachOptions {
             output: output_request(output, force, "attach"),
             pids,
+            job,
             duration,
             quiet,
             step_over: probes.step_over.policy(),
