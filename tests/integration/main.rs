@@ -33,6 +33,7 @@ mod mappings;
 mod module_reads;
 mod mpi_jobs;
 mod output_file;
+mod output_template;
 mod peak_snapshots;
 mod portable_profile;
 mod profile_format;
