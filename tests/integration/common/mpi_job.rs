@@ -107,3 +107,54 @@ pub fn assert_fixture_buffers(image: &Value, ranks: u32, what: &str) {
         image["pid"]
     );
 }
+
+/// Mapping calls and bytes of an image's mapping sites whose stack `matches`.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Mapped {
+    pub mmap_calls: u64,
+    pub mmap_bytes: u64,
+    pub munmap_calls: u64,
+    pub munmap_bytes: u64,
+}
+
+pub fn mapped_where(image: &Value, matches: impl Fn(&[Value]) -> bool) -> Mapped {
+    let mut mapped = Mapped::default();
+    for site in image["mapping_sites"].as_array().expect("mapping_sites") {
+        if !matches(site["stack"].as_array().expect("stack")) {
+            continue;
+        }
+        let count = |key: &str| site.pointer(key).and_then(Value::as_u64).unwrap();
+        mapped.mmap_calls += count("/calls/mmap");
+        mapped.mmap_bytes += count("/mmap_bytes");
+        mapped.munmap_calls += count("/calls/munmap");
+        mapped.munmap_bytes += count("/munmap_bytes");
+    }
+    mapped
+}
+
+/// True when `callee` is called from `caller` somewhere in `stack` (innermost first).
+pub fn calls_from(stack: &[Value], callee: &str, caller: &str) -> bool {
+    stack
+        .windows(2)
+        .any(|pair| pair[0]["function"] == callee && pair[1]["function"] == caller)
+}
+
+/// True when `stack` passes through `function`.
+pub fn passes_through(stack: &[Value], function: &str) -> bool {
+    stack.iter().any(|frame| frame["function"] == function)
+}
+
+/// True when some mapping call of the image went through UCX's memory hooks (`ucm_*`
+/// frames): UCX patched the C library's mapping functions in this process.
+pub fn went_through_ucx(image: &Value) -> bool {
+    image["mapping_sites"]
+        .as_array()
+        .expect("mapping_sites")
+        .iter()
+        .flat_map(|site| site["stack"].as_array().into_iter().flatten())
+        .any(|frame| {
+            frame["function"]
+                .as_str()
+                .is_some_and(|name| name.starts_with("ucm_"))
+        })
+}
