@@ -33,6 +33,9 @@ pub mod exit_code {
     pub const PROCESS_EXITED: i32 = 76;
     /// ptrace was refused (ptrace_scope, capabilities, containers; for PID 1, init's owner).
     pub const PERMISSION_DENIED: i32 = 77;
+    /// The profile named by -o is being written by another memsup (an -o template that gives
+    /// two memsups of a job one name).
+    pub const OUTPUT_IN_USE: i32 = 78;
     /// `memsup report --rank N`: no image of the profile is rank N.
     pub const NO_SUCH_RANK: i32 = 80;
     /// `memsup attach --job PID`: PID is no rank or launcher of an MPI job.
@@ -190,6 +193,11 @@ impl Error {
                 source: Errno::EPERM,
                 ..
             } => PERMISSION_DENIED,
+            Error::OutputNotWritable { source, .. }
+                if crate::trace::output_lock::ProfileInUse::is(source) =>
+            {
+                OUTPUT_IN_USE
+            }
             Error::OutputNotWritable { .. } => OUTPUT_NOT_WRITABLE,
             Error::InputNotReadable { .. } => NO_INPUT,
             Error::NoSuchRank { .. } => NO_SUCH_RANK,
