@@ -31,7 +31,7 @@ pub fn render(analysis: &Analysis, top: usize, out: &mut dyn Write) -> std::io::
         writeln!(out)?;
         render_process(image, top, out)?;
     }
-    Ok(())
+    super::node_totals::render_text(&analysis.processes, out)
 }
 
 fn render_header(profile: &ProfileInfo, out: &mut dyn Write) -> std::io::Result<()> {
