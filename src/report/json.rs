@@ -11,6 +11,7 @@ use super::json_components::{ComponentJson, PeakSplitJson, SnapshotJson, Timelin
 use super::json_mpi::{rank_of, MpiRoleJson};
 use super::json_sites::{MappingSiteJson, SiteJson};
 use super::json_threads::ThreadsJson;
+use crate::analysis::mpi_calls::MpiFunctionStats;
 use crate::analysis::{
     cause_name, mode_name, Analysis, MappingStats, ProcessAnalysis, ProfileInfo, ResidencySummary,
     MAP_CALLS,
@@ -85,6 +86,8 @@ struct ProcessJson<'a> {
     rank: Option<u32>,
     /// Its part in an MPI job; null when it has none.
     mpi: Option<MpiRoleJson<'a>>,
+    /// Its MPI functions (`analysis::mpi_calls`); empty when it made no MPI call.
+    mpi_calls: &'a [MpiFunctionStats],
     exit: ExitJson,
     start_ns: u64,
     duration_ns: u64,
@@ -130,6 +133,7 @@ impl<'a> ProcessJson<'a> {
             argv: &image.argv,
             rank: rank_of(image.role.as_ref()),
             mpi: image.role.as_ref().map(MpiRoleJson::new),
+            mpi_calls: &image.mpi_calls,
             exit: ExitJson {
                 kind: image.exit.kind(),
                 value: image.exit.value(),
