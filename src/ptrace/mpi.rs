@@ -45,7 +45,7 @@ impl MpiNames {
 pub struct ProcessMpi {
     /// Values of `MPI_COMM_WORLD` in this image: MPICH's constant, and the address of Open
     /// MPI's world communicator object where libmpi.so is loaded.
-    world_handles: Vec<u64>,
+    pub(super) world_handles: Vec<u64>,
     /// Function numbers whose name was sent for this process.
     declared: HashSet<u32>,
     rank: Option<u32>,
