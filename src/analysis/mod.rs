@@ -5,6 +5,7 @@ mod frames;
 mod heap;
 mod local_peak;
 mod mappings;
+pub mod mpi_calls;
 mod replay;
 mod residency;
 pub mod roles;
@@ -145,6 +146,8 @@ pub struct ProcessAnalysis {
     pub snapshot: Option<ProcessSnapshot>,
     /// Its part in an MPI job, from the image's `ProcessRole` records (`roles::merge_role`).
     pub role: Option<ProcessRole>,
+    /// Its MPI functions, in the order of their first calls (`mpi_calls`).
+    pub mpi_calls: Vec<mpi_calls::MpiFunctionStats>,
 }
 
 /// Mapping system calls of one process image.
@@ -215,6 +218,7 @@ impl ProcessAnalysis {
             components: components::Components::default(),
             snapshot: None,
             role: None,
+            mpi_calls: Vec::new(),
         }
     }
 

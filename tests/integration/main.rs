@@ -32,6 +32,7 @@ mod longjmp_signal;
 mod mappings;
 mod module_reads;
 mod mpi_both_ways;
+mod mpi_calls;
 mod mpi_jobs;
 mod mpi_ucx_patching;
 mod output_file;
