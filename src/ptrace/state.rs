@@ -59,8 +59,8 @@ pub struct Process {
     pub(super) exiting_threads: HashSet<i32>,
     /// The hook engine's pages, area and patches in this image, once it has any.
     pub(super) hooks: Option<ProcessHooks>,
-    /// Its role in an MPI job was sent (so no singleton is inferred for it).
-    pub(super) has_role: bool,
+    /// Its role in an MPI job, once sent (an image with one is never made a singleton).
+    pub(super) role: Option<crate::trace::format::ProcessRole>,
     /// Its MPI library's world communicator and the rank it reported.
     pub(super) mpi: ProcessMpi,
 }
@@ -146,7 +146,7 @@ impl Process {
             shares_parent_memory: false,
             exiting_threads: HashSet::new(),
             hooks: None,
-            has_role: false,
+            role: None,
             mpi: ProcessMpi::default(),
         }
     }
