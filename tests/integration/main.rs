@@ -31,6 +31,7 @@ mod leader_exit;
 mod longjmp_signal;
 mod mappings;
 mod module_reads;
+mod mpi_components;
 mod mpi_jobs;
 mod output_file;
 mod peak_snapshots;
