@@ -19,7 +19,7 @@ use crate::common::report::{processes, report_json};
 use crate::common::run::{memsup_binary, run_command, wait_with_timeout};
 
 /// Each rank's buffers: a send and a receive buffer of 2 MiB (1 MiB per rank of 2).
-const BUFFERS: u64 = 2 * 2 << 20;
+const BUFFERS: u64 = 2 * (2 << 20);
 
 /// A rank's components in run mode: arena pages no block accounts for are `overhead`.
 const RUN_COMPONENTS: [&str; 7] = [
