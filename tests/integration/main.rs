@@ -33,6 +33,7 @@ mod mappings;
 mod module_reads;
 mod mpi_both_ways;
 mod mpi_calls;
+mod mpi_components;
 mod mpi_job_attach;
 mod mpi_jobs;
 mod mpi_ranks;
