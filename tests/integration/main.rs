@@ -33,6 +33,7 @@ mod mappings;
 mod module_reads;
 mod mpi_both_ways;
 mod mpi_jobs;
+mod mpi_ucx_attach;
 mod mpi_ucx_patching;
 mod output_file;
 mod output_template;
