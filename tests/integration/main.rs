@@ -37,6 +37,7 @@ mod mpi_components;
 mod mpi_job_attach;
 mod mpi_jobs;
 mod mpi_ranks;
+mod mpi_ucx_attach;
 mod mpi_ucx_patching;
 mod output_file;
 mod output_template;
