@@ -42,6 +42,23 @@ fn main() -> ExitCode {
     }
 }
 
+/// The profile `-o` asks for; a bad template is reported in one line (None: exit 2).
+fn requested_output(
+    output: Option<std::path::PathBuf>,
+    force: bool,
+    name: &str,
+    target_pid: u32,
+) -> Option<memsup::trace::output_file::OutputRequest> {
+    output_request(output, force, name, target_pid)
+        .map_err(|message| eprintln!("memsup: error: {message}"))
+        .ok()
+}
+
+/// The first PID of `attach` and `snapshot` (clap requires one), for `%p`.
+fn first_pid(pids: &[i32]) -> u32 {
+    pids.first().map_or(0, |&pid| pid as u32)
+}
+
 fn execute(command: Command) -> Result<i32> {
     match command {
         Command::Run {
@@ -56,8 +73,12 @@ fn execute(command: Command) -> Result<i32> {
                 .first()
                 .map(|c| c.to_string_lossy().into_owned())
                 .unwrap_or_default();
+            // The profile is created before the program starts: %p is memsup's own pid.
+            let Some(output) = requested_output(output, force, &name, std::process::id()) else {
+                return Ok(exit_code::USAGE);
+            };
             record::run(RunOptions {
-                output: output_request(output, force, &name),
+                output,
                 command,
                 quiet,
                 step_over: probes.step_over.policy(),
@@ -74,26 +95,36 @@ fn execute(command: Command) -> Result<i32> {
             quiet,
             probes,
             sampling,
+            job,
             pids,
-        } => record::attach(AttachOptions {
-            output: output_request(output, force, "attach"),
-            pids,
-            duration,
-            quiet,
-            step_over: probes.step_over.policy(),
-            stacks: probes.stacks.mode(),
-            engine: probes.engine(),
-            ring_full: probes.ring_full(),
-            rates: sampling.rates(),
-        }),
+        } => {
+            let Some(output) = requested_output(output, force, "attach", first_pid(&pids)) else {
+                return Ok(exit_code::USAGE);
+            };
+            record::attach(AttachOptions {
+                output,
+                pids,
+                job,
+                duration,
+                quiet,
+                step_over: probes.step_over.policy(),
+                stacks: probes.stacks.mode(),
+                engine: probes.engine(),
+                ring_full: probes.ring_full(),
+                rates: sampling.rates(),
+            })
+        }
         Command::Snapshot {
             output,
             force,
             quiet,
             pids,
         } => {
+            let Some(output) = requested_output(output, force, "snapshot", first_pid(&pids)) else {
+                return Ok(exit_code::USAGE);
+            };
             let written = record::snapshot(SnapshotOptions {
-                output: output_request(output, force, "snapshot"),
+                output,
                 pids,
                 quiet,
             })?;
@@ -114,6 +145,7 @@ fn execute(command: Command) -> Result<i32> {
             skip_frames,
             no_default_skip_frames,
             components,
+            rank,
             profile,
         } => {
             let components = match analysis::ComponentRules::parse_all(&components) {
@@ -128,7 +160,11 @@ fn execute(command: Command) -> Result<i32> {
                 skip: analysis::SkipFrames::new(!no_default_skip_frames, &skip_frames),
                 components,
             };
-            let analysis = analyze_file(&profile, &settings)?;
+            let mut analysis = analyze_file(&profile, &settings)?;
+            if let Some(rank) = rank {
+                analysis::roles::select_rank(&mut analysis.processes, rank)
+                    .map_err(|ranks| Error::NoSuchRank { rank, ranks })?;
+            }
             let mut out = std::io::stdout().lock();
             let rendered = match format {
                 Format::Text => report::text::render(&analysis, top, &mut out),

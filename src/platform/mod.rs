@@ -5,4 +5,5 @@
 pub mod allocators;
 pub mod libraries;
 pub mod mpi;
+pub mod mpi_roles;
 pub mod system_calls;

@@ -18,6 +18,7 @@ pub mod mpi;
 mod padding;
 pub mod regs;
 mod rendezvous;
+pub mod roles;
 pub mod seccomp;
 pub mod signals;
 pub mod snapshot;

@@ -11,6 +11,7 @@ use super::json_components::{ComponentJson, PeakSplitJson, SnapshotJson, Timelin
 use super::json_mpi::{rank_of, MpiRoleJson};
 use super::json_sites::{MappingSiteJson, SiteJson};
 use super::json_threads::ThreadsJson;
+use super::node_totals::{node_totals, NodeTotals};
 use crate::analysis::mpi_calls::MpiFunctionStats;
 use crate::analysis::{
     cause_name, mode_name, Analysis, MappingStats, ProcessAnalysis, ProfileInfo, ResidencySummary,
@@ -33,6 +34,7 @@ pub fn render(analysis: &Analysis, out: &mut dyn Write) -> std::io::Result<()> {
         unwind_costs: analysis.profile.unwind_costs.as_ref(),
         sampler_costs: analysis.profile.sampler_costs.as_ref(),
         processes: analysis.processes.iter().map(ProcessJson::new).collect(),
+        node_totals: node_totals(&analysis.processes),
     };
     serde_json::to_writer_pretty(&mut *out, &report)?;
     writeln!(out)
@@ -48,6 +50,8 @@ struct ReportJson<'a> {
     /// Field order of `SamplerCosts`; null when absent.
     sampler_costs: Option<&'a SamplerCosts>,
     processes: Vec<ProcessJson<'a>>,
+    /// The sums over the ranks of the profile; null for fewer than two ranks.
+    node_totals: Option<NodeTotals>,
 }
 
 #[derive(serde::Serialize)]
