@@ -1,7 +1,8 @@
 //! MPI calls under memsup: `memsup run -- mpirun -n 2 mpi_alltoall 3` under Open MPI, MPICH
 //! and static MPICH, with each engine. Each rank's MPI functions are counted exactly, the
 //! allocations inside each call are those the profile holds between the call's entry and
-//! return on that thread, the program's own buffers belong to no MPI function, and the rank
+//! return on that thread, each function's delta is the change of live bytes the records
+//! give across its calls, the program's own buffers belong to no MPI function, and the rank
 //! is the one MPI_Comm_rank returned.
 
 use std::collections::HashMap;
@@ -48,11 +49,13 @@ fn each_build() -> Vec<(MpiLibrary, MpiLinking)> {
 }
 
 /// Per MPI function, from the raw records of one process: (blocks, bytes) allocated by a
-/// thread between its call's entry and return, and the sizes allocated outside any call.
+/// thread between its call's entry and return, the sum over its calls of the process's live
+/// requested bytes at the return minus at the entry, and the sizes allocated outside any call.
 #[derive(Default)]
 struct RecordedCalls {
     calls: HashMap<String, u64>,
     inside: HashMap<String, (u64, u64)>,
+    delta: HashMap<String, i64>,
     outside_sizes: Vec<u64>,
     /// The rank memsup read from MPI_Comm_rank(MPI_COMM_WORLD).
     comm_rank: Option<u64>,
@@ -71,8 +74,9 @@ fn recorded_calls(profile: &Path, pid: u64) -> RecordedCalls {
     );
     assert!(output.status.success(), "{output:?}");
     let mut names: HashMap<u64, String> = HashMap::new();
-    let mut open: HashMap<u64, String> = HashMap::new();
+    let mut open: HashMap<u64, (String, i64)> = HashMap::new();
     let mut recorded = RecordedCalls::default();
+    let mut live = LiveBlocks::default();
     for line in String::from_utf8_lossy(&output.stdout).lines() {
         let record: Value = serde_json::from_str(line).unwrap();
         let Some((kind, fields)) = record.as_object().and_then(|o| o.iter().next()) else {
@@ -91,8 +95,9 @@ fn recorded_calls(profile: &Path, pid: u64) -> RecordedCalls {
             "MpiCall" => {
                 let name = names[&fields["function"].as_u64().unwrap()].clone();
                 if fields["entry"] == true {
-                    open.insert(tid, name);
-                } else if let Some(name) = open.remove(&tid) {
+                    open.insert(tid, (name, live.bytes));
+                } else if let Some((name, before)) = open.remove(&tid) {
+                    *recorded.delta.entry(name.clone()).or_default() += live.bytes - before;
                     *recorded.calls.entry(name).or_default() += 1;
                 }
                 None
@@ -104,13 +109,12 @@ fn recorded_calls(profile: &Path, pid: u64) -> RecordedCalls {
                 }
                 None
             }
-            "Alloc" if fields["address"] != 0 => fields["size"].as_u64(),
-            "Realloc" if fields["new_address"] != 0 => fields["size"].as_u64(),
+            "Alloc" | "Realloc" | "Free" => live.apply(kind, fields),
             _ => None,
         };
         let Some(size) = created else { continue };
         match open.get(&tid) {
-            Some(name) => {
+            Some((name, _)) => {
                 let entry = recorded.inside.entry(name.clone()).or_default();
                 entry.0 += 1;
                 entry.1 += size;
@@ -119,6 +123,51 @@ fn recorded_calls(profile: &Path, pid: u64) -> RecordedCalls {
         }
     }
     recorded
+}
+
+/// The live blocks of one process as its heap records leave them.
+#[derive(Default)]
+struct LiveBlocks {
+    sizes: HashMap<u64, i64>,
+    bytes: i64,
+}
+
+impl LiveBlocks {
+    fn release(&mut self, address: &Value) {
+        if let Some(size) = address.as_u64().and_then(|a| self.sizes.remove(&a)) {
+            self.bytes -= size;
+        }
+    }
+
+    fn create(&mut self, address: &Value, size: &Value) -> Option<u64> {
+        let (address, size) = (address.as_u64()?, size.as_u64()?);
+        if address == 0 {
+            return None;
+        }
+        self.release(&Value::from(address));
+        self.sizes.insert(address, size as i64);
+        self.bytes += size as i64;
+        Some(size)
+    }
+
+    /// Applies a heap record; the size of the block it created, if any. A realloc that
+    /// returns NULL for a size frees nothing; one to size 0 frees the old block.
+    fn apply(&mut self, kind: &str, fields: &Value) -> Option<u64> {
+        match kind {
+            "Alloc" => self.create(&fields["address"], &fields["size"]),
+            "Free" => {
+                self.release(&fields["address"]);
+                None
+            }
+            _ => {
+                let failed = fields["new_address"] == 0 && fields["size"] != 0;
+                if !failed {
+                    self.release(&fields["old_address"]);
+                }
+                self.create(&fields["new_address"], &fields["size"])
+            }
+        }
+    }
 }
 
 fn function<'a>(image: &'a Value, name: &str) -> &'a Value {
@@ -156,6 +205,13 @@ fn assert_rank(image: &Value, profile: &Path, printed: &[String], context: &str)
         assert_eq!(
             number(stats, "/allocated_bytes"),
             bytes,
+            "{context}: {name}"
+        );
+        // Every thread's blocks count in the delta, as the profile's records leave them.
+        let delta = recorded.delta.get(name).copied().unwrap_or_default();
+        assert_eq!(
+            stats["delta_bytes"].as_i64(),
+            Some(delta),
             "{context}: {name}"
         );
         assert!(
