@@ -217,3 +217,48 @@ fn attach_job_refuses_a_process_in_no_job() {
     assert_eq!(tracer_pid(pid), 0);
     assert!(output.stdout.is_empty());
 }
+
+/// `memsup snapshot` of a waiting rank names its rank in the report's header; the job then
+/// finishes as natively.
+#[test]
+fn a_snapshot_of_a_rank_names_its_rank() {
+    for library in mpi_libraries() {
+        let what = format!("{library:?}");
+        let fixture = mpi_fixture("mpi_wait", library, MpiLinking::Dynamic);
+        let job = start(library, &fixture);
+        let launcher_pid = job.launcher.0.as_ref().unwrap().id();
+        let directory = tempfile::tempdir().unwrap();
+        let profile = directory.path().join("rank.msup");
+        let mut snapshot = clean_command(memsup_binary());
+        snapshot
+            .args(["snapshot", "-q", "-o"])
+            .arg(&profile)
+            .arg(job.ranks[1].to_string());
+        let output = run_command(snapshot, None);
+        assert!(output.status.success(), "{what}: {output:?}");
+        assert_eq!(finish(job), (done_lines(), true), "{what}");
+
+        let text = crate::common::report::report_output(&profile, &[]);
+        let header = text
+            .lines()
+            .find(|line| line.starts_with("== process"))
+            .unwrap();
+        let job_id = match library {
+            MpiLibrary::OpenMpi => {
+                let id = header
+                    .rsplit("job ")
+                    .next()
+                    .unwrap()
+                    .trim_end_matches(") ==");
+                assert!(id.parse::<u64>().is_ok(), "{what}: {header}");
+                id.to_string()
+            }
+            MpiLibrary::Mpich => launcher_pid.to_string(),
+        };
+        let expected = format!(
+            "(snapshot): rank 1 of 2 ({}, job {job_id}) ==",
+            rank_source(library)
+        );
+        assert!(header.ends_with(&expected), "{what}: {header}");
+    }
+}

@@ -255,3 +255,62 @@ fn a_program_started_without_a_launcher_is_the_singleton_rank() {
         }
     }
 }
+
+/// `mpirun -n 2 memsup run -- mpi_alltoall 2`: one memsup beside each rank, each writing its
+/// default profile; each profile's one image is its rank, of one job (under MPICH, named by
+/// the mpiexec.hydra above the memsups).
+#[test]
+fn ranks_recorded_by_a_memsup_each_are_labelled() {
+    for (library, linking) in each_build() {
+        let what = format!("{library:?} {linking:?}");
+        let fixture = mpi_fixture("mpi_alltoall", library, linking);
+        let native = run_command(library.launch(2, &fixture, &["2"]), None);
+        assert!(native.status.success(), "{what} natively: {native:?}");
+        assert_eq!(job_lines(&native.stdout), expected_lines(2, 2), "{what}");
+        let directory = tempfile::tempdir().unwrap();
+        let mut command = library.command(library.launcher());
+        command
+            .args(["-n", "2"])
+            .arg(memsup_binary())
+            .args(["run", "-q", "--"])
+            .arg(&fixture)
+            .arg("2")
+            .current_dir(directory.path());
+        let supervised = run_command(command, None);
+        assert!(supervised.status.success(), "{what}: {supervised:?}");
+        assert_eq!(
+            job_lines(&supervised.stdout),
+            expected_lines(2, 2),
+            "{what}"
+        );
+
+        let mut profiles: Vec<PathBuf> = std::fs::read_dir(directory.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| {
+                path.extension()
+                    .is_some_and(|extension| extension == "msup")
+            })
+            .collect();
+        profiles.sort();
+        assert_eq!(profiles.len(), 2, "{what}: one profile per rank");
+        let mut roles: Vec<Value> = profiles
+            .iter()
+            .map(|profile| {
+                let report = report_json(profile);
+                let images = processes(&report);
+                assert_eq!(images.len(), 1, "{what}");
+                assert_exit(&images[0], "code", Some(0));
+                images[0]["mpi"].clone()
+            })
+            .collect();
+        roles.sort_by_key(|role| role["rank"].as_u64());
+        let job = roles[0]["job"].clone();
+        assert_ne!(job, "", "{what}");
+        for (rank, role) in roles.iter().enumerate() {
+            let expected = json!({"role": "rank", "rank": rank, "world_size": 2, "job": job,
+                                  "source": rank_source(library)});
+            assert_eq!(*role, expected, "{what}");
+        }
+    }
+}
