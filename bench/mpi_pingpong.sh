@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # MPI small-message latency and message rate (bench/mpi_pingpong.c, 2 ranks) natively and
-# under `memsup run --engine int3` and `--engine hooks` (one memsup over mpirun and both
-# ranks), interleaved in each repetition, under Open MPI and MPICH (`-bind-to core`, as Open
+# under `memsup run --engine int3` and `--engine hooks`, one memsup over mpirun and both ranks
+# (int3, hooks) or one per rank inside mpirun (int3-per-rank, hooks-per-rank, `-o DIR/%r.msup`;
+# the binding then holds memsup with its rank), interleaved in each repetition, under Open MPI and MPICH (`-bind-to core`, as Open
 # MPI binds 2 ranks by default). See BENCHMARKS.md.
 #
 # Usage: bench/mpi_pingpong.sh
@@ -39,9 +40,14 @@ run() {
     # ranks may spin on one core and a round trip waits for a time slice (5 ms seen).
     local bind=()
     [[ $mpi == mpich ]] && bind=(-bind-to core)
-    local program=("mpirun.$mpi" "${bind[@]}" -n 2 "$work/pingpong.$mpi" "$TRIPS" "$MESSAGES")
+    local launch=("mpirun.$mpi" "${bind[@]}" -n 2)
+    local pingpong=("$work/pingpong.$mpi" "$TRIPS" "$MESSAGES")
+    local program=("${launch[@]}" "${pingpong[@]}")
     case $tool in
     native) ;;
+    *-per-rank)
+        program=("${launch[@]}" "$memsup" run -q -f --engine "${tool%-per-rank}"
+            -o "$work/$mpi.$tool.%r.msup" -- "${pingpong[@]}") ;;
     *) program=("$memsup" run -q -f --engine "$tool" -o "$work/$mpi.$tool.msup" -- "${program[@]}") ;;
     esac
     if ! line=$(timeout "$TIMEOUT" "${program[@]}" 2>"$work/err" | grep '^latency_us='); then
@@ -56,7 +62,7 @@ run() {
 
 for rep in $(seq 1 "$R"); do
     for mpi in openmpi mpich; do
-        for tool in native int3 hooks; do
+        for tool in native int3 hooks int3-per-rank hooks-per-rank; do
             run "$mpi" "$tool" "$rep"
         done
     done
@@ -71,7 +77,7 @@ print("| MPI | run | one-way latency (us) | x native | message rate (msgs/s) | %
 print("|---|---|---|---|---|---|")
 for mpi in ("openmpi", "mpich"):
     native = None
-    for tool in ("native", "int3", "hooks"):
+    for tool in ("native", "int3", "hooks", "int3-per-rank", "hooks-per-rank"):
         got = [r for r in rows if r["mpi"] == mpi and r["tool"] == tool]
         if not got:
             print(f"| {mpi} | {tool} | failed | | | |")
