@@ -8,11 +8,12 @@ use std::io::Write;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use super::json_components::{ComponentJson, PeakSplitJson, SnapshotJson, TimelineJson};
-use super::json_mpi::{rank_of, MpiRoleJson};
+use super::json_mpi::MpiRoleJson;
 use super::json_sites::{MappingSiteJson, SiteJson};
 use super::json_threads::ThreadsJson;
 use super::node_totals::{node_totals, NodeTotals};
 use crate::analysis::mpi_calls::MpiFunctionStats;
+use crate::analysis::roles::rank_of;
 use crate::analysis::{
     cause_name, mode_name, Analysis, MappingStats, ProcessAnalysis, ProfileInfo, ResidencySummary,
     MAP_CALLS,

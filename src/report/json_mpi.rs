@@ -34,17 +34,10 @@ impl<'a> MpiRoleJson<'a> {
     }
 }
 
-/// The image's rank, when it is one.
-pub fn rank_of(role: Option<&ProcessRole>) -> Option<u32> {
-    match role {
-        Some(ProcessRole::Rank(rank)) => Some(rank.rank),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::roles::rank_of;
     use crate::trace::format::MpiRank;
 
     #[test]
