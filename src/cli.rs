@@ -129,9 +129,15 @@ pub enum Command {
         /// libraries by name ...). Repeatable; the first matching rule wins.
         #[arg(long = "component", value_name = "NAME=REGEX")]
         components: Vec<String>,
-        /// A profile written by `memsup run`, `memsup attach` or `memsup snapshot`.
-        #[arg(value_name = "PROFILE")]
-        profile: PathBuf,
+        /// Show only the process images of this MPI rank after the job table.
+        #[arg(long, value_name = "N")]
+        rank: Option<u32>,
+        /// Profiles written by `memsup run`, `memsup attach` or `memsup snapshot`, or
+        /// directories of them (every *.msup inside). Several profiles, or one with MPI
+        /// ranks, start with the job table: each rank's high-water marks and components,
+        /// and their min, max, mean and standard deviation across ranks.
+        #[arg(value_name = "PROFILE", required = true)]
+        profiles: Vec<PathBuf>,
     },
     /// Print a profile's records, one per line, with damage and truncation marked where met.
     Dump {
