@@ -295,3 +295,68 @@ fn sorted_lines(stdout: &[u8]) -> Vec<String> {
     lines.sort();
     lines
 }
+
+/// The HTML page of a synthetic job, as Chromium builds it: one bar per rank and group,
+/// bottom to top, each of the rank's bytes from the JSON table and as tall as those bytes
+/// on the chart's axis; the flame graphs of every profile still drawn by the page's script.
+#[test]
+fn the_html_chart_stacks_each_rank_s_high_water_mark_by_component() {
+    if !crate::common::tools::require_tool("chromium") {
+        return;
+    }
+    let directory = tempfile::tempdir().unwrap();
+    let job = directory.path().join("job");
+    std::fs::create_dir(&job).unwrap();
+    for rank in 0..4 {
+        write_rank_profile(&job.join(format!("{rank}.msup")), rank, 4, 2000).unwrap();
+    }
+    let rows = job_json(&[&job], &[])["job"]["ranks"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let page = directory.path().join("job.html");
+    std::fs::write(&page, report_output(&job, &["--format", "html"])).unwrap();
+    let browser = directory.path().join("chromium");
+    let dom = crate::common::chromium::dumped_dom(crate::common::chromium::start_chromium(
+        &page, &browser,
+    ));
+    let axis_max: f64 = attribute(
+        dom_line(&dom, "<svg class=\"timeline-chart\" data-chart=\"job-hwm\""),
+        "data-axis-max",
+    )
+    .parse()
+    .unwrap();
+    let bars: Vec<&str> = dom
+        .lines()
+        .filter(|line| line.starts_with("<rect class=\"bar\""))
+        .collect();
+    let groups = ["app", "mpi", "mpi_shm", "libc", "other"];
+    assert_eq!(bars.len(), 4 * groups.len());
+    for (bar, index) in bars.iter().zip(0..) {
+        let (row, group) = (&rows[index / groups.len()], groups[index % groups.len()]);
+        assert_eq!(attribute(bar, "data-rank"), row["rank"].to_string());
+        assert_eq!(attribute(bar, "data-component"), group.replace('_', ":"));
+        let bytes = row[format!("{group}_rss_bytes")].as_u64().unwrap();
+        assert_eq!(attribute(bar, "data-bytes"), bytes.to_string());
+        let height: f64 = attribute(bar, "height").parse().unwrap();
+        let expected = bytes as f64 / axis_max * 220.0;
+        assert!(
+            (height - expected).abs() < 0.02,
+            "{bar}: {height} against {expected}"
+        );
+    }
+    assert!(dom.contains("class=\"frame"), "the flame graphs are drawn");
+}
+
+/// The first line of `dom` that starts with `prefix`.
+fn dom_line<'a>(dom: &'a str, prefix: &str) -> &'a str {
+    dom.lines()
+        .find(|line| line.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no {prefix} in the page"))
+}
+
+/// The value of attribute `name` in an element's line.
+fn attribute<'a>(line: &'a str, name: &str) -> &'a str {
+    let start = line.find(&format!(" {name}=\"")).expect(name) + name.len() + 3;
+    &line[start..start + line[start..].find('"').unwrap()]
+}
