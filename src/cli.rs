@@ -12,6 +12,7 @@ use crate::ptrace::capture::StackMode;
 use crate::report::folded::Metric;
 use crate::trace::format::Engine;
 use crate::trace::output_file::OutputRequest;
+use crate::trace::output_name::{expand, NameValues};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -28,7 +29,9 @@ pub struct Cli {
 pub enum Command {
     /// Launch a program and record its heap and mapping activity.
     Run {
-        /// Profile to write (default: memsup.NAME.N.msup in the current directory, N being memsup's process id).
+        /// Profile to write (default: memsup.NAME.N.msup in the current directory, N being
+        /// memsup's process id). `%r` MPI rank (else memsup's pid), `%p` memsup's pid, `%h`
+        /// host, `%n` program name, `%j` job id, `%%` a `%`; `DIR/`: memsup.NAME.RANK.msup in DIR.
         #[arg(short, long)]
         output: Option<PathBuf>,
         /// Overwrite the -o file if it exists (never through a symbolic link).
@@ -52,7 +55,9 @@ pub enum Command {
     },
     /// Join running processes; Ctrl-C or --duration detaches and leaves them running.
     Attach {
-        /// Profile to write (default: memsup.attach.N.msup in the current directory, N being memsup's process id).
+        /// Profile to write (default: memsup.attach.N.msup in the current directory, N being
+        /// memsup's process id). `%p` the first PID, `%r` MPI rank (else the first PID), `%h`
+        /// host, `%n` "attach", `%j` job id, `%%` a `%`; `DIR/`: memsup.attach.RANK.msup in DIR.
         #[arg(short, long)]
         output: Option<PathBuf>,
         /// Overwrite the -o file if it exists (never through a symbolic link).
@@ -68,6 +73,10 @@ pub enum Command {
         probes: ProbeArgs,
         #[command(flatten)]
         sampling: SampleArgs,
+        /// Join every process of the MPI job each PID belongs to on this node: the job's
+        /// launchers and its ranks (PID: a rank or a launcher of it).
+        #[arg(long)]
+        job: bool,
         /// The processes to join (every thread of each).
         // Negative numbers are values, so `-5` is refused as a PID rather than as a flag.
         #[arg(
@@ -129,7 +138,8 @@ pub enum Command {
         /// libraries by name ...). Repeatable; the first matching rule wins.
         #[arg(long = "component", value_name = "NAME=REGEX")]
         components: Vec<String>,
-        /// Show only the process images of this MPI rank after the job table.
+        /// Only the process images of MPI rank N (from the ranks' environment, or the
+        /// program's own MPI_Comm_rank); a job's table still shows every rank.
         #[arg(long, value_name = "N")]
         rank: Option<u32>,
         /// Profiles written by `memsup run`, `memsup attach` or `memsup snapshot`, or
@@ -321,18 +331,32 @@ impl MetricArg {
     }
 }
 
-/// The profile `-o` names, or memsup.NAME.PID.msup (memsup.NAME.PID.N.msup when that name is
-/// taken), NAME being the program's file name (or "attach").
-pub fn output_request(output: Option<PathBuf>, force: bool, name: &str) -> OutputRequest {
-    match output {
-        Some(path) => OutputRequest::Explicit { path, force },
-        None => {
-            let base = name.rsplit('/').next().unwrap_or(name);
-            OutputRequest::Default {
-                stem: PathBuf::from(format!("memsup.{base}.{}", std::process::id())),
-            }
+/// The profile `-o` names, its `%` specifiers expanded (`trace::output_name`; `%p` is
+/// `target_pid`), or memsup.NAME.PID.msup (memsup.NAME.PID.N.msup when that name is taken),
+/// NAME being the program's file name (or "attach"). `-o DIR/` (or an existing directory)
+/// names memsup.NAME.RANK.msup in DIR, RANK being the MPI rank or else `target_pid`.
+pub fn output_request(
+    output: Option<PathBuf>,
+    force: bool,
+    name: &str,
+    target_pid: u32,
+) -> Result<OutputRequest, String> {
+    let values = NameValues::for_this_process(target_pid, name);
+    let Some(template) = output else {
+        return Ok(OutputRequest::Default {
+            stem: PathBuf::from(format!("memsup.{}.{}", values.program, std::process::id())),
+        });
+    };
+    let path = PathBuf::from(expand(template.as_os_str(), &values)?);
+    let names_directory = template.as_os_str().as_encoded_bytes().ends_with(b"/") || path.is_dir();
+    Ok(if names_directory {
+        OutputRequest::InDirectory {
+            directory: path,
+            name: format!("memsup.{}.{}", values.program, values.rank),
         }
-    }
+    } else {
+        OutputRequest::Explicit { path, force }
+    })
 }
 
 /// A `--duration`: a positive number of seconds, or of `ms`, `s` or `m`.
@@ -472,15 +496,50 @@ mod tests {
     #[test]
     fn the_default_profile_name_uses_the_program_name_and_memsup_s_pid() {
         assert_eq!(
-            output_request(None, false, "/usr/bin/app").first_path(),
+            output_request(None, false, "/usr/bin/app", 77)
+                .unwrap()
+                .first_path(),
             PathBuf::from(format!("memsup.app.{}.msup", std::process::id()))
         );
         assert_eq!(
-            output_request(Some("p.msup".into()), true, "/usr/bin/app"),
-            OutputRequest::Explicit {
+            output_request(Some("p.msup".into()), true, "/usr/bin/app", 77),
+            Ok(OutputRequest::Explicit {
                 path: "p.msup".into(),
                 force: true
-            }
+            })
+        );
+    }
+
+    #[test]
+    fn an_output_template_is_expanded_and_a_directory_gets_default_names() {
+        let directory = tempfile::tempdir().unwrap();
+        let existing = directory.path().to_string_lossy().into_owned();
+        let host = nix::unistd::gethostname().unwrap();
+        let host = host.to_string_lossy();
+        assert_eq!(
+            output_request(Some("%n.%p.%h.%%.msup".into()), false, "/usr/bin/app", 77),
+            Ok(OutputRequest::Explicit {
+                path: format!("app.77.{host}.%.msup").into(),
+                force: false
+            })
+        );
+        let rank = NameValues::for_this_process(77, "app").rank;
+        for template in [format!("{existing}/new/"), existing.clone()] {
+            let request = output_request(Some(template.clone().into()), false, "app", 77).unwrap();
+            assert_eq!(
+                request,
+                OutputRequest::InDirectory {
+                    directory: template.into(),
+                    name: format!("memsup.app.{rank}")
+                }
+            );
+        }
+        assert_eq!(
+            output_request(Some("rank.%d.msup".into()), false, "app", 77)
+                .unwrap_err()
+                .lines()
+                .count(),
+            1
         );
     }
 

@@ -33,6 +33,13 @@ pub mod exit_code {
     pub const PROCESS_EXITED: i32 = 76;
     /// ptrace was refused (ptrace_scope, capabilities, containers; for PID 1, init's owner).
     pub const PERMISSION_DENIED: i32 = 77;
+    /// The profile named by -o is being written by another memsup (an -o template that gives
+    /// two memsups of a job one name).
+    pub const OUTPUT_IN_USE: i32 = 78;
+    /// `memsup report --rank N`: no image of the profile is rank N.
+    pub const NO_SUCH_RANK: i32 = 80;
+    /// `memsup attach --job PID`: PID is no rank or launcher of an MPI job.
+    pub const NOT_IN_MPI_JOB: i32 = 81;
     /// The command exists but cannot be executed.
     pub const NOT_EXECUTABLE: i32 = 126;
     /// The command was not found.
@@ -142,6 +149,10 @@ pub enum Error {
     /// memsup was asked to end (Ctrl-C, SIGTERM) before it had joined process `0`.
     #[error("interrupted while attaching to process {0}")]
     AttachInterrupted(i32),
+    #[error("no process image of the profile is MPI rank {rank} ({})", ranks_present(.ranks))]
+    NoSuchRank { rank: u32, ranks: Vec<u32> },
+    #[error("process {pid} is in no MPI job: {reason}")]
+    NotInMpiJob { pid: i32, reason: String },
     #[error(transparent)]
     Trace(#[from] TraceError),
     #[error("{0}")]
@@ -182,8 +193,15 @@ impl Error {
                 source: Errno::EPERM,
                 ..
             } => PERMISSION_DENIED,
+            Error::OutputNotWritable { source, .. }
+                if crate::trace::output_lock::ProfileInUse::is(source) =>
+            {
+                OUTPUT_IN_USE
+            }
             Error::OutputNotWritable { .. } => OUTPUT_NOT_WRITABLE,
             Error::InputNotReadable { .. } => NO_INPUT,
+            Error::NoSuchRank { .. } => NO_SUCH_RANK,
+            Error::NotInMpiJob { .. } => NOT_IN_MPI_JOB,
             Error::Trace(TraceError::Io { .. }) => NO_INPUT,
             Error::Trace(_) => BAD_PROFILE,
             _ => INTERNAL,
@@ -192,3 +210,12 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// "ranks recorded: 0, 1, 2" or "no image has a rank".
+fn ranks_present(ranks: &[u32]) -> String {
+    if ranks.is_empty() {
+        return "no image has a rank".to_string();
+    }
+    let ranks: Vec<String> = ranks.iter().map(u32::to_string).collect();
+    format!("ranks recorded: {}", ranks.join(", "))
+}

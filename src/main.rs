@@ -43,6 +43,23 @@ fn main() -> ExitCode {
     }
 }
 
+/// The profile `-o` asks for; a bad template is reported in one line (None: exit 2).
+fn requested_output(
+    output: Option<std::path::PathBuf>,
+    force: bool,
+    name: &str,
+    target_pid: u32,
+) -> Option<memsup::trace::output_file::OutputRequest> {
+    output_request(output, force, name, target_pid)
+        .map_err(|message| eprintln!("memsup: error: {message}"))
+        .ok()
+}
+
+/// The first PID of `attach` and `snapshot` (clap requires one), for `%p`.
+fn first_pid(pids: &[i32]) -> u32 {
+    pids.first().map_or(0, |&pid| pid as u32)
+}
+
 fn execute(command: Command) -> Result<i32> {
     match command {
         Command::Run {
@@ -57,8 +74,12 @@ fn execute(command: Command) -> Result<i32> {
                 .first()
                 .map(|c| c.to_string_lossy().into_owned())
                 .unwrap_or_default();
+            // The profile is created before the program starts: %p is memsup's own pid.
+            let Some(output) = requested_output(output, force, &name, std::process::id()) else {
+                return Ok(exit_code::USAGE);
+            };
             record::run(RunOptions {
-                output: output_request(output, force, &name),
+                output,
                 command,
                 quiet,
                 step_over: probes.step_over.policy(),
@@ -75,26 +96,36 @@ fn execute(command: Command) -> Result<i32> {
             quiet,
             probes,
             sampling,
+            job,
             pids,
-        } => record::attach(AttachOptions {
-            output: output_request(output, force, "attach"),
-            pids,
-            duration,
-            quiet,
-            step_over: probes.step_over.policy(),
-            stacks: probes.stacks.mode(),
-            engine: probes.engine(),
-            ring_full: probes.ring_full(),
-            rates: sampling.rates(),
-        }),
+        } => {
+            let Some(output) = requested_output(output, force, "attach", first_pid(&pids)) else {
+                return Ok(exit_code::USAGE);
+            };
+            record::attach(AttachOptions {
+                output,
+                pids,
+                job,
+                duration,
+                quiet,
+                step_over: probes.step_over.policy(),
+                stacks: probes.stacks.mode(),
+                engine: probes.engine(),
+                ring_full: probes.ring_full(),
+                rates: sampling.rates(),
+            })
+        }
         Command::Snapshot {
             output,
             force,
             quiet,
             pids,
         } => {
+            let Some(output) = requested_output(output, force, "snapshot", first_pid(&pids)) else {
+                return Ok(exit_code::USAGE);
+            };
             let written = record::snapshot(SnapshotOptions {
-                output: output_request(output, force, "snapshot"),
+                output,
                 pids,
                 quiet,
             })?;
@@ -135,15 +166,8 @@ fn execute(command: Command) -> Result<i32> {
             let job = Job::applies_to(&analyses).then(|| Job::of(&analyses));
             let analyses = match rank {
                 None => analyses,
-                Some(rank) => {
-                    match report::job::select_rank(analyses, rank) {
-                        Some(selected) => selected,
-                        None => {
-                            eprintln!("memsup: error: no process image of these profiles is MPI rank {rank}");
-                            return Ok(exit_code::USAGE);
-                        }
-                    }
-                }
+                Some(rank) => report::job::select_rank(analyses, rank)
+                    .map_err(|ranks| Error::NoSuchRank { rank, ranks })?,
             };
             let mut out = std::io::stdout().lock();
             let rendered = match job {

@@ -179,9 +179,11 @@ impl Replay {
                     image.hooks = *hooks;
                 }
             }
-            Record::Module { pid, path, .. } => {
+            Record::Module {
+                pid, path, start, ..
+            } => {
                 if let Some(state) = self.open.get_mut(pid) {
-                    state.components.module(path);
+                    state.components.module(path, *start);
                 }
             }
             Record::ScratchPage { pid, address, .. } => {

@@ -2,6 +2,7 @@
 //! word at the image's start, completed (never contradicted silently) by what the program
 //! later says of itself.
 
+use super::ProcessAnalysis;
 use crate::trace::format::{MpiRank, ProcessRole};
 
 /// The role after `new` arrives for an image that had `old`, and a warning when the two
@@ -38,6 +39,31 @@ pub fn merge_role(old: Option<&ProcessRole>, new: &ProcessRole) -> (ProcessRole,
         },
     };
     (ProcessRole::Rank(merged), warning)
+}
+
+/// The rank of an image with `role`, if it is a rank.
+pub fn rank_of(role: Option<&ProcessRole>) -> Option<u32> {
+    match role {
+        Some(ProcessRole::Rank(rank)) => Some(rank.rank),
+        _ => None,
+    }
+}
+
+/// Keeps only the images of MPI rank `rank` (`memsup report --rank`). When none has it, the
+/// images are left as they are and the ranks they do have are returned, sorted and distinct.
+pub fn select_rank(images: &mut Vec<ProcessAnalysis>, rank: u32) -> Result<(), Vec<u32>> {
+    let of_rank = |image: &ProcessAnalysis| rank_of(image.role.as_ref()) == Some(rank);
+    if !images.iter().any(of_rank) {
+        let mut ranks: Vec<u32> = images
+            .iter()
+            .filter_map(|image| rank_of(image.role.as_ref()))
+            .collect();
+        ranks.sort_unstable();
+        ranks.dedup();
+        return Err(ranks);
+    }
+    images.retain(of_rank);
+    Ok(())
 }
 
 #[cfg(test)]
@@ -87,5 +113,30 @@ mod tests {
             (singleton.clone(), None)
         );
         assert_eq!(merge_role(Some(&launcher), &singleton), (singleton, None));
+    }
+
+    #[test]
+    fn selecting_a_rank_keeps_its_images_or_names_the_ranks_there_are() {
+        use crate::trace::format::StartCause;
+        let image = |pid: u32, role: Option<ProcessRole>| {
+            let mut image = ProcessAnalysis::new(pid, None, StartCause::Launch, 0);
+            image.role = role;
+            image
+        };
+        let launcher = ProcessRole::Launcher {
+            program: "orterun".to_string(),
+        };
+        let mut images = vec![
+            image(10, Some(launcher)),
+            image(11, Some(rank(1, Some(2), "7", "PMIX_RANK"))),
+            image(12, Some(rank(0, Some(2), "7", "PMIX_RANK"))),
+            image(13, None),
+            image(14, Some(rank(1, Some(2), "7", "MPI_Comm_rank"))),
+        ];
+        assert_eq!(select_rank(&mut images.clone(), 5), Err(vec![0, 1]));
+        select_rank(&mut images, 1).unwrap();
+        let pids: Vec<u32> = images.iter().map(|image| image.pid).collect();
+        assert_eq!(pids, [11, 14]);
+        assert_eq!(select_rank(&mut vec![image(1, None)], 0), Err(vec![]));
     }
 }

@@ -4,4 +4,5 @@
 //! read it from here.
 pub mod allocators;
 pub mod libraries;
+pub mod mpi_roles;
 pub mod system_calls;

@@ -146,13 +146,21 @@ impl Tracer<'_> {
         self.resume(pid)
     }
 
-    /// Records which program the process now runs.
+    /// Records which program the process now runs, and its role in an MPI job.
     pub(crate) fn record_exec(&mut self, pid: i32) {
         let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
             .map(|p| p.to_string_lossy().into_owned())
             .unwrap_or_default();
         let argv = read_cmdline(pid).unwrap_or_default();
-        self.send(pid, pid, EventKind::Exec { exe, argv });
+        self.send(
+            pid,
+            pid,
+            EventKind::Exec {
+                exe: exe.clone(),
+                argv,
+            },
+        );
+        self.record_role(pid, &exe);
     }
 
     pub(crate) fn on_thread_gone(&mut self, tid: i32, how: ExitKind) -> Result<()> {

@@ -17,6 +17,7 @@ pub mod modules;
 mod padding;
 pub mod regs;
 mod rendezvous;
+pub mod roles;
 pub mod seccomp;
 pub mod signals;
 pub mod snapshot;

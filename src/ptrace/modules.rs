@@ -216,6 +216,7 @@ impl Tracer<'_> {
                 bias,
             },
         );
+        self.note_mpi_program(pid, &module.path, elf);
         let mut targets: Vec<(u64, ProbeKind)> = Vec::new();
         let mut candidates: Vec<Candidate> = Vec::new();
         // Every probe but an IFUNC resolver's: the hook engine hooks what it can.

@@ -22,6 +22,7 @@ use crate::proc::task::{read_task_state, TaskState};
 use crate::ptrace::attach::{let_go, seize_all_threads, JoinedThread};
 use crate::ptrace::capture::{read_stack_copy, StackRegisters, MAX_WINDOW};
 use crate::ptrace::regs;
+use crate::ptrace::roles::{is_mpi_program_module, role_at_start};
 use crate::ptrace::tracee::Ptrace;
 use crate::trace::format::{ExitKind, SnapshotReason, StartCause, ThreadActivity};
 
@@ -187,11 +188,18 @@ fn send(
         .map(|path| path.to_string_lossy().into_owned())
         .unwrap_or_default();
     let argv = read_cmdline(pid).unwrap_or_default();
+    let role = role_at_start(pid, &exe);
     sink.send(process, process, EventKind::Exec { exe, argv });
+    if let Some(role) = role.clone() {
+        sink.send(process, process, EventKind::ProcessRole(role));
+    }
+    let mut is_mpi_program = false;
     for module in loaded_modules(&seen.maps) {
-        let bias = modules
-            .get(&module.path)
-            .and_then(|file| file.elf().map(|elf| module.load_bias(elf)));
+        let bias = modules.get(&module.path).and_then(|file| {
+            let elf = file.elf()?;
+            is_mpi_program |= is_mpi_program_module(&module.path, elf);
+            Ok(module.load_bias(elf))
+        });
         let kind = match bias {
             Ok(bias) => EventKind::Module {
                 path: module.path.clone(),
@@ -208,6 +216,10 @@ fn send(
             },
         };
         sink.send(process, process, kind);
+    }
+    if role.is_none() && is_mpi_program {
+        let singleton = crate::platform::mpi_roles::singleton();
+        sink.send(process, process, EventKind::ProcessRole(singleton));
     }
     for thread in seen.threads.iter().filter(|thread| thread.tid != pid) {
         let address = thread.registers.rsp;

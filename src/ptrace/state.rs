@@ -58,6 +58,8 @@ pub struct Process {
     pub(super) exiting_threads: HashSet<i32>,
     /// The hook engine's pages, area and patches in this image, once it has any.
     pub(super) hooks: Option<ProcessHooks>,
+    /// Its role in an MPI job was sent (so no singleton is inferred for it).
+    pub(super) has_role: bool,
 }
 
 /// What the hook engine put into one process image.
@@ -141,6 +143,7 @@ impl Process {
             shares_parent_memory: false,
             exiting_threads: HashSet::new(),
             hooks: None,
+            has_role: false,
         }
     }
 

@@ -3,6 +3,7 @@
 //! pipeline owns what its stages share: the event clock's origin, the set of supervised
 //! processes, the stack-copy feedback.
 
+mod job;
 pub mod progress;
 mod safety;
 mod snapshot;
@@ -57,6 +58,8 @@ pub struct RunOptions {
 pub struct AttachOptions {
     pub output: OutputRequest,
     pub pids: Vec<i32>,
+    /// `--job`: join every process of the MPI job each PID belongs to.
+    pub job: bool,
     /// Detach after this long (`--duration`).
     pub duration: Option<std::time::Duration>,
     pub quiet: bool,
@@ -339,7 +342,15 @@ fn record_killed_at_start(
 
 /// Joins running processes until Ctrl-C, `--duration` or their exit; then detaches.
 pub fn attach(options: AttachOptions) -> Result<i32> {
-    let pids = processes_to_join(&options.pids)?;
+    let pids = if options.job {
+        let (members, note) = job::processes_of_jobs(&options.pids)?;
+        if !options.quiet {
+            eprintln!("memsup: note: {note}");
+        }
+        processes_to_join(&members)?
+    } else {
+        processes_to_join(&options.pids)?
+    };
     let target = pids.iter().map(|p| p.to_string()).collect();
     let duration = options
         .duration

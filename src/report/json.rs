@@ -12,6 +12,7 @@ use super::json_components::{ComponentJson, PeakSplitJson, SnapshotJson, Timelin
 use super::json_mpi::{rank_of, MpiRoleJson};
 use super::json_sites::{MappingSiteJson, SiteJson};
 use super::json_threads::ThreadsJson;
+use super::node_totals::{node_totals, NodeTotals};
 use crate::analysis::job::Job;
 use crate::analysis::{
     cause_name, mode_name, Analysis, MappingStats, ProcessAnalysis, ProfileInfo, ResidencySummary,
@@ -91,6 +92,8 @@ struct ProfileReportJson<'a> {
     /// Field order of `SamplerCosts`; null when absent.
     sampler_costs: Option<&'a SamplerCosts>,
     processes: Vec<ProcessJson<'a>>,
+    /// The sums over the ranks of the profile; null for fewer than two ranks.
+    node_totals: Option<NodeTotals>,
 }
 
 impl<'a> ProfileReportJson<'a> {
@@ -100,6 +103,7 @@ impl<'a> ProfileReportJson<'a> {
             unwind_costs: analysis.profile.unwind_costs.as_ref(),
             sampler_costs: analysis.profile.sampler_costs.as_ref(),
             processes: analysis.processes.iter().map(ProcessJson::new).collect(),
+            node_totals: node_totals(&analysis.processes),
         }
     }
 }

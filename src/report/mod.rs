@@ -9,6 +9,7 @@ mod json_components;
 mod json_mpi;
 mod json_sites;
 mod json_threads;
+pub mod node_totals;
 pub mod perfetto;
 pub mod series;
 #[cfg(test)]

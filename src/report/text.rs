@@ -1,10 +1,12 @@
 //! The human-readable summary: a header about the recording, then one block per process image.
 
 mod components;
+mod role;
 mod sites;
 mod threads;
 
 pub use components::short_bytes;
+pub use role::role_description;
 
 use std::io::Write;
 
@@ -29,7 +31,7 @@ pub fn render(analysis: &Analysis, top: usize, out: &mut dyn Write) -> std::io::
         writeln!(out)?;
         render_process(image, top, out)?;
     }
-    Ok(())
+    super::node_totals::render_text(&analysis.processes, out)
 }
 
 fn render_header(profile: &ProfileInfo, out: &mut dyn Write) -> std::io::Result<()> {
@@ -71,9 +73,10 @@ fn render_process(image: &ProcessAnalysis, top: usize, out: &mut dyn Write) -> s
     }
     writeln!(
         out,
-        "== process {}{parent} ({}) ==",
+        "== process {}{parent} ({}){} ==",
         image.pid,
-        cause_name(image.cause)
+        cause_name(image.cause),
+        role::header_suffix(image.role.as_ref())
     )?;
     let mut rows = identity_rows(image);
     rows.extend(heap_rows(image));
@@ -110,7 +113,8 @@ fn render_snapshot(
     snapshot: &crate::analysis::ProcessSnapshot,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
-    writeln!(out, "== process {} (snapshot) ==", image.pid)?;
+    let role = role::header_suffix(image.role.as_ref());
+    writeln!(out, "== process {} (snapshot){role} ==", image.pid)?;
     let mut rows = identity_rows(image);
     rows.truncate(2);
     rows.push(("stopped for", human_duration(snapshot.stopped_ns)));

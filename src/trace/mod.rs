@@ -10,6 +10,10 @@ pub mod dump;
 pub mod format;
 pub mod frame;
 pub mod output_file;
+pub mod output_lock;
+#[cfg(test)]
+mod output_lock_tests;
+pub mod output_name;
 mod predict;
 pub mod reader;
 pub mod reader_v2;

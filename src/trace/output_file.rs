@@ -3,12 +3,15 @@
 //! Profiles hold command lines, paths and host names, and memsup often runs as root in shared
 //! directories, so the file is opened with `O_NOFOLLOW`, a default name only ever names a file
 //! memsup created itself (`O_EXCL`), and every profile is made mode 0600 whatever the umask.
+//! A profile is locked (`flock`) while memsup writes it, and appears at its name already
+//! locked, so a second memsup given the same name is told so instead of sharing the file.
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use super::output_lock::{create_linked, in_use, is_locked, lock};
 use crate::error::TraceError;
 
 /// Names tried for a default profile before giving up: `NAME.msup`, then `NAME.1.msup` up to
@@ -22,6 +25,8 @@ pub enum OutputRequest {
     Explicit { path: PathBuf, force: bool },
     /// No `-o`: `STEM.msup`, or `STEM.N.msup` for the first N that names no existing file.
     Default { stem: PathBuf },
+    /// `-o DIR/`: as `Default` with stem `DIR/NAME`, DIR created (mode 0700) when missing.
+    InDirectory { directory: PathBuf, name: String },
 }
 
 impl OutputRequest {
@@ -30,6 +35,7 @@ impl OutputRequest {
         match self {
             OutputRequest::Explicit { path, .. } => path.clone(),
             OutputRequest::Default { stem } => with_suffix(stem, 0),
+            OutputRequest::InDirectory { directory, name } => with_suffix(&directory.join(name), 0),
         }
     }
 }
@@ -57,6 +63,23 @@ pub fn open_output(request: &OutputRequest) -> Result<OutputFile, TraceError> {
                 file,
             }),
         OutputRequest::Default { stem } => create_default(stem),
+        OutputRequest::InDirectory { directory, name } => {
+            make_directory(directory)?;
+            create_default(&directory.join(name))
+        }
+    }
+}
+
+/// The directory of `-o DIR/`, made if missing (by this memsup or by another rank's at the
+/// same moment).
+fn make_directory(directory: &Path) -> Result<(), TraceError> {
+    match std::fs::DirBuilder::new().mode(0o700).create(directory) {
+        Ok(()) => Ok(()),
+        Err(error) if error.kind() == io::ErrorKind::AlreadyExists && directory.is_dir() => Ok(()),
+        Err(source) => Err(TraceError::Io {
+            path: directory.to_path_buf(),
+            source,
+        }),
     }
 }
 
@@ -70,14 +93,26 @@ fn with_suffix(stem: &Path, attempt: u32) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// A file that did not exist: O_CREAT|O_EXCL (which never follows a link) and O_NOFOLLOW.
+/// A file that did not exist, locked from the moment it has its name: made unnamed
+/// (O_TMPFILE), locked, then linked to `path` (which fails when anything, a link included,
+/// is there). Where the file system has no O_TMPFILE: `create_exclusive`.
 fn create_new(path: &Path) -> io::Result<File> {
+    match create_linked(path) {
+        Err(error) if error.kind() != io::ErrorKind::AlreadyExists => create_exclusive(path),
+        result => result,
+    }
+}
+
+/// O_CREAT|O_EXCL (which never follows a link) and O_NOFOLLOW, then the lock: another memsup
+/// may see the file unlocked for that instant.
+fn create_exclusive(path: &Path) -> io::Result<File> {
     let file = OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)?;
+    lock(&file)?;
     make_private(&file)?;
     Ok(file)
 }
@@ -111,13 +146,14 @@ fn open_forced(path: &Path) -> io::Result<File> {
             "it has other hard links; memsup does not overwrite a file with several names",
         ));
     }
+    lock(&file)?;
     file.set_len(0)?;
     make_private(&file)?;
     Ok(file)
 }
 
 /// Mode 0600 exactly: the umask may have taken bits away (0400 under umask 0277).
-fn make_private(file: &File) -> io::Result<()> {
+pub(super) fn make_private(file: &File) -> io::Result<()> {
     file.set_permissions(std::fs::Permissions::from_mode(0o600))
 }
 
@@ -155,6 +191,8 @@ fn explain_existing(path: &Path, error: io::Error) -> TraceError {
             error.kind(),
             "it is a symbolic link; memsup never writes a profile through one",
         )
+    } else if error.kind() == io::ErrorKind::AlreadyExists && is_locked(path) {
+        in_use()
     } else if error.kind() == io::ErrorKind::AlreadyExists {
         io::Error::new(error.kind(), "the file exists; -f/--force overwrites it")
     } else {

@@ -185,10 +185,10 @@ fn a_rank_no_image_has_and_a_directory_without_profiles_are_refused_in_one_line(
         "5".as_ref(),
         directory.path().as_os_str(),
     ]);
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.status.code(), Some(80));
     assert_eq!(
         String::from_utf8_lossy(&output.stderr),
-        "memsup: error: no process image of these profiles is MPI rank 5\n"
+        "memsup: error: no process image of the profile is MPI rank 5 (ranks recorded: 0)\n"
     );
     let empty = tempfile::tempdir().unwrap();
     let output = refused(&[empty.path().as_os_str()]);

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use super::classify::{LIBC, MEMSUP, SHM, STACKS, UNKNOWN};
+use super::classify::{LIBC, MEMSUP, MPI, MPI_SHM, SHM, STACKS, UNKNOWN};
 use super::resolve::Resolver;
 use super::tracker::PendingMapping;
 use crate::platform::libraries::LibraryKind;
@@ -92,20 +92,63 @@ fn file_holder(mapping: &PendingMapping, facts: &ImageFacts, resolver: &mut Reso
     if let Some(name) = resolver.classifier.user_component(path) {
         return Holder::Component(name);
     }
-    let shared_memory = ["/SYSV", "/dev/shm/", "/memfd:"]
-        .iter()
-        .any(|prefix| path.starts_with(prefix));
     let creator_component = |resolver: &mut Resolver| {
         let creator = mapping.creator?;
         let name = resolver.creator_component(creator);
         (name != UNKNOWN).then_some(name)
     };
-    let name = if shared_memory {
-        creator_component(resolver).unwrap_or_else(|| SHM.to_string())
+    let mpi_named = is_mpi_shared_memory(path);
+    let name = if mpi_named || is_shared_memory(path) {
+        match creator_component(resolver) {
+            Some(name) if name == MPI => MPI_SHM.to_string(),
+            Some(name) => name,
+            None if mpi_named => MPI_SHM.to_string(),
+            // Seen only at an attach: in an MPI process a private SysV segment is a
+            // transport's (UCX's sysv mm, MPICH's); the program cannot be told apart.
+            None if resolver.classifier.maps_mpi() && path.starts_with(PRIVATE_SYSV) => {
+                MPI_SHM.to_string()
+            }
+            None => SHM.to_string(),
+        }
     } else if facts.modules.contains(path) || facts.executable_files.contains(path) {
         resolver.classifier.module(path)
     } else {
         creator_component(resolver).unwrap_or_else(|| UNKNOWN.to_string())
     };
     Holder::Component(name)
+}
+
+/// A System V segment of key IPC_PRIVATE, as /proc/PID/maps names it.
+const PRIVATE_SYSV: &str = "/SYSV00000000";
+
+/// Shared memory by its path: System V, POSIX (`/dev/shm`) and memfd.
+fn is_shared_memory(path: &str) -> bool {
+    ["/SYSV", "/dev/shm/", "/memfd:"]
+        .iter()
+        .any(|prefix| path.starts_with(prefix))
+}
+
+/// File name prefixes of MPI shared-memory transports: Open MPI's vader and sm BTLs and its
+/// shmem framework, UCX's POSIX mm, MPICH's bootstrap segment, PSM's.
+const MPI_SHARED_MEMORY_FILES: &[&str] = &[
+    "vader_segment.",
+    "sm_segment.",
+    "open_mpi_shmem",
+    "ucx_shm_posix_",
+    "mpich_shar_tmp",
+    "psm_shm.",
+    "psm2_shm.",
+];
+
+/// A segment an MPI stack names as its own: a transport file, or anything mapped from an
+/// Open MPI session directory (`/tmp/ompi.HOST.UID/...`, PMIx's `pmix_dstor_*` stores).
+pub(super) fn is_mpi_shared_memory(path: &str) -> bool {
+    let file = super::classify::file_name(path);
+    MPI_SHARED_MEMORY_FILES
+        .iter()
+        .any(|prefix| file.starts_with(prefix))
+        || path.contains("/pmix_dstor_")
+        || path
+            .rsplit_once('/')
+            .is_some_and(|(directory, _)| directory.split('/').any(|p| p.starts_with("ompi.")))
 }

@@ -4,8 +4,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::arena::{split, Residency};
 use super::attribution::{holder, Holder, ImageFacts};
-use super::classify::{Classifier, UNKNOWN};
+use super::classify::{is_libc_file, Classifier, MPI, UNKNOWN};
 use super::fragmentation::FragmentationWatch;
+use super::loaded_by_mpi::{mpi_modules, read_dynamic, ModuleFacts};
 use super::replay::Sample;
 use super::resolve::{Images, Resolver};
 use super::timeline::{sampled, Buckets, PointSeries, StepSeries};
@@ -71,6 +72,11 @@ pub(in crate::analysis) fn build(
         );
     }
     let classifier = Classifier::new(&settings.components, &image.exe, paths);
+    let loaded_by_mpi = {
+        let probe = Resolver::new(stacks, &settings.skip, classifier.clone()).with_images(images);
+        brought_in_by_mpi(tracker, probe)
+    };
+    let classifier = classifier.with_loaded_by_mpi(loaded_by_mpi);
     let mut resolver = Resolver::new(stacks, &settings.skip, classifier).with_images(images);
     let buckets = Buckets::new(image.start_ns, image.start_ns + image.duration_ns);
 
@@ -138,6 +144,37 @@ pub(in crate::analysis) fn build(
             swap: sampled(buckets, samples.swap.points()),
         },
     };
+}
+
+/// The modules of the image that MPI brought in (`loaded_by_mpi`): the roots are MPI by
+/// name or were mapped by a call from MPI code (a dlopen of MPI's).
+fn brought_in_by_mpi(tracker: &ImageTracker, mut resolver: Resolver) -> BTreeSet<String> {
+    let mut paths: BTreeSet<&str> = tracker.modules.iter().map(String::as_str).collect();
+    for snapshot in &tracker.snapshots {
+        paths.extend(
+            snapshot
+                .mappings
+                .iter()
+                .filter(|mapping| mapping.flags & MAPPING_EXECUTE != 0)
+                .map(|mapping| mapping.path.as_str())
+                .filter(|path| path.starts_with('/')),
+        );
+    }
+    let modules: Vec<ModuleFacts> = paths
+        .into_iter()
+        .map(|path| {
+            let mapped_by_mpi = tracker
+                .module_creators
+                .get(path)
+                .is_some_and(|&creator| resolver.creator_component(creator) == MPI);
+            ModuleFacts {
+                path,
+                root: resolver.classifier.is_mpi_module(path) || mapped_by_mpi,
+                runtime: is_libc_file(path),
+            }
+        })
+        .collect();
+    mpi_modules(&modules, resolver.classifier.exe(), read_dynamic)
 }
 
 fn entry<'m>(components: &'m mut BTreeMap<String, Component>, name: &str) -> &'m mut Component {

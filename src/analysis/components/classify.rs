@@ -1,5 +1,8 @@
 //! Which component a module path or a call stack belongs to.
 
+use std::collections::BTreeSet;
+
+use super::loaded_by_mpi::is_mpi_plugin;
 use super::rules::ComponentRules;
 use crate::analysis::Frame;
 pub(super) use crate::platform::allocators::{is_allocator_function, is_thread_creation};
@@ -11,11 +14,13 @@ pub(super) const MPI: &str = "mpi";
 pub(super) const LIBC: &str = "libc";
 pub(super) const STACKS: &str = "stacks";
 pub(super) const SHM: &str = "shm";
+/// Shared-memory transport segments of the MPI stack: within MPI, named apart.
+pub(super) const MPI_SHM: &str = "mpi:shm";
 pub(super) const MEMSUP: &str = "memsup";
 pub(super) const UNKNOWN: &str = "unknown";
 
 /// Classifies module paths and stacks of one image.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct Classifier<'a> {
     rules: &'a ComponentRules,
     /// The image's executable, without a " (deleted)" suffix.
@@ -23,6 +28,8 @@ pub(super) struct Classifier<'a> {
     /// The image maps an MPI library other than libevent: Open MPI's bundled libevent then
     /// counts as MPI too (a program's own libevent does not).
     maps_mpi: bool,
+    /// Modules the MPI library brought in (`loaded_by_mpi`): they count as MPI.
+    loaded_by_mpi: BTreeSet<String>,
 }
 
 impl<'a> Classifier<'a> {
@@ -39,7 +46,24 @@ impl<'a> Classifier<'a> {
             rules,
             exe: without_deleted(exe).to_string(),
             maps_mpi,
+            loaded_by_mpi: BTreeSet::new(),
         }
+    }
+
+    /// Counts `modules` as MPI too.
+    pub fn with_loaded_by_mpi(mut self, modules: BTreeSet<String>) -> Self {
+        self.loaded_by_mpi = modules;
+        self
+    }
+
+    /// The image maps an MPI library.
+    pub fn maps_mpi(&self) -> bool {
+        self.maps_mpi
+    }
+
+    /// The image's executable.
+    pub fn exe(&self) -> &str {
+        &self.exe
     }
 
     /// The user rules it applies.
@@ -76,8 +100,11 @@ impl<'a> Classifier<'a> {
         if let Some(name) = self.rules.first_match(texts) {
             return name.to_string();
         }
-        let mpi_frame =
-            |frame: &Frame| self.is_mpi_module(&frame.module) || is_mpi_function(&frame.function);
+        let mpi_frame = |frame: &Frame| {
+            self.is_mpi_module(&frame.module)
+                || is_mpi_function(&frame.function)
+                || self.is_static_mpi_dependency(frame)
+        };
         if frames.iter().any(mpi_frame) {
             return MPI.to_string();
         }
@@ -100,9 +127,18 @@ impl<'a> Classifier<'a> {
             .map(str::to_string)
     }
 
-    fn is_mpi_module(&self, path: &str) -> bool {
+    /// A function the executable holds of a library only MPI needs (libnuma, hwloc's, in a
+    /// statically linked MPICH program), known by its name since there is no module.
+    fn is_static_mpi_dependency(&self, frame: &Frame) -> bool {
+        frame.function.starts_with("numa_") && without_deleted(&frame.module) == self.exe
+    }
+
+    /// An MPI library or plugin by its name, or a module MPI brought in.
+    pub fn is_mpi_module(&self, path: &str) -> bool {
         LibraryKind::of(path) == LibraryKind::Mpi
             || (self.maps_mpi && file_name(path).starts_with("libevent"))
+            || is_mpi_plugin(path)
+            || self.loaded_by_mpi.contains(without_deleted(path))
     }
 }
 
@@ -112,7 +148,7 @@ fn without_deleted(path: &str) -> &str {
 
 /// The C library, the dynamic linker, a language runtime or a kernel pseudo-file: all
 /// count as the C runtime.
-fn is_libc_file(path: &str) -> bool {
+pub(super) fn is_libc_file(path: &str) -> bool {
     let kind = LibraryKind::of(path);
     kind.is_runtime() || kind == LibraryKind::KernelPseudoFile
 }

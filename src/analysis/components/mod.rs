@@ -8,6 +8,7 @@ mod attribution;
 mod build;
 mod classify;
 mod fragmentation;
+mod loaded_by_mpi;
 mod ranges;
 mod replay;
 mod resolve;

@@ -47,6 +47,8 @@ pub(in crate::analysis) struct ImageTracker {
     /// An address just above each thread's stack pointer (`ThreadStack`), unmapped ones dropped.
     thread_stacks: BTreeSet<u64>,
     pub(super) modules: BTreeSet<String>,
+    /// The recorded call that mapped each module's first page (the dlopen that loaded it).
+    pub(super) module_creators: HashMap<String, Creator>,
     pub(super) snapshots: Vec<PendingSnapshot>,
 }
 
@@ -58,6 +60,15 @@ impl ImageTracker {
             ranges: parent.ranges.inherited(parent_index),
             scratch_pages: parent.scratch_pages.clone(),
             modules: parent.modules.clone(),
+            module_creators: parent
+                .module_creators
+                .iter()
+                .map(|(path, &creator)| {
+                    let mut creator = creator;
+                    creator.owner.get_or_insert(parent_index);
+                    (path.clone(), creator)
+                })
+                .collect(),
             ..ImageTracker::default()
         }
     }
@@ -81,9 +92,14 @@ impl ImageTracker {
         self.scratch_pages.push(address);
     }
 
-    pub fn module(&mut self, path: &str) {
+    /// A module mapped from `start`: the call that created the range holding `start` is
+    /// the one that loaded it, when it was recorded.
+    pub fn module(&mut self, path: &str, start: u64) {
         if !self.modules.contains(path) {
             self.modules.insert(path.to_string());
+            if let Some(creator) = self.ranges.creator(start) {
+                self.module_creators.insert(path.to_string(), creator);
+            }
         }
     }
 

@@ -9,12 +9,12 @@ pub mod text;
 use std::io::Write;
 
 use crate::analysis::job::Job;
+use crate::analysis::roles::select_rank as select_rank_images;
 use crate::analysis::Analysis;
 use crate::report::html::charts::process_section;
 use crate::report::html::job_chart::job_section;
 use crate::report::html::render_with_sections;
 use crate::report::html_report;
-use crate::trace::format::ProcessRole;
 
 /// The job table, then each profile's report. Another table across ranks (the MPI
 /// functions') goes between the two, as `sections_after_the_table` grows.
@@ -67,18 +67,23 @@ pub fn merged(analyses: &[Analysis]) -> Analysis {
     merged
 }
 
-/// The profiles cut down to the images of MPI rank `rank`, profiles without one left out;
-/// None when no image has it.
-pub fn select_rank(analyses: Vec<Analysis>, rank: u32) -> Option<Vec<Analysis>> {
-    let is_rank = |role: &Option<ProcessRole>| matches!(role, Some(ProcessRole::Rank(mpi_rank)) if mpi_rank.rank == rank);
-    let selected: Vec<Analysis> = analyses
-        .into_iter()
-        .filter_map(|mut analysis| {
-            analysis.processes.retain(|image| is_rank(&image.role));
-            (!analysis.processes.is_empty()).then_some(analysis)
-        })
-        .collect();
-    (!selected.is_empty()).then_some(selected)
+/// The profiles cut down to the images of MPI rank `rank` (`roles::select_rank`), profiles
+/// without one left out; when no image has it, the ranks they do have, sorted and distinct.
+pub fn select_rank(analyses: Vec<Analysis>, rank: u32) -> Result<Vec<Analysis>, Vec<u32>> {
+    let mut present = Vec::new();
+    let mut selected = Vec::new();
+    for mut analysis in analyses {
+        match select_rank_images(&mut analysis.processes, rank) {
+            Ok(()) => selected.push(analysis),
+            Err(ranks) => present.extend(ranks),
+        }
+    }
+    if selected.is_empty() {
+        present.sort_unstable();
+        present.dedup();
+        return Err(present);
+    }
+    Ok(selected)
 }
 
 #[cfg(test)]

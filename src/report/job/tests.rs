@@ -189,7 +189,7 @@ fn selecting_a_rank_keeps_only_its_images_and_an_absent_rank_is_none() {
     let selected = select_rank(four_rank_job(), 1).unwrap();
     assert_eq!(selected.len(), 1);
     assert_eq!(selected[0].processes[0].pid, 301);
-    assert!(select_rank(four_rank_job(), 9).is_none());
+    assert_eq!(select_rank(four_rank_job(), 9).unwrap_err(), [0, 1, 2, 3]);
     let merged = merged(&four_rank_job());
     let pids: Vec<u32> = merged.processes.iter().map(|image| image.pid).collect();
     assert_eq!(pids, [302, 300, 299, 303, 301, 298]);

@@ -12,6 +12,7 @@ pub mod expect;
 pub mod interactive;
 pub mod live_process;
 pub mod mpi;
+pub mod mpi_job;
 pub mod report;
 pub mod run;
 pub mod stacks;
