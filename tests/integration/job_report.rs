@@ -158,7 +158,11 @@ fn synthetic_rank_profiles_make_one_job_table() {
         .lines()
         .filter(|line| line.starts_with("== process "))
         .collect();
-    assert_eq!(shown, [format!("== process {} (launch) ==", pid_of(3))]);
+    let header = format!(
+        "== process {} (launch): rank 3 of 8 (PMI_RANK, job synthetic) ==",
+        pid_of(3)
+    );
+    assert_eq!(shown, [header]);
 
     let csv = report_output(directory.path(), &["--format", "csv"]);
     let lines: Vec<&str> = csv.lines().collect();
@@ -201,34 +205,62 @@ fn a_rank_no_image_has_and_a_directory_without_profiles_are_refused_in_one_line(
     );
 }
 
-/// The variable each library gives a rank its number in.
-fn rank_variable(library: MpiLibrary) -> &'static str {
-    match library {
-        MpiLibrary::OpenMpi => "OMPI_COMM_WORLD_RANK",
-        MpiLibrary::Mpich => "PMI_RANK",
+/// The fixture's images of a job report: 4, each exiting 0 with at least its 2 × 4 MiB of
+/// buffers requested at its peak.
+fn assert_four_fixture_ranks(report: &Value, fixture: &Path, library: MpiLibrary) {
+    let name = fixture.file_name().unwrap().to_string_lossy().into_owned();
+    let ranks: Vec<(String, Value)> = images(report)
+        .into_iter()
+        .filter(|(_, image)| {
+            image["exe"]
+                .as_str()
+                .is_some_and(|exe| exe.ends_with(&name))
+        })
+        .collect();
+    assert_eq!(
+        ranks.len(),
+        4,
+        "{library:?}: an image of the fixture per rank"
+    );
+    for (_, image) in &ranks {
+        assert_eq!(
+            image["exit"],
+            serde_json::json!({"kind": "code", "value": 0})
+        );
+        let peak = image["peak_live_bytes"].as_u64().unwrap();
+        assert!(peak >= 8 << 20, "{library:?}: peak {peak}");
+    }
+    let rows = assert_table_matches_the_images(report);
+    let numbers: Vec<u64> = rows
+        .iter()
+        .map(|row| row["rank"].as_u64().unwrap())
+        .collect();
+    assert_eq!(numbers, [0, 1, 2, 3], "{library:?}");
+    for row in &rows {
+        assert_eq!(row["world_size"], 4, "{library:?}");
+        assert!(
+            row["split"].is_object(),
+            "{library:?}: a snapshot at each rank's peak"
+        );
     }
 }
 
-/// `mpirun -n 4 sh -c 'memsup run -o DIR/$RANK.msup -- FIXTURE 3'`: one profile per rank,
-/// reported as one job. The fixture prints what it prints natively; each profile's image of
-/// the fixture exits 0 and requested at least its 2 × 4 MiB of buffers; the table is those
-/// images' numbers (a row per image with an MPI rank).
+/// `mpirun -n 4 memsup run -o 'DIR/%r.msup' -- FIXTURE 3`: one profile per rank, reported
+/// as one job; and `memsup run -o JOB -- mpirun -n 4 FIXTURE 3`: one profile holding the
+/// launcher and the four ranks. The fixture prints what it prints natively both ways; the
+/// table is the ranks' own numbers, in rank order, and the launcher is no rank.
 #[test]
-fn a_four_rank_job_with_a_profile_per_rank_reports_as_one_job() {
+fn a_four_rank_job_reports_as_one_job_both_ways() {
     for library in mpi_libraries() {
         let fixture = mpi_fixture("mpi_alltoall", library, MpiLinking::Dynamic);
         let native = run_command(library.launch(4, &fixture, &["3"]), None);
         assert!(native.status.success(), "{library:?}: {native:?}");
         let directory = tempfile::tempdir().unwrap();
-        let line = format!(
-            "exec {} run -q -o {}/${}.msup -- {} 3",
-            memsup_binary().display(),
-            directory.path().display(),
-            rank_variable(library),
-            fixture.display()
-        );
-        let mut command = library.command(library.launcher());
-        command.args(["-n", "4", "sh", "-c", &line]);
+        let per_rank = directory.path().join("ranks");
+        std::fs::create_dir(&per_rank).unwrap();
+        let template = format!("{}/%r.msup", per_rank.display());
+        let mut command = library.launch(4, memsup_binary(), &["run", "-q", "-o", &template, "--"]);
+        command.arg(&fixture).arg("3");
         let supervised = run_command(command, None);
         assert!(
             supervised.status.success(),
@@ -239,45 +271,39 @@ fn a_four_rank_job_with_a_profile_per_rank_reports_as_one_job() {
             sorted_lines(&supervised.stdout),
             sorted_lines(&native.stdout)
         );
-
-        let report = job_json(&[directory.path()], &[]);
+        let report = job_json(&[&per_rank], &[]);
         assert_eq!(report["job"]["profiles"], 4, "{library:?}");
-        let name = fixture.file_name().unwrap().to_string_lossy().into_owned();
-        let ranks: Vec<(String, Value)> = images(&report)
-            .into_iter()
-            .filter(|(_, image)| {
-                image["exe"]
-                    .as_str()
-                    .is_some_and(|exe| exe.ends_with(&name))
-            })
-            .collect();
-        assert_eq!(
-            ranks.len(),
-            4,
-            "{library:?}: an image of the fixture per profile"
+        assert_four_fixture_ranks(&report, &fixture, library);
+        let text = report_output(&per_rank, &[]);
+        assert!(
+            text.starts_with("job: 4 profiles, 4 ranks (world size 4) on 1 host"),
+            "{text}"
         );
-        for (_, image) in &ranks {
-            assert_eq!(
-                image["exit"],
-                serde_json::json!({"kind": "code", "value": 0})
-            );
-            let peak = image["peak_live_bytes"].as_u64().unwrap();
-            assert!(peak >= 8 << 20, "{library:?}: peak {peak}");
-        }
-        let rows = assert_table_matches_the_images(&report);
-        let text = report_output(directory.path(), &[]);
-        if rows.is_empty() {
-            assert!(
-                text.contains("\nNo image of these profiles has an MPI rank"),
-                "{text}"
-            );
-        } else {
-            let numbers: Vec<u64> = rows
-                .iter()
-                .map(|row| row["rank"].as_u64().unwrap())
-                .collect();
-            assert_eq!(numbers, [0, 1, 2, 3], "{library:?}");
-        }
+
+        let whole = directory.path().join("job.msup");
+        let mut command = library.command(memsup_binary());
+        command.arg("run").arg("-q").arg("-o").arg(&whole).arg("--");
+        command
+            .args(library.launch_arguments(4))
+            .arg(&fixture)
+            .arg("3");
+        let supervised = run_command(command, None);
+        assert!(supervised.status.success(), "{library:?}: {supervised:?}");
+        assert_eq!(
+            sorted_lines(&supervised.stdout),
+            sorted_lines(&native.stdout)
+        );
+        let report = job_json(&[&whole], &[]);
+        // One profile keeps its own keys; the job table is added.
+        assert!(report["processes"].is_array() && report["profiles"].is_null());
+        let mut wrapped = serde_json::json!({"profiles": [report.clone()]});
+        wrapped["job"] = report["job"].clone();
+        assert_four_fixture_ranks(&wrapped, &fixture, library);
+        let launchers = report["job"]["launchers"].as_array().unwrap();
+        assert!(
+            !launchers.is_empty(),
+            "{library:?}: the launcher is listed apart"
+        );
     }
 }
 
