@@ -145,7 +145,8 @@ fn json_has_the_job_and_one_report_per_profile() {
             "profile",
             "unwind_costs",
             "sampler_costs",
-            "processes"
+            "processes",
+            "node_totals"
         ]
     );
 }
