@@ -90,7 +90,8 @@ pub enum Command {
     /// Stop running processes for a moment and write where every thread is (its stack and
     /// state) and what memory each process holds; nothing is run in them or written to them.
     Snapshot {
-        /// Profile to write (default: memsup.snapshot.N.msup in the current directory, N being memsup's process id).
+        /// Profile to write (default: memsup.snapshot.N.msup in the current directory, N being
+        /// memsup's process id); `%` specifiers and `DIR/` as for attach.
         #[arg(short, long)]
         output: Option<PathBuf>,
         /// Overwrite the -o file if it exists (never through a symbolic link).

@@ -7,6 +7,7 @@ pub mod job;
 pub mod load;
 mod local_peak;
 mod mappings;
+pub mod mpi_calls;
 mod replay;
 mod residency;
 pub mod roles;
@@ -147,6 +148,8 @@ pub struct ProcessAnalysis {
     pub snapshot: Option<ProcessSnapshot>,
     /// Its part in an MPI job, from the image's `ProcessRole` records (`roles::merge_role`).
     pub role: Option<ProcessRole>,
+    /// Its MPI functions, in the order of their first calls (`mpi_calls`).
+    pub mpi_calls: Vec<mpi_calls::MpiFunctionStats>,
 }
 
 /// Mapping system calls of one process image.
@@ -217,6 +220,7 @@ impl ProcessAnalysis {
             components: components::Components::default(),
             snapshot: None,
             role: None,
+            mpi_calls: Vec::new(),
         }
     }
 

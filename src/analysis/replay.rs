@@ -8,6 +8,7 @@ use super::components::{self, ClosedImage, ImageSamples, ImageTracker, Images, S
 use super::frames::AddressSymbol;
 use super::heap::HeapState;
 use super::mappings::MappingCall;
+use super::mpi_calls::MpiTracker;
 use super::roles::merge_role;
 
 use super::sites::{heap_sites, mapping_sites, ImageStacks};
@@ -34,6 +35,7 @@ struct OpenImage {
     components: ImageTracker,
     /// Residency samples taken during the image.
     samples: ImageSamples,
+    mpi: MpiTracker,
 }
 
 /// Where an ended image lay in time, for samples that reach the replay after it ended.
@@ -65,6 +67,8 @@ pub(super) struct Replay {
     /// What snapshots recorded of each image's threads (by position in `processes`), and
     /// how long they stopped it.
     snapshots: HashMap<usize, (Vec<RecordedThread>, u64)>,
+    /// The recording's MPI function names, by number.
+    mpi_names: HashMap<u32, String>,
 }
 
 impl Replay {
@@ -81,6 +85,7 @@ impl Replay {
             latest_image: HashMap::new(),
             last_time_ns: 0,
             snapshots: HashMap::new(),
+            mpi_names: HashMap::new(),
         }
     }
 
@@ -234,6 +239,16 @@ impl Replay {
                 image.role = Some(merged);
                 image.warnings.extend(warning);
             }
+            Record::MpiFunction { function, name, .. } => {
+                self.mpi_names.entry(*function).or_insert_with(|| name.clone());
+            }
+            Record::MpiCall {
+                time_ns,
+                pid,
+                tid,
+                function,
+                entry,
+            } => self.mpi_call(*time_ns, *pid, *tid, *function, *entry),
             Record::ThreadStart { .. }
             | Record::ThreadExit { .. }
             | Record::UnwindCosts(_)
@@ -260,6 +275,18 @@ impl Replay {
             .calls
             .entry(function)
             .or_insert(0) += 1;
+    }
+
+    fn mpi_call(&mut self, time_ns: u64, pid: u32, tid: u32, function: u32, entry: bool) {
+        self.ensure_open(time_ns, pid);
+        let state = self.open.get_mut(&pid).expect("opened above");
+        let live_bytes = state.heap.live_bytes();
+        if entry {
+            let name = self.mpi_names.get(&function).map_or("", String::as_str);
+            state.mpi.enter(tid, function, name, time_ns, live_bytes);
+        } else {
+            state.mpi.leave(tid, time_ns, live_bytes);
+        }
     }
 
     fn image_counters(&mut self, pid: u32, counters: &ProbeCounters) {
@@ -340,6 +367,7 @@ impl Replay {
             previous_break: None,
             components: ImageTracker::default(),
             samples: ImageSamples::default(),
+            mpi: MpiTracker::default(),
         };
         self.open.insert(pid, state);
     }
@@ -389,6 +417,11 @@ impl Replay {
         self.reach(pid, event.time_ns);
         let state = self.open.get_mut(&pid).expect("opened by reach");
         let outcome = state.heap.apply(event);
+        if let Record::Alloc { tid, .. } | Record::Free { tid, .. } | Record::Realloc { tid, .. } =
+            record
+        {
+            state.mpi.heap(*tid, &outcome);
+        }
         let image = &mut self.processes[state.index];
         let call = (function, event.time_ns);
         state.metrics.apply(image, call, &outcome, &state.heap);
@@ -438,6 +471,9 @@ impl Replay {
             let image = &mut self.processes[state.index];
             if image.start_ns <= time_ns {
                 image.residency.add(sample);
+                if let Sample::Status { rss, .. } = sample {
+                    state.mpi.rss(rss);
+                }
                 let requested = state.heap.live_bytes();
                 state.samples.add(sample, requested);
                 return;
@@ -568,6 +604,8 @@ impl Replay {
         if let Some(counters) = counters {
             image.probes = image.probes.plus(counters);
         }
+        let mpi = std::mem::take(&mut state.mpi);
+        image.mpi_calls = mpi.finish(time_ns, state.heap.live_bytes());
         state.stacks.heap = state.metrics.close(image, &state.heap);
         let span = (image.start_ns, time_ns);
         let taker = (&mut state.components, &state.heap);

@@ -60,6 +60,13 @@ impl ShadowStack {
             .any(|entry| matches!(entry.kind, ProbeKind::Alloc(_)) && entry.slot >= rsp)
     }
 
+    /// Whether an MPI call is in progress on this thread (its frame is above rsp).
+    pub fn inside_mpi_call(&self, rsp: u64) -> bool {
+        self.entries
+            .iter()
+            .any(|entry| matches!(entry.kind, ProbeKind::Mpi(_)) && entry.slot >= rsp)
+    }
+
     pub fn push(&mut self, entry: PendingReturn) {
         if self.entries.len() == MAX_DEPTH {
             self.entries.remove(0);

@@ -23,6 +23,8 @@ pub enum ProbeKind {
     Rendezvous,
     /// The resolver of an allocator IFUNC: its return value is the function to probe.
     IfuncResolver(AllocFunction),
+    /// An MPI entry point, by its number in the recording's `ptrace::mpi::MpiNames`.
+    Mpi(u32),
 }
 
 impl ProbeKind {
@@ -33,6 +35,7 @@ impl ProbeKind {
             ProbeKind::Map(call) => call.name(),
             ProbeKind::Rendezvous => "rendezvous",
             ProbeKind::IfuncResolver(_) => "IFUNC resolver",
+            ProbeKind::Mpi(_) => "MPI function",
         }
     }
 

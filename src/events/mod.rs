@@ -134,6 +134,16 @@ pub enum EventKind {
     },
     /// Who the process image is in an MPI job (see `Record::ProcessRole`).
     ProcessRole(ProcessRole),
+    /// The name of MPI function number `function` (see `Record::MpiFunction`).
+    MpiFunction {
+        function: u32,
+        name: String,
+    },
+    /// A thread entered or left an outermost MPI call (see `Record::MpiCall`).
+    MpiCall {
+        function: u32,
+        entry: bool,
+    },
     /// The recording ends: nothing follows.
     End,
 }

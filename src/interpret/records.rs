@@ -159,6 +159,18 @@ fn process_record(time_ns: u64, pid: u32, tid: u32, kind: EventKind) -> Result<R
         },
         EventKind::ThreadStart => Record::ThreadStart { time_ns, pid, tid },
         EventKind::ProcessRole(role) => Record::ProcessRole { time_ns, pid, role },
+        EventKind::MpiFunction { function, name } => Record::MpiFunction {
+            pid,
+            function,
+            name,
+        },
+        EventKind::MpiCall { function, entry } => Record::MpiCall {
+            time_ns,
+            pid,
+            tid,
+            function,
+            entry,
+        },
         EventKind::ThreadExit => Record::ThreadExit { time_ns, pid, tid },
         EventKind::ThreadStack { address } => Record::ThreadStack {
             time_ns,

@@ -4,5 +4,6 @@
 //! read it from here.
 pub mod allocators;
 pub mod libraries;
+pub mod mpi;
 pub mod mpi_roles;
 pub mod system_calls;

@@ -70,14 +70,18 @@ impl Tracer<'_> {
         let abandoned = thread
             .shadow
             .drop_abandoned(entry_rsp, || memory.read_u64(entry_rsp).ok() == trampoline);
-        let nested = matches!(breakpoint.kind, ProbeKind::Alloc(_))
-            && thread.shadow.inside_allocator(entry_rsp);
+        let nested = match breakpoint.kind {
+            ProbeKind::Alloc(_) => thread.shadow.inside_allocator(entry_rsp),
+            // Only a thread's outermost MPI call is recorded.
+            ProbeKind::Mpi(_) => thread.shadow.inside_mpi_call(entry_rsp),
+            _ => false,
+        };
         // Bookkeeping probes (rendezvous, IFUNC resolvers) only count as stops.
         let is_probe = breakpoint.kind.is_program_probe();
         if is_probe {
             process.counters.entry_hits += 1;
         }
-        if nested {
+        if nested && is_probe {
             process.counters.nested_calls += 1;
         }
         self.report_abandoned(pid, tid, &abandoned);
@@ -92,6 +96,7 @@ impl Tracer<'_> {
                 hijack = Some(breakpoint.kind)
             }
             ProbeKind::Map(_) | ProbeKind::IfuncResolver(_) => hijack = Some(breakpoint.kind),
+            ProbeKind::Mpi(_) if !nested => hijack = Some(breakpoint.kind),
             _ => {}
         }
         let mut hijack_slot = None;
@@ -115,6 +120,9 @@ impl Tracer<'_> {
                     stack,
                 });
                 hijack_slot = Some(trampoline);
+                if let ProbeKind::Mpi(function) = kind {
+                    self.mpi_call(pid, tid, function, true);
+                }
             }
         }
         regs.rip = breakpoint.address;
@@ -204,6 +212,9 @@ impl Tracer<'_> {
         regs.rip = entry.original_return;
         if let ProbeKind::IfuncResolver(function) = entry.kind {
             self.probe_ifunc_target(pid, tid, function, regs.rax);
+        } else if let ProbeKind::Mpi(function) = entry.kind {
+            self.mpi_call(pid, tid, function, false);
+            self.mpi_returned(pid, function, entry.args, regs.rax);
         } else {
             self.flush_hooks_before_int3(pid);
             let process = self.process_mut(pid)?;
@@ -218,8 +229,12 @@ impl Tracer<'_> {
     /// Allocator calls that will never return still count as calls.
     pub(crate) fn report_abandoned(&mut self, pid: i32, tid: i32, abandoned: &[PendingReturn]) {
         for entry in abandoned {
-            if let ProbeKind::Alloc(function) = entry.kind {
-                self.send(pid, tid, EventKind::AbandonedCall { function });
+            match entry.kind {
+                ProbeKind::Alloc(function) => {
+                    self.send(pid, tid, EventKind::AbandonedCall { function })
+                }
+                ProbeKind::Mpi(function) => self.mpi_call(pid, tid, function, false),
+                _ => {}
             }
         }
     }
@@ -321,6 +336,6 @@ pub(crate) fn return_event(
             result: mapping_result(call, &args, result),
             stack,
         }),
-        ProbeKind::Rendezvous | ProbeKind::IfuncResolver(_) => Err(no_record()),
+        ProbeKind::Rendezvous | ProbeKind::IfuncResolver(_) | ProbeKind::Mpi(_) => Err(no_record()),
     }
 }

@@ -41,7 +41,7 @@ fn op_of_probe(kind: ProbeKind) -> Option<Op> {
         ProbeKind::Alloc(function) => Some(op_of(function)),
         ProbeKind::Map(call) => Some(op_of_map_call(call)),
         ProbeKind::Rendezvous => Some(Op::Rendezvous),
-        ProbeKind::IfuncResolver(_) => None,
+        ProbeKind::IfuncResolver(_) | ProbeKind::Mpi(_) => None,
     }
 }
 
@@ -373,6 +373,7 @@ impl Tracer<'_> {
             }
         }));
         let engine = if hooked { Engine::Hooks } else { Engine::Int3 };
+        self.name_mpi_sites(pid, &mut sites);
         self.send(
             pid,
             pid,

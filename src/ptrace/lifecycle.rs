@@ -101,8 +101,15 @@ impl Tracer<'_> {
             } else {
                 StartCause::Fork
             };
-            let parent_pid = Some(parent_pid as u32);
-            self.send(child, child, EventKind::ProcessStart { parent_pid, cause });
+            self.send(
+                child,
+                child,
+                EventKind::ProcessStart {
+                    parent_pid: Some(parent_pid as u32),
+                    cause,
+                },
+            );
+            self.inherit_launcher_role(parent_pid, child);
             // The child has the parent's scratch page at the same address.
             if let Some(scratch) = &self.process(child)?.scratch {
                 let address = scratch.base;

@@ -14,6 +14,7 @@ mod leftovers;
 pub mod lifecycle;
 pub mod memory;
 pub mod modules;
+pub mod mpi;
 mod padding;
 pub mod regs;
 mod rendezvous;

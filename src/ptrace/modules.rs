@@ -270,6 +270,10 @@ impl Tracer<'_> {
                 }
             }
         }
+        if LibraryKind::of(&module.path) != LibraryKind::DynamicLinker {
+            // MPI entry points keep int3 probes under both engines.
+            targets.extend(self.mpi_probes(pid, module, elf, bias));
+        }
         // One entry under several names (malloc, __libc_malloc) is one probe.
         candidates.sort_by_key(|c| c.address);
         candidates.dedup_by_key(|c| c.address);

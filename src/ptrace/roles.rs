@@ -1,6 +1,7 @@
 //! An image's part in an MPI job, sent right after its `Exec` event (launch, exec, attach,
 //! snapshot): a launcher by program name or a rank by environment; and, for an image with
-//! neither, a singleton as soon as a module shows it is an MPI program.
+//! neither, a singleton as soon as a module shows it is an MPI program. A launcher's fork
+//! child is a launcher.
 
 use crate::events::EventKind;
 use crate::platform::libraries::file_name;
@@ -72,10 +73,25 @@ impl Tracer<'_> {
     pub(crate) fn record_role(&mut self, pid: i32, exe: &str) {
         let role = role_at_start(pid, exe);
         if let Some(process) = self.processes.get_mut(&pid) {
-            process.has_role = role.is_some();
+            process.role = role.clone();
         }
         if let Some(role) = role {
             self.send(pid, pid, EventKind::ProcessRole(role));
+        }
+    }
+
+    /// A fork child of a launcher is the launcher too (its program, until it execs; mpirun
+    /// and hydra's proxy do work in the child before exec'ing a rank). A rank's fork child is
+    /// no rank: it may not call MPI.
+    pub(crate) fn inherit_launcher_role(&mut self, parent: i32, child: i32) {
+        let Some(role @ ProcessRole::Launcher { .. }) =
+            self.processes.get(&parent).and_then(|p| p.role.clone())
+        else {
+            return;
+        };
+        if let Some(process) = self.processes.get_mut(&child) {
+            process.role = Some(role.clone());
+            self.send(child, child, EventKind::ProcessRole(role));
         }
     }
 
@@ -85,10 +101,11 @@ impl Tracer<'_> {
         let Some(process) = self.processes.get_mut(&pid) else {
             return;
         };
-        if process.has_role || !is_mpi_program_module(path, elf) {
+        if process.role.is_some() || !is_mpi_program_module(path, elf) {
             return;
         }
-        process.has_role = true;
-        self.send(pid, pid, EventKind::ProcessRole(mpi_roles::singleton()));
+        let singleton = mpi_roles::singleton();
+        process.role = Some(singleton.clone());
+        self.send(pid, pid, EventKind::ProcessRole(singleton));
     }
 }

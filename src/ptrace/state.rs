@@ -9,6 +9,7 @@ use crate::hooks::code::CpuSource;
 use crate::ptrace::capture::StackCopyState;
 use crate::ptrace::inject::ScratchPage;
 use crate::ptrace::memory::TraceeMemory;
+use crate::ptrace::mpi::ProcessMpi;
 use crate::trace::format::{MapCall, ProbeCounters, ProbeSite};
 
 /// A mapping system call seen at its seccomp stop, waiting for its result.
@@ -58,8 +59,10 @@ pub struct Process {
     pub(super) exiting_threads: HashSet<i32>,
     /// The hook engine's pages, area and patches in this image, once it has any.
     pub(super) hooks: Option<ProcessHooks>,
-    /// Its role in an MPI job was sent (so no singleton is inferred for it).
-    pub(super) has_role: bool,
+    /// Its role in an MPI job, once sent (an image with one is never made a singleton).
+    pub(super) role: Option<crate::trace::format::ProcessRole>,
+    /// Its MPI library's world communicator and the rank it reported.
+    pub(super) mpi: ProcessMpi,
 }
 
 /// What the hook engine put into one process image.
@@ -143,7 +146,8 @@ impl Process {
             shares_parent_memory: false,
             exiting_threads: HashSet::new(),
             hooks: None,
-            has_role: false,
+            role: None,
+            mpi: ProcessMpi::default(),
         }
     }
 
@@ -154,6 +158,7 @@ impl Process {
             scratch: parent.scratch.clone(),
             known_modules: parent.known_modules.clone(),
             hooks: parent.hooks.clone(),
+            mpi: parent.mpi.forked(),
             ..Process::new(
                 pid,
                 parent.probe_mapping_wrappers,

@@ -15,6 +15,7 @@ use crate::failure::{test_fault, TestFault};
 use crate::hooks::drain::{Drain, RingFull};
 use crate::module::ModuleStore;
 use crate::ptrace::capture::StackMode;
+use crate::ptrace::mpi::MpiNames;
 use crate::ptrace::signals;
 use crate::ptrace::state::{Process, Thread};
 use crate::ptrace::stop::{take_handed_back, Event, Stop, GROUP_STOP_SIGNALS};
@@ -73,6 +74,8 @@ pub struct Tracer<'a> {
     /// What records allocator calls; the hook engine's drain when it is hooks.
     pub(super) engine: Engine,
     pub(super) drain: Option<Drain>,
+    /// The MPI function names probed so far, numbered.
+    pub(super) mpi_names: MpiNames,
     /// Test-only failure to inject (`MEMSUP_TEST_FAULT`), attach mode only.
     test_fault: Option<TestFault>,
     _not_send: PhantomData<*const ()>,
@@ -121,6 +124,7 @@ impl<'a> Tracer<'a> {
             joining: HashSet::new(),
             engine: Engine::Int3,
             drain: None,
+            mpi_names: MpiNames::default(),
             test_fault: test_fault().filter(|_| mode == Mode::Attach),
             _not_send: PhantomData,
         }

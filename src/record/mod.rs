@@ -347,7 +347,13 @@ pub fn attach(options: AttachOptions) -> Result<i32> {
         if !options.quiet {
             eprintln!("memsup: note: {note}");
         }
-        processes_to_join(&members)?
+        // A member that ended since it was found (a launcher's short-lived child) is no
+        // longer part of the job.
+        let alive: Vec<i32> = members
+            .into_iter()
+            .filter(|&pid| !matches!(attach::check_attachable(pid), Err(Error::NoSuchProcess(_))))
+            .collect();
+        processes_to_join(&alive)?
     } else {
         processes_to_join(&options.pids)?
     };
@@ -376,7 +382,8 @@ pub fn attach(options: AttachOptions) -> Result<i32> {
     tracer.set_step_over_policy(options.step_over);
     tracer.set_stack_mode(options.stacks);
     tracer.set_engine(options.engine, options.ring_full);
-    if let Err(error) = detach_on_failure(&mut tracer, |tracer| join_all(tracer, &pids)) {
+    let joined = |tracer: &mut Tracer| join_all(tracer, &pids, options.job);
+    if let Err(error) = detach_on_failure(&mut tracer, joined) {
         drop(tracer);
         drop(oom_shield);
         let written_to = pipeline.output.clone();
@@ -418,13 +425,15 @@ fn processes_to_join(given: &[i32]) -> Result<Vec<i32>> {
 
 /// Joins every process; memsup asked to end (before or meanwhile) joins no further process,
 /// and the event loop then detaches from those already joined.
-fn join_all(tracer: &mut Tracer, pids: &[i32]) -> Result<()> {
+/// `skip_gone`: a process that ended before it could be seized is passed over (a job's).
+fn join_all(tracer: &mut Tracer, pids: &[i32], skip_gone: bool) -> Result<()> {
     for &pid in pids {
         if signals::ending_requested() {
             break;
         }
         match tracer.attach(pid) {
             Ok(()) => {}
+            Err(Error::NoSuchProcess(_)) if skip_gone => {}
             Err(Error::AttachInterrupted(_)) => break,
             Err(error) => return Err(error),
         }

@@ -14,6 +14,7 @@ use super::json_sites::{MappingSiteJson, SiteJson};
 use super::json_threads::ThreadsJson;
 use super::node_totals::{node_totals, NodeTotals};
 use crate::analysis::job::Job;
+use crate::analysis::mpi_calls::MpiFunctionStats;
 use crate::analysis::{
     cause_name, mode_name, Analysis, MappingStats, ProcessAnalysis, ProfileInfo, ResidencySummary,
     MAP_CALLS,
@@ -144,6 +145,8 @@ struct ProcessJson<'a> {
     rank: Option<u32>,
     /// Its part in an MPI job; null when it has none.
     mpi: Option<MpiRoleJson<'a>>,
+    /// Its MPI functions (`analysis::mpi_calls`); empty when it made no MPI call.
+    mpi_calls: &'a [MpiFunctionStats],
     exit: ExitJson,
     start_ns: u64,
     duration_ns: u64,
@@ -189,6 +192,7 @@ impl<'a> ProcessJson<'a> {
             argv: &image.argv,
             rank: rank_of(image.role.as_ref()),
             mpi: image.role.as_ref().map(MpiRoleJson::new),
+            mpi_calls: &image.mpi_calls,
             exit: ExitJson {
                 kind: image.exit.kind(),
                 value: image.exit.value(),

@@ -1,6 +1,7 @@
 //! The human-readable summary: a header about the recording, then one block per process image.
 
 mod components;
+mod mpi_calls;
 mod role;
 mod sites;
 mod threads;
@@ -85,6 +86,7 @@ fn render_process(image: &ProcessAnalysis, top: usize, out: &mut dyn Write) -> s
     rows.extend(probe_rows(&image.probes));
     rows.extend(engine_rows(image));
     render_rows_components_and_warnings(image, rows, out)?;
+    mpi_calls::render_mpi_calls(&image.mpi_calls, out)?;
     sites::render_heap_sites(&image.sites, top, out)?;
     sites::render_mapping_sites(&image.mapping_sites, top, out)
 }

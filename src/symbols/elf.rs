@@ -128,6 +128,11 @@ impl ElfFile {
         self.functions.find(names)
     }
 
+    /// Defined function symbols whose name `accept`s (the MPI entry points).
+    pub fn find_functions_matching(&self, accept: impl Fn(&str) -> bool) -> Vec<FunctionSymbol> {
+        self.functions.find_matching(accept)
+    }
+
     /// Whether the file has any function symbol at all (false for a stripped static binary).
     pub fn has_function_symbols(&self) -> bool {
         !self.functions.is_empty()
@@ -273,6 +278,25 @@ fn load_segments(
             file_size: header.p_filesz(endian),
         })
         .collect()
+}
+
+/// The ELF virtual address of the defined data object `name` in the ELF file `data`: from
+/// .dynsym, or .symtab in a file without one (a static executable).
+pub fn data_object_address(data: &[u8], name: &str) -> Option<u64> {
+    let file = ElfFile64::<Endianness>::parse(data).ok()?;
+    let endian = file.endian();
+    let dynamic = file.elf_dynamic_symbol_table();
+    let table = if dynamic.is_empty() {
+        file.elf_symbol_table()
+    } else {
+        dynamic
+    };
+    let found = table.iter().find(|symbol| {
+        symbol.st_type() == elf::STT_OBJECT
+            && symbol.st_shndx(endian) != elf::SHN_UNDEF
+            && table.symbol_name(endian, symbol).ok() == Some(name.as_bytes())
+    });
+    found.map(|symbol| symbol.st_value(endian))
 }
 
 /// Defined FUNC and GNU_IFUNC symbols of .symtab, then .dynsym.

@@ -74,6 +74,15 @@ impl FunctionTable {
             .collect()
     }
 
+    /// Symbols whose name `accept`s, in table order.
+    pub fn find_matching(&self, accept: impl Fn(&str) -> bool) -> Vec<FunctionSymbol> {
+        self.symbols
+            .iter()
+            .filter(|symbol| accept(&symbol.name))
+            .cloned()
+            .collect()
+    }
+
     /// The size of the function that starts at `address`, when its symbol gives one.
     pub fn size_of_function_at(&self, address: u64) -> Option<u64> {
         let index = self

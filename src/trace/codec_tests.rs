@@ -388,3 +388,42 @@ fn process_roles_round_trip_and_come_after_every_older_kind() {
     let index = |record: &Record| crate::trace::writer::encoding().serialize(record).unwrap()[0];
     assert_eq!(index(&role_records()[0]), 26);
 }
+
+/// An MPI function's name and a call's entry and return.
+fn mpi_records() -> Vec<Record> {
+    let call = |time_ns, entry| Record::MpiCall {
+        time_ns,
+        pid: 41,
+        tid: 42,
+        function: 3,
+        entry,
+    };
+    vec![
+        Record::MpiFunction {
+            pid: 41,
+            function: 3,
+            name: "MPI_Alltoall".to_string(),
+        },
+        call(8_000, true),
+        call(9_000, false),
+    ]
+}
+
+#[test]
+fn mpi_calls_round_trip_and_come_after_every_older_kind() {
+    let mut records = mixed_records();
+    let end = records.pop().expect("the end record");
+    records.extend(mpi_records());
+    records.push(end);
+    let mut encoder = BlockEncoder::default();
+    for record in &records {
+        encoder.push(record).unwrap();
+    }
+    assert_eq!(
+        decode(encoder.take(), records.len() as u32).unwrap(),
+        records
+    );
+    let index = |record: &Record| crate::trace::writer::encoding().serialize(record).unwrap()[0];
+    assert_eq!(index(&mpi_records()[0]), 27);
+    assert_eq!(index(&mpi_records()[1]), 28);
+}

@@ -452,6 +452,25 @@ pub enum Record {
         pid: u32,
         role: ProcessRole,
     },
+    /// The name of an MPI function of this process image (`MPI_Init`), written before the
+    /// first `MpiCall` that names it by `function`. The numbers are the recording's: one
+    /// name has one number in every image.
+    MpiFunction {
+        pid: u32,
+        function: u32,
+        name: String,
+    },
+    /// A thread entered (`entry`) or left an MPI function: outermost calls only (an MPI
+    /// function called inside another, such as `MPI_X` calling `PMPI_Y`, is part of the
+    /// outer call). A call the thread never returned from (it ended inside) is left at the
+    /// time memsup saw it end.
+    MpiCall {
+        time_ns: u64,
+        pid: u32,
+        tid: u32,
+        function: u32,
+        entry: bool,
+    },
 }
 
 /// A process image's part in an MPI job.
@@ -681,7 +700,9 @@ impl Record {
             | Record::ProbeSites { pid, .. }
             | Record::ThreadState { pid, .. }
             | Record::SnapshotStop { pid, .. }
-            | Record::ProcessRole { pid, .. } => Some(*pid),
+            | Record::ProcessRole { pid, .. }
+            | Record::MpiFunction { pid, .. }
+            | Record::MpiCall { pid, .. } => Some(*pid),
             Record::End { .. } | Record::UnwindCosts(_) | Record::SamplerCosts(_) => None,
         }
     }
@@ -710,8 +731,10 @@ impl Record {
             | Record::ProbeSites { time_ns, .. }
             | Record::ThreadState { time_ns, .. }
             | Record::SnapshotStop { time_ns, .. }
-            | Record::ProcessRole { time_ns, .. } => Some(*time_ns),
+            | Record::ProcessRole { time_ns, .. }
+            | Record::MpiCall { time_ns, .. } => Some(*time_ns),
             Record::Symbol { .. }
+            | Record::MpiFunction { .. }
             | Record::ImageCounters { .. }
             | Record::StackNode { .. }
             | Record::UnwindCosts(_)

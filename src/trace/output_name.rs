@@ -83,11 +83,6 @@ impl NameValues {
     }
 }
 
-/// True when `template` holds a `%` specifier (so that it names one file per memsup).
-pub fn is_template(template: &OsStr) -> bool {
-    template.as_bytes().contains(&b'%')
-}
-
 /// `template` with every specifier replaced; an unknown one (or a `%` at the end) is
 /// refused with a message naming it.
 pub fn expand(template: &OsStr, values: &NameValues) -> Result<OsString, String> {
@@ -224,7 +219,5 @@ mod tests {
             values.host,
             nix::unistd::gethostname().unwrap().to_string_lossy()
         );
-        assert!(is_template(OsStr::new("a%rb")));
-        assert!(!is_template(OsStr::new("a.msup")));
     }
 }

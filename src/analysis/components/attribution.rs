@@ -104,8 +104,8 @@ fn file_holder(mapping: &PendingMapping, facts: &ImageFacts, resolver: &mut Reso
             Some(name) => name,
             None if mpi_named => MPI_SHM.to_string(),
             // Seen only at an attach: in an MPI process a private SysV segment is a
-            // transport's (UCX's sysv mm, MPICH's); the program cannot be told apart.
-            None if resolver.classifier.maps_mpi() && path.starts_with(PRIVATE_SYSV) => {
+            // transport's (UCX's sysv mm, MPICH's); the program's cannot be told apart.
+            None if path.starts_with(PRIVATE_SYSV) && resolver.classifier.runs_mpi() => {
                 MPI_SHM.to_string()
             }
             None => SHM.to_string(),

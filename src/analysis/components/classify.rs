@@ -1,8 +1,9 @@
 //! Which component a module path or a call stack belongs to.
 
+use std::cell::OnceCell;
 use std::collections::BTreeSet;
 
-use super::loaded_by_mpi::is_mpi_plugin;
+use super::loaded_by_mpi::{defines_mpi_init, is_mpi_plugin};
 use super::rules::ComponentRules;
 use crate::analysis::Frame;
 pub(super) use crate::platform::allocators::{is_allocator_function, is_thread_creation};
@@ -30,6 +31,8 @@ pub(super) struct Classifier<'a> {
     maps_mpi: bool,
     /// Modules the MPI library brought in (`loaded_by_mpi`): they count as MPI.
     loaded_by_mpi: BTreeSet<String>,
+    /// The executable defines MPI_Init (static MPI), worked out when first asked.
+    static_mpi: OnceCell<bool>,
 }
 
 impl<'a> Classifier<'a> {
@@ -47,6 +50,7 @@ impl<'a> Classifier<'a> {
             exe: without_deleted(exe).to_string(),
             maps_mpi,
             loaded_by_mpi: BTreeSet::new(),
+            static_mpi: OnceCell::new(),
         }
     }
 
@@ -56,9 +60,9 @@ impl<'a> Classifier<'a> {
         self
     }
 
-    /// The image maps an MPI library.
-    pub fn maps_mpi(&self) -> bool {
-        self.maps_mpi
+    /// The image runs MPI: it maps an MPI library, or its executable defines MPI_Init.
+    pub fn runs_mpi(&self) -> bool {
+        self.maps_mpi || *self.static_mpi.get_or_init(|| defines_mpi_init(&self.exe))
     }
 
     /// The image's executable.

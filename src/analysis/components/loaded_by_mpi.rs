@@ -6,8 +6,8 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::fs::File;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use object::elf::{FileHeader64, DT_NEEDED, DT_SONAME};
-use object::read::elf::{Dyn, FileHeader, SectionHeader};
+use object::elf::{FileHeader64, DT_NEEDED, DT_SONAME, SHT_SYMTAB};
+use object::read::elf::{Dyn, FileHeader, SectionHeader, Sym};
 use object::{Endianness, ReadCache};
 
 use crate::platform::libraries::file_name;
@@ -158,6 +158,37 @@ pub(super) fn read_dynamic(path: &str) -> Option<Arc<Dynamic>> {
     let dynamic = parse_dynamic(path).map(Arc::new);
     cache.lock().ok()?.insert(path.to_string(), dynamic.clone());
     dynamic
+}
+
+/// The executable at `path` defines `MPI_Init`: a statically linked MPI program (read once
+/// per path; only its symbol table is read).
+pub(super) fn defines_mpi_init(path: &str) -> bool {
+    static CACHE: OnceLock<Mutex<HashMap<String, bool>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Mutex::default);
+    if let Some(&known) = cache.lock().ok().as_ref().and_then(|map| map.get(path)) {
+        return known;
+    }
+    let defines = symbol_table_has(path, b"MPI_Init").unwrap_or(false);
+    if let Ok(mut map) = cache.lock() {
+        map.insert(path.to_string(), defines);
+    }
+    defines
+}
+
+fn symbol_table_has(path: &str, name: &[u8]) -> Option<bool> {
+    let path = path.strip_suffix(" (deleted)").unwrap_or(path);
+    let cache = ReadCache::new(File::open(path).ok()?);
+    let data = &cache;
+    let header = FileHeader64::<Endianness>::parse(data).ok()?;
+    let endian = header.endian().ok()?;
+    let sections = header.sections(endian, data).ok()?;
+    let symbols = sections.symbols(endian, data, SHT_SYMTAB).ok()?;
+    let strings = symbols.strings();
+    Some(
+        symbols
+            .iter()
+            .any(|symbol| symbol.st_shndx(endian) != 0 && symbol.name(endian, strings) == Ok(name)),
+    )
 }
 
 /// Reads only the headers, the dynamic section and its strings (libmpich is 40 MB).

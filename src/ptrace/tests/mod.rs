@@ -4,6 +4,7 @@
 mod capture;
 mod hot_path;
 mod lifecycle;
+mod mpi_calls;
 mod return_events;
 
 use std::sync::Arc;

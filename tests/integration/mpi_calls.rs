@@ -1,0 +1,287 @@
+//! MPI calls under memsup: `memsup run -- mpirun -n 2 mpi_alltoall 3` under Open MPI, MPICH
+//! and static MPICH, with each engine. Each rank's MPI functions are counted exactly, the
+//! allocations inside each call are those the profile holds between the call's entry and
+//! return on that thread, each function's delta is the change of live bytes the records
+//! give across its calls, the program's own buffers belong to no MPI function, and the rank
+//! is the one MPI_Comm_rank returned.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::common::mpi::{mpi_fixture, mpi_libraries, MpiLibrary, MpiLinking};
+use crate::common::report::{number, processes, report_json};
+use crate::common::run::{memsup_binary, run_command, run_memsup};
+
+const RANKS: u32 = 2;
+const ALLTOALLS: u64 = 3;
+/// Each rank's send and receive buffers: 1 MiB per rank each.
+const BUFFER_BYTES: u64 = RANKS as u64 * (1 << 20);
+
+/// The fixture's lines, sorted, with "pid P, " taken out (ranks print in any order).
+fn printed_lines(stdout: &[u8]) -> Vec<String> {
+    let mut lines: Vec<String> = String::from_utf8_lossy(stdout)
+        .lines()
+        .map(|line| match line.split_once(", pid ") {
+            Some((before, after)) => {
+                format!(
+                    "{before}, {}",
+                    after.split_once(", ").map_or("", |(_, ok)| ok)
+                )
+            }
+            None => line.to_string(),
+        })
+        .collect();
+    lines.sort();
+    lines
+}
+
+fn each_build() -> Vec<(MpiLibrary, MpiLinking)> {
+    let mut builds = Vec::new();
+    for library in mpi_libraries() {
+        builds.push((library, MpiLinking::Dynamic));
+        if library == MpiLibrary::Mpich {
+            builds.push((library, MpiLinking::Static));
+        }
+    }
+    builds
+}
+
+/// Per MPI function, from the raw records of one process: (blocks, bytes) allocated by a
+/// thread between its call's entry and return, the sum over its calls of the process's live
+/// requested bytes at the return minus at the entry, and the sizes allocated outside any call.
+#[derive(Default)]
+struct RecordedCalls {
+    calls: HashMap<String, u64>,
+    inside: HashMap<String, (u64, u64)>,
+    delta: HashMap<String, i64>,
+    outside_sizes: Vec<u64>,
+    /// The rank memsup read from MPI_Comm_rank(MPI_COMM_WORLD).
+    comm_rank: Option<u64>,
+}
+
+/// Reads `memsup dump --format json` of `profile` for process `pid`.
+fn recorded_calls(profile: &Path, pid: u64) -> RecordedCalls {
+    let output = run_memsup(
+        [
+            "dump".as_ref(),
+            "--format".as_ref(),
+            "json".as_ref(),
+            profile.as_os_str(),
+        ],
+        None,
+    );
+    assert!(output.status.success(), "{output:?}");
+    let mut names: HashMap<u64, String> = HashMap::new();
+    let mut open: HashMap<u64, (String, i64)> = HashMap::new();
+    let mut recorded = RecordedCalls::default();
+    let mut live = LiveBlocks::default();
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let record: Value = serde_json::from_str(line).unwrap();
+        let Some((kind, fields)) = record.as_object().and_then(|o| o.iter().next()) else {
+            continue;
+        };
+        if fields["pid"].as_u64() != Some(pid) {
+            continue;
+        }
+        let tid = fields["tid"].as_u64().unwrap_or(0);
+        let created = match kind.as_str() {
+            "MpiFunction" => {
+                let name = fields["name"].as_str().unwrap().to_string();
+                names.insert(fields["function"].as_u64().unwrap(), name);
+                None
+            }
+            "MpiCall" => {
+                let name = names[&fields["function"].as_u64().unwrap()].clone();
+                if fields["entry"] == true {
+                    open.insert(tid, (name, live.bytes));
+                } else if let Some((name, before)) = open.remove(&tid) {
+                    *recorded.delta.entry(name.clone()).or_default() += live.bytes - before;
+                    *recorded.calls.entry(name).or_default() += 1;
+                }
+                None
+            }
+            "ProcessRole" => {
+                let rank = &fields["role"]["Rank"];
+                if rank["source"] == "MPI_Comm_rank" {
+                    recorded.comm_rank = rank["rank"].as_u64();
+                }
+                None
+            }
+            "Alloc" | "Realloc" | "Free" => live.apply(kind, fields),
+            _ => None,
+        };
+        let Some(size) = created else { continue };
+        match open.get(&tid) {
+            Some((name, _)) => {
+                let entry = recorded.inside.entry(name.clone()).or_default();
+                entry.0 += 1;
+                entry.1 += size;
+            }
+            None => recorded.outside_sizes.push(size),
+        }
+    }
+    recorded
+}
+
+/// The live blocks of one process as its heap records leave them.
+#[derive(Default)]
+struct LiveBlocks {
+    sizes: HashMap<u64, i64>,
+    bytes: i64,
+}
+
+impl LiveBlocks {
+    fn release(&mut self, address: &Value) {
+        if let Some(size) = address.as_u64().and_then(|a| self.sizes.remove(&a)) {
+            self.bytes -= size;
+        }
+    }
+
+    fn create(&mut self, address: &Value, size: &Value) -> Option<u64> {
+        let (address, size) = (address.as_u64()?, size.as_u64()?);
+        if address == 0 {
+            return None;
+        }
+        self.release(&Value::from(address));
+        self.sizes.insert(address, size as i64);
+        self.bytes += size as i64;
+        Some(size)
+    }
+
+    /// Applies a heap record; the size of the block it created, if any. A realloc that
+    /// returns NULL for a size frees nothing; one to size 0 frees the old block.
+    fn apply(&mut self, kind: &str, fields: &Value) -> Option<u64> {
+        match kind {
+            "Alloc" => self.create(&fields["address"], &fields["size"]),
+            "Free" => {
+                self.release(&fields["address"]);
+                None
+            }
+            _ => {
+                let failed = fields["new_address"] == 0 && fields["size"] != 0;
+                if !failed {
+                    self.release(&fields["old_address"]);
+                }
+                self.create(&fields["new_address"], &fields["size"])
+            }
+        }
+    }
+}
+
+fn function<'a>(image: &'a Value, name: &str) -> &'a Value {
+    image["mpi_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|stats| stats["function"] == name)
+        .unwrap_or_else(|| panic!("{name} in {}", image["mpi_calls"]))
+}
+
+fn assert_rank(image: &Value, profile: &Path, printed: &[String], context: &str) {
+    let pid = number(image, "/pid");
+    let rank = number(image, "/rank");
+    assert!(rank < u64::from(RANKS), "{context}: rank {rank}");
+    assert_eq!(image["mpi"]["world_size"], RANKS, "{context}");
+    let line = format!("rank {rank} of {RANKS}: {ALLTOALLS} alltoalls, ok");
+    assert!(printed.contains(&line), "{context}: {printed:?}");
+
+    let recorded = recorded_calls(profile, pid);
+    assert_eq!(recorded.comm_rank, Some(rank), "{context}");
+    for (name, calls) in [
+        ("MPI_Init", 1),
+        ("MPI_Comm_rank", 1),
+        ("MPI_Comm_size", 1),
+        ("MPI_Alltoall", ALLTOALLS),
+        ("MPI_Barrier", 1),
+        ("MPI_Finalize", 1),
+    ] {
+        let stats = function(image, name);
+        assert_eq!(number(stats, "/calls"), calls, "{context}: {name}");
+        assert_eq!(recorded.calls.get(name), Some(&calls), "{context}: {name}");
+        let (blocks, bytes) = recorded.inside.get(name).copied().unwrap_or_default();
+        assert_eq!(number(stats, "/allocations"), blocks, "{context}: {name}");
+        assert_eq!(
+            number(stats, "/allocated_bytes"),
+            bytes,
+            "{context}: {name}"
+        );
+        // Every thread's blocks count in the delta, as the profile's records leave them.
+        let delta = recorded.delta.get(name).copied().unwrap_or_default();
+        assert_eq!(
+            stats["delta_bytes"].as_i64(),
+            Some(delta),
+            "{context}: {name}"
+        );
+        assert!(
+            number(stats, "/live_bytes_at_finalize") <= bytes,
+            "{context}: {name}"
+        );
+    }
+    assert!(
+        number(function(image, "MPI_Init"), "/allocations") > 100,
+        "{context}: MPI_Init allocates its library's state"
+    );
+    // Every MPI function with allocations is accounted for by the records.
+    let reported: u64 = image["mpi_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|stats| number(stats, "/allocated_bytes"))
+        .sum();
+    let recorded_bytes: u64 = recorded.inside.values().map(|(_, bytes)| bytes).sum();
+    assert_eq!(reported, recorded_bytes, "{context}");
+    // The program's two buffers are its own, made outside every MPI call.
+    let buffers = recorded
+        .outside_sizes
+        .iter()
+        .filter(|&&size| size == BUFFER_BYTES)
+        .count();
+    assert_eq!(buffers, 2, "{context}");
+}
+
+/// Each rank counts its MPI calls exactly under each engine, every MPI library and linking.
+#[test]
+fn each_rank_counts_its_mpi_calls_and_what_they_allocated() {
+    for (library, linking) in each_build() {
+        let fixture = mpi_fixture("mpi_alltoall", library, linking);
+        let native = run_command(library.launch(RANKS, &fixture, &["3"]), None);
+        assert!(
+            native.status.success(),
+            "{library:?} {linking:?}: {native:?}"
+        );
+        let expected = printed_lines(&native.stdout);
+        assert_eq!(expected.len(), RANKS as usize);
+        for engine in ["int3", "hooks"] {
+            let context = format!("{library:?} {linking:?} {engine}");
+            let directory = tempfile::tempdir().unwrap();
+            let profile = directory.path().join("job.msup");
+            let mut command = library.command(memsup_binary());
+            command.args(["run", "-q", "--engine", engine, "-o"]);
+            command.arg(&profile).arg("--");
+            command
+                .args(library.launch_arguments(RANKS))
+                .arg(&fixture)
+                .arg("3");
+            let supervised = run_command(command, None);
+            assert!(supervised.status.success(), "{context}: {supervised:?}");
+            let printed = printed_lines(&supervised.stdout);
+            assert_eq!(printed, expected, "{context}");
+
+            let report = report_json(&profile);
+            let ranks: Vec<&Value> = processes(&report)
+                .iter()
+                .filter(|image| !image["mpi_calls"].as_array().unwrap().is_empty())
+                .collect();
+            assert_eq!(ranks.len(), RANKS as usize, "{context}");
+            let mut seen: Vec<u64> = ranks.iter().map(|image| number(image, "/rank")).collect();
+            seen.sort_unstable();
+            assert_eq!(seen, [0, 1], "{context}");
+            for image in ranks {
+                assert_eq!(image["engine"], engine, "{context}");
+                assert_rank(image, &profile, &printed, &context);
+            }
+        }
+    }
+}

@@ -1,0 +1,264 @@
+//! `memsup attach --job PID` on a running two-rank job (fixture mpi_wait, whose ranks wait
+//! for SIGUSR1): memsup joins the launchers and both ranks, the job then finishes with its
+//! own output, and the profile labels every process; a PID in no job is refused.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::common::assert_exit;
+use crate::common::live_process::{tracer_pid, wait_until, KillOnDrop};
+use crate::common::mpi::{mpi_fixture, mpi_libraries, MpiLibrary, MpiLinking};
+use crate::common::report::{processes, report_json};
+use crate::common::run::{clean_command, memsup_binary, run_command, wait_within};
+use crate::mpi_ranks::{launcher_programs, rank_source};
+
+const LIMIT: Duration = Duration::from_secs(120);
+const MIB: u64 = 1 << 20;
+
+/// A running job and the lines it prints, as they come.
+struct Job {
+    launcher: KillOnDrop,
+    lines: Receiver<String>,
+    /// Pid of rank 0, rank 1.
+    ranks: Vec<u32>,
+}
+
+/// Starts `mpirun -n 2 mpi_wait` and waits until both ranks are ready.
+fn start(library: MpiLibrary, fixture: &std::path::Path) -> Job {
+    let mut command = library.launch(2, fixture, &[]);
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut launcher = command.spawn().expect("starting the job");
+    let stdout = launcher.stdout.take().unwrap();
+    let (sender, lines) = channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if sender.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut job = Job {
+        launcher: KillOnDrop(Some(launcher)),
+        lines,
+        ranks: vec![0, 0],
+    };
+    for _ in 0..2 {
+        let line = job.lines.recv_timeout(LIMIT).expect("a rank's ready line");
+        // "rank R of 2 ready, pid P"
+        let (rank, pid) = line
+            .strip_prefix("rank ")
+            .and_then(|rest| rest.split_once(" of 2 ready, pid "))
+            .unwrap_or_else(|| panic!("unexpected line {line:?}"));
+        job.ranks[rank.parse::<usize>().unwrap()] = pid.parse().unwrap();
+    }
+    job
+}
+
+/// Tells the ranks to finish; their lines (sorted, pids taken out) and the job's status.
+fn finish(mut job: Job) -> (Vec<String>, bool) {
+    for &pid in &job.ranks {
+        // SAFETY: kill has no memory effects.
+        assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGUSR1) }, 0);
+    }
+    let launcher: Child = job.launcher.0.take().unwrap();
+    let output = wait_within(launcher, "the MPI job", LIMIT);
+    let mut lines: Vec<String> = job
+        .lines
+        .iter()
+        .map(|line| match line.split_once(", pid ") {
+            Some((before, after)) => format!(
+                "{before}, {}",
+                after.split_once(", ").map_or("", |(_, rest)| rest)
+            ),
+            None => line,
+        })
+        .collect();
+    lines.sort();
+    (lines, output.status.success())
+}
+
+fn done_lines() -> Vec<String> {
+    vec![
+        "rank 0 of 2 done, ok".to_string(),
+        "rank 1 of 2 done, ok".to_string(),
+    ]
+}
+
+/// The one site of `image` whose innermost frame is `function`: (allocations, bytes).
+fn site_of(image: &Value, function: &str) -> (u64, u64) {
+    let sites: Vec<&Value> = image["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|site| site["stack"][0]["function"] == function)
+        .collect();
+    assert_eq!(
+        sites.len(),
+        1,
+        "sites of {function} in pid {}",
+        image["pid"]
+    );
+    (
+        sites[0]["allocations"].as_u64().unwrap(),
+        sites[0]["bytes_allocated"].as_u64().unwrap(),
+    )
+}
+
+#[test]
+fn attach_job_records_the_launchers_and_both_ranks() {
+    for library in mpi_libraries() {
+        let what = format!("{library:?}");
+        let fixture = mpi_fixture("mpi_wait", library, MpiLinking::Dynamic);
+        let native = start(library, &fixture);
+        assert_eq!(finish(native), (done_lines(), true), "{what} natively");
+
+        let job = start(library, &fixture);
+        let directory = tempfile::tempdir().unwrap();
+        let profile = directory.path().join("job.msup");
+        let mut attach: Command = library.command(memsup_binary());
+        attach
+            .arg("attach")
+            .arg("--job")
+            .arg(job.ranks[1].to_string())
+            .arg("-o")
+            .arg(&profile);
+        attach
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut memsup = KillOnDrop(Some(attach.spawn().expect("starting memsup")));
+        let memsup_pid = memsup.0.as_ref().unwrap().id();
+        for &rank in &job.ranks {
+            wait_until("memsup traces the rank", LIMIT, || {
+                tracer_pid(rank) == memsup_pid
+            });
+        }
+        let ranks = job.ranks.clone();
+        let launcher_pid = job.launcher.0.as_ref().unwrap().id();
+        assert_eq!(finish(job), (done_lines(), true), "{what} under memsup");
+        let output = wait_within(memsup.0.take().unwrap(), "memsup attach --job", LIMIT);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{what}: {stderr}");
+        let note = stderr
+            .lines()
+            .find(|line| line.starts_with("memsup: note: the job's processes: "))
+            .unwrap_or_else(|| panic!("{what}: no note in {stderr}"));
+        // The launcher started by the test: mpirun.openmpi runs orterun, mpirun.mpich hydra.
+        let outermost = match library {
+            MpiLibrary::OpenMpi => "orterun",
+            MpiLibrary::Mpich => "mpiexec.hydra",
+        };
+        let first = format!("the job's processes: {launcher_pid} ({outermost})");
+        assert!(note.contains(&first), "{what}: {note}");
+        assert!(
+            note.ends_with(&format!("{} (rank 0), {} (rank 1)", ranks[0], ranks[1])),
+            "{what}: {note}"
+        );
+
+        let report = report_json(&profile);
+        let images = processes(&report);
+        let mut programs: Vec<&str> = images
+            .iter()
+            .filter(|image| image["mpi"]["role"] == "launcher")
+            .map(|image| image["mpi"]["program"].as_str().unwrap())
+            .collect();
+        programs.sort_unstable();
+        assert_eq!(programs, launcher_programs(library), "{what}");
+        assert_eq!(images.len(), programs.len() + 2, "{what}");
+        let mut job_id = None;
+        for (rank, &pid) in ranks.iter().enumerate() {
+            let image = images.iter().find(|image| image["pid"] == pid).unwrap();
+            assert_eq!(image["cause"], "attach", "{what}");
+            let id = image["mpi"]["job"].clone();
+            assert_eq!(
+                image["mpi"],
+                json!({"role": "rank", "rank": rank, "world_size": 2, "job": id,
+                       "source": rank_source(library)}),
+                "{what}"
+            );
+            assert_ne!(id, "", "{what}");
+            assert_eq!(*job_id.get_or_insert(id.clone()), id, "{what}: one job");
+            assert_eq!(
+                site_of(image, "allocate_after_signal"),
+                (1, (rank as u64 + 1) * MIB),
+                "{what}"
+            );
+            assert_exit(image, "code", Some(0));
+        }
+    }
+}
+
+/// A process with no rank variable that is no launcher: exit 81, one line, left untouched.
+#[test]
+fn attach_job_refuses_a_process_in_no_job() {
+    let mut sleeper = clean_command("sleep");
+    sleeper.arg("60").stdin(Stdio::null()).stdout(Stdio::null());
+    let sleeper = KillOnDrop(Some(sleeper.spawn().expect("starting sleep")));
+    let pid = sleeper.0.as_ref().unwrap().id();
+    let mut attach = clean_command(memsup_binary());
+    attach.args(["attach", "--job", &pid.to_string()]);
+    let output = run_command(attach, None);
+    assert_eq!(output.status.code(), Some(81));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr),
+        format!(
+            "memsup: error: process {pid} is in no MPI job: it has no MPI rank variable in its \
+             environment and is no MPI launcher\n"
+        )
+    );
+    assert_eq!(tracer_pid(pid), 0);
+    assert!(output.stdout.is_empty());
+}
+
+/// `memsup snapshot` of a waiting rank names its rank in the report's header; the job then
+/// finishes as natively.
+#[test]
+fn a_snapshot_of_a_rank_names_its_rank() {
+    for library in mpi_libraries() {
+        let what = format!("{library:?}");
+        let fixture = mpi_fixture("mpi_wait", library, MpiLinking::Dynamic);
+        let job = start(library, &fixture);
+        let launcher_pid = job.launcher.0.as_ref().unwrap().id();
+        let directory = tempfile::tempdir().unwrap();
+        let profile = directory.path().join("rank.msup");
+        let mut snapshot = clean_command(memsup_binary());
+        snapshot
+            .args(["snapshot", "-q", "-o"])
+            .arg(&profile)
+            .arg(job.ranks[1].to_string());
+        let output = run_command(snapshot, None);
+        assert!(output.status.success(), "{what}: {output:?}");
+        assert_eq!(finish(job), (done_lines(), true), "{what}");
+
+        let text = crate::common::report::report_output(&profile, &[]);
+        let header = text
+            .lines()
+            .find(|line| line.starts_with("== process"))
+            .unwrap();
+        let job_id = match library {
+            MpiLibrary::OpenMpi => {
+                let id = header
+                    .rsplit("job ")
+                    .next()
+                    .unwrap()
+                    .trim_end_matches(") ==");
+                assert!(id.parse::<u64>().is_ok(), "{what}: {header}");
+                id.to_string()
+            }
+            MpiLibrary::Mpich => launcher_pid.to_string(),
+        };
+        let expected = format!(
+            "(snapshot): rank 1 of 2 ({}, job {job_id}) ==",
+            rank_source(library)
+        );
+        assert!(header.ends_with(&expected), "{what}: {header}");
+    }
+}
