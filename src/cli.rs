@@ -140,12 +140,15 @@ pub enum Command {
         #[arg(long = "component", value_name = "NAME=REGEX")]
         components: Vec<String>,
         /// Only the process images of MPI rank N (from the ranks' environment, or the
-        /// program's own MPI_Comm_rank).
+        /// program's own MPI_Comm_rank); a job's table still shows every rank.
         #[arg(long, value_name = "N")]
         rank: Option<u32>,
-        /// A profile written by `memsup run`, `memsup attach` or `memsup snapshot`.
-        #[arg(value_name = "PROFILE")]
-        profile: PathBuf,
+        /// Profiles written by `memsup run`, `memsup attach` or `memsup snapshot`, or
+        /// directories of them (every *.msup inside). Several profiles, or one with MPI
+        /// ranks, start with the job table: each rank's high-water marks and components,
+        /// and their min, max, mean and standard deviation across ranks.
+        #[arg(value_name = "PROFILE", required = true)]
+        profiles: Vec<PathBuf>,
     },
     /// Print a profile's records, one per line, with damage and truncation marked where met.
     Dump {

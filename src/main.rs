@@ -6,7 +6,8 @@ use std::process::ExitCode;
 
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
-use memsup::cli::{output_request, Cli, Command, Format};
+use memsup::analysis::job::Job;
+use memsup::cli::{output_request, Cli, Command, Format, MetricArg};
 use memsup::error::{exit_code, Error, Result};
 use memsup::ptrace::signals;
 use memsup::record::{self, AttachOptions, RunOptions, SnapshotOptions};
@@ -146,7 +147,7 @@ fn execute(command: Command) -> Result<i32> {
             no_default_skip_frames,
             components,
             rank,
-            profile,
+            profiles,
         } => {
             let components = match analysis::ComponentRules::parse_all(&components) {
                 Ok(rules) => rules,
@@ -155,24 +156,23 @@ fn execute(command: Command) -> Result<i32> {
                     return Ok(exit_code::USAGE);
                 }
             };
-            require_input(&profile)?;
             let settings = analysis::Settings {
                 skip: analysis::SkipFrames::new(!no_default_skip_frames, &skip_frames),
                 components,
             };
-            let mut analysis = analyze_file(&profile, &settings)?;
-            if let Some(rank) = rank {
-                analysis::roles::select_rank(&mut analysis.processes, rank)
-                    .map_err(|ranks| Error::NoSuchRank { rank, ranks })?;
-            }
+            let paths = analysis::load::expand_inputs(&profiles)?;
+            let analyses = analysis::load::analyze_files(&paths, &settings)?;
+            // The table is of the whole job, whichever rank is shown after it.
+            let job = Job::applies_to(&analyses).then(|| Job::of(&analyses));
+            let analyses = match rank {
+                None => analyses,
+                Some(rank) => report::job::select_rank(analyses, rank)
+                    .map_err(|ranks| Error::NoSuchRank { rank, ranks })?,
+            };
             let mut out = std::io::stdout().lock();
-            let rendered = match format {
-                Format::Text => report::text::render(&analysis, top, &mut out),
-                Format::Json => report::json::render(&analysis, &mut out),
-                Format::Folded => report::folded::render(&analysis, metric.metric(), &mut out),
-                Format::Html => report::html_report::render(&analysis, &mut out),
-                Format::Csv => report::csv::render(&analysis, &mut out),
-                Format::Perfetto => report::perfetto::render(&analysis, &mut out),
+            let rendered = match job {
+                None => render_profile(&analyses[0], format, top, metric, &mut out),
+                Some(job) => render_job(&analyses, &job, format, top, metric, &mut out),
             };
             match rendered.and_then(|_| out.flush()) {
                 // A reader that stopped early (`| head`) is not an error.
@@ -198,29 +198,53 @@ fn execute(command: Command) -> Result<i32> {
     }
 }
 
-/// A missing profile is "cannot read", like any unreadable input.
-fn require_input(profile: &std::path::Path) -> Result<()> {
-    if profile.exists() {
-        return Ok(());
+/// One profile's report, as it always was.
+fn render_profile(
+    analysis: &analysis::Analysis,
+    format: Format,
+    top: usize,
+    metric: MetricArg,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    match format {
+        Format::Text => report::text::render(analysis, top, out),
+        Format::Json => report::json::render(analysis, out),
+        Format::Folded => report::folded::render(analysis, metric.metric(), out),
+        Format::Html => report::html_report::render(analysis, out),
+        Format::Csv => report::csv::render(analysis, out),
+        Format::Perfetto => report::perfetto::render(analysis, out),
     }
-    Err(Error::InputNotReadable {
-        path: profile.to_path_buf(),
-        source: std::io::Error::from(std::io::ErrorKind::NotFound),
-    })
 }
 
-/// Streams the records of the profile at `path` through the analysis: one block in memory
-/// at a time, and what the reader found (truncation, damage) added at the end.
+/// The report of a job: the job table first where the format has room for it.
+fn render_job(
+    analyses: &[analysis::Analysis],
+    job: &Job,
+    format: Format,
+    top: usize,
+    metric: MetricArg,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    match format {
+        Format::Text => report::job::render_text(analyses, job, top, out),
+        Format::Json => report::json::render_job(analyses, job, out),
+        Format::Csv => report::job::csv::render(job, out),
+        Format::Html => report::job::render_html(analyses, job, out),
+        Format::Folded | Format::Perfetto => {
+            let merged = report::job::merged(analyses);
+            render_profile(&merged, format, top, metric, out)
+        }
+    }
+}
+
+/// A missing profile is "cannot read", like any unreadable input.
+fn require_input(profile: &std::path::Path) -> Result<()> {
+    analysis::load::require_input(profile)
+}
+
+/// Streams the records of the profile at `path` through the analysis.
 fn analyze_file(path: &Path, settings: &analysis::Settings) -> Result<analysis::Analysis> {
-    let mut reader = ProfileReader::open(path)?;
-    let header = reader.header().clone();
-    let order = analysis::SampleOrder::of_version(reader.version());
-    let records = reader.by_ref();
-    let mut analysis = analysis::analyze_records(&header, records, order, path, settings);
-    let status = reader.status();
-    analysis.profile.truncated = status.truncated;
-    analysis.profile.damage = status.damage.to_vec();
-    Ok(analysis)
+    analysis::load::analyze_file(path, settings)
 }
 
 /// Help and version as clap prints them; any other command-line error as one line, exit 2.

@@ -3,6 +3,8 @@
 pub mod components;
 mod frames;
 mod heap;
+pub mod job;
+pub mod load;
 mod local_peak;
 mod mappings;
 pub mod mpi_calls;

@@ -31,7 +31,7 @@ pub fn render(analysis: &Analysis, out: &mut dyn Write) -> std::io::Result<()> {
 
 /// A field as RFC 4180 writes it: in double quotes, its quotes doubled, when it holds a
 /// comma, a quote or a line break.
-fn field(text: &str) -> String {
+pub(super) fn field(text: &str) -> String {
     if text.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", text.replace('"', "\"\""))
     } else {

@@ -20,6 +20,7 @@
 //! instead of the warm colors of the others.
 
 pub mod charts;
+pub mod job_chart;
 
 use std::collections::HashMap;
 use std::io::Write;

@@ -51,14 +51,7 @@ fn summary(analysis: &Analysis) -> Vec<String> {
 }
 
 pub fn render(analysis: &Analysis, out: &mut dyn Write) -> std::io::Result<()> {
-    let graphs: Vec<FlameGraph> = Metric::ALL
-        .iter()
-        .map(|&metric| FlameGraph {
-            metric: metric.name().to_string(),
-            description: description(metric).to_string(),
-            stacks: stacks(analysis, metric),
-        })
-        .collect();
+    let graphs = graphs(analysis);
     let title = analysis.profile.target.join(" ");
     let sections: Vec<String> = analysis
         .processes
@@ -67,4 +60,16 @@ pub fn render(analysis: &Analysis, out: &mut dyn Write) -> std::io::Result<()> {
         .map(|(index, image)| process_section(image, index))
         .collect();
     render_with_sections(&title, &summary(analysis), &graphs, &sections, out)
+}
+
+/// A flame graph per metric of every image of `analysis`.
+pub fn graphs(analysis: &Analysis) -> Vec<FlameGraph> {
+    Metric::ALL
+        .iter()
+        .map(|&metric| FlameGraph {
+            metric: metric.name().to_string(),
+            description: description(metric).to_string(),
+            stacks: stacks(analysis, metric),
+        })
+        .collect()
 }

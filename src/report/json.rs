@@ -7,11 +7,13 @@ use std::io::Write;
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
+use super::job::json::JobJson;
 use super::json_components::{ComponentJson, PeakSplitJson, SnapshotJson, TimelineJson};
 use super::json_mpi::MpiRoleJson;
 use super::json_sites::{MappingSiteJson, SiteJson};
 use super::json_threads::ThreadsJson;
 use super::node_totals::{node_totals, NodeTotals};
+use crate::analysis::job::Job;
 use crate::analysis::mpi_calls::MpiFunctionStats;
 use crate::analysis::roles::rank_of;
 use crate::analysis::{
@@ -31,13 +33,37 @@ pub fn render(analysis: &Analysis, out: &mut dyn Write) -> std::io::Result<()> {
     let report = ReportJson {
         schema: SCHEMA,
         schema_version: SCHEMA_VERSION,
-        profile: ProfileJson::new(&analysis.profile),
-        unwind_costs: analysis.profile.unwind_costs.as_ref(),
-        sampler_costs: analysis.profile.sampler_costs.as_ref(),
-        processes: analysis.processes.iter().map(ProcessJson::new).collect(),
-        node_totals: node_totals(&analysis.processes),
+        job: None,
+        profile: ProfileReportJson::new(analysis),
     };
     serde_json::to_writer_pretty(&mut *out, &report)?;
+    writeln!(out)
+}
+
+/// The report of a job: one profile keeps its keys with `job` added; several go into
+/// `profiles`, each with the keys of a one-profile report but the schema's.
+pub fn render_job(analyses: &[Analysis], job: &Job, out: &mut dyn Write) -> std::io::Result<()> {
+    let job = JobJson::new(job);
+    match analyses {
+        [analysis] => serde_json::to_writer_pretty(
+            &mut *out,
+            &ReportJson {
+                schema: SCHEMA,
+                schema_version: SCHEMA_VERSION,
+                job: Some(job),
+                profile: ProfileReportJson::new(analysis),
+            },
+        )?,
+        _ => serde_json::to_writer_pretty(
+            &mut *out,
+            &JobReportJson {
+                schema: SCHEMA,
+                schema_version: SCHEMA_VERSION,
+                job,
+                profiles: analyses.iter().map(ProfileReportJson::new).collect(),
+            },
+        )?,
+    }
     writeln!(out)
 }
 
@@ -45,6 +71,23 @@ pub fn render(analysis: &Analysis, out: &mut dyn Write) -> std::io::Result<()> {
 struct ReportJson<'a> {
     schema: &'static str,
     schema_version: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    job: Option<JobJson<'a>>,
+    #[serde(flatten)]
+    profile: ProfileReportJson<'a>,
+}
+
+#[derive(serde::Serialize)]
+struct JobReportJson<'a> {
+    schema: &'static str,
+    schema_version: u32,
+    job: JobJson<'a>,
+    profiles: Vec<ProfileReportJson<'a>>,
+}
+
+/// What one profile's report holds.
+#[derive(serde::Serialize)]
+struct ProfileReportJson<'a> {
     profile: ProfileJson<'a>,
     /// Field order of `UnwindCosts` is the documented key order; null when absent.
     unwind_costs: Option<&'a UnwindCosts>,
@@ -53,6 +96,18 @@ struct ReportJson<'a> {
     processes: Vec<ProcessJson<'a>>,
     /// The sums over the ranks of the profile; null for fewer than two ranks.
     node_totals: Option<NodeTotals>,
+}
+
+impl<'a> ProfileReportJson<'a> {
+    fn new(analysis: &'a Analysis) -> Self {
+        ProfileReportJson {
+            profile: ProfileJson::new(&analysis.profile),
+            unwind_costs: analysis.profile.unwind_costs.as_ref(),
+            sampler_costs: analysis.profile.sampler_costs.as_ref(),
+            processes: analysis.processes.iter().map(ProcessJson::new).collect(),
+            node_totals: node_totals(&analysis.processes),
+        }
+    }
 }
 
 #[derive(serde::Serialize)]

@@ -3,6 +3,7 @@ pub mod csv;
 pub mod folded;
 pub mod html;
 pub mod html_report;
+pub mod job;
 pub mod json;
 mod json_components;
 mod json_mpi;
@@ -12,5 +13,5 @@ pub mod node_totals;
 pub mod perfetto;
 pub mod series;
 #[cfg(test)]
-mod test_data;
+pub(crate) mod test_data;
 pub mod text;

@@ -23,5 +23,6 @@ pub mod stacks;
 #[cfg(test)]
 mod stream_tests;
 mod symbol_codec;
+pub mod synthetic_rank;
 pub mod varint;
 pub mod writer;

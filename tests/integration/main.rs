@@ -27,6 +27,7 @@ mod fork_exec;
 mod hook_chaos;
 mod html_report;
 mod ifunc;
+mod job_report;
 mod leader_exit;
 mod longjmp_signal;
 mod mappings;

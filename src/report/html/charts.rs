@@ -238,7 +238,7 @@ impl ValueAxis {
         PLOT_BOTTOM - bytes as f64 / self.max_bytes as f64 * (PLOT_BOTTOM - PLOT_TOP)
     }
 
-    fn ticks(&self) -> Vec<(f64, String)> {
+    pub(super) fn ticks(&self) -> Vec<(f64, String)> {
         let max_units = self.max_bytes as f64 / self.unit_bytes as f64;
         let count = (max_units / self.step).round() as u64;
         (0..=count)
