@@ -14,6 +14,9 @@ use std::thread;
 use serde_json::Value;
 
 use crate::common::attach_window::{AttachWindow, EVENT_TIMEOUT};
+use crate::common::engine::{
+    recorded_by_hooks, skip_whole_stacks_under_hooks, suite_engine_is_hooks,
+};
 use crate::common::mpi::{mpi_fixture, mpi_libraries, MpiLibrary, MpiLinking};
 use crate::common::report::{processes, report_json};
 use crate::common::run::{memsup_binary, run_command, wait_with_timeout};
@@ -65,20 +68,30 @@ fn assert_rank_components(report: &Value, fixture: &Path, expected: &[&str], wha
     assert_eq!(ranks.len(), 2, "{what}: two ranks");
     let mut shared_memory = 0;
     for rank in &ranks {
-        let names: BTreeSet<&str> = rank["components"]
+        let mut names: BTreeSet<&str> = rank["components"]
             .as_array()
             .unwrap()
             .iter()
             .map(|component| component["name"].as_str().unwrap())
             .collect();
         let pid = &rank["pid"];
+        // The hook engine records some calls of MPI's start without their caller
+        // ([truncated]): those blocks are `unknown`, whatever the rules for modules.
+        if recorded_by_hooks(rank) && !expected.contains(&"unknown") {
+            names.remove("unknown");
+        }
         assert_eq!(
             names,
             expected.iter().copied().collect(),
             "{what}: rank {pid}"
         );
-        let app = component(rank, "app")["peak_requested_bytes"].as_u64();
-        assert_eq!(app, Some(BUFFERS), "{what}: rank {pid}'s buffers");
+        // In a static program MPI's blocks are told from the program's by the names of the
+        // whole stack (yaksa's, khash's callers are no MPI names).
+        let static_program = what.contains("Static");
+        if !(static_program && skip_whole_stacks_under_hooks(rank, what)) {
+            let app = component(rank, "app")["peak_requested_bytes"].as_u64();
+            assert_eq!(app, Some(BUFFERS), "{what}: rank {pid}'s buffers");
+        }
         let pss = component(rank, "mpi:shm")["peak_pss_bytes"]
             .as_u64()
             .unwrap();
@@ -125,7 +138,15 @@ fn in_run_mode_a_rank_is_app_mpi_mpi_shm_and_the_c_runtime() {
         let directory = tempfile::tempdir().unwrap();
         let profile = directory.path().join("job.msup");
         let mut command = library.command(memsup_binary());
-        command.args(["run", "-q", "-o"]).arg(&profile).arg("--");
+        command.args(["run", "-q"]);
+        if suite_engine_is_hooks() {
+            // Under hooks the job is fast enough to end its alltoalls before a new high's
+            // snapshot (and the exit's comes after MPI_Finalize): snapshots every 20 ms too.
+            // Not under int3: a snapshot taken while a mapping call is under way shows its
+            // mapping before the call's record, as `unknown` (hooks tolerate that below).
+            command.args(["--smaps-interval", "20"]);
+        }
+        command.arg("-o").arg(&profile).arg("--");
         command
             .args(library.launch_arguments(2))
             .arg(&fixture)
