@@ -160,13 +160,26 @@ fn brought_in_by_mpi(tracker: &ImageTracker, mut resolver: Resolver) -> BTreeSet
                 .filter(|path| path.starts_with('/')),
         );
     }
+    // A module's record may come before its mapping call's: the snapshots' mappings name
+    // their creators too.
+    let mut by_mpi: BTreeSet<&str> = BTreeSet::new();
+    let module_mappings = tracker.snapshots.iter().flat_map(|s| &s.mappings);
+    let creators = (tracker.module_creators.iter())
+        .map(|(path, &creator)| (path.as_str(), Some(creator)))
+        .chain(module_mappings.map(|mapping| (mapping.path.as_str(), mapping.creator)));
+    for (path, creator) in creators {
+        let Some(creator) = creator else { continue };
+        if paths.contains(path)
+            && !by_mpi.contains(path)
+            && resolver.creator_component(creator) == MPI
+        {
+            by_mpi.insert(path);
+        }
+    }
     let modules: Vec<ModuleFacts> = paths
         .into_iter()
         .map(|path| {
-            let mapped_by_mpi = tracker
-                .module_creators
-                .get(path)
-                .is_some_and(|&creator| resolver.creator_component(creator) == MPI);
+            let mapped_by_mpi = by_mpi.contains(path);
             ModuleFacts {
                 path,
                 root: resolver.classifier.is_mpi_module(path) || mapped_by_mpi,
