@@ -243,6 +243,44 @@ fn assert_four_fixture_ranks(report: &Value, fixture: &Path, library: MpiLibrary
             "{library:?}: a snapshot at each rank's peak"
         );
     }
+    // Across the ranks: each called MPI_Init and MPI_Finalize once and MPI_Alltoall 3 times,
+    // and MPI_Init's bytes are what the ranks' own mpi_calls say.
+    let functions = report["job"]["mpi_functions"].as_array().unwrap();
+    let function = |name: &str| {
+        functions
+            .iter()
+            .find(|row| row["function"] == name)
+            .unwrap_or_else(|| panic!("{library:?}: no {name} in {functions:?}"))
+    };
+    for (name, calls) in [("MPI_Init", 1), ("MPI_Finalize", 1), ("MPI_Alltoall", 3)] {
+        let row = function(name);
+        assert_eq!(row["ranks"], 4, "{library:?} {name}");
+        assert_eq!(
+            (&row["calls"]["min"], &row["calls"]["max"]),
+            (&serde_json::json!(calls), &serde_json::json!(calls)),
+            "{library:?} {name}"
+        );
+    }
+    let init_bytes: Vec<u64> = images(report)
+        .iter()
+        .filter_map(|(_, image)| {
+            let calls = image["mpi_calls"].as_array()?;
+            let init = calls.iter().find(|call| call["function"] == "MPI_Init")?;
+            init["allocated_bytes"].as_u64()
+        })
+        .collect();
+    assert_eq!(init_bytes.len(), 4, "{library:?}");
+    let init = &function("MPI_Init")["allocated_bytes"];
+    assert_eq!(
+        init["min"],
+        *init_bytes.iter().min().unwrap(),
+        "{library:?}"
+    );
+    assert_eq!(
+        init["max"],
+        *init_bytes.iter().max().unwrap(),
+        "{library:?}"
+    );
 }
 
 /// `mpirun -n 4 memsup run -o 'DIR/%r.msup' -- FIXTURE 3`: one profile per rank, reported

@@ -3,9 +3,11 @@
 //! at its peak RSS, then each column's statistics across the ranks. Launchers are listed
 //! apart; images with no role are counted.
 
+mod mpi_functions;
 mod split;
 mod statistics;
 
+pub use mpi_functions::{MpiColumn, MpiFunctionRow, MPI_COLUMNS};
 pub use split::{group_of, Resident, Split, GROUPS};
 pub use statistics::ColumnStatistics;
 
@@ -109,6 +111,8 @@ pub struct Job {
     pub other_images: usize,
     /// One per column of `COLUMNS`; None when no rank has a value there.
     pub statistics: Vec<Option<ColumnStatistics>>,
+    /// The MPI functions the ranks called, by name, across the ranks.
+    pub mpi_functions: Vec<MpiFunctionRow>,
 }
 
 impl Job {
@@ -150,8 +154,10 @@ impl Job {
                 ColumnStatistics::of(values)
             })
             .collect();
+        let mpi_functions = mpi_functions::mpi_function_rows(analyses, &ranks);
         Job {
             profiles: analyses.len(),
+            mpi_functions,
             ranks,
             launchers,
             other_images,

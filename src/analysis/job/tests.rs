@@ -5,6 +5,7 @@ use std::path::Path;
 
 use super::*;
 use crate::analysis::components::{Component, Components, PeakSplit, ResidentPoint};
+use crate::analysis::mpi_calls::MpiFunctionStats;
 use crate::analysis::tests::heap_profile;
 use crate::analysis::{analyze, Analysis, ResidencySummary};
 use crate::trace::format::MpiRank;
@@ -240,4 +241,80 @@ fn a_profile_of_no_mpi_job_is_no_job_and_a_job_without_ranks_has_no_statistics()
     assert!(job.ranks.is_empty());
     assert_eq!(job.other_images, 2);
     assert!(job.statistics.iter().all(Option::is_none));
+}
+
+/// `calls` calls of `function` that took `time_ns`, allocated `bytes` and left `live` live.
+fn mpi_stats(
+    function: &str,
+    calls: u64,
+    time_ns: u64,
+    bytes: u64,
+    live: u64,
+    delta: i64,
+) -> MpiFunctionStats {
+    MpiFunctionStats {
+        function: function.to_string(),
+        calls,
+        time_ns,
+        allocations: calls * 2,
+        allocated_bytes: bytes,
+        live_blocks_at_finalize: u64::from(live > 0),
+        live_bytes_at_finalize: live,
+        delta_bytes: delta,
+        ..MpiFunctionStats::default()
+    }
+}
+
+#[test]
+fn each_mpi_function_has_the_statistics_of_the_ranks_that_called_it() {
+    let mut analyses = four_rank_job();
+    let calls_of = |pid| match pid {
+        300 => vec![
+            mpi_stats("MPI_Init", 1, 4_000, 3000, 1000, 1000),
+            mpi_stats("MPI_Alltoall", 4, 800, 0, 0, 0),
+        ],
+        301 => vec![
+            mpi_stats("MPI_Init", 1, 6_000, 3200, 1100, 1100),
+            mpi_stats("MPI_Alltoall", 4, 900, 0, 0, 0),
+        ],
+        302 => vec![mpi_stats("MPI_Init", 1, 5_000, 3100, 900, -200)],
+        // Rank 3 has the function with no call: it does not count among its ranks.
+        303 => vec![mpi_stats("MPI_Alltoall", 0, 0, 0, 0, 0)],
+        _ => vec![mpi_stats("MPI_Init", 9, 9, 9, 9, 9)],
+    };
+    for analysis in &mut analyses {
+        for image in &mut analysis.processes {
+            image.mpi_calls = calls_of(image.pid);
+        }
+    }
+    let job = Job::of(&analyses);
+    let functions: Vec<(&str, usize, i64)> = job
+        .mpi_functions
+        .iter()
+        .map(|row| (row.function.as_str(), row.ranks, row.delta_bytes))
+        .collect();
+    assert_eq!(functions, [("MPI_Alltoall", 2, 0), ("MPI_Init", 3, 1900)]);
+    let init = &job.mpi_functions[1];
+    let column =
+        |wanted: MpiColumn| init.statistics[MPI_COLUMNS.iter().position(|c| *c == wanted).unwrap()];
+    let time = column(MpiColumn::TimeNs);
+    assert_eq!(
+        (time.min, time.max, time.mean, time.max_rank),
+        (4000, 6000, 5000.0, 1)
+    );
+    let bytes = column(MpiColumn::AllocatedBytes);
+    assert_eq!(
+        (
+            bytes.min,
+            bytes.max,
+            bytes.mean,
+            bytes.max_rank,
+            bytes.max_pid
+        ),
+        (3000, 3200, 3100.0, 1, 301)
+    );
+    let live = column(MpiColumn::LiveBytesAtFinalize);
+    assert_eq!((live.min, live.max, live.count), (900, 1100, 3));
+    assert_eq!(column(MpiColumn::Allocations).max, 2);
+    assert_eq!(job.mpi_functions[0].statistics[0].min, 4);
 }

@@ -3,7 +3,9 @@
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
-use crate::analysis::job::{ColumnStatistics, Job, LauncherRow, RankRow, COLUMNS};
+use crate::analysis::job::{
+    ColumnStatistics, Job, LauncherRow, MpiFunctionRow, RankRow, COLUMNS, MPI_COLUMNS,
+};
 
 #[derive(serde::Serialize)]
 pub struct JobJson<'a> {
@@ -13,6 +15,7 @@ pub struct JobJson<'a> {
     statistics: StatisticsJson,
     launchers: Vec<LauncherJson<'a>>,
     other_images: usize,
+    mpi_functions: Vec<MpiFunctionJson<'a>>,
 }
 
 impl<'a> JobJson<'a> {
@@ -23,6 +26,7 @@ impl<'a> JobJson<'a> {
             statistics: StatisticsJson(job.statistics.clone()),
             launchers: job.launchers.iter().map(LauncherJson::new).collect(),
             other_images: job.other_images,
+            mpi_functions: job.mpi_functions.iter().map(MpiFunctionJson).collect(),
         }
     }
 }
@@ -135,5 +139,23 @@ impl<'a> LauncherJson<'a> {
             peak_rss_bytes: launcher.peak_rss_bytes,
             peak_pss_bytes: launcher.peak_pss_bytes,
         }
+    }
+}
+
+/// `{"function", "ranks", "delta_bytes", then per quantity ("calls", "time_ns", ...) its
+/// statistics across the ranks that called it}`.
+struct MpiFunctionJson<'a>(&'a MpiFunctionRow);
+
+impl Serialize for MpiFunctionJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let row = self.0;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("function", &row.function)?;
+        map.serialize_entry("ranks", &row.ranks)?;
+        map.serialize_entry("delta_bytes", &row.delta_bytes)?;
+        for (column, statistics) in MPI_COLUMNS.iter().zip(&row.statistics) {
+            map.serialize_entry(column.key(), &ColumnJson::new(statistics))?;
+        }
+        map.end()
     }
 }

@@ -16,8 +16,7 @@ use crate::report::html::job_chart::job_section;
 use crate::report::html::render_with_sections;
 use crate::report::html_report;
 
-/// The job table, then each profile's report. Another table across ranks (the MPI
-/// functions') goes between the two, as `sections_after_the_table` grows.
+/// The job table (with the MPI functions across ranks), then each profile's report.
 pub fn render_text(
     analyses: &[Analysis],
     job: &Job,
@@ -25,16 +24,10 @@ pub fn render_text(
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
     text::render(job, out)?;
-    sections_after_the_table(analyses, out)?;
     for analysis in analyses {
         writeln!(out)?;
         crate::report::text::render(analysis, top, out)?;
     }
-    Ok(())
-}
-
-/// The tables that follow the job table, across ranks; none yet.
-fn sections_after_the_table(_analyses: &[Analysis], _out: &mut dyn Write) -> std::io::Result<()> {
     Ok(())
 }
 

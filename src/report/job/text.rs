@@ -4,8 +4,10 @@
 
 use std::io::Write;
 
-use crate::analysis::job::{Column, ColumnStatistics, Job, COLUMNS, GROUPS};
-use crate::report::text::short_bytes;
+use crate::analysis::job::{
+    Column, ColumnStatistics, Job, MpiColumn, MpiFunctionRow, COLUMNS, GROUPS, MPI_COLUMNS,
+};
+use crate::report::text::{human_duration, short_bytes};
 
 pub fn render(job: &Job, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(out, "{}", headline(job))?;
@@ -33,6 +35,7 @@ pub fn render(job: &Job, out: &mut dyn Write) -> std::io::Result<()> {
         writeln!(out, "\ncomponents at each rank's peak RSS snapshot, by PSS")?;
         table(job, &headers, 1, &pss, out)?;
         split_notes(job, out)?;
+        mpi_functions(job, out)?;
     }
     launchers(job, out)
 }
@@ -206,4 +209,67 @@ fn plural(count: usize, one: &str, many: &str) -> String {
         1 => format!("1 {one}"),
         _ => format!("{count} {many}"),
     }
+}
+
+/// The MPI functions across the ranks that called them: calls (min–max), time and what
+/// the calls allocated and left live at MPI_Finalize (mean, and max with its rank), and the
+/// change of live bytes across the calls summed over the ranks.
+fn mpi_functions(job: &Job, out: &mut dyn Write) -> std::io::Result<()> {
+    if job.mpi_functions.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "\nMPI functions across ranks (mean, max at rank; allocations by the calling thread)"
+    )?;
+    let headers = [
+        "function",
+        "ranks",
+        "calls",
+        "time",
+        "allocated",
+        "live at Finalize",
+        "delta",
+    ];
+    let rows: Vec<Vec<String>> = job.mpi_functions.iter().map(mpi_function_cells).collect();
+    write_table(&headers, 1, &rows, None, out)
+}
+
+fn mpi_function_cells(row: &MpiFunctionRow) -> Vec<String> {
+    let statistics = |column: MpiColumn| {
+        let index = MPI_COLUMNS
+            .iter()
+            .position(|c| *c == column)
+            .expect("a column");
+        row.statistics[index]
+    };
+    let calls = statistics(MpiColumn::Calls);
+    let calls = if calls.min == calls.max {
+        calls.min.to_string()
+    } else {
+        format!("{}–{}", calls.min, calls.max)
+    };
+    let spread = |column: MpiColumn, format: fn(u64) -> String| {
+        let s = statistics(column);
+        format!(
+            "{}, {} at {}",
+            format(s.mean.round() as u64),
+            format(s.max),
+            s.max_rank
+        )
+    };
+    let delta = if row.delta_bytes < 0 {
+        format!("-{}", short_bytes(row.delta_bytes.unsigned_abs()))
+    } else {
+        format!("+{}", short_bytes(row.delta_bytes as u64))
+    };
+    vec![
+        row.function.clone(),
+        row.ranks.to_string(),
+        calls,
+        spread(MpiColumn::TimeNs, human_duration),
+        spread(MpiColumn::AllocatedBytes, short_bytes),
+        spread(MpiColumn::LiveBytesAtFinalize, short_bytes),
+        delta,
+    ]
 }
