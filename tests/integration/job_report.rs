@@ -8,6 +8,7 @@ use std::path::Path;
 use memsup::trace::synthetic_rank::{app_buffer, pid_of, write_rank_profile, MPI_BUFFER};
 use serde_json::Value;
 
+use crate::common::mpi::job_lines;
 use crate::common::mpi::{mpi_fixture, mpi_libraries, MpiLibrary, MpiLinking};
 use crate::common::report::report_output;
 use crate::common::run::{clean_command, memsup_binary, run_command};
@@ -305,10 +306,7 @@ fn a_four_rank_job_reports_as_one_job_both_ways() {
             "{library:?}: {}",
             String::from_utf8_lossy(&supervised.stderr)
         );
-        assert_eq!(
-            sorted_lines(&supervised.stdout),
-            sorted_lines(&native.stdout)
-        );
+        assert_eq!(job_lines(&supervised.stdout), job_lines(&native.stdout));
         let report = job_json(&[&per_rank], &[]);
         assert_eq!(report["job"]["profiles"], 4, "{library:?}");
         assert_four_fixture_ranks(&report, &fixture, library);
@@ -327,10 +325,7 @@ fn a_four_rank_job_reports_as_one_job_both_ways() {
             .arg("3");
         let supervised = run_command(command, None);
         assert!(supervised.status.success(), "{library:?}: {supervised:?}");
-        assert_eq!(
-            sorted_lines(&supervised.stdout),
-            sorted_lines(&native.stdout)
-        );
+        assert_eq!(job_lines(&supervised.stdout), job_lines(&native.stdout));
         let report = job_json(&[&whole], &[]);
         // One profile keeps its own keys; the job table is added.
         assert!(report["processes"].is_array() && report["profiles"].is_null());
@@ -343,21 +338,6 @@ fn a_four_rank_job_reports_as_one_job_both_ways() {
             "{library:?}: the launcher is listed apart"
         );
     }
-}
-
-/// Lines of a job's output, sorted (ranks print in any order), pids taken out.
-fn sorted_lines(stdout: &[u8]) -> Vec<String> {
-    let mut lines: Vec<String> = String::from_utf8_lossy(stdout)
-        .lines()
-        .map(|line| match line.split_once(", pid ") {
-            Some((before, after)) => {
-                format!("{before}, {}", after.split_once(", ").map_or("", |p| p.1))
-            }
-            None => line.to_string(),
-        })
-        .collect();
-    lines.sort();
-    lines
 }
 
 /// The HTML page of a synthetic job, as Chromium builds it: one bar per rank and group,

@@ -6,7 +6,8 @@
 
 use std::path::Path;
 
-use crate::common::mpi::{mpi_fixture, mpi_libraries, MpiLibrary, MpiLinking};
+use crate::common::mpi::mpi_builds;
+use crate::common::mpi::{mpi_fixture, MpiLibrary};
 use crate::common::mpi_job::{assert_fixture_buffers, assert_same_job, images_of, rank_pids};
 use crate::common::report::report_json;
 use crate::common::run::{memsup_binary, run_command};
@@ -14,17 +15,6 @@ use crate::common::{assert_image_count, file_name};
 
 const RANKS: u32 = 4;
 const ITERATIONS: u32 = 2;
-
-fn each_build() -> Vec<(MpiLibrary, MpiLinking)> {
-    let mut builds = Vec::new();
-    for library in mpi_libraries() {
-        builds.push((library, MpiLinking::Dynamic));
-        if library == MpiLibrary::Mpich {
-            builds.push((library, MpiLinking::Static));
-        }
-    }
-    builds
-}
 
 /// `memsup run -q -o PROFILE -- ` before a job's command line.
 fn memsup_run(library: MpiLibrary, profile: &Path) -> std::process::Command {
@@ -35,7 +25,7 @@ fn memsup_run(library: MpiLibrary, profile: &Path) -> std::process::Command {
 
 #[test]
 fn one_memsup_outside_the_launcher_records_every_rank() {
-    for (library, linking) in each_build() {
+    for (library, linking) in mpi_builds() {
         let what = format!("{library:?} {linking:?}");
         let fixture = mpi_fixture("mpi_alltoall", library, linking);
         let iterations = ITERATIONS.to_string();
@@ -68,7 +58,7 @@ fn one_memsup_outside_the_launcher_records_every_rank() {
 
 #[test]
 fn one_memsup_per_rank_writes_the_file_its_rank_names() {
-    for (library, linking) in each_build() {
+    for (library, linking) in mpi_builds() {
         let what = format!("{library:?} {linking:?}");
         let fixture = mpi_fixture("mpi_alltoall", library, linking);
         let iterations = ITERATIONS.to_string();
@@ -113,7 +103,7 @@ fn one_memsup_per_rank_writes_the_file_its_rank_names() {
 /// own pid (no rank variable), and the buffers are 1 MiB each.
 #[test]
 fn a_singleton_runs_as_rank_0_of_1() {
-    for (library, linking) in each_build() {
+    for (library, linking) in mpi_builds() {
         let what = format!("{library:?} {linking:?}");
         let fixture = mpi_fixture("mpi_alltoall", library, linking);
         let mut native_command = library.command(&fixture);

@@ -10,7 +10,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::common::mpi::{mpi_fixture, mpi_libraries, MpiLibrary, MpiLinking};
+use crate::common::mpi::mpi_fixture;
+use crate::common::mpi::{job_lines, mpi_builds};
 use crate::common::report::{number, processes, report_json};
 use crate::common::run::{memsup_binary, run_command, run_memsup};
 
@@ -18,35 +19,6 @@ const RANKS: u32 = 2;
 const ALLTOALLS: u64 = 3;
 /// Each rank's send and receive buffers: 1 MiB per rank each.
 const BUFFER_BYTES: u64 = RANKS as u64 * (1 << 20);
-
-/// The fixture's lines, sorted, with "pid P, " taken out (ranks print in any order).
-fn printed_lines(stdout: &[u8]) -> Vec<String> {
-    let mut lines: Vec<String> = String::from_utf8_lossy(stdout)
-        .lines()
-        .map(|line| match line.split_once(", pid ") {
-            Some((before, after)) => {
-                format!(
-                    "{before}, {}",
-                    after.split_once(", ").map_or("", |(_, ok)| ok)
-                )
-            }
-            None => line.to_string(),
-        })
-        .collect();
-    lines.sort();
-    lines
-}
-
-fn each_build() -> Vec<(MpiLibrary, MpiLinking)> {
-    let mut builds = Vec::new();
-    for library in mpi_libraries() {
-        builds.push((library, MpiLinking::Dynamic));
-        if library == MpiLibrary::Mpich {
-            builds.push((library, MpiLinking::Static));
-        }
-    }
-    builds
-}
 
 /// Per MPI function, from the raw records of one process: (blocks, bytes) allocated by a
 /// thread between its call's entry and return, the sum over its calls of the process's live
@@ -244,14 +216,14 @@ fn assert_rank(image: &Value, profile: &Path, printed: &[String], context: &str)
 /// Each rank counts its MPI calls exactly under each engine, every MPI library and linking.
 #[test]
 fn each_rank_counts_its_mpi_calls_and_what_they_allocated() {
-    for (library, linking) in each_build() {
+    for (library, linking) in mpi_builds() {
         let fixture = mpi_fixture("mpi_alltoall", library, linking);
         let native = run_command(library.launch(RANKS, &fixture, &["3"]), None);
         assert!(
             native.status.success(),
             "{library:?} {linking:?}: {native:?}"
         );
-        let expected = printed_lines(&native.stdout);
+        let expected = job_lines(&native.stdout);
         assert_eq!(expected.len(), RANKS as usize);
         for engine in ["int3", "hooks"] {
             let context = format!("{library:?} {linking:?} {engine}");
@@ -266,7 +238,7 @@ fn each_rank_counts_its_mpi_calls_and_what_they_allocated() {
                 .arg("3");
             let supervised = run_command(command, None);
             assert!(supervised.status.success(), "{context}: {supervised:?}");
-            let printed = printed_lines(&supervised.stdout);
+            let printed = job_lines(&supervised.stdout);
             assert_eq!(printed, expected, "{context}");
 
             let report = report_json(&profile);

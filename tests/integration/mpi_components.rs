@@ -17,7 +17,8 @@ use crate::common::attach_window::{AttachWindow, EVENT_TIMEOUT};
 use crate::common::engine::{
     recorded_by_hooks, skip_whole_stacks_under_hooks, suite_engine_is_hooks,
 };
-use crate::common::mpi::{mpi_fixture, mpi_libraries, MpiLibrary, MpiLinking};
+use crate::common::mpi::mpi_builds;
+use crate::common::mpi::{mpi_fixture, MpiLibrary};
 use crate::common::report::{processes, report_json};
 use crate::common::run::{memsup_binary, run_command, wait_with_timeout};
 use crate::common::tools::record_skip;
@@ -33,17 +34,6 @@ const RUN_COMPONENTS: [&str; 7] = [
 const ATTACH_COMPONENTS: [&str; 7] = [
     "app", "libc", "memsup", "mpi", "mpi:shm", "stacks", "unknown",
 ];
-
-fn each_build() -> Vec<(MpiLibrary, MpiLinking)> {
-    let mut builds = Vec::new();
-    for library in mpi_libraries() {
-        builds.push((library, MpiLinking::Dynamic));
-        if library == MpiLibrary::Mpich {
-            builds.push((library, MpiLinking::Static));
-        }
-    }
-    builds
-}
 
 /// The images of `report` that run `fixture` (the ranks), in report order.
 fn rank_images<'a>(report: &'a Value, fixture: &Path) -> Vec<&'a Value> {
@@ -134,7 +124,7 @@ fn sorted_lines(text: &str) -> Vec<String> {
 
 #[test]
 fn in_run_mode_a_rank_is_app_mpi_mpi_shm_and_the_c_runtime() {
-    for (library, linking) in each_build() {
+    for (library, linking) in mpi_builds() {
         let what = format!("{library:?} {linking:?} run");
         let fixture = mpi_fixture("mpi_alltoall", library, linking);
         let native = run_command(library.launch(2, &fixture, &["3"]), None);
@@ -266,7 +256,7 @@ fn read_lines(stdout: ChildStdout) -> Receiver<String> {
 
 #[test]
 fn in_attach_mode_the_ranks_of_a_running_job_split_the_same_way() {
-    for (library, linking) in each_build() {
+    for (library, linking) in mpi_builds() {
         let what = format!("{library:?} {linking:?} attach");
         let fixture = mpi_fixture("mpi_wait_shm", library, linking);
         let (native, native_ok) = WaitingJob::start(library, &fixture, true).finish();

@@ -8,20 +8,10 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use crate::common::assert_exit;
-use crate::common::mpi::{mpi_fixture, mpi_libraries, MpiLibrary, MpiLinking};
+use crate::common::mpi::{alltoall_lines, job_lines, mpi_builds};
+use crate::common::mpi::{mpi_fixture, MpiLibrary};
 use crate::common::report::{processes, report_json, report_json_with, report_output};
 use crate::common::run::{clean_command, memsup_binary, run_command};
-
-fn each_build() -> Vec<(MpiLibrary, MpiLinking)> {
-    let mut builds = Vec::new();
-    for library in mpi_libraries() {
-        builds.push((library, MpiLinking::Dynamic));
-        if library == MpiLibrary::Mpich {
-            builds.push((library, MpiLinking::Static));
-        }
-    }
-    builds
-}
 
 /// The variable each library's launcher gives a rank's number in.
 pub fn rank_source(library: MpiLibrary) -> &'static str {
@@ -38,26 +28,6 @@ pub fn launcher_programs(library: MpiLibrary) -> Vec<&'static str> {
         MpiLibrary::OpenMpi => vec!["orterun"],
         MpiLibrary::Mpich => vec!["hydra_pmi_proxy", "mpiexec.hydra"],
     }
-}
-
-/// mpi_alltoall's lines, sorted, with "pid P, " taken out.
-fn job_lines(stdout: &[u8]) -> Vec<String> {
-    let mut lines: Vec<String> = String::from_utf8_lossy(stdout)
-        .lines()
-        .map(|line| {
-            let (before, after) = line.split_once(", pid ").unwrap_or((line, ""));
-            let after = after.split_once(", ").map_or("", |(_, rest)| rest);
-            format!("{before}, {after}")
-        })
-        .collect();
-    lines.sort();
-    lines
-}
-
-fn expected_lines(ranks: u32, iterations: u32) -> Vec<String> {
-    (0..ranks)
-        .map(|rank| format!("rank {rank} of {ranks}: {iterations} alltoalls, ok"))
-        .collect()
 }
 
 /// Runs `command` natively, then under `memsup run` (with the library's environment): both
@@ -110,7 +80,7 @@ fn exe_is(image: &Value, name: &str) -> bool {
 /// JSON; `--rank 9` is refused with the ranks there are.
 #[test]
 fn the_ranks_of_a_four_rank_job_are_labelled() {
-    for (library, linking) in each_build() {
+    for (library, linking) in mpi_builds() {
         let what = format!("{library:?} {linking:?}");
         let fixture = mpi_fixture("mpi_alltoall", library, linking);
         let name = fixture.file_name().unwrap().to_string_lossy().into_owned();
@@ -122,7 +92,7 @@ fn the_ranks_of_a_four_rank_job_are_labelled() {
             library,
             &command,
             &["2"],
-            &expected_lines(4, 2),
+            &alltoall_lines(4, 2),
             directory.path(),
         );
 
@@ -219,7 +189,7 @@ fn the_ranks_of_a_four_rank_job_are_labelled() {
 /// orted of its own, a launcher.
 #[test]
 fn a_program_started_without_a_launcher_is_the_singleton_rank() {
-    for (library, linking) in each_build() {
+    for (library, linking) in mpi_builds() {
         let what = format!("{library:?} {linking:?}");
         let fixture = mpi_fixture("mpi_alltoall", library, linking);
         let name = fixture.file_name().unwrap().to_string_lossy().into_owned();
@@ -228,7 +198,7 @@ fn a_program_started_without_a_launcher_is_the_singleton_rank() {
             library,
             &[fixture.as_path()],
             &["1"],
-            &expected_lines(1, 1),
+            &alltoall_lines(1, 1),
             directory.path(),
         );
         let report = report_json(&profile);
@@ -261,12 +231,12 @@ fn a_program_started_without_a_launcher_is_the_singleton_rank() {
 /// the mpiexec.hydra above the memsups).
 #[test]
 fn ranks_recorded_by_a_memsup_each_are_labelled() {
-    for (library, linking) in each_build() {
+    for (library, linking) in mpi_builds() {
         let what = format!("{library:?} {linking:?}");
         let fixture = mpi_fixture("mpi_alltoall", library, linking);
         let native = run_command(library.launch(2, &fixture, &["2"]), None);
         assert!(native.status.success(), "{what} natively: {native:?}");
-        assert_eq!(job_lines(&native.stdout), expected_lines(2, 2), "{what}");
+        assert_eq!(job_lines(&native.stdout), alltoall_lines(2, 2), "{what}");
         let directory = tempfile::tempdir().unwrap();
         let mut command = library.command(library.launcher());
         command
@@ -280,7 +250,7 @@ fn ranks_recorded_by_a_memsup_each_are_labelled() {
         assert!(supervised.status.success(), "{what}: {supervised:?}");
         assert_eq!(
             job_lines(&supervised.stdout),
-            expected_lines(2, 2),
+            alltoall_lines(2, 2),
             "{what}"
         );
 

@@ -177,3 +177,40 @@ pub fn mpi_fixture(name: &str, library: MpiLibrary, linking: MpiLinking) -> Path
             .unwrap_or_else(|error| panic!("renaming {}: {error}", temporary.display()));
     })
 }
+
+/// Every build of the MPI fixtures this machine has: each library dynamically, and MPICH
+/// statically too.
+pub fn mpi_builds() -> Vec<(MpiLibrary, MpiLinking)> {
+    let mut builds = Vec::new();
+    for library in mpi_libraries() {
+        builds.push((library, MpiLinking::Dynamic));
+        if library == MpiLibrary::Mpich {
+            builds.push((library, MpiLinking::Static));
+        }
+    }
+    builds
+}
+
+/// A job's lines, sorted (ranks print in any order), with mpi_alltoall's "pid P, " taken
+/// out so that runs compare.
+pub fn job_lines(stdout: &[u8]) -> Vec<String> {
+    let mut lines: Vec<String> = String::from_utf8_lossy(stdout)
+        .lines()
+        .map(|line| match line.split_once(", pid ") {
+            Some((before, after)) => {
+                format!("{before}, {}", after.split_once(", ").map_or("", |p| p.1))
+            }
+            None => line.to_string(),
+        })
+        .collect();
+    lines.sort();
+    lines
+}
+
+/// What mpi_alltoall prints for a job of `ranks` ranks and `iterations` alltoalls, as
+/// `job_lines` gives it.
+pub fn alltoall_lines(ranks: u32, iterations: u32) -> Vec<String> {
+    (0..ranks)
+        .map(|rank| format!("rank {rank} of {ranks}: {iterations} alltoalls, ok"))
+        .collect()
+}
