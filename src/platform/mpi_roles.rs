@@ -85,7 +85,7 @@ pub fn rank_from_environment<'a>(
 }
 
 /// The job's id from the environment: a job variable, else Slurm's `JOB.STEP` (or `JOB`).
-fn job_from_environment<'a>(lookup: &impl Fn(&str) -> Option<&'a str>) -> Option<String> {
+pub fn job_from_environment<'a>(lookup: &impl Fn(&str) -> Option<&'a str>) -> Option<String> {
     let present = |name: &str| lookup(name).filter(|value| !value.is_empty());
     if let Some(job) = JOB_VARIABLES.iter().find_map(|name| present(name)) {
         return Some(job.to_string());

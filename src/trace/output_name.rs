@@ -3,27 +3,11 @@
 //! its own. The values come from memsup's own environment, which the job's launcher gives
 //! memsup as it would give the rank.
 
+use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
-/// The variables that hold a process's rank in its job, in the order they are trusted:
-/// Open MPI, PMIx, MPICH's hydra (PMI), MVAPICH, Slurm.
-pub const RANK_VARIABLES: [&str; 5] = [
-    "OMPI_COMM_WORLD_RANK",
-    "PMIX_RANK",
-    "PMI_RANK",
-    "MV2_COMM_WORLD_RANK",
-    "SLURM_PROCID",
-];
-
-/// The variables that name the job, in order: Open MPI, PMIx, PMI (MPICH's hydra 4.0 sets
-/// none of these), Slurm.
-pub const JOB_VARIABLES: [&str; 4] = [
-    "OMPI_MCA_ess_base_jobid",
-    "PMIX_NAMESPACE",
-    "PMI_KVSNAME",
-    "SLURM_JOB_ID",
-];
+use crate::platform::mpi_roles::{job_from_environment, rank_from_environment};
 
 /// What the specifiers expand to for one memsup.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,28 +33,26 @@ impl NameValues {
             .map(|host| host.to_string_lossy().into_owned())
             .unwrap_or_else(|_| "localhost".into());
         let parent = std::os::unix::process::parent_id();
-        NameValues::from_lookup(pid, program, &host, parent, |name| std::env::var(name).ok())
+        let environment: HashMap<String, String> = std::env::vars().collect();
+        NameValues::from_lookup(pid, program, &host, parent, |name| {
+            environment.get(name).map(String::as_str)
+        })
     }
 
-    /// The values from `lookup` (an environment), for the tests.
-    pub fn from_lookup(
+    /// The values from `lookup` (an environment), read as a rank's is
+    /// (`platform::mpi_roles`).
+    pub fn from_lookup<'a>(
         pid: u32,
         program: &str,
         host: &str,
         parent: u32,
-        lookup: impl Fn(&str) -> Option<String>,
+        lookup: impl Fn(&str) -> Option<&'a str>,
     ) -> NameValues {
         // A rank is a number; anything else in the variable is not trusted with a file name.
-        let rank = RANK_VARIABLES
-            .iter()
-            .filter_map(|name| lookup(name))
-            .find(|value| value.parse::<u32>().is_ok())
-            .unwrap_or_else(|| pid.to_string());
-        let job = JOB_VARIABLES
-            .iter()
-            .filter_map(|name| lookup(name))
-            .map(|value| file_name_safe(&value))
-            .find(|value| !value.is_empty())
+        let rank = rank_from_environment(&lookup, || None)
+            .map_or_else(|| pid.to_string(), |rank| rank.rank.to_string());
+        let job = job_from_environment(&lookup)
+            .map(|job| file_name_safe(&job))
             .unwrap_or_else(|| parent.to_string());
         let program = program.rsplit('/').next().unwrap_or(program);
         NameValues {
@@ -137,16 +119,12 @@ fn file_name_safe(text: &str) -> String {
 mod tests {
     use super::*;
 
-    fn values(variables: &[(&str, &str)]) -> NameValues {
-        let variables: Vec<(String, String)> = variables
-            .iter()
-            .map(|(name, value)| (name.to_string(), value.to_string()))
-            .collect();
+    fn values<'a>(variables: &'a [(&'a str, &'a str)]) -> NameValues {
         NameValues::from_lookup(4242, "/opt/bin/app", "node7", 4000, |name| {
             variables
                 .iter()
-                .find(|(variable, _)| variable == name)
-                .map(|(_, value)| value.clone())
+                .find(|(variable, _)| *variable == name)
+                .map(|(_, value)| *value)
         })
     }
 
