@@ -2,13 +2,17 @@
 //! function the calls, the time inside, the blocks allocated inside a call (by any of the
 //! calling thread's allocator calls between its entry and its return) and those still live
 //! after `MPI_Finalize` returned (or at the image's end), and the change of the image's live
-//! requested bytes across the calls. All of it exact; RSS around the calls comes from the
-//! nearest `/proc/PID/status` samples, so it is only as close as the sampling interval.
+//! requested bytes across the calls. All of it exact. RSS and PSS around MPI_Init,
+//! MPI_Init_thread and MPI_Finalize come from the smaps snapshots taken at their entry and
+//! return stops; around other functions RSS comes from the nearest `/proc/PID/status`
+//! samples, so it is only as close as the sampling interval.
 
 use std::collections::HashMap;
 
+use crate::analysis::components::SnapshotSummary;
 use crate::events::heap::Outcome;
 use crate::platform::mpi::FINALIZE;
+use crate::trace::format::SnapshotReason;
 
 /// What one MPI function did in one process image.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -30,10 +34,17 @@ pub struct MpiFunctionStats {
     pub delta_bytes: i64,
     pub largest_delta_bytes: i64,
     pub smallest_delta_bytes: i64,
-    /// VmRSS of the last status sample taken before the first call's entry, and of the
-    /// first taken after the last call's return (None without such a sample).
+    /// RSS before the first call's entry and after the last call's return: of the smaps
+    /// snapshots taken at those stops when `residency_at_stops`, else VmRSS of the last
+    /// status sample before and of the first after (None without such a sample).
     pub rss_before_bytes: Option<u64>,
     pub rss_after_bytes: Option<u64>,
+    /// PSS at the same stops; snapshotted functions only.
+    pub pss_before_bytes: Option<u64>,
+    pub pss_after_bytes: Option<u64>,
+    /// RSS and PSS before and after were read while the calling thread waited at the first
+    /// entry and the last return (MPI_Init, MPI_Init_thread, MPI_Finalize).
+    pub residency_at_stops: bool,
 }
 
 /// A thread's MPI call in progress.
@@ -167,6 +178,41 @@ impl MpiTracker {
             entry.1 += size;
         }
         live
+    }
+}
+
+/// Replaces the sampled RSS around the snapshotted functions by the snapshots taken at
+/// their first entry and last return (in time order), with their PSS. `names` numbers the
+/// recording's MPI functions.
+pub fn residency_at_stops(
+    functions: &mut [MpiFunctionStats],
+    snapshots: &[SnapshotSummary],
+    names: &HashMap<u32, String>,
+) {
+    for snapshot in snapshots {
+        let (function, entry) = match snapshot.reason {
+            SnapshotReason::MpiEntry { function } => (function, true),
+            SnapshotReason::MpiReturn { function } => (function, false),
+            _ => continue,
+        };
+        let Some(name) = names.get(&function) else {
+            continue;
+        };
+        let Some(stats) = functions.iter_mut().find(|stats| &stats.function == name) else {
+            continue;
+        };
+        if !stats.residency_at_stops {
+            stats.residency_at_stops = true;
+            stats.rss_before_bytes = None;
+            stats.rss_after_bytes = None;
+        }
+        if entry && stats.pss_before_bytes.is_none() {
+            stats.rss_before_bytes = Some(snapshot.rss);
+            stats.pss_before_bytes = Some(snapshot.pss);
+        } else if !entry {
+            stats.rss_after_bytes = Some(snapshot.rss);
+            stats.pss_after_bytes = Some(snapshot.pss);
+        }
     }
 }
 

@@ -133,3 +133,91 @@ fn a_return_without_entry_is_not_a_call_and_an_unfinished_call_ends_with_the_ima
         (1, 16)
     );
 }
+
+fn snapshot(reason: SnapshotReason, rss: u64, pss: u64) -> SnapshotSummary {
+    SnapshotSummary {
+        time_ns: 0,
+        reason,
+        cost_ns: 0,
+        mappings: 0,
+        rss,
+        pss,
+        swap: 0,
+        arena_rss: 0,
+        arena_requested: 0,
+        arena_overhead_rss: 0,
+        requested: 0,
+        high: None,
+    }
+}
+
+#[test]
+fn snapshots_at_the_stops_replace_the_sampled_rss_of_their_function_only() {
+    let sampled = |name: &str| MpiFunctionStats {
+        function: name.to_string(),
+        rss_before_bytes: Some(1),
+        rss_after_bytes: Some(2),
+        ..MpiFunctionStats::default()
+    };
+    let mut functions = [sampled("MPI_Init"), sampled("MPI_Alltoall")];
+    let names: HashMap<u32, String> = [(INIT, "MPI_Init"), (FINALIZE_NUMBER, "MPI_Finalize")]
+        .map(|(number, name)| (number, name.to_string()))
+        .into();
+    let snapshots = [
+        snapshot(SnapshotReason::Start, 100, 90),
+        snapshot(SnapshotReason::MpiEntry { function: INIT }, 500, 300),
+        snapshot(
+            SnapshotReason::RssHigh {
+                bytes: 1,
+                delay_ns: 1,
+            },
+            900,
+            800,
+        ),
+        snapshot(SnapshotReason::MpiReturn { function: INIT }, 1_700, 1_100),
+        // No stats for MPI_Finalize (never returned to the analysis): left alone.
+        snapshot(
+            SnapshotReason::MpiEntry {
+                function: FINALIZE_NUMBER,
+            },
+            1_800,
+            1_200,
+        ),
+    ];
+    residency_at_stops(&mut functions, &snapshots, &names);
+    let init = &functions[0];
+    assert!(init.residency_at_stops);
+    let around = (init.rss_before_bytes, init.rss_after_bytes);
+    assert_eq!(around, (Some(500), Some(1_700)));
+    let pss = (init.pss_before_bytes, init.pss_after_bytes);
+    assert_eq!(pss, (Some(300), Some(1_100)));
+    assert_eq!(functions[1], sampled("MPI_Alltoall"));
+}
+
+#[test]
+fn a_call_snapshotted_at_its_entry_only_has_no_residency_after_it() {
+    let mut functions = [MpiFunctionStats {
+        function: "MPI_Finalize".to_string(),
+        rss_after_bytes: Some(2),
+        ..MpiFunctionStats::default()
+    }];
+    let names: HashMap<u32, String> = [(FINALIZE_NUMBER, "MPI_Finalize".to_string())].into();
+    let snapshots = [snapshot(
+        SnapshotReason::MpiEntry {
+            function: FINALIZE_NUMBER,
+        },
+        10,
+        7,
+    )];
+    residency_at_stops(&mut functions, &snapshots, &names);
+    let finalize = &functions[0];
+    assert!(finalize.residency_at_stops);
+    assert_eq!(
+        (finalize.rss_before_bytes, finalize.rss_after_bytes),
+        (Some(10), None)
+    );
+    assert_eq!(
+        (finalize.pss_before_bytes, finalize.pss_after_bytes),
+        (Some(7), None)
+    );
+}

@@ -8,7 +8,7 @@ use super::components::{self, ClosedImage, ImageSamples, ImageTracker, Images, S
 use super::frames::AddressSymbol;
 use super::heap::HeapState;
 use super::mappings::MappingCall;
-use super::mpi_calls::MpiTracker;
+use super::mpi_calls::{residency_at_stops, MpiTracker};
 use super::roles::merge_role;
 
 use super::sites::{heap_sites, mapping_sites, ImageStacks};
@@ -322,6 +322,8 @@ impl Replay {
             image.mapping_sites = mapping_sites(stacks, skip);
             let closed = self.closed_components.remove(&index).unwrap_or_default();
             components::build(image, stacks, closed, settings, &images);
+            let snapshots = &image.components.snapshots;
+            residency_at_stops(&mut image.mpi_calls, snapshots, &self.mpi_names);
             if let Some((threads, stopped_ns)) = self.snapshots.remove(&index) {
                 image.snapshot = Some(ProcessSnapshot {
                     stopped_ns,

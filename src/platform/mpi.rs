@@ -31,6 +31,10 @@ pub const COMM_SIZE: &str = "MPI_Comm_size";
 /// The call after which the MPI library's own blocks still live are what it leaves behind.
 pub const FINALIZE: &str = "MPI_Finalize";
 
+/// The calls whose entry and return are smaps snapshots, taken while the calling thread
+/// waits: once each per image, they bracket what starting and ending MPI makes resident.
+pub const SNAPSHOTTED_AT_ENTRY_AND_RETURN: [&str; 3] = ["MPI_Init", "MPI_Init_thread", FINALIZE];
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,12 +10,12 @@ use crate::events::EventKind;
 use crate::module::loaded::LoadedModule;
 use crate::platform::mpi::{
     is_mpi_entry_point, recorded_name, COMM_RANK, COMM_SIZE, MPICH_COMM_WORLD,
-    OPEN_MPI_COMM_WORLD_SYMBOL,
+    OPEN_MPI_COMM_WORLD_SYMBOL, SNAPSHOTTED_AT_ENTRY_AND_RETURN,
 };
 use crate::ptrace::memory::RemoteMemory;
 use crate::ptrace::tracer::Tracer;
 use crate::symbols::elf::{data_object_address, ElfFile};
-use crate::trace::format::{MpiRank, ProbeSite, ProcessRole};
+use crate::trace::format::{MpiRank, ProbeSite, ProcessRole, SnapshotReason};
 
 /// The recording's MPI function names: one number per name, in every process.
 #[derive(Debug, Default)]
@@ -48,6 +48,8 @@ pub struct ProcessMpi {
     pub(super) world_handles: Vec<u64>,
     /// Function numbers whose name was sent for this process.
     declared: HashSet<u32>,
+    /// Entries (true) and returns of functions already snapshotted in this image.
+    snapshotted: HashSet<(u32, bool)>,
     rank: Option<u32>,
     world_size: Option<u32>,
     /// The rank was sent, with its world size or without.
@@ -135,6 +137,30 @@ impl Tracer<'_> {
             self.send(pid, pid, EventKind::MpiFunction { function, name });
         }
         self.send(pid, tid, EventKind::MpiCall { function, entry });
+        self.snapshot_at_mpi_call(pid, function, entry);
+    }
+
+    /// The first entry into and return from MPI_Init, MPI_Init_thread and MPI_Finalize of an
+    /// image are snapshotted while the thread waits (the rings were flushed above): a fixed
+    /// number per image, so outside the budget of other waiting snapshots, whose time they
+    /// count against.
+    fn snapshot_at_mpi_call(&mut self, pid: i32, function: u32, entry: bool) {
+        let name = self.mpi_names.name(function);
+        if !SNAPSHOTTED_AT_ENTRY_AND_RETURN.contains(&name) {
+            return;
+        }
+        let Ok(process) = self.process_mut(pid) else {
+            return;
+        };
+        if !process.mpi.snapshotted.insert((function, entry)) {
+            return;
+        }
+        let reason = if entry {
+            SnapshotReason::MpiEntry { function }
+        } else {
+            SnapshotReason::MpiReturn { function }
+        };
+        self.snapshot_waiting(pid, reason);
     }
 
     /// An MPI call returned `result`; `args` are its arguments at entry. A successful

@@ -427,3 +427,34 @@ fn mpi_calls_round_trip_and_come_after_every_older_kind() {
     assert_eq!(index(&mpi_records()[0]), 27);
     assert_eq!(index(&mpi_records()[1]), 28);
 }
+
+#[test]
+fn snapshot_reasons_are_appended_and_round_trip() {
+    use crate::trace::format::SnapshotReason;
+    // bincode writes an enum's variant index first: older reasons keep theirs.
+    let index =
+        |reason: &SnapshotReason| crate::trace::writer::encoding().serialize(reason).unwrap()[0];
+    let high = SnapshotReason::RssHigh {
+        bytes: 1,
+        delay_ns: 2,
+    };
+    assert_eq!(index(&high), 8);
+    let entry = SnapshotReason::MpiEntry { function: 3 };
+    let exit = SnapshotReason::MpiReturn { function: u32::MAX };
+    assert_eq!((index(&entry), index(&exit)), (9, 10));
+    let records: Vec<Record> = [entry, exit]
+        .into_iter()
+        .map(|reason| Record::SmapsSnapshot {
+            time_ns: 5,
+            pid: 7,
+            reason,
+            cost_ns: 1,
+            mappings: Vec::new(),
+        })
+        .collect();
+    let mut encoder = BlockEncoder::default();
+    for record in &records {
+        encoder.push(record).unwrap();
+    }
+    assert_eq!(decode(encoder.take(), 2).unwrap(), records);
+}

@@ -17,7 +17,7 @@ use crate::trace::stacks::StackId;
 /// First bytes of every profile.
 pub const MAGIC: [u8; 8] = *b"MEMSUP\0\0";
 /// Version of the record encoding. Readers refuse newer versions with a clear message.
-pub const FORMAT_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 6;
 
 /// Recordings give times in whole microseconds. A time is taken when memsup handles a stop,
 /// microseconds after the program's call and with as much jitter, and two records of one
@@ -560,7 +560,8 @@ pub struct HookCounters {
 }
 
 /// Why a full smaps snapshot was taken. Variants are only appended (format 5 added `Fork`,
-/// `RequestedHigh` and `RssHigh`), so older profiles decode unchanged.
+/// `RequestedHigh` and `RssHigh`, format 6 `MpiEntry` and `MpiReturn`), so older profiles
+/// decode unchanged.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum SnapshotReason {
     /// The process came under supervision.
@@ -582,6 +583,11 @@ pub enum SnapshotReason {
     RequestedHigh { bytes: u64, delay_ns: u64 },
     /// A status sample saw its RSS at a new high of `bytes`, `delay_ns` before the snapshot.
     RssHigh { bytes: u64, delay_ns: u64 },
+    /// A thread stopped at the entry of MPI function `function` (its `MpiFunction` number):
+    /// MPI_Init, MPI_Init_thread and MPI_Finalize, while the thread waits.
+    MpiEntry { function: u32 },
+    /// A thread stopped at the return of MPI function `function`.
+    MpiReturn { function: u32 },
 }
 
 impl SnapshotReason {
@@ -596,6 +602,8 @@ impl SnapshotReason {
             SnapshotReason::Interval => "interval",
             SnapshotReason::Fork => "fork",
             SnapshotReason::RssHigh { .. } => "rss_high",
+            SnapshotReason::MpiEntry { .. } => "mpi_entry",
+            SnapshotReason::MpiReturn { .. } => "mpi_return",
         }
     }
 

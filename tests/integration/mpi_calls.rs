@@ -211,6 +211,44 @@ fn assert_rank(image: &Value, profile: &Path, printed: &[String], context: &str)
         .filter(|&&size| size == BUFFER_BYTES)
         .count();
     assert_eq!(buffers, 2, "{context}");
+    assert_residency_at_stops(image, context);
+}
+
+/// MPI_Init and MPI_Finalize are snapshotted at their entry and return, in that order, and
+/// their RSS and PSS before and after are those snapshots'; other functions' are sampled.
+fn assert_residency_at_stops(image: &Value, context: &str) {
+    let at_stops: Vec<&Value> = image["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|snapshot| snapshot["reason"].as_str().unwrap().starts_with("mpi_"))
+        .collect();
+    let reasons: Vec<&str> = at_stops
+        .iter()
+        .map(|snapshot| snapshot["reason"].as_str().unwrap())
+        .collect();
+    let expected = ["mpi_entry", "mpi_return", "mpi_entry", "mpi_return"];
+    assert_eq!(reasons, expected, "{context}");
+    for (name, before, after) in [
+        ("MPI_Init", at_stops[0], at_stops[1]),
+        ("MPI_Finalize", at_stops[2], at_stops[3]),
+    ] {
+        let stats = function(image, name);
+        assert_eq!(stats["residency_at_stops"], true, "{context}: {name}");
+        for (field, snapshot, total) in [
+            ("rss_before_bytes", before, "rss"),
+            ("pss_before_bytes", before, "pss"),
+            ("rss_after_bytes", after, "rss"),
+            ("pss_after_bytes", after, "pss"),
+        ] {
+            assert_eq!(stats[field], snapshot[total], "{context}: {name} {field}");
+        }
+    }
+    for name in ["MPI_Comm_rank", "MPI_Alltoall", "MPI_Barrier"] {
+        let stats = function(image, name);
+        assert_eq!(stats["residency_at_stops"], false, "{context}: {name}");
+        assert_eq!(stats["pss_before_bytes"], Value::Null, "{context}: {name}");
+    }
 }
 
 /// Each rank counts its MPI calls exactly under each engine, every MPI library and linking.

@@ -14,14 +14,11 @@ use std::thread;
 use serde_json::Value;
 
 use crate::common::attach_window::{AttachWindow, EVENT_TIMEOUT};
-use crate::common::engine::{
-    recorded_by_hooks, skip_whole_stacks_under_hooks, suite_engine_is_hooks,
-};
+use crate::common::engine::{recorded_by_hooks, skip_whole_stacks_under_hooks};
 use crate::common::mpi::mpi_builds;
 use crate::common::mpi::{mpi_fixture, MpiLibrary};
 use crate::common::report::{processes, report_json};
 use crate::common::run::{memsup_binary, run_command, wait_with_timeout};
-use crate::common::tools::record_skip;
 
 /// Each rank's buffers: a send and a receive buffer of 2 MiB (1 MiB per rank of 2).
 const BUFFERS: u64 = 2 * (2 << 20);
@@ -56,16 +53,10 @@ fn component<'a>(image: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no component {name} in {components:#?}"))
 }
 
-/// Every rank: the buffers as `app` requested bytes; with `resident`, exactly `expected`
+/// Every rank: the buffers as `app` requested bytes, exactly `expected`
 /// components and shared memory as `mpi:shm` with PSS, and the node totals sum the ranks'
 /// `mpi:shm` PSS.
-fn assert_rank_components(
-    report: &Value,
-    fixture: &Path,
-    expected: &[&str],
-    resident: bool,
-    what: &str,
-) {
+fn assert_rank_components(report: &Value, fixture: &Path, expected: &[&str], what: &str) {
     let ranks = rank_images(report, fixture);
     assert_eq!(ranks.len(), 2, "{what}: two ranks");
     let mut shared_memory = 0;
@@ -80,9 +71,6 @@ fn assert_rank_components(
         }
         let app = component(rank, "app")["peak_requested_bytes"].as_u64();
         assert_eq!(app, Some(BUFFERS), "{what}: rank {pid}'s buffers");
-        if !resident {
-            continue;
-        }
         let mut names: BTreeSet<&str> = rank["components"]
             .as_array()
             .unwrap()
@@ -109,9 +97,11 @@ fn assert_rank_components(
         }
         let expected: BTreeSet<&str> = expected.iter().copied().collect();
         assert_eq!(names, expected, "{what}: rank {pid}");
-        let pss = component(rank, "mpi:shm")["peak_pss_bytes"].as_u64();
-        assert!(pss.unwrap() > 0, "{what}: rank {pid} has mpi:shm PSS");
-        shared_memory += pss.unwrap();
+        let pss = component(rank, "mpi:shm")["peak_pss_bytes"]
+            .as_u64()
+            .unwrap();
+        assert!(pss > 0, "{what}: rank {pid} has mpi:shm PSS");
+        shared_memory += pss;
     }
     if shared_memory == 0 {
         return;
@@ -127,6 +117,33 @@ fn assert_rank_components(
         .find(|component| component["name"] == "mpi:shm")
         .map(|component| component["pss_bytes"].as_u64().unwrap());
     assert_eq!(summed, Some(shared_memory), "{what}: node total of mpi:shm");
+}
+
+/// Every rank's `mpi:shm` is resident in the snapshot at MPI_Finalize's entry, taken while
+/// MPI is whole whatever the timing: the second at an MPI entry (MPI_Init's is the first).
+fn assert_shared_memory_at_finalize(report: &Value, fixture: &Path, what: &str) {
+    for rank in rank_images(report, fixture) {
+        let pid = &rank["pid"];
+        if what.contains("Static") && recorded_by_hooks(rank) {
+            continue;
+        }
+        let snapshots = rank["snapshots"].as_array().unwrap();
+        let mut entries = snapshots
+            .iter()
+            .filter(|snapshot| snapshot["reason"] == "mpi_entry");
+        let finalize = entries.nth(1).expect("a snapshot at MPI_Finalize's entry");
+        let time_ns = finalize["time_ns"].as_u64();
+        // [time_ns, rss, pss, swap]
+        let timeline = component(rank, "mpi:shm")["resident_timeline"].as_array();
+        let at_finalize: u64 = (timeline.unwrap().iter())
+            .filter(|point| point[0].as_u64() == time_ns)
+            .map(|point| point[2].as_u64().unwrap())
+            .sum();
+        assert!(
+            at_finalize > 0,
+            "{what}: rank {pid}'s mpi:shm at MPI_Finalize"
+        );
+    }
 }
 
 /// The fixture's lines, sorted, without pids.
@@ -168,14 +185,9 @@ fn in_run_mode_a_rank_is_app_mpi_mpi_shm_and_the_c_runtime() {
             "{what}"
         );
         assert_eq!(printed(&native.stdout).len(), 2, "{what}");
-        // Under hooks the job ends its alltoalls before a new high's snapshot (and the exit's
-        // comes after MPI_Finalize): its shared memory is seen in attach mode only.
-        let resident = !suite_engine_is_hooks();
-        if !resident {
-            record_skip(&format!("{what}: no snapshot while MPI is up under hooks"));
-        }
         let report = report_json(&profile);
-        assert_rank_components(&report, &fixture, &RUN_COMPONENTS, resident, &what);
+        assert_rank_components(&report, &fixture, &RUN_COMPONENTS, &what);
+        assert_shared_memory_at_finalize(&report, &fixture, &what);
     }
 }
 
@@ -293,6 +305,6 @@ fn in_attach_mode_the_ranks_of_a_running_job_split_the_same_way() {
         let (printed, ok) = job.finish();
         assert!(ok, "{what}: the job under attach");
         assert_eq!(printed, native, "{what}");
-        assert_rank_components(&report, &fixture, &ATTACH_COMPONENTS, true, &what);
+        assert_rank_components(&report, &fixture, &ATTACH_COMPONENTS, &what);
     }
 }

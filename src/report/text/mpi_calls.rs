@@ -16,14 +16,21 @@ fn signed_bytes(bytes: i64) -> String {
     format!("{sign}{}", short_bytes(bytes.unsigned_abs()))
 }
 
-/// RSS before the first call and after the last, from the nearest status samples.
+/// RSS before the first call and after the last, from the nearest status samples, or read
+/// at the stops with PSS.
 fn rss_around(stats: &MpiFunctionStats) -> String {
-    let shown = |rss: Option<u64>| rss.map_or_else(|| "?".to_string(), short_bytes);
-    format!(
+    let shown = |bytes: Option<u64>| bytes.map_or_else(|| "?".to_string(), short_bytes);
+    let rss = format!(
         "{} -> {}",
         shown(stats.rss_before_bytes),
         shown(stats.rss_after_bytes)
-    )
+    );
+    if !stats.residency_at_stops {
+        return rss;
+    }
+    let pss_before = shown(stats.pss_before_bytes);
+    let pss_after = shown(stats.pss_after_bytes);
+    format!("{rss}, PSS {pss_before} -> {pss_after} (at the stops)")
 }
 
 /// The table, when the image made MPI calls.
@@ -43,7 +50,7 @@ pub(super) fn render_mpi_calls(
     writeln!(
         out,
         "  MPI calls (allocations made inside each call; delta: live requested bytes after \
-         its return minus before its entry; RSS sampled)"
+         its return minus before its entry; RSS sampled but where read at the stops)"
     )?;
     writeln!(
         out,
