@@ -16,6 +16,7 @@ mod site_metrics;
 pub(crate) mod site_tests;
 mod sites;
 pub mod skip;
+pub mod source_location;
 mod temporary;
 #[cfg(test)]
 pub(crate) mod tests;
@@ -137,6 +138,11 @@ pub struct ProcessAnalysis {
     pub hooks: HookCounters,
     /// Every heap call site, by bytes live at the peak, then bytes allocated.
     pub sites: Vec<Site>,
+    /// The same merged by source location (`source_location`): sites whose kept frames name
+    /// one (function, file, line) chain are one, their numbers added and their local peak
+    /// that of their blocks together; what people read (text, HTML, folded, pprof, diff),
+    /// where `sites` keeps the detail per address (JSON).
+    pub source_sites: Vec<Site>,
     /// Every mapping call site, by bytes mapped (mmap and break growth).
     pub mapping_sites: Vec<MappingSite>,
     pub warnings: Vec<String>,
@@ -214,6 +220,7 @@ impl ProcessAnalysis {
             probe_sites: Vec::new(),
             hooks: HookCounters::default(),
             sites: Vec::new(),
+            source_sites: Vec::new(),
             mapping_sites: Vec::new(),
             warnings: Vec::new(),
             residency: ResidencySummary::default(),

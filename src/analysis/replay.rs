@@ -11,7 +11,7 @@ use super::mappings::MappingCall;
 use super::mpi_calls::{residency_at_stops, MpiTracker};
 use super::roles::merge_role;
 
-use super::sites::{heap_sites, mapping_sites, ImageStacks};
+use super::sites::{heap_sites, mapping_sites, ImageStacks, SiteIdentity};
 use super::threads::{thread_groups, ProcessSnapshot, RecordedThread, SnapshotThread};
 use super::{ImageExit, ProcessAnalysis, SampleOrder, Settings};
 use crate::events::heap::heap_event;
@@ -318,7 +318,8 @@ impl Replay {
         };
         for (&index, stacks) in &stacks_by_image {
             let image = &mut self.processes[index];
-            image.sites = heap_sites(stacks, skip);
+            image.sites = heap_sites(stacks, skip, SiteIdentity::Address);
+            image.source_sites = heap_sites(stacks, skip, SiteIdentity::Source);
             image.mapping_sites = mapping_sites(stacks, skip);
             let closed = self.closed_components.remove(&index).unwrap_or_default();
             components::build(image, stacks, closed, settings, &images);

@@ -281,6 +281,12 @@ fn header() -> Header {
 ///   build_index <- main: 3 allocations, 450 bytes (100..250), freed 3 lived 100, 400, 100 (2
 ///     temporary, 350 bytes); peak 250 in 1; local peak 250; leaked 0
 pub(crate) fn sites_profile() -> Profile {
+    scripted_profile(&BUILD_STACK, Vec::new())
+}
+
+/// `sites_profile` with build_index's second allocation (at 400) on `second_build_stack`,
+/// and `more_symbols`.
+fn scripted_profile(second_build_stack: &[u64], more_symbols: Vec<Record>) -> Profile {
     let start = Record::ProcessStart {
         time_ns: 0,
         pid: PID,
@@ -297,7 +303,7 @@ pub(crate) fn sites_profile() -> Profile {
     script.alloc(100, &NEW_STACK, 0xA1, 400);
     script.alloc(200, &BUILD_STACK, 0xB1, 100);
     script.free(300, 0xB1);
-    script.alloc(400, &BUILD_STACK, 0xB2, 100);
+    script.alloc(400, second_build_stack, 0xB2, 100);
     script.mapping(450, &MMAP_STACK, MapCall::Mmap, 4096, 0x7f00_0000_0000);
     script.mapping(451, &BRK_STACK, MapCall::Brk, 0, 0x10000);
     script.mapping(452, &BRK_STACK, MapCall::Brk, 0, 0x31000);
@@ -312,7 +318,9 @@ pub(crate) fn sites_profile() -> Profile {
     script.realloc(1200, &DIRECT_STACK, (0xC1, 0xC1), 80);
     script.free(1300, 0xC1);
     script.alloc(1400, &NEW_STACK, 0xA3, 200);
-    let mut records = script.end(1500, symbols(PID));
+    let mut symbols = symbols(PID);
+    symbols.extend(more_symbols);
+    let mut records = script.end(1500, symbols);
     records.push(Record::End { time_ns: 1501 });
     Profile {
         header: header(),
@@ -603,5 +611,48 @@ fn frames_without_dwarf_or_symbols_are_still_named() {
             operator_new.file.is_none()
         ),
         ("operator new(unsigned long)", 0x5c, true)
+    );
+}
+
+/// `sites_profile` with build_index's second call made from another address of the same
+/// line (a loop the compiler unrolled).
+fn unrolled_profile() -> Profile {
+    const UNROLLED: u64 = BUILD_INDEX + 0x40;
+    let frames = vec![source("build_index", "index.c", 30, false)];
+    let unrolled = symbol(PID, UNROLLED, ("build_index", 0x49), APP, frames);
+    scripted_profile(&[UNROLLED, MAIN], vec![unrolled])
+}
+
+#[test]
+fn sites_of_one_source_line_are_one_source_site_with_the_numbers_of_their_blocks_together() {
+    let analysis = analyze_with(
+        &unrolled_profile(),
+        Path::new("u.msup"),
+        &SkipFrames::default(),
+    );
+    let image = &analysis.processes[0];
+    let by_address: Vec<(Vec<&str>, u64)> = (image.sites.iter())
+        .map(|site| (frame_names(&site.stack), site.metrics.allocations))
+        .collect();
+    assert_eq!(
+        by_address,
+        vec![
+            (vec![FILL_VALUES_NAME, "load_table()", "main"], 3),
+            (vec!["main"], 3),
+            (vec!["build_index", "main"], 2),
+            (vec!["build_index", "main"], 1),
+        ]
+    );
+    // The source sites are those of the profile without the second address, exactly.
+    let original = analysis_with(&SkipFrames::default());
+    let metrics =
+        |sites: &[Site]| -> Vec<SiteMetrics> { sites.iter().map(|s| s.metrics).collect() };
+    assert_eq!(
+        metrics(&image.source_sites),
+        metrics(&original.processes[0].sites)
+    );
+    assert_eq!(
+        metrics(&original.processes[0].source_sites),
+        metrics(&original.processes[0].sites)
     );
 }

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use super::frames::{address_frames, Frame, ImageSymbols};
 use super::heap::StackHeap;
 use super::skip::SkipFrames;
+use super::source_location::{source_chain, SourceLocation};
 use super::{MappingSite, MappingStats, Site, SiteMetrics};
 use crate::trace::stacks::{StackId, StackTable, EMPTY_STACK};
 
@@ -20,14 +21,36 @@ pub(super) struct ImageStacks {
     pub mappings: HashMap<StackId, MappingStats>,
 }
 
-/// A site's identity: the node of the return address holding its innermost kept frame, and
-/// how many inlined frames of that address were dropped.
+/// A site's identity by address: the node of the return address holding its innermost kept
+/// frame, and how many inlined frames of that address were dropped.
 type SiteKey = (StackId, usize);
 
+/// What makes two raw stacks one site.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum SiteIdentity {
+    /// The same kept return addresses (and inlined frames).
+    Address,
+    /// The same (function, file, line) chain of kept frames.
+    Source,
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+enum GroupKey {
+    Address(SiteKey),
+    Source(Vec<SourceLocation>),
+}
+
 /// Heap call sites, by peak bytes, then bytes allocated, then allocations (then stack).
-pub(super) fn heap_sites(stacks: &ImageStacks, skip: &SkipFrames) -> Vec<Site> {
+pub(super) fn heap_sites(
+    stacks: &ImageStacks,
+    skip: &SkipFrames,
+    identity: SiteIdentity,
+) -> Vec<Site> {
     let skips = |function: &str| skip.skips_heap_frame(function);
-    let mut grouping = Grouping::default();
+    let mut grouping = Grouping {
+        identity,
+        ..Grouping::default()
+    };
     let mut metrics: Vec<SiteMetrics> = Vec::new();
     let mut site_of_stack: HashMap<StackId, usize> = HashMap::new();
     let mut raw_stacks: Vec<(&StackId, &SiteMetrics)> = stacks.heap.metrics.iter().collect();
@@ -103,11 +126,21 @@ pub(super) fn mapping_sites(stacks: &ImageStacks, skip: &SkipFrames) -> Vec<Mapp
 }
 
 /// Sites found so far, numbered in order of discovery.
-#[derive(Default)]
 struct Grouping {
-    index: HashMap<SiteKey, usize>,
+    identity: SiteIdentity,
+    index: HashMap<GroupKey, usize>,
     /// The kept frames of each site, innermost first.
     frames: Vec<Vec<Frame>>,
+}
+
+impl Default for Grouping {
+    fn default() -> Self {
+        Grouping {
+            identity: SiteIdentity::Address,
+            index: HashMap::new(),
+            frames: Vec::new(),
+        }
+    }
 }
 
 impl Grouping {
@@ -119,6 +152,10 @@ impl Grouping {
         skips: &dyn Fn(&str) -> bool,
     ) -> usize {
         let (key, frames) = kept_frames(stack, stacks, skips);
+        let key = match self.identity {
+            SiteIdentity::Address => GroupKey::Address(key),
+            SiteIdentity::Source => GroupKey::Source(source_chain(&frames)),
+        };
         *self.index.entry(key).or_insert_with(|| {
             self.frames.push(frames);
             self.frames.len() - 1
