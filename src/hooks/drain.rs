@@ -97,8 +97,10 @@ struct Shared {
     caller_only: bool,
 }
 
-/// Sends a process's published records at once, from any thread. Weak: the drain's sink
-/// must close with the drain, whoever keeps a flusher.
+/// Sends a process's records at once, from any thread, up to the drain's grace behind now:
+/// the process runs on, so a producer between its clock reading and its claim must not be
+/// overtaken (released late). Weak: the drain's sink must close with the drain, whoever
+/// keeps a flusher.
 #[derive(Clone)]
 pub struct Flusher(Weak<Shared>);
 
@@ -109,7 +111,7 @@ impl Flusher {
         };
         let mut images = lock(&shared.images);
         if let Some(image) = images.get_mut(&(pid as u32)) {
-            drain_image(&shared, pid as u32, image, Pass::Published);
+            drain_image(&shared, pid as u32, image, Pass::Grace);
         }
     }
 }
