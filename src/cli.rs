@@ -100,6 +100,10 @@ pub enum Command {
         /// Print nothing of memsup's own but errors and warnings (nor the report).
         #[arg(short, long)]
         quiet: bool,
+        /// Look at every process of the MPI job each PID belongs to on this node: the job's
+        /// launchers and its ranks, one after the other (PID: a rank or a launcher of it).
+        #[arg(long)]
+        job: bool,
         /// The processes to look at (every thread of each).
         #[arg(
             required = true,

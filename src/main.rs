@@ -119,6 +119,7 @@ fn execute(command: Command) -> Result<i32> {
             output,
             force,
             quiet,
+            job,
             pids,
         } => {
             let Some(output) = requested_output(output, force, "snapshot", first_pid(&pids)) else {
@@ -127,6 +128,7 @@ fn execute(command: Command) -> Result<i32> {
             let written = record::snapshot(SnapshotOptions {
                 output,
                 pids,
+                job,
                 quiet,
             })?;
             // On a terminal the user wants to see it; a pipe or a file gets the profile only.

@@ -61,7 +61,7 @@ pub fn job_members(pid: i32, tree: &dyn ProcessTree) -> Result<Vec<i32>> {
     Ok(members)
 }
 
-/// `attach --job`: the processes of the jobs of the `given` PIDs (each a process or a thread
+/// The processes of the jobs of the `given` PIDs (each a process or a thread
 /// of one), each once, and a line naming them for the user.
 pub fn processes_of_jobs(given: &[i32]) -> Result<(Vec<i32>, String)> {
     let tree = LiveProcessTree::read()?;
@@ -86,6 +86,23 @@ pub fn processes_of_jobs(given: &[i32]) -> Result<(Vec<i32>, String)> {
         members,
         format!("the job's processes: {}", named.join(", ")),
     ))
+}
+
+/// `--job` of attach and snapshot: the processes of the `given` PIDs' jobs still alive, the
+/// note naming them printed unless `quiet`. A member that ended since it was found (a
+/// launcher's short-lived child) is no longer part of the job.
+pub fn live_processes_of_jobs(given: &[i32], quiet: bool) -> Result<Vec<i32>> {
+    let (members, note) = processes_of_jobs(given)?;
+    if !quiet {
+        eprintln!("memsup: note: {note}");
+    }
+    Ok(members
+        .into_iter()
+        .filter(|&pid| {
+            let check = crate::ptrace::attach::check_attachable(pid);
+            !matches!(check, Err(crate::error::Error::NoSuchProcess(_)))
+        })
+        .collect())
 }
 
 /// The outermost of the launchers that are `pid` itself or above it, passing over other

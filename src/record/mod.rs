@@ -343,17 +343,7 @@ fn record_killed_at_start(
 /// Joins running processes until Ctrl-C, `--duration` or their exit; then detaches.
 pub fn attach(options: AttachOptions) -> Result<i32> {
     let pids = if options.job {
-        let (members, note) = job::processes_of_jobs(&options.pids)?;
-        if !options.quiet {
-            eprintln!("memsup: note: {note}");
-        }
-        // A member that ended since it was found (a launcher's short-lived child) is no
-        // longer part of the job.
-        let alive: Vec<i32> = members
-            .into_iter()
-            .filter(|&pid| !matches!(attach::check_attachable(pid), Err(Error::NoSuchProcess(_))))
-            .collect();
-        processes_to_join(&alive)?
+        processes_to_join(&job::live_processes_of_jobs(&options.pids, options.quiet)?)?
     } else {
         processes_to_join(&options.pids)?
     };

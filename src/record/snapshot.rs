@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::{header, processes_to_join, Pipeline};
+use super::{header, job, processes_to_join, Pipeline};
 use crate::error::Result;
 use crate::ptrace::snapshot::{self, Taken};
 use crate::trace::format::RecordMode;
@@ -12,6 +12,8 @@ use crate::trace::output_file::OutputRequest;
 pub struct SnapshotOptions {
     pub output: OutputRequest,
     pub pids: Vec<i32>,
+    /// Every process of the MPI job each PID belongs to on this node (`record::job`).
+    pub job: bool,
     pub quiet: bool,
 }
 
@@ -19,7 +21,11 @@ pub struct SnapshotOptions {
 /// snapshotted (gone, exited meanwhile, not traceable) fails the whole command, and the
 /// profile is removed: a snapshot that lacks a process the user named would mislead.
 pub fn snapshot(options: SnapshotOptions) -> Result<PathBuf> {
-    let pids = processes_to_join(&options.pids)?;
+    let pids = if options.job {
+        processes_to_join(&job::live_processes_of_jobs(&options.pids, options.quiet)?)?
+    } else {
+        processes_to_join(&options.pids)?
+    };
     let target = pids.iter().map(|pid| pid.to_string()).collect();
     let pipeline = Pipeline::start(
         &options.output,

@@ -262,3 +262,61 @@ fn a_snapshot_of_a_rank_names_its_rank() {
         assert!(header.ends_with(&expected), "{what}: {header}");
     }
 }
+
+/// The group of `image`'s snapshot threads that holds thread `tid`: its stack's function
+/// names (innermost first) and that thread's state.
+fn thread_of(image: &Value, tid: u64) -> (Vec<&str>, &str) {
+    let groups = image["threads"]["groups"].as_array().unwrap();
+    for group in groups {
+        let threads = group["threads"].as_array().unwrap();
+        if let Some(thread) = threads.iter().find(|thread| thread["tid"] == tid) {
+            let stack = group["stack"].as_array().unwrap().iter();
+            let functions = stack.map(|frame| frame["function"].as_str().unwrap());
+            return (functions.collect(), thread["state"].as_str().unwrap());
+        }
+    }
+    panic!("no thread {tid} in {groups:#?}")
+}
+
+/// `snapshot --job` of a rank takes the whole job: its launchers and both ranks, each rank
+/// labelled, its main thread shown waiting in sigwait under the fixture's main.
+#[test]
+fn a_snapshot_of_a_job_shows_where_each_rank_waits() {
+    for library in mpi_libraries() {
+        let what = format!("{library:?}");
+        let fixture = mpi_fixture("mpi_wait", library, MpiLinking::Dynamic);
+        let job = start(library, &fixture);
+        let directory = tempfile::tempdir().unwrap();
+        let profile = directory.path().join("job.msup");
+        let mut snapshot = library.command(memsup_binary());
+        snapshot
+            .args(["snapshot", "--job", "-o"])
+            .arg(&profile)
+            .arg(job.ranks[0].to_string());
+        let output = run_command(snapshot, None);
+        assert!(output.status.success(), "{what}: {output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let ranks_named = format!("{} (rank 0), {} (rank 1)", job.ranks[0], job.ranks[1]);
+        assert!(stderr.contains(&ranks_named), "{what}: {stderr}");
+        let ranks = job.ranks.clone();
+        assert_eq!(finish(job), (done_lines(), true), "{what}");
+
+        let report = report_json(&profile);
+        let images = processes(&report);
+        let mut programs: Vec<&str> = images
+            .iter()
+            .filter(|image| image["mpi"]["role"] == "launcher")
+            .map(|image| image["mpi"]["program"].as_str().unwrap())
+            .collect();
+        programs.sort_unstable();
+        assert_eq!(programs, launcher_programs(library), "{what}");
+        assert_eq!(images.len(), programs.len() + 2, "{what}");
+        for (rank, &pid) in ranks.iter().enumerate() {
+            let image = images.iter().find(|image| image["pid"] == pid).unwrap();
+            assert_eq!(image["rank"], rank, "{what}");
+            let (stack, state) = thread_of(image, u64::from(pid));
+            assert!(stack.contains(&"main"), "{what}: rank {rank}: {stack:?}");
+            assert_eq!(state, "in system call rt_sigtimedwait", "{what}: {stack:?}");
+        }
+    }
+}
