@@ -7,6 +7,7 @@ pub mod job;
 pub mod load;
 mod local_peak;
 mod mappings;
+pub mod mmap_threshold;
 pub mod mpi_calls;
 mod replay;
 mod residency;
@@ -138,6 +139,9 @@ pub struct ProcessAnalysis {
     pub hooks: HookCounters,
     /// Every heap call site, by bytes live at the peak, then bytes allocated.
     pub sites: Vec<Site>,
+    /// glibc's mmap threshold rose and later blocks came from the arena because of it: a
+    /// reason freed memory stays resident (`mmap_threshold`).
+    pub mmap_threshold: Option<mmap_threshold::MmapThresholdRise>,
     /// The same merged by source location (`source_location`): sites whose kept frames name
     /// one (function, file, line) chain are one, their numbers added and their local peak
     /// that of their blocks together; what people read (text, HTML, folded, pprof, diff),
@@ -221,6 +225,7 @@ impl ProcessAnalysis {
             hooks: HookCounters::default(),
             sites: Vec::new(),
             source_sites: Vec::new(),
+            mmap_threshold: None,
             mapping_sites: Vec::new(),
             warnings: Vec::new(),
             residency: ResidencySummary::default(),

@@ -8,6 +8,7 @@ use super::components::{self, ClosedImage, ImageSamples, ImageTracker, Images, S
 use super::frames::AddressSymbol;
 use super::heap::HeapState;
 use super::mappings::MappingCall;
+use super::mmap_threshold::ThresholdTracker;
 use super::mpi_calls::{residency_at_stops, MpiTracker};
 use super::roles::merge_role;
 
@@ -15,7 +16,7 @@ use super::sites::{heap_sites, mapping_sites, ImageStacks, SiteIdentity};
 use super::threads::{thread_groups, ProcessSnapshot, RecordedThread, SnapshotThread};
 use super::{ImageExit, ProcessAnalysis, SampleOrder, Settings};
 use crate::events::heap::heap_event;
-use crate::events::heap::{ExecEffect, ImageLifecycle, IntegerMap, LiveHeap};
+use crate::events::heap::{ExecEffect, ImageLifecycle, IntegerMap, LiveHeap, Outcome};
 use crate::trace::format::{
     AllocFunction, ExitKind, MapCall, ProbeCounters, Record, RecordMode, StartCause,
 };
@@ -36,6 +37,8 @@ struct OpenImage {
     /// Residency samples taken during the image.
     samples: ImageSamples,
     mpi: MpiTracker,
+    /// glibc's mmap threshold as the records show it (`mmap_threshold`).
+    threshold: ThresholdTracker,
 }
 
 /// Where an ended image lay in time, for samples that reach the replay after it ended.
@@ -371,6 +374,7 @@ impl Replay {
             components: ImageTracker::default(),
             samples: ImageSamples::default(),
             mpi: MpiTracker::default(),
+            threshold: ThresholdTracker::default(),
         };
         self.open.insert(pid, state);
     }
@@ -402,6 +406,8 @@ impl Replay {
         }
         let state = self.open.get_mut(&pid).expect("opened above");
         state.lifecycle = lifecycle;
+        // A new program has a new allocator, at its starting threshold.
+        state.threshold = ThresholdTracker::default();
         let image = &mut self.processes[state.index];
         if matches!(image.cause, StartCause::Fork | StartCause::Vfork) {
             // The address space is new: what the child inherited, and any snapshot of it
@@ -425,6 +431,7 @@ impl Replay {
         {
             state.mpi.heap(*tid, &outcome);
         }
+        threshold_heap(&mut state.threshold, function, &outcome, event.time_ns);
         let image = &mut self.processes[state.index];
         let call = (function, event.time_ns);
         state.metrics.apply(image, call, &outcome, &state.heap);
@@ -507,6 +514,7 @@ impl Replay {
         self.reach(pid, time_ns);
         let state = self.open.get_mut(&pid).expect("opened by reach");
         state.components.mapping(call, args, result, stack);
+        state.threshold.mapping(call, args, result);
         let length = args[1];
         let mut brk_growth = 0;
         if call == MapCall::Brk {
@@ -607,6 +615,8 @@ impl Replay {
         if let Some(counters) = counters {
             image.probes = image.probes.plus(counters);
         }
+        let threshold = std::mem::take(&mut state.threshold);
+        image.mmap_threshold = threshold.finish();
         let mpi = std::mem::take(&mut state.mpi);
         image.mpi_calls = mpi.finish(time_ns, state.heap.live_bytes());
         state.stacks.heap = state.metrics.close(image, &state.heap);
@@ -625,5 +635,25 @@ impl Replay {
         };
         self.closed_components.insert(state.index, closed);
         self.closed.insert(state.index, state.stacks);
+    }
+}
+
+/// What an allocator call tells the threshold tracker: a free (or a realloc to size 0, which
+/// frees) is where glibc adjusts its threshold; a realloc that moves a block is not.
+fn threshold_heap(
+    tracker: &mut ThresholdTracker,
+    function: AllocFunction,
+    outcome: &Outcome,
+    time_ns: u64,
+) {
+    if let Some(block) = outcome.replaced {
+        tracker.released(block.address, false, time_ns);
+    }
+    if let Some(block) = outcome.released {
+        let freed = function == AllocFunction::Free || outcome.created.is_none();
+        tracker.released(block.address, freed, time_ns);
+    }
+    if let Some(block) = outcome.created {
+        tracker.created(block.address, block.size);
     }
 }

@@ -14,6 +14,7 @@ use super::json_sites::{MappingSiteJson, SiteJson};
 use super::json_threads::ThreadsJson;
 use super::node_totals::{node_totals, NodeTotals};
 use crate::analysis::job::Job;
+use crate::analysis::mmap_threshold::MmapThresholdRise;
 use crate::analysis::mpi_calls::MpiFunctionStats;
 use crate::analysis::roles::rank_of;
 use crate::analysis::{
@@ -172,6 +173,8 @@ struct ProcessJson<'a> {
     probe_sites: &'a [ProbeSite],
     hooks: &'a HookCounters,
     residency: ResidencyJson,
+    /// glibc's mmap threshold rose and served later blocks from the arena; null otherwise.
+    mmap_threshold: Option<MmapThresholdJson>,
     components: Vec<ComponentJson<'a>>,
     snapshots: Vec<SnapshotJson>,
     peak_split: Option<PeakSplitJson>,
@@ -181,6 +184,29 @@ struct ProcessJson<'a> {
     warnings: &'a [String],
     /// A snapshot's threads by stack; null for recordings.
     threads: Option<ThreadsJson<'a>>,
+}
+
+#[derive(serde::Serialize)]
+struct MmapThresholdJson {
+    threshold_bytes: u64,
+    trim_threshold_bytes: u64,
+    time_ns: u64,
+    rises: u64,
+    blocks_from_arena: u64,
+    bytes_from_arena: u64,
+}
+
+impl MmapThresholdJson {
+    fn new(rise: MmapThresholdRise) -> Self {
+        MmapThresholdJson {
+            threshold_bytes: rise.threshold_bytes,
+            trim_threshold_bytes: rise.trim_threshold_bytes(),
+            time_ns: rise.time_ns,
+            rises: rise.rises,
+            blocks_from_arena: rise.blocks_from_arena,
+            bytes_from_arena: rise.bytes_from_arena,
+        }
+    }
 }
 
 impl<'a> ProcessJson<'a> {
@@ -224,6 +250,7 @@ impl<'a> ProcessJson<'a> {
             hooks: &image.hooks,
             probes: &image.probes,
             residency: ResidencyJson::new(&image.residency),
+            mmap_threshold: image.mmap_threshold.map(MmapThresholdJson::new),
             components: ComponentJson::list(&image.components),
             snapshots: image
                 .components

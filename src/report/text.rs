@@ -2,6 +2,7 @@
 
 mod components;
 mod mpi_calls;
+mod resident_reasons;
 mod role;
 mod sites;
 mod threads;
@@ -101,6 +102,7 @@ fn render_rows_components_and_warnings(
         writeln!(out, "  {label:<LABEL_WIDTH$} {value}")?;
     }
     components::render_components(&image.components, out)?;
+    resident_reasons::render_resident_reasons(image, out)?;
     for (position, warning) in image.warnings.iter().enumerate() {
         let label = if position == 0 { "warnings" } else { "" };
         writeln!(out, "  {label:<LABEL_WIDTH$} {warning}")?;

@@ -48,6 +48,7 @@ mod profile_format;
 mod progress;
 mod realloc_chain;
 mod residency;
+mod resident_reasons;
 mod scratch_page;
 mod signals;
 mod site_metrics;
