@@ -135,13 +135,15 @@ fn snapshots_follow_the_smaps_interval() {
         .contains(&"smaps-interval=100ms".to_string()));
     let image = process_image(&recording.report, &file_name(&program), "launch");
     let reasons = snapshot_reasons(image);
-    // About 560 ms of run time: 5 interval snapshots, fewer on a loaded machine; the start
-    // one comes first, and the exit one is there too.
+    // About 560 ms of run time (longer on a loaded machine): one interval snapshot per
+    // 100 ms of it at most, and at least one (a pending interval request gives way to a
+    // high's); the start one comes first, and the exit one is there too.
     let intervals = reasons
         .iter()
         .filter(|&&reason| reason == "interval")
-        .count();
-    assert!((2..=6).contains(&intervals), "{reasons:?}");
+        .count() as u64;
+    let most = number(image, "/duration_ns") / 100_000_000 + 1;
+    assert!((1..=most).contains(&intervals), "{reasons:?}");
     assert_eq!(reasons.first(), Some(&"start"), "{reasons:?}");
     assert!(reasons.contains(&"exit"), "{reasons:?}");
     // Each snapshot records what it cost.

@@ -17,7 +17,7 @@ use crate::bad_input::assert_one_error_line;
 use crate::common::announced::{start_announced, Running, Start};
 use crate::common::attach_window::EVENT_TIMEOUT;
 use crate::common::interactive::send_signal;
-use crate::common::live_process::{process_state, tracer_pid, wait_until};
+use crate::common::live_process::{process_state, thread_states, tracer_pid, wait_until};
 use crate::common::report::{report_json, report_output};
 use crate::common::run::{clean_command, memsup_binary, spawn_piped, split_stderr, wait_within};
 use crate::common::*;
@@ -281,9 +281,12 @@ fn a_process_stopped_by_job_control_stays_stopped() {
         let fixture = start(path);
         let pid = fixture.program.pid;
         send_signal(pid, libc::SIGSTOP);
-        wait_until("the fixture is stopped", EVENT_TIMEOUT, || {
-            process_state(pid) == "T"
-        });
+        // Every thread enters the group stop on its own way out of the kernel.
+        wait_until(
+            "every thread of the fixture is stopped",
+            EVENT_TIMEOUT,
+            || thread_states(pid).iter().all(|state| state == "T"),
+        );
         let directory = tempfile::tempdir().unwrap();
         let profile = directory.path().join("stopped.msup");
         snapshot_into(&profile, pid);
@@ -504,23 +507,6 @@ fn on_a_terminal_the_snapshot_prints_its_text_report() {
         );
         release(fixture);
     });
-}
-
-/// The state letter of each thread of `pid`.
-fn thread_states(pid: u32) -> Vec<String> {
-    let mut tids: Vec<u32> = fs::read_dir(format!("/proc/{pid}/task"))
-        .expect("the fixture's threads")
-        .flatten()
-        .filter_map(|task| task.file_name().to_string_lossy().parse().ok())
-        .collect();
-    tids.sort_unstable();
-    tids.iter()
-        .map(|tid| {
-            let stat = fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).unwrap();
-            let after_name = &stat[stat.rfind(')').unwrap() + 1..];
-            after_name.split_whitespace().next().unwrap().to_string()
-        })
-        .collect()
 }
 
 #[test]

@@ -45,14 +45,35 @@ pub fn tracer_pid(pid: u32) -> u32 {
 
 /// The state letter of `pid` in /proc/PID/stat (after the parenthesised command name).
 pub fn process_state(pid: u32) -> String {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat"))
-        .unwrap_or_else(|error| panic!("reading /proc/{pid}/stat: {error}"));
-    let after_name = &stat[stat.rfind(')').expect("a command name in /proc/PID/stat") + 1..];
-    after_name
+    stat_state(&format!("/proc/{pid}/stat")).unwrap_or_else(|error| panic!("{error}"))
+}
+
+/// The state letters of every thread of `pid`, by thread id (a thread that ended meanwhile
+/// left out).
+pub fn thread_states(pid: u32) -> Vec<String> {
+    let tasks = fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap_or_else(|error| panic!("reading /proc/{pid}/task: {error}"));
+    let mut tids: Vec<u32> = tasks
+        .flatten()
+        .filter_map(|task| task.file_name().to_string_lossy().parse().ok())
+        .collect();
+    tids.sort_unstable();
+    tids.iter()
+        .filter_map(|tid| stat_state(&format!("/proc/{pid}/task/{tid}/stat")).ok())
+        .collect()
+}
+
+fn stat_state(path: &str) -> Result<String, String> {
+    let stat = fs::read_to_string(path).map_err(|error| format!("reading {path}: {error}"))?;
+    let after_name = &stat[stat
+        .rfind(')')
+        .ok_or(format!("no command name in {path}"))?
+        + 1..];
+    Ok(after_name
         .split_whitespace()
         .next()
         .unwrap_or_default()
-        .to_string()
+        .to_string())
 }
 
 /// The byte at `address` in the memory of `pid`.
