@@ -2,7 +2,7 @@
 //! (https://www.speedscope.app/file-format-schema.json). One `sampled` profile per process
 //! image and metric (bytes live at the image's peak, bytes allocated, bytes still live at
 //! its end), one sample per call site (merged by source location) weighing its bytes, its
-//! stack root first; frames shared by all profiles. No `evented` timeline: the analysis keeps
+//! stack root first; frames, shared by all profiles, are functions (name and file). No `evented` timeline: the analysis keeps
 //! no per-site history (see DESIGN.md).
 
 use std::collections::HashMap;
@@ -42,13 +42,14 @@ struct Shared {
     frames: Vec<SpeedscopeFrame>,
 }
 
+/// A function. speedscope takes a frame's `line` for where the function starts and tells
+/// frames apart by it; memsup knows the line of each call, not that, so it gives none: a
+/// function called from two lines is one frame, as in the folded stacks.
 #[derive(Serialize, Clone, PartialEq, Eq, Hash)]
 struct SpeedscopeFrame {
     name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     file: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    line: Option<u32>,
 }
 
 #[derive(Serialize)]
@@ -87,7 +88,6 @@ impl Frames {
             return vec![self.index_of(SpeedscopeFrame {
                 name: NO_STACK.to_string(),
                 file: None,
-                line: None,
             })];
         }
         stack
@@ -97,7 +97,6 @@ impl Frames {
                 self.index_of(SpeedscopeFrame {
                     name: frame.name(),
                     file: frame.file.clone(),
-                    line: frame.line,
                 })
             })
             .collect()
@@ -151,5 +150,72 @@ fn sampled_profile(
         end_value: weights.iter().sum(),
         samples,
         weights,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use serde_json::{json, Value};
+
+    use super::*;
+    use crate::analysis::analyze;
+    use crate::analysis::site_tests::two_process_profile;
+
+    const FILL: &str = "fill_values(std::vector<int, std::allocator<int> >&)";
+
+    fn exported() -> Value {
+        let analysis = analyze(&two_process_profile(), Path::new("two.msup"));
+        let mut out = Vec::new();
+        render(&analysis, &mut out).unwrap();
+        serde_json::from_slice(&out).unwrap()
+    }
+
+    #[test]
+    fn a_sampled_profile_per_image_and_metric_with_stacks_root_first() {
+        let file = exported();
+        assert_eq!(file["$schema"], SCHEMA);
+        assert_eq!(file["name"], "two.msup");
+        let frames = &file["shared"]["frames"];
+        assert_eq!(frames[0], json!({"name": "main", "file": "app.cpp"}));
+        let names: Vec<&str> = file["profiles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|profile| profile["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "app (pid 7): bytes at the peak",
+                "app (pid 7): bytes allocated",
+                "app (pid 7): bytes leaked",
+                "app (pid 8): bytes at the peak",
+                "app (pid 8): bytes allocated",
+                "app (pid 8): bytes leaked",
+            ]
+        );
+        let leaked = &file["profiles"][2];
+        assert_eq!(leaked["weights"], json!([200, 300]));
+        assert_eq!(leaked["endValue"], 500);
+        assert_eq!(leaked["unit"], "bytes");
+        assert_eq!(leaked["type"], "sampled");
+        let stack: Vec<&Value> = leaked["samples"][0]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|index| &frames[index.as_u64().unwrap() as usize]["name"])
+            .collect();
+        assert_eq!(
+            stack,
+            [&json!("main"), &json!("load_table()"), &json!(FILL)]
+        );
+        // The forked child's truncated stack: build_index under the truncation marker.
+        let child_peak = &file["profiles"][3];
+        assert_eq!(child_peak["weights"], json!([64]));
+        let child_stack = child_peak["samples"][0].as_array().unwrap();
+        let outermost = &frames[child_stack[0].as_u64().unwrap() as usize];
+        assert_eq!(outermost, &json!({"name": "[truncated]"}));
     }
 }
