@@ -121,6 +121,10 @@ pub enum Command {
         /// memory over time, `csv` for the timelines in long form
         /// (`pid,image_start_ns,time_ns,component,metric,bytes`), `perfetto` for the timelines
         /// as counter tracks of a Chrome trace (ui.perfetto.dev, chrome://tracing).
+        /// `pprof` for a gzip'd protobuf profile of the call sites (`go tool pprof`; sample
+        /// types alloc_objects, alloc_space, inuse_objects, inuse_space, in use meaning live
+        /// at the end; `pid` and `exe` tags), `speedscope` for speedscope's JSON (a profile
+        /// per process image for bytes at the peak, allocated and leaked).
         #[arg(short, long, value_enum, default_value_t = Format::Text)]
         format: Format,
         /// Call sites per list of the text report (other formats list them all).
@@ -315,6 +319,8 @@ pub enum Format {
     Html,
     Csv,
     Perfetto,
+    Pprof,
+    Speedscope,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]

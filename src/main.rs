@@ -215,6 +215,8 @@ fn render_profile(
         Format::Html => report::html_report::render(analysis, out),
         Format::Csv => report::csv::render(analysis, out),
         Format::Perfetto => report::perfetto::render(analysis, out),
+        Format::Pprof => report::export::pprof::render(analysis, out),
+        Format::Speedscope => report::export::speedscope::render(analysis, out),
     }
 }
 
@@ -232,7 +234,7 @@ fn render_job(
         Format::Json => report::json::render_job(analyses, job, out),
         Format::Csv => report::job::csv::render(job, out),
         Format::Html => report::job::render_html(analyses, job, out),
-        Format::Folded | Format::Perfetto => {
+        Format::Folded | Format::Perfetto | Format::Pprof | Format::Speedscope => {
             let merged = report::job::merged(analyses);
             render_profile(&merged, format, top, metric, out)
         }

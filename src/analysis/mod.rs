@@ -149,6 +149,9 @@ pub struct ProcessAnalysis {
     pub source_sites: Vec<Site>,
     /// Every mapping call site, by bytes mapped (mmap and break growth).
     pub mapping_sites: Vec<MappingSite>,
+    /// The files the image mapped as modules, in the order recorded (a fork inherits its
+    /// parent's); what pprof's mappings are made of.
+    pub modules: Vec<ModuleSpan>,
     pub warnings: Vec<String>,
     /// What the residency samples taken during the image saw.
     pub residency: ResidencySummary,
@@ -180,6 +183,15 @@ pub struct Site {
     /// Innermost first: the function that called the allocator, then its callers.
     pub stack: Vec<Frame>,
     pub metrics: SiteMetrics,
+}
+
+/// A module of a process image and the runtime addresses its mappings cover.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModuleSpan {
+    pub path: String,
+    /// Lowest and highest runtime addresses of its mappings.
+    pub start: u64,
+    pub end: u64,
 }
 
 /// A call stack of mapping system calls, less the C library's frames, and its calls.
@@ -227,6 +239,7 @@ impl ProcessAnalysis {
             source_sites: Vec::new(),
             mmap_threshold: None,
             mapping_sites: Vec::new(),
+            modules: Vec::new(),
             warnings: Vec::new(),
             residency: ResidencySummary::default(),
             components: components::Components::default(),

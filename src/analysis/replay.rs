@@ -14,7 +14,7 @@ use super::roles::merge_role;
 
 use super::sites::{heap_sites, mapping_sites, ImageStacks, SiteIdentity};
 use super::threads::{thread_groups, ProcessSnapshot, RecordedThread, SnapshotThread};
-use super::{ImageExit, ProcessAnalysis, SampleOrder, Settings};
+use super::{ImageExit, ModuleSpan, ProcessAnalysis, SampleOrder, Settings};
 use crate::events::heap::heap_event;
 use crate::events::heap::{ExecEffect, ImageLifecycle, IntegerMap, LiveHeap, Outcome};
 use crate::trace::format::{
@@ -188,10 +188,23 @@ impl Replay {
                 }
             }
             Record::Module {
-                pid, path, start, ..
+                pid,
+                path,
+                start,
+                end,
+                ..
             } => {
                 if let Some(state) = self.open.get_mut(pid) {
                     state.components.module(path, *start);
+                    let span = ModuleSpan {
+                        path: path.clone(),
+                        start: *start,
+                        end: *end,
+                    };
+                    let modules = &mut self.processes[state.index].modules;
+                    if !modules.contains(&span) {
+                        modules.push(span);
+                    }
                 }
             }
             Record::ScratchPage { pid, address, .. } => {
@@ -349,6 +362,7 @@ impl Replay {
         if let (true, Some(&parent_index)) = (forked, parent_image) {
             image.exe = self.processes[parent_index].exe.clone();
             image.argv = self.processes[parent_index].argv.clone();
+            image.modules = self.processes[parent_index].modules.clone();
         }
         self.open_image(image);
         // The child's mappings are its parent's, made by the parent's calls.
@@ -413,6 +427,7 @@ impl Replay {
             // The address space is new: what the child inherited, and any snapshot of it
             // taken before the exec, is gone.
             state.components = ImageTracker::default();
+            image.modules.clear();
             self.samples.drop_snapshots_before(pid, time_ns);
         }
         image.exe = exe.to_string();

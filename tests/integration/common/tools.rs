@@ -14,6 +14,7 @@ fn debian_package(tool: &str) -> &'static str {
         "musl-gcc" => "musl-tools",
         "strace" => "strace",
         "gdb" => "gdb",
+        "go" => "golang-go",
         "strip" => "binutils",
         "setpriv" | "flock" => "util-linux",
         "script" => "bsdutils",
