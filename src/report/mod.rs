@@ -1,5 +1,6 @@
 //! Renderers of an `Analysis`, and the HTML flamegraph page.
 pub mod csv;
+pub mod diff;
 pub mod folded;
 pub mod html;
 pub mod html_report;
