@@ -15,6 +15,7 @@ mod code_patch;
 mod component_reports;
 mod components;
 mod cxx_exceptions;
+mod diff;
 mod dispositions;
 mod dlopen;
 mod engine_allocators;
