@@ -16,6 +16,7 @@ mod component_reports;
 mod components;
 mod cxx_exceptions;
 mod diff;
+mod diff_html;
 mod dispositions;
 mod dlopen;
 mod engine_allocators;
