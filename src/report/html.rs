@@ -17,7 +17,8 @@
 //! `parent` is an index into `nodes`, -1 for the children of the root; `value` is the sum of
 //! the stacks through the node, `total` the root's. `runtime` lists the frames of the C
 //! library, the dynamic linker and the language runtimes (see `is_runtime_frame`), drawn in a blue family
-//! instead of the warm colors of the others.
+//! instead of the warm colors of the others. A differential page (`render_differential`) adds
+//! `"base"` to each graph (`html/differential.rs`).
 
 pub mod charts;
 mod differential;
