@@ -133,3 +133,101 @@ fn render_site(
         sides(|metrics| metrics.allocations)
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::diff::diff;
+    use crate::analysis::{Analysis, Frame, ProcessAnalysis, ProfileInfo, Site, SiteMetrics};
+    use crate::report::diff::metric_value;
+    use crate::trace::format::{RecordMode, StartCause};
+
+    fn site(function: &str, line: u32, peak_bytes: u64, leaked_bytes: u64) -> Site {
+        let frame = |function: &str, line| Frame {
+            function: function.to_string(),
+            file: Some("/src/app.c".to_string()),
+            line: Some(line),
+            module: "/build/app".to_string(),
+            address: 0x1000,
+            offset: 0,
+            inlined: false,
+        };
+        Site {
+            stack: vec![frame(function, line), frame("main", 90), frame("_start", 0)],
+            metrics: SiteMetrics {
+                allocations: 1,
+                bytes_allocated: peak_bytes.max(leaked_bytes),
+                peak_bytes,
+                leaked_bytes,
+                ..SiteMetrics::default()
+            },
+        }
+    }
+
+    fn profile(path: &str, sites: Vec<Site>) -> Analysis {
+        let mut image = ProcessAnalysis::new(7, None, StartCause::Launch, 0);
+        image.exe = "/build/app".to_string();
+        image.source_sites = sites;
+        Analysis {
+            profile: ProfileInfo {
+                path: path.to_string(),
+                truncated: false,
+                damage: Vec::new(),
+                mode: RecordMode::Run,
+                target: Vec::new(),
+                memsup_version: String::new(),
+                host: String::new(),
+                start_unix_ns: 0,
+                options: Vec::new(),
+                unwind_costs: None,
+                sampler_costs: None,
+            },
+            processes: vec![image],
+        }
+    }
+
+    fn text(metric: Metric, top: usize) -> Vec<String> {
+        let base = profile(
+            "a.msup",
+            vec![
+                site("peaky", 10, 100, 0),
+                site("leaky", 20, 0, 50),
+                site("old", 30, 7, 7),
+            ],
+        );
+        let new = profile(
+            "b.msup",
+            vec![site("peaky", 10, 900, 0), site("leaky", 20, 0, 950)],
+        );
+        let compared = diff(&base, &new, metric_value(metric)).unwrap();
+        let mut out = Vec::new();
+        render(&compared, metric, top, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        text.lines().skip(8).map(str::to_string).collect()
+    }
+
+    #[test]
+    fn sites_follow_the_chosen_metric_and_top_cuts_the_list() {
+        assert_eq!(
+            text(Metric::Leaked, 10),
+            [
+                "3 of 3 sites changed (0 new, 1 gone), by change of leaked bytes:",
+                "  +900 leaked  leaky app.c:20 ← main app.c:90 (app)",
+                "      peak 0 -> 0, leaked 50 -> 950, allocated 50 -> 950 in 1 -> 1 allocations",
+                "  -7 leaked [gone]  old app.c:30 ← main app.c:90 (app)",
+                "      peak 7 -> 0, leaked 7 -> 0, allocated 7 -> 0 in 1 -> 0 allocations",
+                "  0 leaked  peaky app.c:10 ← main app.c:90 (app)",
+                "      peak 100 -> 900, leaked 0 -> 0, allocated 100 -> 900 in 1 -> 1 allocations",
+            ]
+        );
+        assert_eq!(
+            text(Metric::Peak, 1),
+            [
+                "3 of 3 sites changed (0 new, 1 gone), by change of peak bytes:",
+                "  +800 peak  peaky app.c:10 ← main app.c:90 (app)",
+                "      peak 100 -> 900, leaked 0 -> 0, allocated 100 -> 900 in 1 -> 1 allocations",
+                "  ... 2 more changed sites (--top)",
+            ]
+        );
+    }
+}
