@@ -53,11 +53,22 @@ fn frames_of(dom: &str, index: usize) -> Drawn {
     frames
 }
 
+/// Hovers the peak graph's make_extra frame (when drawn) and keeps the tooltip's lines,
+/// joined by " | ", in the body's `data-tooltip`.
+const HOVER: &str = r#"<script>
+const extra = document.querySelector('#chart-0 .frame[data-name="make_extra"]');
+if (extra) {
+  extra.dispatchEvent(new MouseEvent("mousemove", { bubbles: true, clientX: 5, clientY: 5 }));
+  document.body.dataset.tooltip = document.getElementById("tooltip").textContent.split("\n").join(" | ");
+}
+</script>
+</body>"#;
+
 fn drawn_page(base: &Path, new: &Path, directory: &Path, name: &str) -> String {
     let (code, page, stderr) = memsup_diff(&["--format", "html"], base, new);
     assert_eq!(code, Some(0), "{stderr}");
     let file = directory.join(format!("{name}.html"));
-    fs::write(&file, page).unwrap();
+    fs::write(&file, page.replace("</body>", HOVER)).unwrap();
     let browser = start_chromium(&file, &directory.join(name));
     dumped_dom(browser)
 }
@@ -105,6 +116,15 @@ fn the_differential_flame_graph_colours_the_one_changed_site() {
     assert_eq!(
         peak["make_buffer"],
         ("0".to_string(), UNCHANGED.to_string())
+    );
+    // 4096 of the new peak's 8096 bytes.
+    assert!(
+        grown.contains(
+            "data-tooltip=\"make_extra | 4.00 KiB (4096 bytes), 50.59% of the total | \
+             change +4.00 KiB (4096 bytes) (own +4.00 KiB (4096 bytes))\""
+        ),
+        "no tooltip in {}",
+        &grown[grown.find("<body").unwrap()..][..200]
     );
 
     // The other way round, make_extra is gone: its 4096 bytes are a shrink of its caller
