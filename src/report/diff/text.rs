@@ -54,6 +54,9 @@ fn render_image(
             .filter(|site| site.status() == status)
             .count()
     };
+    if changed.is_empty() {
+        return writeln!(out, "none of the {} sites changed", image.sites.len());
+    }
     writeln!(
         out,
         "{} of {} sites changed ({} new, {} gone), by change of {} bytes:",
