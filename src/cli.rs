@@ -158,6 +158,29 @@ pub enum Command {
         #[arg(value_name = "PROFILE", required = true)]
         profiles: Vec<PathBuf>,
     },
+    /// Compare two profiles: which heap sites grew or shrank (matched by function, file and
+    /// line, so a rebuilt program compares with its old build). One image each: those two;
+    /// else images are paired by program name and order of start.
+    Diff {
+        /// `text` for people, `json` for programs (schema memsup-diff, version 1), `html` for
+        /// a page of differential flame graphs (the new profile's, red where it grew, blue
+        /// where it shrank).
+        #[arg(short, long, value_enum, default_value_t = DiffFormatArg::Text)]
+        format: DiffFormatArg,
+        /// The change that orders the sites: of bytes live at the peak, still live at exit,
+        /// allocated, or of temporary allocations.
+        #[arg(long, value_enum, default_value_t = MetricArg::Peak)]
+        metric: MetricArg,
+        /// Changed sites listed per pair of images by the text output (JSON lists them all).
+        #[arg(long, value_name = "N", default_value_t = crate::report::text::DEFAULT_TOP)]
+        top: usize,
+        /// The profile compared with (before).
+        #[arg(value_name = "BASE")]
+        base: PathBuf,
+        /// The profile compared (after).
+        #[arg(value_name = "NEW")]
+        new: PathBuf,
+    },
     /// Print a profile's records, one per line, with damage and truncation marked where met.
     Dump {
         /// `text` (the records as memsup names them, addresses in hex) or `json` (JSON lines).
@@ -169,6 +192,23 @@ pub enum Command {
         #[arg(value_name = "PROFILE")]
         profile: PathBuf,
     },
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiffFormatArg {
+    Text,
+    Json,
+    Html,
+}
+
+impl DiffFormatArg {
+    pub fn format(self) -> crate::report::diff::DiffFormat {
+        match self {
+            DiffFormatArg::Text => crate::report::diff::DiffFormat::Text,
+            DiffFormatArg::Json => crate::report::diff::DiffFormat::Json,
+            DiffFormatArg::Html => crate::report::diff::DiffFormat::Html,
+        }
+    }
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]

@@ -40,6 +40,8 @@ pub mod exit_code {
     pub const NO_SUCH_RANK: i32 = 80;
     /// `memsup attach --job PID`: PID is no rank or launcher of an MPI job.
     pub const NOT_IN_MPI_JOB: i32 = 81;
+    /// `memsup diff`: no process image of one profile matches one of the other.
+    pub const NOTHING_TO_COMPARE: i32 = 82;
     /// The command exists but cannot be executed.
     pub const NOT_EXECUTABLE: i32 = 126;
     /// The command was not found.
@@ -153,6 +155,8 @@ pub enum Error {
     NoSuchRank { rank: u32, ranks: Vec<u32> },
     #[error("process {pid} is in no MPI job: {reason}")]
     NotInMpiJob { pid: i32, reason: String },
+    #[error("{0}")]
+    NothingToCompare(String),
     #[error(transparent)]
     Trace(#[from] TraceError),
     #[error("{0}")]
@@ -202,6 +206,7 @@ impl Error {
             Error::InputNotReadable { .. } => NO_INPUT,
             Error::NoSuchRank { .. } => NO_SUCH_RANK,
             Error::NotInMpiJob { .. } => NOT_IN_MPI_JOB,
+            Error::NothingToCompare(_) => NOTHING_TO_COMPARE,
             Error::Trace(TraceError::Io { .. }) => NO_INPUT,
             Error::Trace(_) => BAD_PROFILE,
             _ => INTERNAL,

@@ -183,6 +183,13 @@ fn execute(command: Command) -> Result<i32> {
                 Ok(()) => Ok(0),
             }
         }
+        Command::Diff {
+            format,
+            metric,
+            top,
+            base,
+            new,
+        } => report::diff::run(&base, &new, format.format(), metric.metric(), top),
         Command::Dump {
             format,
             pid,

@@ -1,6 +1,7 @@
 //! Replays a profile's records into per-process statistics. Renderers only see `Analysis`.
 
 pub mod components;
+pub mod diff;
 mod frames;
 mod heap;
 pub mod job;

@@ -17,9 +17,11 @@
 //! `parent` is an index into `nodes`, -1 for the children of the root; `value` is the sum of
 //! the stacks through the node, `total` the root's. `runtime` lists the frames of the C
 //! library, the dynamic linker and the language runtimes (see `is_runtime_frame`), drawn in a blue family
-//! instead of the warm colors of the others.
+//! instead of the warm colors of the others. A differential page (`render_differential`) adds
+//! `"base"` to each graph (`html/differential.rs`).
 
 pub mod charts;
+mod differential;
 pub mod job_chart;
 
 use std::collections::HashMap;
@@ -37,6 +39,9 @@ pub struct FlameGraph {
     /// (frames root first, value in bytes); a frame may appear in many stacks.
     pub stacks: Vec<(Vec<String>, u64)>,
 }
+
+/// Stacks with their values, frames root first.
+pub type Stacks = Vec<(Vec<String>, u64)>;
 
 const STYLE: &str = include_str!("html/page.css");
 const SCRIPT: &str = include_str!("html/flame.js");
@@ -61,6 +66,30 @@ pub fn render_with_sections(
     title: &str,
     summary: &[String],
     graphs: &[FlameGraph],
+    sections: &[String],
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    render_page(title, summary, graphs, None, sections, out)
+}
+
+/// A page of differential flame graphs: graph `i` drawn as in `render`, each frame coloured
+/// by the change of its own bytes from `bases[i]`, the stacks of the profile compared with
+/// (`differential.rs`).
+pub fn render_differential(
+    title: &str,
+    summary: &[String],
+    graphs: &[FlameGraph],
+    bases: &[Stacks],
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    render_page(title, summary, graphs, Some(bases), &[], out)
+}
+
+fn render_page(
+    title: &str,
+    summary: &[String],
+    graphs: &[FlameGraph],
+    bases: Option<&[Stacks]>,
     sections: &[String],
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
@@ -108,9 +137,12 @@ pub fn render_with_sections(
         "<noscript><p class=\"empty\">The flamegraphs are drawn by JavaScript, \
          which is turned off.</p></noscript>"
     )?;
-    let data = DataJson {
+    let mut data = DataJson {
         graphs: merged.iter().map(GraphJson::new).collect(),
     };
+    if let Some(bases) = bases {
+        differential::add_bases(&mut data.graphs, &merged, bases);
+    }
     let json = serde_json::to_string(&data)?;
     writeln!(
         out,
@@ -313,6 +345,9 @@ struct GraphJson<'a> {
     runtime: Vec<usize>,
     /// (parent index or -1, name index, value)
     nodes: Vec<(i64, usize, u64)>,
+    /// On a differential page, the values of the profile compared with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    base: Option<differential::BaseJson>,
 }
 
 impl<'a> GraphJson<'a> {
@@ -333,6 +368,7 @@ impl<'a> GraphJson<'a> {
                     (parent, node.name, node.value)
                 })
                 .collect(),
+            base: None,
         }
     }
 }

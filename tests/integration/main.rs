@@ -15,6 +15,8 @@ mod code_patch;
 mod component_reports;
 mod components;
 mod cxx_exceptions;
+mod diff;
+mod diff_html;
 mod dispositions;
 mod dlopen;
 mod engine_allocators;

@@ -6,6 +6,7 @@
   const ROW_HEIGHT = 18; // pixels per stack level
   const MIN_PERCENT = 0.05; // frames narrower than this share of the view are not drawn
   const MATCH_COLOR = "rgb(190, 90, 250)";
+  const UNCHANGED_COLOR = "rgb(220, 220, 220)"; // differential pages: a frame whose own bytes did not change
 
   const data = JSON.parse(document.getElementById("memsup-data").textContent);
   if (data.graphs.length === 0) {
@@ -30,6 +31,9 @@
       up.children.push(child);
       nodes.push(child);
     }
+    if (graph.base) {
+      tintChanges(nodes, graph.base);
+    }
     return {
       nodes,
       root,
@@ -44,6 +48,42 @@
     const depth = parent ? parent.depth + 1 : 0;
     const key = name.toLowerCase();
     return { name, key, value, parent, runtime, index, depth, children: [] };
+  }
+
+  // A differential page (src/report/html/differential.rs): each frame's change (new minus
+  // old bytes through it) and its own change (less its callees' changes), which colours it:
+  // red for growth, blue for shrink, the deeper the larger against the graph's largest.
+  function tintChanges(nodes, base) {
+    nodes.forEach((each, index) => {
+      each.change = each.value - (index === 0 ? base.total : base.nodes[index - 1]);
+      each.own = each.change;
+    });
+    let largest = 0;
+    for (const each of nodes) {
+      if (each.parent) {
+        each.parent.own -= each.change;
+      }
+    }
+    for (const each of nodes) {
+      largest = Math.max(largest, Math.abs(each.own));
+    }
+    for (const each of nodes) {
+      each.tint = tint(each.own, largest);
+    }
+  }
+
+  function tint(own, largest) {
+    if (own === 0) {
+      return UNCHANGED_COLOR;
+    }
+    const fade = 40 + Math.round(170 * (1 - Math.abs(own) / largest));
+    return own > 0
+      ? "rgb(255, " + fade + ", " + fade + ")"
+      : "rgb(" + fade + ", " + fade + ", 255)";
+  }
+
+  function signed(bytes) {
+    return (bytes > 0 ? "+" : bytes < 0 ? "-" : "") + human(Math.abs(bytes));
   }
 
   // Draws the zoomed frame at full width with its callees below it and its callers above it.
@@ -84,6 +124,9 @@
     div.classList.toggle("match", matches(shown));
     div.dataset.name = shown.name;
     div.dataset.index = shown.index;
+    if (shown.change !== undefined) {
+      div.dataset.change = shown.change;
+    }
     div.style.left = left + "%";
     div.style.width = width + "%";
     div.style.top = shown.depth * ROW_HEIGHT + "px";
@@ -109,6 +152,9 @@
   function color(shown) {
     if (matches(shown)) {
       return MATCH_COLOR;
+    }
+    if (shown.tint) {
+      return shown.tint;
     }
     const h = hash(shown.name);
     const hue = shown.runtime ? 190 + (h % 45) : h % 55;
@@ -159,7 +205,10 @@
   function showTooltip(graph, shown, event) {
     tooltip.textContent =
       shown.name + "\n" + human(shown.value) + ", " + percent(shown.value, graph.root.value) +
-      " of the total";
+      " of the total" +
+      (shown.change === undefined
+        ? ""
+        : "\nchange " + signed(shown.change) + " (own " + signed(shown.own) + ")");
     tooltip.hidden = false;
     const margin = 12;
     let left = event.clientX + margin;
