@@ -117,8 +117,16 @@ pub enum Command {
         /// memory over time, `csv` for the timelines in long form
         /// (`pid,image_start_ns,time_ns,component,metric,bytes`), `perfetto` for the timelines
         /// as counter tracks of a Chrome trace (ui.perfetto.dev, chrome://tracing).
+        /// `massif` for a massif.out file (ms_print, massif-visualizer) and `heaptrack` for a
+        /// heaptrack data file (heaptrack_print, heaptrack_gui), both of one process image:
+        /// the launched one, or `--rank N`'s.
         #[arg(short, long, value_enum, default_value_t = Format::Text)]
         format: Format,
+        /// With `--format csv`: one row per call site (pid, exe, site, function, file, line,
+        /// module, stack, allocations, bytes allocated, peak, leaked, temporary) instead of
+        /// the timelines.
+        #[arg(long)]
+        sites: bool,
         /// Call sites per list of the text report (other formats list them all).
         #[arg(long, value_name = "N", default_value_t = crate::report::text::DEFAULT_TOP)]
         top: usize,
@@ -311,6 +319,8 @@ pub enum Format {
     Html,
     Csv,
     Perfetto,
+    Massif,
+    Heaptrack,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]

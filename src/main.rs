@@ -141,6 +141,7 @@ fn execute(command: Command) -> Result<i32> {
         }
         Command::Report {
             format,
+            sites,
             top,
             metric,
             skip_frames,
@@ -169,6 +170,22 @@ fn execute(command: Command) -> Result<i32> {
                 Some(rank) => report::job::select_rank(analyses, rank)
                     .map_err(|ranks| Error::NoSuchRank { rank, ranks })?,
             };
+            // Exports of their own (report::export): one image, or one row per site.
+            let export = match (format, sites) {
+                (Format::Csv, true) => Some(report::export::Export::CsvSites),
+                (_, true) => {
+                    eprintln!(
+                        "memsup: error: --sites goes with --format csv (see memsup report --help)"
+                    );
+                    return Ok(exit_code::USAGE);
+                }
+                (Format::Massif, false) => Some(report::export::Export::Massif),
+                (Format::Heaptrack, false) => Some(report::export::Export::Heaptrack),
+                _ => None,
+            };
+            if let Some(export) = export {
+                return report::export::render(export, &analyses, &settings.skip).map(|()| 0);
+            }
             let mut out = std::io::stdout().lock();
             let rendered = match job {
                 None => render_profile(&analyses[0], format, top, metric, &mut out),
@@ -213,6 +230,7 @@ fn render_profile(
         Format::Html => report::html_report::render(analysis, out),
         Format::Csv => report::csv::render(analysis, out),
         Format::Perfetto => report::perfetto::render(analysis, out),
+        Format::Massif | Format::Heaptrack => unreachable!("written by report::export"),
     }
 }
 
@@ -230,6 +248,7 @@ fn render_job(
         Format::Json => report::json::render_job(analyses, job, out),
         Format::Csv => report::job::csv::render(job, out),
         Format::Html => report::job::render_html(analyses, job, out),
+        Format::Massif | Format::Heaptrack => unreachable!("written by report::export"),
         Format::Folded | Format::Perfetto => {
             let merged = report::job::merged(analyses);
             render_profile(&merged, format, top, metric, out)

@@ -3,6 +3,7 @@
 pub mod components;
 mod frames;
 mod heap;
+pub mod heap_stream;
 pub mod job;
 pub mod load;
 mod local_peak;

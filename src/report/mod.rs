@@ -1,5 +1,7 @@
 //! Renderers of an `Analysis`, and the HTML flamegraph page.
 pub mod csv;
+pub mod csv_sites;
+pub mod export;
 pub mod folded;
 pub mod html;
 pub mod html_report;
