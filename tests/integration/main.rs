@@ -23,6 +23,7 @@ mod engines;
 mod engines_processes;
 mod engines_stress;
 mod exit_and_signal;
+mod exports_heaptrack;
 mod fork_exec;
 mod hook_chaos;
 mod html_report;
