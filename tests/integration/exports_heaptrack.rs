@@ -152,6 +152,15 @@ fn check_heaptrack(recording: &Recording) {
         summary_number(&printed, "calls to allocation functions"),
         allocations
     );
+    let sites = image["sites"].as_array().unwrap();
+    let temporary: u64 = sites
+        .iter()
+        .map(|site| number(site, "/temporary_allocations"))
+        .sum();
+    assert_eq!(
+        summary_number(&printed, "temporary memory allocations"),
+        temporary
+    );
     let peaks = heaptrack_by_leaf(&file, "peak");
     assert_eq!(
         peaks.values().sum::<u64>(),

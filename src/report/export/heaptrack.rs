@@ -85,7 +85,10 @@ impl Writer {
         if image.cause == StartCause::Attach {
             writeln!(out, "A")?;
         }
-        Ok(())
+        // heaptrack_print takes allocation info 0 for "no allocation just made" when it
+        // counts temporary allocations: no block uses it, or its free after another free
+        // would count as temporary.
+        writeln!(out, "a 0 0")
     }
 
     fn event(
@@ -111,7 +114,8 @@ impl Writer {
         Ok(())
     }
 
-    /// The allocation info (size and trace) of `block`, numbered from 0.
+    /// The allocation info (size and trace) of `block`, numbered from 1 (0 is the
+    /// placeholder of `header`).
     fn info(
         &mut self,
         block: &Block,
@@ -127,7 +131,7 @@ impl Writer {
                 trace
             }
         };
-        let next = self.infos.len() as u64;
+        let next = self.infos.len() as u64 + 1;
         let info = *self.infos.entry((block.size, trace)).or_insert(next);
         if info == next {
             writeln!(out, "a {:x} {trace:x}", block.size)?;
