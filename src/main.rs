@@ -150,6 +150,19 @@ fn execute(command: Command) -> Result<i32> {
             rank,
             profiles,
         } => {
+            // Exports of their own (report::export): one image, or one row per site.
+            let export = match (format, sites) {
+                (Format::Csv, true) => Some(report::export::Export::CsvSites),
+                (_, true) => {
+                    eprintln!(
+                        "memsup: error: --sites goes with --format csv (see memsup report --help)"
+                    );
+                    return Ok(exit_code::USAGE);
+                }
+                (Format::Massif, false) => Some(report::export::Export::Massif),
+                (Format::Heaptrack, false) => Some(report::export::Export::Heaptrack),
+                _ => None,
+            };
             let components = match analysis::ComponentRules::parse_all(&components) {
                 Ok(rules) => rules,
                 Err(message) => {
@@ -169,19 +182,6 @@ fn execute(command: Command) -> Result<i32> {
                 None => analyses,
                 Some(rank) => report::job::select_rank(analyses, rank)
                     .map_err(|ranks| Error::NoSuchRank { rank, ranks })?,
-            };
-            // Exports of their own (report::export): one image, or one row per site.
-            let export = match (format, sites) {
-                (Format::Csv, true) => Some(report::export::Export::CsvSites),
-                (_, true) => {
-                    eprintln!(
-                        "memsup: error: --sites goes with --format csv (see memsup report --help)"
-                    );
-                    return Ok(exit_code::USAGE);
-                }
-                (Format::Massif, false) => Some(report::export::Export::Massif),
-                (Format::Heaptrack, false) => Some(report::export::Export::Heaptrack),
-                _ => None,
             };
             if let Some(export) = export {
                 return report::export::render(export, &analyses, &settings.skip).map(|()| 0);

@@ -143,9 +143,16 @@ fn summary_number(printed: &str, label: &str) -> u64 {
     line.split(' ').next().unwrap().parse().unwrap()
 }
 
+/// Exports the recording's one image to heaptrack and checks what heaptrack_print reads.
 fn check_heaptrack(recording: &Recording) {
-    let image = &processes(&recording.report)[0];
-    let file = export(recording, "heaptrack");
+    export(recording, "heaptrack");
+    check_heaptrack_of(recording, &processes(&recording.report)[0]);
+}
+
+/// heaptrack_print's calls, temporary allocations, peak, leaked bytes and sites of the
+/// recording's heaptrack export equal those of `image` in the JSON report.
+fn check_heaptrack_of(recording: &Recording, image: &Value) {
+    let file = recording.profile.with_extension("heaptrack");
     let printed = tool_output("heaptrack_print", &[file.to_str().unwrap()]);
     let allocations = number(image, "/allocations");
     assert_eq!(
@@ -378,4 +385,63 @@ fn csv_sites_rows_of_the_readme_example() {
             );
         }
     }
+}
+
+#[test]
+fn a_profile_of_three_images_exports_the_launched_one_and_says_so() {
+    if variants("fork_exec").is_empty() {
+        return;
+    }
+    let child = fixture("exit3", Variant::Dynamic);
+    let child = child.to_str().unwrap();
+    let recording = record(&fixture("fork_exec", Variant::Dynamic), &[child], None);
+    assert_eq!(
+        String::from_utf8_lossy(&recording.native.stdout),
+        "exit3: leaking 400 bytes in 2 blocks, sum 195, exiting with status 3\n\
+         fork_exec: child exited with status 3\n"
+    );
+    assert_image_count(&recording.report, 3);
+    let launched = &processes(&recording.report)[0];
+    assert_eq!(launched["cause"], "launch");
+    assert_eq!(
+        (
+            number(launched, "/allocations"),
+            number(launched, "/peak_live_bytes")
+        ),
+        (3, 5555)
+    );
+    let profile = recording.profile.to_str().unwrap();
+    for format in ["massif", "heaptrack"] {
+        let output = run_memsup(["report", "--format", format, profile], None);
+        assert_eq!(output.status.code(), Some(0), "{format}");
+        let note = format!(
+            "memsup: the {format} file holds one process image, pid {} ({}); 2 other images \
+             left out (--rank N picks a rank)\n",
+            launched["pid"],
+            launched["exe"].as_str().unwrap()
+        );
+        assert_eq!(String::from_utf8_lossy(&output.stderr), note);
+        let file = recording.profile.with_extension(format);
+        std::fs::write(&file, &output.stdout).unwrap();
+    }
+    if require_tool("heaptrack_print") {
+        check_heaptrack_of(&recording, launched);
+    }
+    if require_tool("ms_print") {
+        let (totals, trees) = ms_print_read(&recording.profile.with_extension("massif"));
+        assert_eq!(totals.iter().max(), Some(&5555));
+        assert_eq!(trees[0].0, 5555);
+        assert_eq!(trees[1].0, 0, "the parent frees everything");
+    }
+}
+
+#[test]
+fn sites_go_with_the_csv_format_only() {
+    let output = run_memsup(["report", "--format", "json", "--sites", "none.msup"], None);
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr),
+        "memsup: error: --sites goes with --format csv (see memsup report --help)\n"
+    );
+    assert!(output.stdout.is_empty());
 }
