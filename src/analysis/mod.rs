@@ -4,6 +4,8 @@ pub mod components;
 mod frames;
 mod heap;
 pub mod heap_stream;
+#[cfg(test)]
+mod heap_stream_tests;
 pub mod job;
 pub mod load;
 mod local_peak;
