@@ -125,8 +125,16 @@ pub enum Command {
         /// types alloc_objects, alloc_space, inuse_objects, inuse_space, in use meaning live
         /// at the end; `pid` and `exe` tags), `speedscope` for speedscope's JSON (a profile
         /// per process image for bytes at the peak, allocated and leaked).
+        /// `massif` for a massif.out file (ms_print, massif-visualizer) and `heaptrack` for a
+        /// heaptrack data file (heaptrack_print, heaptrack_gui), both of one process image:
+        /// the launched one, or `--rank N`'s.
         #[arg(short, long, value_enum, default_value_t = Format::Text)]
         format: Format,
+        /// With `--format csv`: one row per call site (pid, exe, site, function, file, line,
+        /// module, stack, allocations, bytes allocated, peak, leaked, temporary) instead of
+        /// the timelines.
+        #[arg(long)]
+        sites: bool,
         /// Call sites per list of the text report (other formats list them all).
         #[arg(long, value_name = "N", default_value_t = crate::report::text::DEFAULT_TOP)]
         top: usize,
@@ -361,6 +369,8 @@ pub enum Format {
     Perfetto,
     Pprof,
     Speedscope,
+    Massif,
+    Heaptrack,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]

@@ -143,6 +143,7 @@ fn execute(command: Command) -> Result<i32> {
         }
         Command::Report {
             format,
+            sites,
             top,
             metric,
             skip_frames,
@@ -151,6 +152,19 @@ fn execute(command: Command) -> Result<i32> {
             rank,
             profiles,
         } => {
+            // Exports of their own (report::export): one image, or one row per site.
+            let export = match (format, sites) {
+                (Format::Csv, true) => Some(report::export::Export::CsvSites),
+                (_, true) => {
+                    eprintln!(
+                        "memsup: error: --sites goes with --format csv (see memsup report --help)"
+                    );
+                    return Ok(exit_code::USAGE);
+                }
+                (Format::Massif, false) => Some(report::export::Export::Massif),
+                (Format::Heaptrack, false) => Some(report::export::Export::Heaptrack),
+                _ => None,
+            };
             let components = match analysis::ComponentRules::parse_all(&components) {
                 Ok(rules) => rules,
                 Err(message) => {
@@ -171,6 +185,9 @@ fn execute(command: Command) -> Result<i32> {
                 Some(rank) => report::job::select_rank(analyses, rank)
                     .map_err(|ranks| Error::NoSuchRank { rank, ranks })?,
             };
+            if let Some(export) = export {
+                return report::export::render(export, &analyses, &settings.skip).map(|()| 0);
+            }
             let mut out = std::io::stdout().lock();
             let rendered = match job {
                 None => render_profile(&analyses[0], format, top, metric, &mut out),
@@ -224,6 +241,7 @@ fn render_profile(
         Format::Perfetto => report::perfetto::render(analysis, out),
         Format::Pprof => report::export::pprof::render(analysis, out),
         Format::Speedscope => report::export::speedscope::render(analysis, out),
+        Format::Massif | Format::Heaptrack => unreachable!("written by report::export"),
     }
 }
 
@@ -241,6 +259,7 @@ fn render_job(
         Format::Json => report::json::render_job(analyses, job, out),
         Format::Csv => report::job::csv::render(job, out),
         Format::Html => report::job::render_html(analyses, job, out),
+        Format::Massif | Format::Heaptrack => unreachable!("written by report::export"),
         Format::Folded | Format::Perfetto | Format::Pprof | Format::Speedscope => {
             let merged = report::job::merged(analyses);
             render_profile(&merged, format, top, metric, out)

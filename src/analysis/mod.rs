@@ -4,6 +4,9 @@ pub mod components;
 pub mod diff;
 mod frames;
 mod heap;
+pub mod heap_stream;
+#[cfg(test)]
+mod heap_stream_tests;
 pub mod job;
 pub mod load;
 mod local_peak;

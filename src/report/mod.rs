@@ -1,5 +1,6 @@
 //! Renderers of an `Analysis`, and the HTML flamegraph page.
 pub mod csv;
+pub mod csv_sites;
 pub mod diff;
 pub mod export;
 pub mod folded;

@@ -446,7 +446,7 @@ fn usage_errors_are_one_line_and_exit_2() {
         ),
         (
             &["report", "--format", "svg", "p.msup"],
-            "invalid value 'svg' for '--format <FORMAT>' [possible values: text, json, folded, html, csv, perfetto, pprof, speedscope] (see memsup report --help)"
+            "invalid value 'svg' for '--format <FORMAT>' [possible values: text, json, folded, html, csv, perfetto, pprof, speedscope, massif, heaptrack] (see memsup report --help)"
                 .into(),
         ),
         (

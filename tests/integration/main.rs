@@ -25,6 +25,7 @@ mod engines;
 mod engines_processes;
 mod engines_stress;
 mod exit_and_signal;
+mod exports_heaptrack;
 mod exports_pprof;
 mod fork_exec;
 mod hook_chaos;

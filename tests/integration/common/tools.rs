@@ -19,6 +19,8 @@ fn debian_package(tool: &str) -> &'static str {
         "setpriv" | "flock" => "util-linux",
         "script" => "bsdutils",
         "chromium" => "chromium",
+        "ms_print" => "valgrind",
+        "heaptrack_print" => "heaptrack",
         "mpicc.openmpi" | "mpirun.openmpi" => "openmpi-bin libopenmpi-dev",
         "mpicc.mpich" | "mpirun.mpich" => "mpich libmpich-dev",
         _ => "the package that provides it",
