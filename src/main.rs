@@ -133,7 +133,7 @@ fn execute(command: Command) -> Result<i32> {
             if !quiet && std::io::stdout().is_terminal() {
                 let analysis = analyze_file(&written, &analysis::Settings::default())?;
                 let mut out = std::io::stdout().lock();
-                report::text::render(&analysis, report::text::DEFAULT_TOP, &mut out)
+                report::text::render(&analysis, report::text::TextOptions::default(), &mut out)
                     .and_then(|()| out.flush())
                     .map_err(|error| Error::io("writing the report", error))?;
             }
@@ -142,6 +142,8 @@ fn execute(command: Command) -> Result<i32> {
         Command::Report {
             format,
             top,
+            report_stacks,
+            verbose,
             metric,
             skip_frames,
             no_default_skip_frames,
@@ -169,10 +171,15 @@ fn execute(command: Command) -> Result<i32> {
                 Some(rank) => report::job::select_rank(analyses, rank)
                     .map_err(|ranks| Error::NoSuchRank { rank, ranks })?,
             };
+            let text = report::text::TextOptions {
+                top,
+                full: report_stacks == memsup::cli::ReportStacksArg::Full,
+                verbose,
+            };
             let mut out = std::io::stdout().lock();
             let rendered = match job {
-                None => render_profile(&analyses[0], format, top, metric, &mut out),
-                Some(job) => render_job(&analyses, &job, format, top, metric, &mut out),
+                None => render_profile(&analyses[0], format, text, metric, &mut out),
+                Some(job) => render_job(&analyses, &job, format, text, metric, &mut out),
             };
             match rendered.and_then(|_| out.flush()) {
                 // A reader that stopped early (`| head`) is not an error.
@@ -202,12 +209,12 @@ fn execute(command: Command) -> Result<i32> {
 fn render_profile(
     analysis: &analysis::Analysis,
     format: Format,
-    top: usize,
+    text: report::text::TextOptions,
     metric: MetricArg,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
     match format {
-        Format::Text => report::text::render(analysis, top, out),
+        Format::Text => report::text::render(analysis, text, out),
         Format::Json => report::json::render(analysis, out),
         Format::Folded => report::folded::render(analysis, metric.metric(), out),
         Format::Html => report::html_report::render(analysis, out),
@@ -221,18 +228,18 @@ fn render_job(
     analyses: &[analysis::Analysis],
     job: &Job,
     format: Format,
-    top: usize,
+    text: report::text::TextOptions,
     metric: MetricArg,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
     match format {
-        Format::Text => report::job::render_text(analyses, job, top, out),
+        Format::Text => report::job::render_text(analyses, job, text, out),
         Format::Json => report::json::render_job(analyses, job, out),
         Format::Csv => report::job::csv::render(job, out),
         Format::Html => report::job::render_html(analyses, job, out),
         Format::Folded | Format::Perfetto => {
             let merged = report::job::merged(analyses);
-            render_profile(&merged, format, top, metric, out)
+            render_profile(&merged, format, text, metric, out)
         }
     }
 }
