@@ -36,21 +36,28 @@ pub(super) fn compact_chain(stack: &[Frame], executable: &str) -> String {
 }
 
 /// How many innermost frames the chain shows: up to the first frame of the program's own code
-/// and its callers in the program, short of the C library's start-up (`__libc_start_main`,
-/// `_start`, in the program itself when it is static); the whole stack when no frame is the
-/// program's.
+/// and its callers in the program, short of the C library's start-up (`is_startup`, in the
+/// program itself when it is static); the whole stack when no frame is the program's.
 fn shown_frames(stack: &[Frame], executable_name: &str) -> usize {
     let own = |frame: &Frame| {
         !executable_name.is_empty()
             && frame.module_file_name() == executable_name
-            && !frame.function.starts_with("__libc_start")
-            && frame.function != "_start"
+            && !is_startup(&frame.function)
     };
     let Some(first) = stack.iter().position(own) else {
         return stack.len();
     };
     let run = stack[first..].iter().take_while(|frame| own(frame)).count();
     first + run
+}
+
+/// The C library's start-up that calls main: glibc's `__libc_start_call_main` and
+/// `__libc_start_main`, musl's `libc_start_main_stage2` and `_start_c`, and `_start`.
+fn is_startup(function: &str) -> bool {
+    function.starts_with("__libc_start")
+        || function.starts_with("libc_start_main")
+        || function == "_start_c"
+        || function == "_start"
 }
 
 fn frame_text(frame: &Frame, previous_file: Option<&str>, previous_module: &str) -> String {
@@ -122,6 +129,16 @@ mod tests {
         ];
         assert_eq!(
             compact_chain(&stack, app),
+            "make_buffer alloc_script.c:48 <- main :83"
+        );
+        let musl_static = [
+            frame("make_buffer", Some("/src/alloc_script.c"), 48, app),
+            frame("main", Some("/src/alloc_script.c"), 83, app),
+            frame("libc_start_main_stage2", None, 0, app),
+            frame("_start_c", None, 0, app),
+        ];
+        assert_eq!(
+            compact_chain(&musl_static, app),
             "make_buffer alloc_script.c:48 <- main :83"
         );
         let in_library = [
