@@ -4,8 +4,8 @@
 
 use crate::analysis::Frame;
 
-/// The most frames a chain shows; a longer one keeps its innermost frames and its last
-/// (`main`, most often).
+/// The most frames a chain shows; one longer by two or more keeps its innermost frames and
+/// its last (`main`, most often).
 const MAX_FRAMES: usize = 5;
 
 /// `stack` (innermost first) cut where the program's own code ends (`shown_frames`), each frame as
@@ -22,7 +22,8 @@ pub(super) fn compact_chain(stack: &[Frame], executable: &str) -> String {
     let mut previous_module = executable_name;
     for (position, frame) in shown.iter().enumerate() {
         let last = position + 1 == shown.len();
-        if shown.len() > MAX_FRAMES && position >= MAX_FRAMES - 1 && !last {
+        // Leaving out a single frame would save nothing.
+        if shown.len() > MAX_FRAMES + 1 && position >= MAX_FRAMES - 1 && !last {
             if position == MAX_FRAMES - 1 {
                 parts.push(format!("… {} frames", shown.len() - MAX_FRAMES));
             }
@@ -169,6 +170,12 @@ mod tests {
         assert_eq!(
             compact_chain(&stack, "/bin/app"),
             "f0 deep.c:0 (libdeep) <- f1 :1 <- f2 :2 <- f3 :3 <- … 4 frames <- main main.c:5 (app)"
+        );
+        // One frame more than the most is shown rather than said.
+        stack.drain(5..8);
+        assert_eq!(
+            compact_chain(&stack, "/bin/app"),
+            "f0 deep.c:0 (libdeep) <- f1 :1 <- f2 :2 <- f3 :3 <- f4 :4 <- main main.c:5 (app)"
         );
     }
 }
