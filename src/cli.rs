@@ -138,6 +138,15 @@ pub enum Command {
         /// Call sites per list of the text report (other formats list them all).
         #[arg(long, value_name = "N", default_value_t = crate::report::text::DEFAULT_TOP)]
         top: usize,
+        /// How the text report shows call sites: `short`, one line each with its stack cut
+        /// at the program's own code, in one list by bytes at the peak; `full`, every list
+        /// with whole stacks and every number, the dynamic loader's mapping sites included.
+        #[arg(long = "stacks", value_enum, default_value_t = ReportStacksArg::Short)]
+        report_stacks: ReportStacksArg,
+        /// Also print what watching cost and the diagnostics (text report): probe stops,
+        /// hook rings, smaps snapshots, sampler and unwinding costs.
+        #[arg(short, long)]
+        verbose: bool,
         /// What the folded stacks count (`--format folded` only): bytes live at the peak,
         /// bytes still live at exit, bytes allocated, or bytes of temporary allocations.
         #[arg(long, value_enum, default_value_t = MetricArg::Peak)]
@@ -340,6 +349,13 @@ impl StacksArg {
             StacksArg::Caller => StackMode::Caller,
         }
     }
+}
+
+/// `report --stacks`: how much of each call site the text report shows.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportStacksArg {
+    Short,
+    Full,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]

@@ -135,7 +135,7 @@ fn execute(command: Command) -> Result<i32> {
             if !quiet && std::io::stdout().is_terminal() {
                 let analysis = analyze_file(&written, &analysis::Settings::default())?;
                 let mut out = std::io::stdout().lock();
-                report::text::render(&analysis, report::text::DEFAULT_TOP, &mut out)
+                report::text::render(&analysis, report::text::TextOptions::default(), &mut out)
                     .and_then(|()| out.flush())
                     .map_err(|error| Error::io("writing the report", error))?;
             }
@@ -145,6 +145,8 @@ fn execute(command: Command) -> Result<i32> {
             format,
             sites,
             top,
+            report_stacks,
+            verbose,
             metric,
             skip_frames,
             no_default_skip_frames,
@@ -188,10 +190,15 @@ fn execute(command: Command) -> Result<i32> {
             if let Some(export) = export {
                 return report::export::render(export, &analyses, &settings.skip).map(|()| 0);
             }
+            let text = report::text::TextOptions {
+                top,
+                full: report_stacks == memsup::cli::ReportStacksArg::Full,
+                verbose,
+            };
             let mut out = std::io::stdout().lock();
             let rendered = match job {
-                None => render_profile(&analyses[0], format, top, metric, &mut out),
-                Some(job) => render_job(&analyses, &job, format, top, metric, &mut out),
+                None => render_profile(&analyses[0], format, text, metric, &mut out),
+                Some(job) => render_job(&analyses, &job, format, text, metric, &mut out),
             };
             match rendered.and_then(|_| out.flush()) {
                 // A reader that stopped early (`| head`) is not an error.
@@ -228,12 +235,12 @@ fn execute(command: Command) -> Result<i32> {
 fn render_profile(
     analysis: &analysis::Analysis,
     format: Format,
-    top: usize,
+    text: report::text::TextOptions,
     metric: MetricArg,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
     match format {
-        Format::Text => report::text::render(analysis, top, out),
+        Format::Text => report::text::render(analysis, text, out),
         Format::Json => report::json::render(analysis, out),
         Format::Folded => report::folded::render(analysis, metric.metric(), out),
         Format::Html => report::html_report::render(analysis, out),
@@ -250,19 +257,19 @@ fn render_job(
     analyses: &[analysis::Analysis],
     job: &Job,
     format: Format,
-    top: usize,
+    text: report::text::TextOptions,
     metric: MetricArg,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
     match format {
-        Format::Text => report::job::render_text(analyses, job, top, out),
+        Format::Text => report::job::render_text(analyses, job, text, out),
         Format::Json => report::json::render_job(analyses, job, out),
         Format::Csv => report::job::csv::render(job, out),
         Format::Html => report::job::render_html(analyses, job, out),
         Format::Massif | Format::Heaptrack => unreachable!("written by report::export"),
         Format::Folded | Format::Perfetto | Format::Pprof | Format::Speedscope => {
             let merged = report::job::merged(analyses);
-            render_profile(&merged, format, top, metric, out)
+            render_profile(&merged, format, text, metric, out)
         }
     }
 }

@@ -51,15 +51,16 @@ impl Metric {
     }
 }
 
-/// Every stack with a non-zero value of `metric`, frames root first, sorted by frames. Stacks
-/// that read the same (two return addresses on one line) are one, their values added. With
+/// Every stack with a non-zero value of `metric`, frames root first, sorted by frames: the
+/// sites merged by source location (`ProcessAnalysis::source_sites`). Stacks that read the
+/// same (two lines of one function) are one, their values added. With
 /// more than one process image, each stack starts with a root frame naming its image,
 /// `program (pid N)`.
 pub fn stacks(analysis: &Analysis, metric: Metric) -> Vec<(Vec<String>, u64)> {
     let name_images = analysis.processes.len() > 1;
     let mut values: BTreeMap<Vec<String>, u64> = BTreeMap::new();
     for image in &analysis.processes {
-        for site in &image.sites {
+        for site in &image.source_sites {
             let value = metric.value(&site.metrics);
             if value == 0 {
                 continue;

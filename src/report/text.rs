@@ -1,10 +1,13 @@
 //! The human-readable summary: a header about the recording, then one block per process image.
 
+mod chain;
 mod components;
 mod mpi_calls;
 mod resident_reasons;
 mod role;
+mod site_lines;
 mod sites;
+mod summary;
 mod threads;
 
 pub use components::short_bytes;
@@ -23,15 +26,48 @@ pub const DEFAULT_TOP: usize = 10;
 /// Width of the label column of a process block.
 const LABEL_WIDTH: usize = 20;
 
-/// The report, listing at most `top` call sites per list.
-pub fn render(analysis: &Analysis, top: usize, out: &mut dyn Write) -> std::io::Result<()> {
+/// What the text report shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TextOptions {
+    /// Call sites per list.
+    pub top: usize,
+    /// Every list with whole stacks and every number (`--stacks full`), instead of one line
+    /// per site in one list.
+    pub full: bool,
+    /// Also what watching cost and the diagnostics (`--verbose`).
+    pub verbose: bool,
+}
+
+impl Default for TextOptions {
+    fn default() -> Self {
+        TextOptions {
+            top: DEFAULT_TOP,
+            full: false,
+            verbose: false,
+        }
+    }
+}
+
+/// The report, as `options` says.
+pub fn render(
+    analysis: &Analysis,
+    options: TextOptions,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
     render_header(&analysis.profile, out)?;
+    if options.verbose {
+        summary::render_profile_costs(&analysis.profile, out)?;
+    }
     if analysis.processes.is_empty() {
         writeln!(out, "\nNo process was recorded.")?;
     }
     for image in &analysis.processes {
         writeln!(out)?;
-        render_process(image, top, out)?;
+        match (&image.snapshot, options.full) {
+            (Some(snapshot), _) => render_snapshot(image, snapshot, options, out)?,
+            (None, true) => render_process(image, options, out)?,
+            (None, false) => summary::render_process(image, options, out)?,
+        }
     }
     super::node_totals::render_text(&analysis.processes, out)
 }
@@ -65,44 +101,59 @@ fn render_header(profile: &ProfileInfo, out: &mut dyn Write) -> std::io::Result<
     Ok(())
 }
 
-fn render_process(image: &ProcessAnalysis, top: usize, out: &mut dyn Write) -> std::io::Result<()> {
+/// `== process PID, parent PID (cause) role ==`
+fn render_process_title(image: &ProcessAnalysis, out: &mut dyn Write) -> std::io::Result<()> {
     let parent = match image.parent_pid {
         Some(parent) => format!(", parent {parent}"),
         None => String::new(),
     };
-    if let Some(snapshot) = &image.snapshot {
-        return render_snapshot(image, snapshot, out);
-    }
     writeln!(
         out,
         "== process {}{parent} ({}){} ==",
         image.pid,
         cause_name(image.cause),
         role::header_suffix(image.role.as_ref())
-    )?;
+    )
+}
+
+/// `--stacks full`: every number, every list, whole stacks.
+fn render_process(
+    image: &ProcessAnalysis,
+    options: TextOptions,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    render_process_title(image, out)?;
     let mut rows = identity_rows(image);
     rows.extend(heap_rows(image));
     rows.extend(mapping_rows(image));
     rows.extend(residency_rows(image));
-    rows.extend(probe_rows(&image.probes));
-    rows.extend(engine_rows(image));
-    render_rows_components_and_warnings(image, rows, out)?;
+    if options.verbose {
+        rows.extend(probe_rows(&image.probes));
+        rows.extend(engine_rows(image));
+    }
+    render_rows_components_and_warnings(image, rows, options.verbose, out)?;
     mpi_calls::render_mpi_calls(&image.mpi_calls, out)?;
-    sites::render_heap_sites(&image.sites, top, out)?;
-    sites::render_mapping_sites(&image.mapping_sites, top, out)
+    sites::render_heap_sites(&image.source_sites, options.top, out)?;
+    sites::render_mapping_sites(&image.mapping_sites, options.top, out)
 }
 
-/// The labelled rows, then the components and the warnings of `image`.
+/// The labelled rows, then the components (with what their snapshots cost when `costs`)
+/// and the warnings of `image`.
 fn render_rows_components_and_warnings(
     image: &ProcessAnalysis,
     rows: Vec<(&str, String)>,
+    costs: bool,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
     for (label, value) in rows {
         writeln!(out, "  {label:<LABEL_WIDTH$} {value}")?;
     }
-    components::render_components(&image.components, out)?;
+    components::render_components(&image.components, costs, out)?;
     resident_reasons::render_resident_reasons(image, out)?;
+    render_warnings(image, out)
+}
+
+fn render_warnings(image: &ProcessAnalysis, out: &mut dyn Write) -> std::io::Result<()> {
     for (position, warning) in image.warnings.iter().enumerate() {
         let label = if position == 0 { "warnings" } else { "" };
         writeln!(out, "  {label:<LABEL_WIDTH$} {warning}")?;
@@ -115,6 +166,7 @@ fn render_rows_components_and_warnings(
 fn render_snapshot(
     image: &ProcessAnalysis,
     snapshot: &crate::analysis::ProcessSnapshot,
+    options: TextOptions,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
     let role = role::header_suffix(image.role.as_ref());
@@ -122,7 +174,7 @@ fn render_snapshot(
     let mut rows = identity_rows(image);
     rows.truncate(2);
     rows.push(("stopped for", human_duration(snapshot.stopped_ns)));
-    render_rows_components_and_warnings(image, rows, out)?;
+    render_rows_components_and_warnings(image, rows, options.verbose, out)?;
     threads::render_threads(snapshot, out)
 }
 
@@ -370,5 +422,7 @@ fn or_unknown(text: &str) -> String {
     }
 }
 
+#[cfg(test)]
+mod short_tests;
 #[cfg(test)]
 mod tests;

@@ -61,6 +61,7 @@ mod stack_tree;
 mod stacks;
 mod stdin_lines;
 mod step_over;
+mod text_report;
 mod threads;
 mod time_order;
 mod vfork_exec;

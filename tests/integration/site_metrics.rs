@@ -353,8 +353,53 @@ fn assert_skip_options(profile: &Path) {
     assert_eq!(site["stack"][1]["line"], marked_line("leak_names"));
 }
 
-fn assert_text(profile: &Path, fixture: &Path) {
+/// The 1-based line of the fixture source holding `text`.
+fn line_of(text: &str) -> u64 {
+    let source = std::fs::read_to_string(fixtures_source_dir().join("site_metrics.c"))
+        .expect("reading the fixture source");
+    let index = source
+        .lines()
+        .position(|line| line.contains(text))
+        .unwrap_or_else(|| panic!("no {text:?} in site_metrics.c"));
+    index as u64 + 1
+}
+
+/// The default text report: one line per site, its stack cut at main.
+fn assert_short_text(profile: &Path) {
     let text = report_output(profile, &["--top", "3"]);
+    let lines: Vec<&str> = text.lines().collect();
+    let title = lines
+        .iter()
+        .position(|line| line.starts_with("  heap sites by bytes live at the peak (3 of "))
+        .unwrap_or_else(|| panic!("no list of 3 sites in\n{text}"));
+    let expected = [
+        "      at peak  allocs    allocated  temporary                  leaked  site".to_string(),
+        format!(
+            "     3.91 KiB       1     3.91 KiB          0                       0  \
+             open_table site_metrics.c:{} <- main :{}",
+            marked_line("open_table"),
+            line_of("= open_table();")
+        ),
+        format!(
+            "     1.46 KiB       1     1.46 KiB          0                       0  \
+             open_index site_metrics.c:{} <- main :{}",
+            marked_line("open_index"),
+            line_of("= open_index();")
+        ),
+    ];
+    assert_eq!(lines[title + 1..title + 4], expected, "{text}");
+    let after = lines.get(title + 5);
+    assert!(
+        after.map_or(true, |line| line.is_empty()
+            || line.starts_with("  mapping sites")),
+        "--top 3:\n{text}"
+    );
+}
+
+/// `--stacks full`: every list, every number, whole stacks.
+fn assert_text(profile: &Path, fixture: &Path) {
+    assert_short_text(profile);
+    let text = report_output(profile, &["--top", "3", "--stacks", "full"]);
     let lines: Vec<&str> = text.lines().collect();
     for expected in [
         "  call sites by bytes live at the peak",

@@ -20,13 +20,13 @@ use crate::report::html_report;
 pub fn render_text(
     analyses: &[Analysis],
     job: &Job,
-    top: usize,
+    options: crate::report::text::TextOptions,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
     text::render(job, out)?;
     for analysis in analyses {
         writeln!(out)?;
-        crate::report::text::render(analysis, top, out)?;
+        crate::report::text::render(analysis, options, out)?;
     }
     Ok(())
 }

@@ -13,6 +13,7 @@ const COLUMN_WIDTH: usize = 12;
 /// there are snapshots).
 pub(super) fn render_components(
     components: &Components,
+    costs: bool,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
     if !components.components.is_empty() {
@@ -51,14 +52,16 @@ pub(super) fn render_components(
             .map(|snapshot| snapshot.cost_ns)
             .sum();
         let label = "smaps snapshots";
-        writeln!(
-            out,
-            "  {label:<LABEL_WIDTH$} {}, costing {}; the last ({}) {} into the recording",
-            components.snapshots.len(),
-            human_duration(cost),
-            last.reason.name(),
-            human_duration(last.time_ns)
-        )?;
+        if costs {
+            writeln!(
+                out,
+                "  {label:<LABEL_WIDTH$} {}, costing {}; the last ({}) {} into the recording",
+                components.snapshots.len(),
+                human_duration(cost),
+                last.reason.name(),
+                human_duration(last.time_ns)
+            )?;
+        }
         if let Some(split) = components.peak_split.filter(|split| split.peak_rss > 0) {
             let label = "split at peak RSS";
             let what = match split.measured {

@@ -8,10 +8,17 @@ use crate::analysis::tests::{heap_profile, images_profile};
 use crate::analysis::{analyze, Frame};
 use crate::trace::reader::Profile;
 
+/// `--stacks full --verbose`: every list, whole stacks, what watching cost.
+const FULL_VERBOSE: TextOptions = TextOptions {
+    top: DEFAULT_TOP,
+    full: true,
+    verbose: true,
+};
+
 fn rendered(profile: &Profile) -> String {
     let analysis = analyze(profile, Path::new("run.msup"));
     let mut out = Vec::new();
-    render(&analysis, DEFAULT_TOP, &mut out).unwrap();
+    render(&analysis, FULL_VERBOSE, &mut out).unwrap();
     String::from_utf8(out).unwrap()
 }
 
@@ -70,7 +77,11 @@ fn heap_image_lines() {
 fn site_lists_show_numbers_and_stacks() {
     let analysis = analyze(&sites_profile(), Path::new("run.msup"));
     let mut out = Vec::new();
-    render(&analysis, 1, &mut out).unwrap();
+    let options = TextOptions {
+        top: 1,
+        ..FULL_VERBOSE
+    };
+    render(&analysis, options, &mut out).unwrap();
     let text = String::from_utf8(out).unwrap();
     let sites = &text[text.find("  call sites by bytes live").unwrap()..];
     let expected = "  call sites by bytes live at the peak
@@ -200,7 +211,7 @@ fn components_table_and_arenas() {
         .warnings
         .push("fragmentation: 2.00 KiB of the arenas hold no live block".to_string());
     let mut out = Vec::new();
-    render(&analysis, DEFAULT_TOP, &mut out).unwrap();
+    render(&analysis, FULL_VERBOSE, &mut out).unwrap();
     let text = String::from_utf8(out).unwrap();
     let table = &text[text.find("  components (peaks)").expect("the table")..];
     let expected = "  components (peaks)      requested          RSS          PSS         swap
@@ -222,7 +233,7 @@ fn components_table_and_arenas() {
     let mut analysis = analyze(&heap_profile(), Path::new("run.msup"));
     analysis.processes[0].components = Default::default();
     let mut out = Vec::new();
-    render(&analysis, DEFAULT_TOP, &mut out).unwrap();
+    render(&analysis, FULL_VERBOSE, &mut out).unwrap();
     let plain = String::from_utf8(out).unwrap();
     assert!(!plain.contains("components (peaks)"));
     assert!(!plain.contains("allocator arenas"));
@@ -235,7 +246,7 @@ fn a_long_component_name_widens_the_name_column() {
     components.components[1].name = "libverylongname.so.1.2.3".to_string();
     components.snapshots.clear();
     let mut out = Vec::new();
-    render(&analysis, DEFAULT_TOP, &mut out).unwrap();
+    render(&analysis, FULL_VERBOSE, &mut out).unwrap();
     let text = String::from_utf8(out).unwrap();
     assert_lines(
         &text,
