@@ -11,6 +11,8 @@ use memsup::cli::{output_request, Cli, Command, Format, MetricArg};
 use memsup::error::{exit_code, Error, Result};
 use memsup::ptrace::signals;
 use memsup::record::{self, AttachOptions, RunOptions, SnapshotOptions};
+use memsup::report::choose::destination::Destination;
+use memsup::report::choose::select::{select_images, ImageFilter};
 use memsup::trace::dump::dump;
 use memsup::trace::reader::ProfileReader;
 use memsup::{analysis, report};
@@ -147,6 +149,7 @@ fn execute(command: Command) -> Result<i32> {
             no_default_skip_frames,
             components,
             rank,
+            choose,
             profiles,
         } => {
             let components = match analysis::ComponentRules::parse_all(&components) {
@@ -160,6 +163,14 @@ fn execute(command: Command) -> Result<i32> {
                 skip: analysis::SkipFrames::new(!no_default_skip_frames, &skip_frames),
                 components,
             };
+            let filter = match ImageFilter::new(choose.pids, choose.exe.as_deref()) {
+                Ok(filter) => filter,
+                Err(message) => {
+                    eprintln!("memsup: error: {message}");
+                    return Ok(exit_code::USAGE);
+                }
+            };
+            let profiles = report::choose::newest::profiles_or_newest(profiles)?;
             let paths = analysis::load::expand_inputs(&profiles)?;
             let analyses = analysis::load::analyze_files(&paths, &settings)?;
             // The table is of the whole job, whichever rank is shown after it.
@@ -169,7 +180,15 @@ fn execute(command: Command) -> Result<i32> {
                 Some(rank) => report::job::select_rank(analyses, rank)
                     .map_err(|ranks| Error::NoSuchRank { rank, ranks })?,
             };
-            let mut out = std::io::stdout().lock();
+            let analyses = select_images(analyses, &filter)
+                .map_err(|images| Error::NoMatchingImage { images })?;
+            let destination =
+                Destination::new(choose.output, choose.force, format.file_suffix(), &profiles);
+            let mut out = destination.open()?;
+            if format == Format::Text {
+                report::choose::overview::render_text(&analyses, &mut out)
+                    .map_err(|error| Error::io("writing the report", error))?;
+            }
             let rendered = match job {
                 None => render_profile(&analyses[0], format, top, metric, &mut out),
                 Some(job) => render_job(&analyses, &job, format, top, metric, &mut out),
@@ -178,7 +197,10 @@ fn execute(command: Command) -> Result<i32> {
                 // A reader that stopped early (`| head`) is not an error.
                 Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
                 Err(error) => Err(Error::io("writing the report", error)),
-                Ok(()) => Ok(0),
+                Ok(()) => {
+                    destination.announce();
+                    Ok(0)
+                }
             }
         }
         Command::Dump {
@@ -257,6 +279,12 @@ fn usage_error(error: &clap::Error) -> ExitCode {
     ) {
         error.exit();
     }
+    if error.kind() == ErrorKind::InvalidSubcommand {
+        if let Some(message) = program_suggestion() {
+            eprintln!("memsup: error: {message}");
+            return ExitCode::from(exit_code::USAGE as u8);
+        }
+    }
     // clap's first paragraph, its continuation lines (the missing arguments, the possible
     // values) joined to the first; usage and tips are left to --help.
     let rendered = error.render().to_string();
@@ -269,6 +297,17 @@ fn usage_error(error: &clap::Error) -> ExitCode {
     let message = joined.strip_prefix("error: ").unwrap_or(&joined);
     eprintln!("memsup: error: {message} (see {} --help)", help_command());
     ExitCode::from(exit_code::USAGE as u8)
+}
+
+/// `memsup ./app`: how to run the program, if the word where a verb belongs is one.
+fn program_suggestion() -> Option<String> {
+    let verbs = Cli::command();
+    let names: Vec<&str> = verbs
+        .get_subcommands()
+        .map(|verb| verb.get_name())
+        .collect();
+    let arguments: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    memsup::cli::program_hint::run_suggestion(&arguments, &names)
 }
 
 /// `memsup VERB` when the command line names a verb before anything else, else `memsup`.

@@ -7,6 +7,7 @@ use std::io::Write;
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
+use super::choose::overview::{self, OverviewRow};
 use super::job::json::JobJson;
 use super::json_components::{ComponentJson, PeakSplitJson, SnapshotJson, TimelineJson};
 use super::json_mpi::MpiRoleJson;
@@ -33,6 +34,7 @@ pub fn render(analysis: &Analysis, out: &mut dyn Write) -> std::io::Result<()> {
     let report = ReportJson {
         schema: SCHEMA,
         schema_version: SCHEMA_VERSION,
+        overview: overview::rows(std::slice::from_ref(analysis)),
         job: None,
         profile: ProfileReportJson::new(analysis),
     };
@@ -50,6 +52,7 @@ pub fn render_job(analyses: &[Analysis], job: &Job, out: &mut dyn Write) -> std:
             &ReportJson {
                 schema: SCHEMA,
                 schema_version: SCHEMA_VERSION,
+                overview: overview::rows(analyses),
                 job: Some(job),
                 profile: ProfileReportJson::new(analysis),
             },
@@ -59,6 +62,7 @@ pub fn render_job(analyses: &[Analysis], job: &Job, out: &mut dyn Write) -> std:
             &JobReportJson {
                 schema: SCHEMA,
                 schema_version: SCHEMA_VERSION,
+                overview: overview::rows(analyses),
                 job,
                 profiles: analyses.iter().map(ProfileReportJson::new).collect(),
             },
@@ -71,6 +75,8 @@ pub fn render_job(analyses: &[Analysis], job: &Job, out: &mut dyn Write) -> std:
 struct ReportJson<'a> {
     schema: &'static str,
     schema_version: u32,
+    /// Every image, by peak requested bytes (`choose::overview`).
+    overview: Vec<OverviewRow>,
     #[serde(skip_serializing_if = "Option::is_none")]
     job: Option<JobJson<'a>>,
     #[serde(flatten)]
@@ -81,6 +87,7 @@ struct ReportJson<'a> {
 struct JobReportJson<'a> {
     schema: &'static str,
     schema_version: u32,
+    overview: Vec<OverviewRow>,
     job: JobJson<'a>,
     profiles: Vec<ProfileReportJson<'a>>,
 }
