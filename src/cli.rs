@@ -350,8 +350,9 @@ pub struct ChooseArgs {
     /// (the profile's name less .msup; memsup.report.* for several profiles).
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Overwrite the report file if it exists (never through a symbolic link).
-    #[arg(short, long)]
+    /// Overwrite the report file if it exists (never through a symbolic link). No `-f`:
+    /// that is `--format` here.
+    #[arg(long)]
     pub force: bool,
 }
 

@@ -47,6 +47,7 @@ mod portable_profile;
 mod profile_format;
 mod progress;
 mod realloc_chain;
+mod report_selection;
 mod residency;
 mod scratch_page;
 mod signals;

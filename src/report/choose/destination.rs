@@ -55,6 +55,17 @@ impl Destination {
         match self {
             Destination::Stdout => Ok(Box::new(std::io::stdout().lock())),
             Destination::File { path, force, .. } => {
+                // Said here because the profile's message names `-f`, `--format` in `report`.
+                let is_file = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file());
+                if is_file && !force {
+                    return Err(Error::ReportNotWritable {
+                        path: path.clone(),
+                        source: std::io::Error::new(
+                            std::io::ErrorKind::AlreadyExists,
+                            "the file exists; --force overwrites it",
+                        ),
+                    });
+                }
                 let request = OutputRequest::Explicit {
                     path: path.clone(),
                     force: *force,
@@ -167,7 +178,7 @@ mod tests {
         assert_eq!(
             error.to_string(),
             format!(
-                "cannot write the report {}: the file exists; -f/--force overwrites it",
+                "cannot write the report {}: the file exists; --force overwrites it",
                 path.display()
             )
         );
