@@ -185,7 +185,8 @@ fn execute(command: Command) -> Result<i32> {
             let destination =
                 Destination::new(choose.output, choose.force, format.file_suffix(), &profiles);
             let mut out = destination.open()?;
-            if format == Format::Text {
+            // A job's text starts with its table, the overview after it (`job::render_text`).
+            if format == Format::Text && job.is_none() {
                 report::choose::overview::render_text(&analyses, &mut out)
                     .map_err(|error| Error::io("writing the report", error))?;
             }

@@ -55,10 +55,25 @@ pub fn rows(analyses: &[Analysis]) -> Vec<OverviewRow> {
 
 /// The overview table and a blank line, when the report has more than one image.
 pub fn render_text(analyses: &[Analysis], out: &mut dyn Write) -> std::io::Result<()> {
-    let rows = rows(analyses);
-    if rows.len() < 2 {
-        return Ok(());
+    if has_overview(analyses) {
+        render_table(analyses, out)?;
+        writeln!(out)?;
     }
+    Ok(())
+}
+
+/// True when the text report has an overview: more than one image.
+pub fn has_overview(analyses: &[Analysis]) -> bool {
+    let images: usize = analyses
+        .iter()
+        .map(|analysis| analysis.processes.len())
+        .sum();
+    images > 1
+}
+
+/// The overview table: a title line, the header, one line per image.
+pub fn render_table(analyses: &[Analysis], out: &mut dyn Write) -> std::io::Result<()> {
+    let rows = rows(analyses);
     writeln!(
         out,
         "{} process images, by peak requested bytes:",
@@ -84,7 +99,7 @@ pub fn render_text(analyses: &[Analysis], out: &mut dyn Write) -> std::io::Resul
         }
         writeln!(out, "{}", line.trim_end())?;
     }
-    writeln!(out)
+    Ok(())
 }
 
 fn cells(row: &OverviewRow) -> [String; 8] {

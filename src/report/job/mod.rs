@@ -11,12 +11,14 @@ use std::io::Write;
 use crate::analysis::job::Job;
 use crate::analysis::roles::select_rank as select_rank_images;
 use crate::analysis::Analysis;
+use crate::report::choose::overview;
 use crate::report::html::charts::process_section;
 use crate::report::html::job_chart::job_section;
 use crate::report::html::render_with_sections;
 use crate::report::html_report;
 
-/// The job table (with the MPI functions across ranks), then each profile's report.
+/// The job table (with the MPI functions across ranks), the overview of every image, then
+/// each profile's report.
 pub fn render_text(
     analyses: &[Analysis],
     job: &Job,
@@ -24,6 +26,10 @@ pub fn render_text(
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
     text::render(job, out)?;
+    if overview::has_overview(analyses) {
+        writeln!(out)?;
+        overview::render_table(analyses, out)?;
+    }
     for analysis in analyses {
         writeln!(out)?;
         crate::report::text::render(analysis, top, out)?;
