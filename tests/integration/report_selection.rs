@@ -9,7 +9,8 @@ use std::time::{Duration, SystemTime};
 use memsup::report::text::{human_duration, short_bytes};
 use serde_json::Value;
 
-use crate::common::report::{processes, report_json_with};
+use crate::common::chromium::{dumped_dom, start_chromium};
+use crate::common::report::{processes, report_json_with, report_output};
 use crate::common::run::{clean_command, memsup_binary, run_command};
 use crate::common::*;
 
@@ -337,4 +338,62 @@ fn a_program_where_a_verb_belongs_is_suggested_to_run() {
         "{message}"
     );
     assert!(!message.contains("memsup run --"), "{message}");
+}
+
+/// Chooses the selector's second image and notes which sections are left visible.
+const CHOOSE_SECOND: &str = r#"<script>
+const selector = document.getElementById("process-selector");
+selector.value = selector.options[2].value;
+selector.dispatchEvent(new Event("change"));
+document.body.dataset.visible = [...document.querySelectorAll("section.timelines")]
+  .filter((section) => !section.hidden && section.getBoundingClientRect().height > 0)
+  .map((section) => section.id + ":" + section.dataset.pid).join(",");
+</script>
+</body>"#;
+
+#[test]
+fn the_page_s_process_selector_is_in_the_overview_s_order() {
+    if !require_tool("chromium") {
+        return;
+    }
+    let run = fork_exec();
+    let overview = run.recording.report["overview"].as_array().unwrap().clone();
+    let page_html = report_output(&run.recording.profile, &["--format", "html", "-o", "-"]);
+    let directory = tempfile::tempdir().unwrap();
+    let page = directory.path().join("page.html");
+    std::fs::write(&page, page_html.replace("</body>", CHOOSE_SECOND)).unwrap();
+    let dom = dumped_dom(start_chromium(&page, &directory.path().join("profile")));
+
+    let options: Vec<String> = dom
+        .split("<option value=\"timelines-")
+        .skip(1)
+        .map(|option| {
+            option[option.find('>').unwrap() + 1..option.find("</option>").unwrap()].to_string()
+        })
+        .collect();
+    let expected: Vec<String> = overview
+        .iter()
+        .map(|row| {
+            format!(
+                "{} {} (peak {})",
+                row["pid"],
+                row["program"].as_str().unwrap(),
+                short_bytes(number(row, "/peak_requested_bytes"))
+            )
+        })
+        .collect();
+    assert_eq!(options, expected);
+    // The second image by peak is exit3, the third of the profile's images.
+    let start = run.recording.report["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|image| image["exe"] == overview[1]["exe"])
+        .unwrap();
+    assert_eq!(start, 2);
+    assert!(
+        dom.contains(&format!("data-visible=\"timelines-2:{}\"", run.child_pid)),
+        "{}",
+        &dom[dom.find("<body").unwrap()..][..200]
+    );
 }

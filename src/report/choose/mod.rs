@@ -3,6 +3,7 @@
 //! file a report goes to (`-o`, or a name after the profile for formats that are files).
 
 pub mod destination;
+pub mod html_selector;
 pub mod newest;
 pub mod overview;
 pub mod select;

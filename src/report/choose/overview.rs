@@ -28,7 +28,29 @@ pub struct OverviewRow {
 /// Every image of `analyses`, by peak requested bytes, highest first; ties by pid, then
 /// start, so that the order is the same on every run.
 pub fn rows(analyses: &[Analysis]) -> Vec<OverviewRow> {
-    let mut rows: Vec<OverviewRow> = analyses
+    let mut rows: Vec<(usize, OverviewRow)> = indexed_rows(analyses);
+    rows.sort_by(|(_, a), (_, b)| by_peak(a, b));
+    rows.into_iter().map(|(_, row)| row).collect()
+}
+
+/// The positions of the images among every profile's images (the order of the HTML page's
+/// sections), in the overview's order.
+pub fn order(analyses: &[Analysis]) -> Vec<usize> {
+    let mut rows = indexed_rows(analyses);
+    rows.sort_by(|(_, a), (_, b)| by_peak(a, b));
+    rows.into_iter().map(|(index, _)| index).collect()
+}
+
+/// Highest peak first; ties by pid, then start.
+fn by_peak(a: &OverviewRow, b: &OverviewRow) -> std::cmp::Ordering {
+    b.peak_requested_bytes
+        .cmp(&a.peak_requested_bytes)
+        .then(a.pid.cmp(&b.pid))
+        .then(a.start_ns.cmp(&b.start_ns))
+}
+
+fn indexed_rows(analyses: &[Analysis]) -> Vec<(usize, OverviewRow)> {
+    analyses
         .iter()
         .flat_map(|analysis| &analysis.processes)
         .map(|image| OverviewRow {
@@ -43,14 +65,8 @@ pub fn rows(analyses: &[Analysis]) -> Vec<OverviewRow> {
             leaked_bytes: image.live_bytes_at_exit,
             duration_ns: image.duration_ns,
         })
-        .collect();
-    rows.sort_by(|a, b| {
-        b.peak_requested_bytes
-            .cmp(&a.peak_requested_bytes)
-            .then(a.pid.cmp(&b.pid))
-            .then(a.start_ns.cmp(&b.start_ns))
-    });
-    rows
+        .enumerate()
+        .collect()
 }
 
 /// The overview table and a blank line, when the report has more than one image.

@@ -48,7 +48,8 @@ pub fn render_html(analyses: &[Analysis], job: &Job, out: &mut dyn Write) -> std
         .collect();
     let merged = merged(analyses);
     let graphs = html_report::graphs(&merged);
-    let mut sections = vec![job_section(job)];
+    let selector = crate::report::choose::html_selector::selector_section(analyses);
+    let mut sections = vec![job_section(job), selector];
     let images = merged.processes.iter().enumerate();
     sections.extend(images.map(|(index, image)| process_section(image, index)));
     let title = format!("job of {} profiles", analyses.len());
