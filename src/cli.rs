@@ -14,6 +14,8 @@ use crate::trace::format::Engine;
 use crate::trace::output_file::OutputRequest;
 use crate::trace::output_name::{expand, NameValues};
 
+pub mod program_hint;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "memsup",
@@ -168,11 +170,14 @@ pub enum Command {
         /// program's own MPI_Comm_rank); a job's table still shows every rank.
         #[arg(long, value_name = "N")]
         rank: Option<u32>,
+        #[command(flatten)]
+        choose: ChooseArgs,
         /// Profiles written by `memsup run`, `memsup attach` or `memsup snapshot`, or
-        /// directories of them (every *.msup inside). Several profiles, or one with MPI
+        /// directories of them (every *.msup inside); none: the newest *.msup in the current
+        /// directory. Several profiles, or one with MPI
         /// ranks, start with the job table: each rank's high-water marks and components,
         /// and their min, max, mean and standard deviation across ranks.
-        #[arg(value_name = "PROFILE", required = true)]
+        #[arg(value_name = "PROFILE")]
         profiles: Vec<PathBuf>,
     },
     /// Compare two profiles: which heap sites grew or shrank (matched by function, file and
@@ -387,6 +392,48 @@ pub enum Format {
     Speedscope,
     Massif,
     Heaptrack,
+}
+
+impl Format {
+    /// What a report of this format is named after the profile (`job.msup` gives
+    /// `job.SUFFIX`) when it is a file, as a page or a trace is: those are written to a file
+    /// unless `-o -` asks for stdout. None: the format goes to stdout.
+    pub fn file_suffix(self) -> Option<&'static str> {
+        match self {
+            Format::Html => Some("html"),
+            Format::Perfetto => Some("perfetto.json"),
+            Format::Pprof => Some("pb.gz"),
+            Format::Speedscope => Some("speedscope.json"),
+            Format::Massif => Some("massif.out"),
+            Format::Heaptrack => Some("heaptrack"),
+            Format::Text | Format::Json | Format::Folded | Format::Csv => None,
+        }
+    }
+
+    /// True for the formats that go to a file by default (`file_suffix`).
+    pub fn writes_a_file(self) -> bool {
+        self.file_suffix().is_some()
+    }
+}
+
+/// Which images `memsup report` shows, and where the report goes.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ChooseArgs {
+    /// Only the process images of PID (repeatable).
+    #[arg(long = "pid", value_name = "PID")]
+    pub pids: Vec<u32>,
+    /// Only the process images whose executable's path or file name matches REGEX.
+    #[arg(long, value_name = "REGEX")]
+    pub exe: Option<String>,
+    /// Write the report to FILE (`-` for stdout). Default: stdout, except for `html` and
+    /// `perfetto`, written to PROFILE.html and PROFILE.perfetto.json in the current directory
+    /// (the profile's name less .msup; memsup.report.* for several profiles).
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Overwrite the report file if it exists (never through a symbolic link). No `-f`:
+    /// that is `--format` here.
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]

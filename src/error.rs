@@ -42,6 +42,10 @@ pub mod exit_code {
     pub const NOT_IN_MPI_JOB: i32 = 81;
     /// `memsup diff`: no process image of one profile matches one of the other.
     pub const NOTHING_TO_COMPARE: i32 = 82;
+    /// `memsup report --pid`/`--exe`: no image of the profiles is one of those asked for.
+    pub const NO_MATCHING_IMAGE: i32 = 83;
+    /// `memsup report` without a PROFILE: the current directory holds no `*.msup` file.
+    pub const NO_PROFILE_HERE: i32 = 84;
     /// The command exists but cannot be executed.
     pub const NOT_EXECUTABLE: i32 = 126;
     /// The command was not found.
@@ -157,6 +161,16 @@ pub enum Error {
     NotInMpiJob { pid: i32, reason: String },
     #[error("{0}")]
     NothingToCompare(String),
+    #[error("no process image matches --pid/--exe (images recorded: {})", .images.join(", "))]
+    NoMatchingImage { images: Vec<String> },
+    #[error("no PROFILE given, and {} holds no *.msup profile", if .directory.as_os_str() == "." { "the current directory".to_string() } else { .directory.display().to_string() })]
+    NoProfileHere { directory: PathBuf },
+    #[error("cannot write the report {path}: {source}")]
+    ReportNotWritable {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Trace(#[from] TraceError),
     #[error("{0}")]
@@ -203,6 +217,14 @@ impl Error {
                 OUTPUT_IN_USE
             }
             Error::OutputNotWritable { .. } => OUTPUT_NOT_WRITABLE,
+            Error::ReportNotWritable { source, .. }
+                if crate::trace::output_lock::ProfileInUse::is(source) =>
+            {
+                OUTPUT_IN_USE
+            }
+            Error::ReportNotWritable { .. } => OUTPUT_NOT_WRITABLE,
+            Error::NoMatchingImage { .. } => NO_MATCHING_IMAGE,
+            Error::NoProfileHere { .. } => NO_PROFILE_HERE,
             Error::InputNotReadable { .. } => NO_INPUT,
             Error::NoSuchRank { .. } => NO_SUCH_RANK,
             Error::NotInMpiJob { .. } => NOT_IN_MPI_JOB,

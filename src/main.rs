@@ -11,6 +11,8 @@ use memsup::cli::{output_request, Cli, Command, Format, MetricArg};
 use memsup::error::{exit_code, Error, Result};
 use memsup::ptrace::signals;
 use memsup::record::{self, AttachOptions, RunOptions, SnapshotOptions};
+use memsup::report::choose::destination::Destination;
+use memsup::report::choose::select::{select_images, ImageFilter};
 use memsup::trace::dump::dump;
 use memsup::trace::reader::ProfileReader;
 use memsup::{analysis, report};
@@ -152,6 +154,7 @@ fn execute(command: Command) -> Result<i32> {
             no_default_skip_frames,
             components,
             rank,
+            choose,
             profiles,
         } => {
             // Exports of their own (report::export): one image, or one row per site.
@@ -178,6 +181,14 @@ fn execute(command: Command) -> Result<i32> {
                 skip: analysis::SkipFrames::new(!no_default_skip_frames, &skip_frames),
                 components,
             };
+            let filter = match ImageFilter::new(choose.pids, choose.exe.as_deref()) {
+                Ok(filter) => filter,
+                Err(message) => {
+                    eprintln!("memsup: error: {message}");
+                    return Ok(exit_code::USAGE);
+                }
+            };
+            let profiles = report::choose::newest::profiles_or_newest(profiles)?;
             let paths = analysis::load::expand_inputs(&profiles)?;
             let analyses = analysis::load::analyze_files(&paths, &settings)?;
             // The table is of the whole job, whichever rank is shown after it.
@@ -187,15 +198,26 @@ fn execute(command: Command) -> Result<i32> {
                 Some(rank) => report::job::select_rank(analyses, rank)
                     .map_err(|ranks| Error::NoSuchRank { rank, ranks })?,
             };
+            let analyses = select_images(analyses, &filter)
+                .map_err(|images| Error::NoMatchingImage { images })?;
+            let destination =
+                Destination::new(choose.output, choose.force, format.file_suffix(), &profiles);
+            let mut out = destination.open()?;
             if let Some(export) = export {
-                return report::export::render(export, &analyses, &settings.skip).map(|()| 0);
+                report::export::render(export, &analyses, &settings.skip, &mut out)?;
+                destination.announce();
+                return Ok(0);
             }
             let text = report::text::TextOptions {
                 top,
                 full: report_stacks == memsup::cli::ReportStacksArg::Full,
                 verbose,
             };
-            let mut out = std::io::stdout().lock();
+            // A job's text starts with its table, the overview after it (`job::render_text`).
+            if format == Format::Text && job.is_none() {
+                report::choose::overview::render_text(&analyses, &mut out)
+                    .map_err(|error| Error::io("writing the report", error))?;
+            }
             let rendered = match job {
                 None => render_profile(&analyses[0], format, text, metric, &mut out),
                 Some(job) => render_job(&analyses, &job, format, text, metric, &mut out),
@@ -204,7 +226,10 @@ fn execute(command: Command) -> Result<i32> {
                 // A reader that stopped early (`| head`) is not an error.
                 Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
                 Err(error) => Err(Error::io("writing the report", error)),
-                Ok(()) => Ok(0),
+                Ok(()) => {
+                    destination.announce();
+                    Ok(0)
+                }
             }
         }
         Command::Diff {
@@ -294,6 +319,12 @@ fn usage_error(error: &clap::Error) -> ExitCode {
     ) {
         error.exit();
     }
+    if error.kind() == ErrorKind::InvalidSubcommand {
+        if let Some(message) = program_suggestion() {
+            eprintln!("memsup: error: {message}");
+            return ExitCode::from(exit_code::USAGE as u8);
+        }
+    }
     // clap's first paragraph, its continuation lines (the missing arguments, the possible
     // values) joined to the first; usage and tips are left to --help.
     let rendered = error.render().to_string();
@@ -306,6 +337,17 @@ fn usage_error(error: &clap::Error) -> ExitCode {
     let message = joined.strip_prefix("error: ").unwrap_or(&joined);
     eprintln!("memsup: error: {message} (see {} --help)", help_command());
     ExitCode::from(exit_code::USAGE as u8)
+}
+
+/// `memsup ./app`: how to run the program, if the word where a verb belongs is one.
+fn program_suggestion() -> Option<String> {
+    let verbs = Cli::command();
+    let names: Vec<&str> = verbs
+        .get_subcommands()
+        .map(|verb| verb.get_name())
+        .collect();
+    let arguments: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    memsup::cli::program_hint::run_suggestion(&arguments, &names)
 }
 
 /// `memsup VERB` when the command line names a verb before anything else, else `memsup`.

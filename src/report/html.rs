@@ -374,7 +374,7 @@ impl<'a> GraphJson<'a> {
 }
 
 /// Text as HTML, safe both between tags and inside a double- or single-quoted attribute.
-fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let mut escaped = String::with_capacity(text.len());
     for character in text.chars() {
         match character {

@@ -53,12 +53,14 @@ fn summary(analysis: &Analysis) -> Vec<String> {
 pub fn render(analysis: &Analysis, out: &mut dyn Write) -> std::io::Result<()> {
     let graphs = graphs(analysis);
     let title = analysis.profile.target.join(" ");
-    let sections: Vec<String> = analysis
+    let mut sections: Vec<String> = analysis
         .processes
         .iter()
         .enumerate()
         .map(|(index, image)| process_section(image, index))
         .collect();
+    let selector = super::choose::html_selector::selector_section(std::slice::from_ref(analysis));
+    sections.insert(0, selector);
     render_with_sections(&title, &summary(analysis), &graphs, &sections, out)
 }
 

@@ -7,6 +7,7 @@ use std::io::Write;
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
+use super::choose::overview::{self, OverviewRow};
 use super::job::json::JobJson;
 use super::json_components::{ComponentJson, PeakSplitJson, SnapshotJson, TimelineJson};
 use super::json_mpi::MpiRoleJson;
@@ -34,6 +35,7 @@ pub fn render(analysis: &Analysis, out: &mut dyn Write) -> std::io::Result<()> {
     let report = ReportJson {
         schema: SCHEMA,
         schema_version: SCHEMA_VERSION,
+        overview: overview::rows(std::slice::from_ref(analysis)),
         job: None,
         profile: ProfileReportJson::new(analysis),
     };
@@ -51,6 +53,7 @@ pub fn render_job(analyses: &[Analysis], job: &Job, out: &mut dyn Write) -> std:
             &ReportJson {
                 schema: SCHEMA,
                 schema_version: SCHEMA_VERSION,
+                overview: overview::rows(analyses),
                 job: Some(job),
                 profile: ProfileReportJson::new(analysis),
             },
@@ -60,6 +63,7 @@ pub fn render_job(analyses: &[Analysis], job: &Job, out: &mut dyn Write) -> std:
             &JobReportJson {
                 schema: SCHEMA,
                 schema_version: SCHEMA_VERSION,
+                overview: overview::rows(analyses),
                 job,
                 profiles: analyses.iter().map(ProfileReportJson::new).collect(),
             },
@@ -72,6 +76,8 @@ pub fn render_job(analyses: &[Analysis], job: &Job, out: &mut dyn Write) -> std:
 struct ReportJson<'a> {
     schema: &'static str,
     schema_version: u32,
+    /// Every image, by peak requested bytes (`choose::overview`).
+    overview: Vec<OverviewRow>,
     #[serde(skip_serializing_if = "Option::is_none")]
     job: Option<JobJson<'a>>,
     #[serde(flatten)]
@@ -82,6 +88,7 @@ struct ReportJson<'a> {
 struct JobReportJson<'a> {
     schema: &'static str,
     schema_version: u32,
+    overview: Vec<OverviewRow>,
     job: JobJson<'a>,
     profiles: Vec<ProfileReportJson<'a>>,
 }

@@ -1,4 +1,5 @@
 //! Renderers of an `Analysis`, and the HTML flamegraph page.
+pub mod choose;
 pub mod csv;
 pub mod csv_sites;
 pub mod diff;

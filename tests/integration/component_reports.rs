@@ -117,7 +117,7 @@ fn chromium_draws_one_series_per_component() {
         return;
     };
     let images = components_of(&recording.report);
-    let html = report_output(&recording.profile, &["--format", "html"]);
+    let html = report_output(&recording.profile, &["--format", "html", "-o", "-"]);
     let directory = tempfile::tempdir().expect("a temporary directory");
     let page = directory.path().join("page.html");
     fs::write(&page, html.replace("</body>", MEASURE)).unwrap();
@@ -245,7 +245,7 @@ fn csv_and_perfetto_carry_the_json_timelines() {
 
     let trace: Value = serde_json::from_str(&report_output(
         &recording.profile,
-        &["--format", "perfetto"],
+        &["--format", "perfetto", "-o", "-"],
     ))
     .expect("the trace is JSON");
     let events = trace["traceEvents"].as_array().unwrap();

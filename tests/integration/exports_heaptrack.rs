@@ -27,7 +27,7 @@ fn recorded(name: &str, stdout: &str) -> Option<Recording> {
 
 /// Writes `memsup report --format FORMAT` of the recording beside its profile.
 fn export(recording: &Recording, format: &str) -> std::path::PathBuf {
-    let text = report_output(&recording.profile, &["--format", format]);
+    let text = report_output(&recording.profile, &["--format", format, "-o", "-"]);
     let path = recording.profile.with_extension(format);
     std::fs::write(&path, text).unwrap();
     path
@@ -412,7 +412,7 @@ fn a_profile_of_three_images_exports_the_launched_one_and_says_so() {
     );
     let profile = recording.profile.to_str().unwrap();
     for format in ["massif", "heaptrack"] {
-        let output = run_memsup(["report", "--format", format, profile], None);
+        let output = run_memsup(["report", "--format", format, "-o", "-", profile], None);
         assert_eq!(output.status.code(), Some(0), "{format}");
         let note = format!(
             "memsup: the {format} file holds one process image, pid {} ({}); 2 other images \

@@ -70,14 +70,19 @@ fn leaf_totals(images: &[&Value], key: &str) -> BTreeMap<String, u64> {
 /// `memsup report --format FORMAT PROFILE`'s stdout, written to `FILE` beside the profile.
 fn export(profile: &Path, format: &str, file: &Path) {
     let mut command = clean_command(memsup_binary());
-    command.args(["report", "--format", format]).arg(profile);
+    command.args(["report", "--format", format, "-o"]).arg(file);
+    command.arg(profile);
     let output = run_command(command, None);
     assert!(
         output.status.success(),
         "memsup report --format {format} failed: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    std::fs::write(file, &output.stdout).expect("writing the export");
+    // A file the user named is not announced; the report is in it, not on stdout.
+    assert!(
+        output.stdout.is_empty() && output.stderr.is_empty(),
+        "{output:?}"
+    );
 }
 
 /// What `go tool pprof -top` printed: the profile's total, the part of it the shown nodes

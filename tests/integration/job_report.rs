@@ -359,7 +359,7 @@ fn the_html_chart_stacks_each_rank_s_high_water_mark_by_component() {
         .unwrap()
         .clone();
     let page = directory.path().join("job.html");
-    std::fs::write(&page, report_output(&job, &["--format", "html"])).unwrap();
+    std::fs::write(&page, report_output(&job, &["--format", "html", "-o", "-"])).unwrap();
     let browser = directory.path().join("chromium");
     let dom = crate::common::chromium::dumped_dom(crate::common::chromium::start_chromium(
         &page, &browser,

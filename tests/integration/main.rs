@@ -51,6 +51,7 @@ mod portable_profile;
 mod profile_format;
 mod progress;
 mod realloc_chain;
+mod report_selection;
 mod residency;
 mod resident_reasons;
 mod scratch_page;

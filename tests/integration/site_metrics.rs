@@ -308,7 +308,7 @@ fn assert_folded(profile: &Path) {
 /// The HTML page carries a graph per metric with every frame of that metric's folded stacks
 /// (names as the page embeds them: JSON strings with `<`, `>` and `&` escaped).
 fn assert_html(profile: &Path) {
-    let page = report_output(profile, &["--format", "html"]);
+    let page = report_output(profile, &["--format", "html", "-o", "-"]);
     assert!(page.starts_with("<!DOCTYPE html>"), "{page}");
     assert!(!page.contains("http://") && !page.contains("https://"));
     for (metric, _) in FOLDED {

@@ -52,11 +52,15 @@ pub enum Export {
     CsvSites,
 }
 
-/// Writes `export` of `analyses` to stdout; a reader that stops early (`| head`) is no error.
-pub fn render(export: Export, analyses: &[Analysis], skip: &SkipFrames) -> Result<()> {
-    let mut out = std::io::stdout().lock();
+/// Writes `export` of `analyses` to `out`; a reader that stops early (`| head`) is no error.
+pub fn render(
+    export: Export,
+    analyses: &[Analysis],
+    skip: &SkipFrames,
+    out: &mut dyn Write,
+) -> Result<()> {
     let written = match export {
-        Export::CsvSites => super::csv_sites::render(analyses, &mut out).map_err(writing),
+        Export::CsvSites => super::csv_sites::render(analyses, out).map_err(writing),
         Export::Massif | Export::Heaptrack => match chosen_image(analyses) {
             None => Ok(()),
             Some((analysis, image, left_out)) => {
@@ -69,9 +73,9 @@ pub fn render(export: Export, analyses: &[Analysis], skip: &SkipFrames) -> Resul
                 }
                 match export {
                     Export::Massif => {
-                        massif::render(&analysis.profile.path, image, &mut out).map_err(writing)
+                        massif::render(&analysis.profile.path, image, out).map_err(writing)
                     }
-                    _ => heaptrack::render(analysis, image, skip, &mut out),
+                    _ => heaptrack::render(analysis, image, skip, out),
                 }
             }
         },

@@ -11,12 +11,14 @@ use std::io::Write;
 use crate::analysis::job::Job;
 use crate::analysis::roles::select_rank as select_rank_images;
 use crate::analysis::Analysis;
+use crate::report::choose::overview;
 use crate::report::html::charts::process_section;
 use crate::report::html::job_chart::job_section;
 use crate::report::html::render_with_sections;
 use crate::report::html_report;
 
-/// The job table (with the MPI functions across ranks), then each profile's report.
+/// The job table (with the MPI functions across ranks), the overview of every image, then
+/// each profile's report.
 pub fn render_text(
     analyses: &[Analysis],
     job: &Job,
@@ -24,6 +26,10 @@ pub fn render_text(
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
     text::render(job, out)?;
+    if overview::has_overview(analyses) {
+        writeln!(out)?;
+        overview::render_table(analyses, out)?;
+    }
     for analysis in analyses {
         writeln!(out)?;
         crate::report::text::render(analysis, options, out)?;
@@ -42,7 +48,8 @@ pub fn render_html(analyses: &[Analysis], job: &Job, out: &mut dyn Write) -> std
         .collect();
     let merged = merged(analyses);
     let graphs = html_report::graphs(&merged);
-    let mut sections = vec![job_section(job)];
+    let selector = crate::report::choose::html_selector::selector_section(analyses);
+    let mut sections = vec![job_section(job), selector];
     let images = merged.processes.iter().enumerate();
     sections.extend(images.map(|(index, image)| process_section(image, index)));
     let title = format!("job of {} profiles", analyses.len());

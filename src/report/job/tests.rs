@@ -103,8 +103,20 @@ fn json_has_the_job_and_one_report_per_profile() {
     let json: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(
         top_level_keys(&text),
-        ["schema", "schema_version", "job", "profiles"]
+        ["schema", "schema_version", "overview", "job", "profiles"]
     );
+    let peaks: Vec<u64> = json["overview"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row["peak_requested_bytes"].as_u64().unwrap())
+        .collect();
+    let images: usize = analyses
+        .iter()
+        .map(|analysis| analysis.processes.len())
+        .sum();
+    assert_eq!(peaks.len(), images);
+    assert!(peaks.windows(2).all(|pair| pair[0] >= pair[1]), "{peaks:?}");
     let job_json = &json["job"];
     assert_eq!(job_json["profiles"], 6);
     assert_eq!(job_json["other_images"], 1);
@@ -141,6 +153,7 @@ fn json_has_the_job_and_one_report_per_profile() {
         [
             "schema",
             "schema_version",
+            "overview",
             "job",
             "profile",
             "unwind_costs",
