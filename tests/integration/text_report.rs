@@ -221,7 +221,7 @@ fn an_unrolled_loop_is_one_site_in_text_folded_and_html() {
 
 /// The values of the flame graph nodes named `name` in the HTML page's graph of `metric`.
 fn html_values(profile: &Path, metric: &str, name: &str) -> Vec<u64> {
-    let page = report_output(profile, &["--format", "html"]);
+    let page = report_output(profile, &["--format", "html", "-o", "-"]);
     let start = page.find("id=\"memsup-data\">").expect("the data block") + 17;
     let end = start + page[start..].find("</script>").unwrap();
     let data: Value = serde_json::from_str(&page[start..end]).expect("the data is JSON");
