@@ -224,24 +224,28 @@ fn heap_rows(image: &ProcessAnalysis) -> Rows {
         ("unknown frees", image.unknown_frees.to_string()),
         ("failed allocations", image.failed_allocations.to_string()),
         ("largest allocation", human_bytes(image.largest_allocation)),
-        (
-            "peak live requested",
-            format!(
-                "{} in {}, {} after start",
-                human_bytes(image.peak_live_bytes),
-                plural(image.peak_live_blocks, "block"),
-                human_duration(image.peak_time_ns)
-            ),
-        ),
-        (
-            "leaked at exit",
-            format!(
-                "{} in {}",
-                human_bytes(image.live_bytes_at_exit),
-                plural(image.live_blocks_at_exit, "block")
-            ),
-        ),
+        ("peak live requested", peak_value(image)),
+        ("leaked at exit", leaked_value(image)),
     ]
+}
+
+/// "12.00 MiB in 3 blocks, 1.20 ms after start".
+fn peak_value(image: &ProcessAnalysis) -> String {
+    format!(
+        "{} in {}, {} after start",
+        human_bytes(image.peak_live_bytes),
+        plural(image.peak_live_blocks, "block"),
+        human_duration(image.peak_time_ns)
+    )
+}
+
+/// "1.10 KiB in 3 blocks".
+fn leaked_value(image: &ProcessAnalysis) -> String {
+    format!(
+        "{} in {}",
+        human_bytes(image.live_bytes_at_exit),
+        plural(image.live_blocks_at_exit, "block")
+    )
 }
 
 /// The sampled residency, when the recording sampled this image.

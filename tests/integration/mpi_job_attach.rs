@@ -165,12 +165,7 @@ fn attach_job_records_the_launchers_and_both_ranks() {
 
         let report = report_json(&profile);
         let images = processes(&report);
-        let mut programs: Vec<&str> = images
-            .iter()
-            .filter(|image| image["mpi"]["role"] == "launcher")
-            .map(|image| image["mpi"]["program"].as_str().unwrap())
-            .collect();
-        programs.sort_unstable();
+        let programs = recorded_launchers(images);
         assert_eq!(programs, launcher_programs(library), "{what}");
         assert_eq!(images.len(), programs.len() + 2, "{what}");
         let mut job_id = None;
@@ -263,6 +258,17 @@ fn a_snapshot_of_a_rank_names_its_rank() {
     }
 }
 
+/// The programs of the images recorded as launchers, sorted.
+fn recorded_launchers(images: &[Value]) -> Vec<&str> {
+    let mut programs: Vec<&str> = images
+        .iter()
+        .filter(|image| image["mpi"]["role"] == "launcher")
+        .map(|image| image["mpi"]["program"].as_str().unwrap())
+        .collect();
+    programs.sort_unstable();
+    programs
+}
+
 /// The group of `image`'s snapshot threads that holds thread `tid`: its stack's function
 /// names (innermost first) and that thread's state.
 fn thread_of(image: &Value, tid: u64) -> (Vec<&str>, &str) {
@@ -303,12 +309,7 @@ fn a_snapshot_of_a_job_shows_where_each_rank_waits() {
 
         let report = report_json(&profile);
         let images = processes(&report);
-        let mut programs: Vec<&str> = images
-            .iter()
-            .filter(|image| image["mpi"]["role"] == "launcher")
-            .map(|image| image["mpi"]["program"].as_str().unwrap())
-            .collect();
-        programs.sort_unstable();
+        let programs = recorded_launchers(images);
         assert_eq!(programs, launcher_programs(library), "{what}");
         assert_eq!(images.len(), programs.len() + 2, "{what}");
         for (rank, &pid) in ranks.iter().enumerate() {

@@ -5,7 +5,7 @@ use std::io::Write;
 
 use super::chain::compact_chain;
 use super::{plural, short_bytes};
-use crate::analysis::{MappingSite, Site, MAP_CALLS};
+use crate::analysis::{MappingSite, Site};
 use crate::platform::libraries::LibraryKind;
 
 /// The columns of a heap site line: bytes at the peak, allocations, bytes allocated,
@@ -95,13 +95,7 @@ pub(super) fn render_mapping_sites(
     )?;
     for site in shown.iter().take(top) {
         let mappings = &site.mappings;
-        let calls: Vec<String> = MAP_CALLS
-            .iter()
-            .filter_map(|call| {
-                let count = mappings.calls.get(call).copied().unwrap_or(0);
-                (count > 0).then(|| format!("{} {count}", call.name()))
-            })
-            .collect();
+        let calls = super::sites::call_counts(mappings);
         writeln!(
             out,
             "  {:>11}  {:<16}  {}",

@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use super::{human_bytes, human_duration, plural};
-use crate::analysis::{Frame, MappingSite, Site, SiteMetrics, MAP_CALLS};
+use crate::analysis::{Frame, MappingSite, MappingStats, Site, SiteMetrics, MAP_CALLS};
 
 /// One list: its title, the number it ranks by, and how the number reads.
 struct SiteList {
@@ -116,13 +116,7 @@ pub(super) fn render_mapping_sites(
             plural(mappings.mmap_bytes, "byte"),
             plural(mappings.brk_growth_bytes, "byte")
         )?;
-        let calls: Vec<String> = MAP_CALLS
-            .iter()
-            .filter_map(|call| {
-                let count = mappings.calls.get(call).copied().unwrap_or(0);
-                (count > 0).then(|| format!("{} {count}", call.name()))
-            })
-            .collect();
+        let calls = call_counts(mappings);
         writeln!(
             out,
             "       calls: {}; munmap'd {}",
@@ -135,6 +129,17 @@ pub(super) fn render_mapping_sites(
 }
 
 /// Every number of a site, in three lines.
+/// "mmap 3", "brk 2": the mapping calls a site made, those it did not left out.
+pub(super) fn call_counts(mappings: &MappingStats) -> Vec<String> {
+    MAP_CALLS
+        .iter()
+        .filter_map(|call| {
+            let count = mappings.calls.get(call).copied().unwrap_or(0);
+            (count > 0).then(|| format!("{} {count}", call.name()))
+        })
+        .collect()
+}
+
 fn detail_lines(metrics: &SiteMetrics) -> [String; 3] {
     let recycling = match metrics.recycling_ratio() {
         Some(ratio) => format!("{ratio:.2}"),

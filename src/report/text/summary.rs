@@ -80,23 +80,8 @@ fn heap_rows(image: &ProcessAnalysis, calls: String) -> Rows {
         ));
     }
     vec![
-        (
-            "peak requested",
-            format!(
-                "{} in {}, {} after start",
-                human_bytes(image.peak_live_bytes),
-                plural(image.peak_live_blocks, "block"),
-                human_duration(image.peak_time_ns)
-            ),
-        ),
-        (
-            "leaked at exit",
-            format!(
-                "{} in {}",
-                human_bytes(image.live_bytes_at_exit),
-                plural(image.live_blocks_at_exit, "block")
-            ),
-        ),
+        ("peak requested", super::peak_value(image)),
+        ("leaked at exit", super::leaked_value(image)),
         ("allocations", allocations),
     ]
 }
