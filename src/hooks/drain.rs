@@ -97,10 +97,12 @@ struct Shared {
     caller_only: bool,
 }
 
-/// Sends a process's records at once, from any thread, up to the drain's grace behind now:
-/// the process runs on, so a producer between its clock reading and its claim must not be
-/// overtaken (released late). Weak: the drain's sink must close with the drain, whoever
-/// keeps a flusher.
+/// Sends a process's published records at once, from any thread: a snapshot must come after
+/// every block allocated before it, however recent (the grace pass holds back what is younger
+/// than its previous pass, which can be long ago). A producer of the running process caught
+/// between its clock reading and its claim (preempted, or interrupted by a signal whose
+/// handler allocates) is then released late, and counted. Weak: the drain's sink must close
+/// with the drain, whoever keeps a flusher.
 #[derive(Clone)]
 pub struct Flusher(Weak<Shared>);
 
@@ -111,7 +113,7 @@ impl Flusher {
         };
         let mut images = lock(&shared.images);
         if let Some(image) = images.get_mut(&(pid as u32)) {
-            drain_image(&shared, pid as u32, image, Pass::Grace);
+            drain_image(&shared, pid as u32, image, Pass::Published);
         }
     }
 }

@@ -5,6 +5,7 @@
 
 use serde_json::Value;
 
+use crate::common::engine::late_allowance;
 use crate::common::report::processes;
 use crate::common::tools::require_file;
 use crate::common::*;
@@ -120,7 +121,8 @@ fn preloaded_allocators_are_hooked_and_recorded_alike_by_both_engines() {
                     allocator.live_bytes_at_exit
                 );
                 assert_eq!(number(&hooks, "/hooks/dropped"), 0);
-                assert_eq!(number(&hooks, "/hooks/late"), 0);
+                let late = number(&hooks, "/hooks/late");
+                assert!(late <= late_allowance(&hooks, 0, 0), "{late} late");
                 assert_eq!(number(&hooks, "/probes/entry_hits"), 0);
                 assert_eq!(exact_numbers(&hooks), exact_numbers(&int3));
             });

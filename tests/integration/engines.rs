@@ -98,13 +98,13 @@ pub fn assert_fixture_engines_agree_on(
     (int3, hooks)
 }
 
-/// `image` was recorded by hooks, every record read whole and in order, no allocator stop.
+/// `image` was recorded by hooks, every record read whole, no allocator stop (how many may
+/// come late is `assert_hook_costs`'s to bound).
 pub fn assert_recorded_by_hooks_losslessly(image: &Value) {
     assert_eq!(image["engine"], "hooks", "{image:#}");
     assert_eq!(number(image, "/hooks/dropped"), 0);
     assert_eq!(number(image, "/hooks/torn"), 0);
     assert_eq!(number(image, "/hooks/invalid"), 0);
-    assert_eq!(number(image, "/hooks/late"), 0);
     // No allocator call took a stop: only the mapping calls' seccomp stops remain.
     assert_eq!(number(image, "/probes/entry_hits"), 0, "{image:#}");
 }
