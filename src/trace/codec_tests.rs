@@ -309,16 +309,7 @@ fn snapshot_records() -> Vec<Record> {
 
 #[test]
 fn a_snapshot_s_records_round_trip_among_others() {
-    let mut records = mixed_records();
-    let end = records.pop().expect("the end record");
-    records.extend(snapshot_records());
-    records.push(end);
-    let mut encoder = BlockEncoder::default();
-    for record in &records {
-        encoder.push(record).unwrap();
-    }
-    let inflated = encoder.take();
-    assert_eq!(decode(inflated, records.len() as u32).unwrap(), records);
+    assert_round_trip_among_others(snapshot_records());
 }
 
 #[test]
@@ -373,18 +364,7 @@ fn role_records() -> Vec<Record> {
 
 #[test]
 fn process_roles_round_trip_and_come_after_every_older_kind() {
-    let mut records = mixed_records();
-    let end = records.pop().expect("the end record");
-    records.extend(role_records());
-    records.push(end);
-    let mut encoder = BlockEncoder::default();
-    for record in &records {
-        encoder.push(record).unwrap();
-    }
-    assert_eq!(
-        decode(encoder.take(), records.len() as u32).unwrap(),
-        records
-    );
+    assert_round_trip_among_others(role_records());
     let index = |record: &Record| crate::trace::writer::encoding().serialize(record).unwrap()[0];
     assert_eq!(index(&role_records()[0]), 26);
 }
@@ -411,18 +391,7 @@ fn mpi_records() -> Vec<Record> {
 
 #[test]
 fn mpi_calls_round_trip_and_come_after_every_older_kind() {
-    let mut records = mixed_records();
-    let end = records.pop().expect("the end record");
-    records.extend(mpi_records());
-    records.push(end);
-    let mut encoder = BlockEncoder::default();
-    for record in &records {
-        encoder.push(record).unwrap();
-    }
-    assert_eq!(
-        decode(encoder.take(), records.len() as u32).unwrap(),
-        records
-    );
+    assert_round_trip_among_others(mpi_records());
     let index = |record: &Record| crate::trace::writer::encoding().serialize(record).unwrap()[0];
     assert_eq!(index(&mpi_records()[0]), 27);
     assert_eq!(index(&mpi_records()[1]), 28);
@@ -452,9 +421,21 @@ fn snapshot_reasons_are_appended_and_round_trip() {
             mappings: Vec::new(),
         })
         .collect();
+    assert_round_trip_among_others(records);
+}
+
+/// `extra` between the mixed records and their end, through a block and back.
+fn assert_round_trip_among_others(extra: Vec<Record>) {
+    let mut records = mixed_records();
+    let end = records.pop().expect("the end record");
+    records.extend(extra);
+    records.push(end);
     let mut encoder = BlockEncoder::default();
     for record in &records {
         encoder.push(record).unwrap();
     }
-    assert_eq!(decode(encoder.take(), 2).unwrap(), records);
+    assert_eq!(
+        decode(encoder.take(), records.len() as u32).unwrap(),
+        records
+    );
 }
