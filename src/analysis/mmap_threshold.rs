@@ -88,6 +88,10 @@ impl ThresholdTracker {
 
     /// A block the allocator handed out at `time_ns`.
     pub fn created(&mut self, address: u64, size: u64) {
+        // Smaller requests are never mapped by glibc: no lookup on the common path.
+        if chunk_size(size) < DEFAULT_MMAP_THRESHOLD {
+            return;
+        }
         let chunk = address
             .checked_sub(CHUNK_HEADER)
             .and_then(|start| self.anonymous.get(&start));
@@ -106,6 +110,9 @@ impl ThresholdTracker {
     /// A block was released: by free (`freed`: glibc adjusts its threshold there) or by a
     /// realloc that moved it (mremap, no adjustment).
     pub fn released(&mut self, address: u64, freed: bool, time_ns: u64) {
+        if self.mapped_blocks.is_empty() {
+            return;
+        }
         let Some(chunk) = self.mapped_blocks.remove(&address) else {
             return;
         };
