@@ -99,7 +99,9 @@ impl ThresholdTracker {
             Some(&length) if length >= size + CHUNK_HEADER => {
                 self.mapped_blocks.insert(address, length);
             }
-            _ if self.rise.rises > 0 && chunk_size(size) >= DEFAULT_MMAP_THRESHOLD => {
+            // Below the raised threshold, above the starting one (checked above): glibc's
+            // arena served it because of the rise.
+            _ if self.rise.rises > 0 && chunk_size(size) < self.threshold => {
                 self.rise.blocks_from_arena += 1;
                 self.rise.bytes_from_arena += size;
             }

@@ -243,6 +243,7 @@ fn pprof_of_fork_exec_tags_each_sample_with_its_pid() {
         assert_eq!(images.len(), 3);
         assert_pprof_matches(&file, &images, None);
         let mut pids: Vec<u64> = images.iter().map(|image| number(image, "/pid")).collect();
+        pids.sort_unstable();
         pids.dedup();
         assert_eq!(
             pids.len(),
