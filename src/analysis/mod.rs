@@ -207,6 +207,21 @@ pub struct MappingSite {
 }
 
 impl ProcessAnalysis {
+    /// The highest RSS, PSS and swap seen, by the status samples or by an smaps snapshot.
+    pub fn peak_resident(&self) -> (u64, u64, u64) {
+        let residency = &self.residency;
+        let highest = |sampled: u64, of_snapshot: fn(&components::SnapshotSummary) -> u64| {
+            (self.components.snapshots.iter())
+                .map(of_snapshot)
+                .fold(sampled, u64::max)
+        };
+        (
+            highest(residency.peak_rss_bytes, |snapshot| snapshot.rss),
+            highest(residency.peak_pss_bytes, |snapshot| snapshot.pss),
+            highest(residency.peak_swap_bytes, |snapshot| snapshot.swap),
+        )
+    }
+
     /// An image with nothing counted yet.
     pub fn new(pid: u32, parent_pid: Option<u32>, cause: StartCause, start_ns: u64) -> Self {
         ProcessAnalysis {

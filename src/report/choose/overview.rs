@@ -61,7 +61,7 @@ fn indexed_rows(analyses: &[Analysis]) -> Vec<(usize, OverviewRow)> {
             rank: rank_of(image.role.as_ref()),
             start_ns: image.start_ns,
             peak_requested_bytes: image.peak_live_bytes,
-            peak_rss_bytes: image.residency.peak_rss_bytes,
+            peak_rss_bytes: image.peak_resident().0,
             leaked_bytes: image.live_bytes_at_exit,
             duration_ns: image.duration_ns,
         })

@@ -88,15 +88,7 @@ fn heap_rows(image: &ProcessAnalysis, calls: String) -> Rows {
 
 /// The highest RSS and PSS seen, by the samples or by an smaps snapshot.
 fn resident_row(image: &ProcessAnalysis) -> Rows {
-    let residency = &image.residency;
-    let snapshots = &image.components.snapshots;
-    let highest =
-        |sampled: u64, of_snapshot: fn(&crate::analysis::components::SnapshotSummary) -> u64| {
-            snapshots.iter().map(of_snapshot).fold(sampled, u64::max)
-        };
-    let rss = highest(residency.peak_rss_bytes, |snapshot| snapshot.rss);
-    let pss = highest(residency.peak_pss_bytes, |snapshot| snapshot.pss);
-    let swap = highest(residency.peak_swap_bytes, |snapshot| snapshot.swap);
+    let (rss, pss, swap) = image.peak_resident();
     if rss == 0 {
         return Vec::new();
     }
