@@ -18,8 +18,8 @@ use crate::common::{file_name, require_tool};
 
 const RANKS: u32 = 2;
 /// Enough alltoalls that the ranks outlive the attach by seconds (2 to 12 ms each natively
-/// on 2 busy cores).
-const ITERATIONS: u32 = 1000;
+/// on 2 busy cores; 1,000 once ended before the hook engine's attach had detached).
+const ITERATIONS: u32 = 3000;
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The running processes whose executable is `program`.

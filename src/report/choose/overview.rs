@@ -144,6 +144,8 @@ mod tests {
         image.role = None;
         image.parent_pid = None;
         image.exe = "/bin/parent".into();
+        // The peak RSS from the samples alone: no snapshot above them.
+        image.components.snapshots.clear();
         let with = |pid: u32, peak: u64, rss: u64| {
             let mut image = image.clone();
             image.pid = pid;
