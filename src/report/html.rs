@@ -19,13 +19,29 @@
 //! library, the dynamic linker and the language runtimes (see `is_runtime_frame`), drawn in a blue family
 //! instead of the warm colors of the others. A differential page (`render_differential`) adds
 //! `"base"` to each graph (`html/differential.rs`).
+//!
+//! Graphs of a profile (`render_detailed`, `html/site_stacks.rs`) add what the tooltip shows:
+//! `"count_label"` (what the counts count, e.g. "allocations") and `"counts"` (per node, the
+//! blocks of the stacks through it); `"modules"` (distinct module file names) and
+//! `"name_modules"` (per name, an index into them or -1); `"locations"` (distinct texts of
+//! source lines, e.g. "a.c:48, a.c:83") and `"node_locations"` (per node, an index into them
+//! or -1: the lines of the calls the frames merged into the node made). Each is left out when
+//! empty. The page may also carry a table of call sites (`html/site_table.rs`), sorted by the
+//! second script (`html/table.js`).
 
 pub mod charts;
 mod differential;
+mod graph_json;
 pub mod job_chart;
+mod merge;
+pub mod site_stacks;
+pub mod site_table;
 
-use std::collections::HashMap;
 use std::io::Write;
+
+use graph_json::{DataJson, GraphJson};
+use merge::Merged;
+pub use merge::{DetailedGraph, DetailedStack, FrameLabel};
 
 use super::text::human_bytes;
 use crate::platform::libraries::LibraryKind;
@@ -45,6 +61,8 @@ pub type Stacks = Vec<(Vec<String>, u64)>;
 
 const STYLE: &str = include_str!("html/page.css");
 const SCRIPT: &str = include_str!("html/flame.js");
+/// Sorts the call-site table (`site_table.rs`); does nothing on a page without one.
+const TABLE_SCRIPT: &str = include_str!("html/table.js");
 
 /// Id of the `<script type="application/json">` block the page's script reads.
 const DATA_ID: &str = "memsup-data";
@@ -69,6 +87,19 @@ pub fn render_with_sections(
     sections: &[String],
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
+    let graphs: Vec<DetailedGraph> = graphs.iter().map(DetailedGraph::from).collect();
+    render_page(title, summary, &graphs, None, sections, out)
+}
+
+/// `render_with_sections` for graphs whose frames carry modules, source lines and counts,
+/// which the tooltip shows.
+pub fn render_detailed(
+    title: &str,
+    summary: &[String],
+    graphs: &[DetailedGraph],
+    sections: &[String],
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
     render_page(title, summary, graphs, None, sections, out)
 }
 
@@ -82,13 +113,14 @@ pub fn render_differential(
     bases: &[Stacks],
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
-    render_page(title, summary, graphs, Some(bases), &[], out)
+    let graphs: Vec<DetailedGraph> = graphs.iter().map(DetailedGraph::from).collect();
+    render_page(title, summary, &graphs, Some(bases), &[], out)
 }
 
 fn render_page(
     title: &str,
     summary: &[String],
-    graphs: &[FlameGraph],
+    graphs: &[DetailedGraph],
     bases: Option<&[Stacks]>,
     sections: &[String],
     out: &mut dyn Write,
@@ -149,13 +181,13 @@ fn render_page(
         "<script type=\"application/json\" id=\"{DATA_ID}\">{}</script>",
         escape_json(&json)
     )?;
-    writeln!(out, "<script>\n{SCRIPT}</script>")?;
+    writeln!(out, "<script>\n{SCRIPT}{TABLE_SCRIPT}</script>")?;
     writeln!(out, "</body>")?;
     writeln!(out, "</html>")
 }
 
 /// The tabs, the search box and the reset button.
-fn render_controls(graphs: &[FlameGraph], out: &mut dyn Write) -> std::io::Result<()> {
+fn render_controls(graphs: &[DetailedGraph], out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(out, "<nav class=\"tabs\" role=\"tablist\">")?;
     for (index, graph) in graphs.iter().enumerate() {
         writeln!(
@@ -184,7 +216,7 @@ fn render_controls(graphs: &[FlameGraph], out: &mut dyn Write) -> std::io::Resul
 /// One section per graph: its description and total, then the chart the script fills, or
 /// the note that there is nothing to show. Only the first is visible until a tab is chosen.
 fn render_sections(
-    graphs: &[FlameGraph],
+    graphs: &[DetailedGraph],
     merged: &[Merged],
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
@@ -216,103 +248,6 @@ fn render_sections(
     writeln!(out, "</main>")
 }
 
-/// The stacks of one graph merged into a prefix tree, nodes in pre-order.
-struct Merged<'a> {
-    metric: &'a str,
-    description: &'a str,
-    total: u64,
-    names: Vec<&'a str>,
-    nodes: Vec<MergedNode>,
-}
-
-struct MergedNode {
-    /// Index in `Merged::nodes`; None for the children of the root.
-    parent: Option<usize>,
-    /// Index in `Merged::names`.
-    name: usize,
-    value: u64,
-}
-
-impl<'a> Merged<'a> {
-    fn new(graph: &'a FlameGraph) -> Self {
-        let mut names: Vec<&str> = Vec::new();
-        let mut name_ids: HashMap<&str, usize> = HashMap::new();
-        // Nodes in creation order; a node is identified by (parent, name).
-        let mut nodes: Vec<MergedNode> = Vec::new();
-        let mut node_ids: HashMap<(Option<usize>, usize), usize> = HashMap::new();
-        let mut total = 0u64;
-        for (frames, value) in &graph.stacks {
-            if *value == 0 {
-                continue;
-            }
-            total = total.saturating_add(*value);
-            let mut parent = None;
-            for frame in frames {
-                let name = *name_ids.entry(frame.as_str()).or_insert_with(|| {
-                    names.push(frame.as_str());
-                    names.len() - 1
-                });
-                let node = *node_ids.entry((parent, name)).or_insert_with(|| {
-                    nodes.push(MergedNode {
-                        parent,
-                        name,
-                        value: 0,
-                    });
-                    nodes.len() - 1
-                });
-                nodes[node].value = nodes[node].value.saturating_add(*value);
-                parent = Some(node);
-            }
-        }
-        Merged {
-            metric: &graph.metric,
-            description: &graph.description,
-            total,
-            nodes: pre_order(&nodes, &names),
-            names,
-        }
-    }
-}
-
-/// `nodes` (parents before children) renumbered in pre-order, children by value descending,
-/// then by name. Iterative: stacks can be deeper than the thread's stack allows recursion.
-fn pre_order(nodes: &[MergedNode], names: &[&str]) -> Vec<MergedNode> {
-    let mut top = Vec::new();
-    let mut children: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
-    for (index, node) in nodes.iter().enumerate() {
-        match node.parent {
-            Some(parent) => children[parent].push(index),
-            None => top.push(index),
-        }
-    }
-    let order = |list: &mut Vec<usize>| {
-        list.sort_by(|&a, &b| {
-            (nodes[b].value, names[nodes[a].name]).cmp(&(nodes[a].value, names[nodes[b].name]))
-        })
-    };
-    order(&mut top);
-    children.iter_mut().for_each(order);
-    let mut sorted = Vec::with_capacity(nodes.len());
-    // (old index, new index of its parent); popped in order, so pushed in reverse.
-    let mut pending: Vec<(usize, Option<usize>)> =
-        top.iter().rev().map(|&index| (index, None)).collect();
-    while let Some((index, parent)) = pending.pop() {
-        let new_index = sorted.len();
-        sorted.push(MergedNode {
-            parent,
-            name: nodes[index].name,
-            value: nodes[index].value,
-        });
-        pending.extend(
-            children[index]
-                .iter()
-                .rev()
-                .map(|&child| (child, Some(new_index))),
-        );
-    }
-    sorted
-}
-
 /// True for a frame of the C library, the dynamic linker or a language runtime. Frame names are free
 /// text; this only recognises a module named at the end, after a space, in brackets or
 /// parentheses: `malloc [libc.so.6]`, `operator new(unsigned long) (/usr/lib/libstdc++.so.6)`.
@@ -329,48 +264,6 @@ fn is_runtime_frame(name: &str) -> bool {
         return false;
     };
     LibraryKind::of(module).is_runtime()
-}
-
-#[derive(serde::Serialize)]
-struct DataJson<'a> {
-    graphs: Vec<GraphJson<'a>>,
-}
-
-#[derive(serde::Serialize)]
-struct GraphJson<'a> {
-    metric: &'a str,
-    description: &'a str,
-    total: u64,
-    names: &'a [&'a str],
-    runtime: Vec<usize>,
-    /// (parent index or -1, name index, value)
-    nodes: Vec<(i64, usize, u64)>,
-    /// On a differential page, the values of the profile compared with.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    base: Option<differential::BaseJson>,
-}
-
-impl<'a> GraphJson<'a> {
-    fn new(tree: &'a Merged<'a>) -> Self {
-        GraphJson {
-            metric: tree.metric,
-            description: tree.description,
-            total: tree.total,
-            names: &tree.names,
-            runtime: (0..tree.names.len())
-                .filter(|&index| is_runtime_frame(tree.names[index]))
-                .collect(),
-            nodes: tree
-                .nodes
-                .iter()
-                .map(|node| {
-                    let parent = node.parent.map_or(-1, |parent| parent as i64);
-                    (parent, node.name, node.value)
-                })
-                .collect(),
-            base: None,
-        }
-    }
 }
 
 /// Text as HTML, safe both between tags and inside a double- or single-quoted attribute.
@@ -399,3 +292,6 @@ fn escape_json(json: &str) -> String {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod detail_tests;

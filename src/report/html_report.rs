@@ -5,7 +5,9 @@ use std::io::Write;
 
 use super::folded::{stacks, Metric};
 use super::html::charts::process_section;
-use super::html::{render_with_sections, FlameGraph};
+use super::html::site_stacks::detailed_graph;
+use super::html::site_table::site_table_section;
+use super::html::{render_detailed, DetailedGraph, FlameGraph};
 use super::text::human_bytes;
 use crate::analysis::Analysis;
 
@@ -51,7 +53,7 @@ fn summary(analysis: &Analysis) -> Vec<String> {
 }
 
 pub fn render(analysis: &Analysis, out: &mut dyn Write) -> std::io::Result<()> {
-    let graphs = graphs(analysis);
+    let graphs = detailed_graphs(analysis);
     let title = analysis.profile.target.join(" ");
     let mut sections: Vec<String> = analysis
         .processes
@@ -61,7 +63,17 @@ pub fn render(analysis: &Analysis, out: &mut dyn Write) -> std::io::Result<()> {
         .collect();
     let selector = super::choose::html_selector::selector_section(std::slice::from_ref(analysis));
     sections.insert(0, selector);
-    render_with_sections(&title, &summary(analysis), &graphs, &sections, out)
+    sections.insert(0, site_table_section(analysis));
+    render_detailed(&title, &summary(analysis), &graphs, &sections, out)
+}
+
+/// A flame graph per metric of every image of `analysis`, frames with their modules and
+/// source lines, stacks with their block counts.
+pub fn detailed_graphs(analysis: &Analysis) -> Vec<DetailedGraph> {
+    Metric::ALL
+        .iter()
+        .map(|&metric| detailed_graph(analysis, metric, description(metric)))
+        .collect()
 }
 
 /// A flame graph per metric of every image of `analysis`.

@@ -52,15 +52,15 @@ fn graphs() -> Vec<FlameGraph> {
 
 /// A drawn frame: data-name, class, and the left, width and top of its style.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct Frame {
-    name: String,
-    class: String,
-    left: String,
-    width: String,
-    top: String,
+pub(crate) struct Frame {
+    pub name: String,
+    pub class: String,
+    pub left: String,
+    pub width: String,
+    pub top: String,
 }
 
-fn frame(name: &str, class: &str, left: &str, width: &str, top: &str) -> Frame {
+pub(crate) fn frame(name: &str, class: &str, left: &str, width: &str, top: &str) -> Frame {
     Frame {
         name: name.to_string(),
         class: class.to_string(),
@@ -70,7 +70,7 @@ fn frame(name: &str, class: &str, left: &str, width: &str, top: &str) -> Frame {
     }
 }
 
-fn unescape(text: &str) -> String {
+pub(crate) fn unescape(text: &str) -> String {
     text.replace("&quot;", "\"")
         .replace("&lt;", "<")
         .replace("&gt;", ">")
@@ -79,7 +79,7 @@ fn unescape(text: &str) -> String {
 }
 
 /// The attributes of the start tag at the beginning of `tag` ("<div a=\"1\" b=\"2\">...").
-fn attributes(tag: &str) -> Vec<(String, String)> {
+pub(crate) fn attributes(tag: &str) -> Vec<(String, String)> {
     let mut found = Vec::new();
     let mut rest = &tag[tag.find(' ').expect("a tag with attributes")..];
     loop {
@@ -100,7 +100,7 @@ fn attributes(tag: &str) -> Vec<(String, String)> {
 }
 
 /// The frames drawn in section `graph-INDEX` of a dumped DOM.
-fn frames_of(dom: &str, index: usize) -> BTreeSet<Frame> {
+pub(crate) fn frames_of(dom: &str, index: usize) -> BTreeSet<Frame> {
     let start = dom
         .find(&format!("id=\"graph-{index}\""))
         .unwrap_or_else(|| panic!("no section graph-{index} in\n{dom}"));
@@ -155,19 +155,19 @@ document.querySelector('.tab[data-graph="2"]').click();
 </body>"#;
 
 /// The attributes of the start tag that contains `marker`.
-fn tag_with(dom: &str, marker: &str) -> Vec<(String, String)> {
+pub(crate) fn tag_with(dom: &str, marker: &str) -> Vec<(String, String)> {
     let position = dom
         .find(marker)
         .unwrap_or_else(|| panic!("no {marker} in\n{dom}"));
     attributes(&dom[dom[..=position].rfind('<').unwrap()..])
 }
 
-fn has_attribute(attributes: &[(String, String)], wanted: &str) -> bool {
+pub(crate) fn has_attribute(attributes: &[(String, String)], wanted: &str) -> bool {
     attributes.iter().any(|(name, _)| name == wanted)
 }
 
 /// The text of the element whose start tag contains `marker` (no child elements).
-fn text_of(dom: &str, marker: &str) -> String {
+pub(crate) fn text_of(dom: &str, marker: &str) -> String {
     let start = &dom[dom.find(marker).unwrap_or_else(|| panic!("no {marker}"))..];
     let text = &start[start.find('>').unwrap() + 1..];
     unescape(&text[..text.find('<').unwrap()])

@@ -30,6 +30,7 @@ mod exports_pprof;
 mod fork_exec;
 mod hook_chaos;
 mod html_report;
+mod html_sites;
 mod ifunc;
 mod job_report;
 mod leader_exit;

@@ -9,7 +9,8 @@
 
 use std::collections::HashMap;
 
-use super::{GraphJson, Merged};
+use super::graph_json::GraphJson;
+use super::merge::Merged;
 
 #[derive(serde::Serialize)]
 pub(super) struct BaseJson {
@@ -80,7 +81,8 @@ mod tests {
             description: String::new(),
             stacks: stacks(&[(&["main", "grow"], 5000), (&["main", "same"], 700)]),
         };
-        let tree = Merged::new(&graph);
+        let detailed = super::super::DetailedGraph::from(&graph);
+        let tree = Merged::new(&detailed);
         let base = stacks(&[
             (&["main", "grow"], 1000),
             (&["main", "same"], 700),

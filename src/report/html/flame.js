@@ -25,11 +25,17 @@
     const runtime = new Set(graph.runtime);
     const root = node("all", graph.total, null, false, 0);
     const nodes = [root];
-    for (const [parent, name, value] of graph.nodes) {
+    graph.nodes.forEach(([parent, name, value], position) => {
       const up = nodes[parent + 1];
       const child = node(graph.names[name], value, up, runtime.has(name), nodes.length);
+      child.module = text(graph.modules, graph.name_modules, name);
+      child.location = text(graph.locations, graph.node_locations, position);
+      child.count = graph.counts ? graph.counts[position] : undefined;
       up.children.push(child);
       nodes.push(child);
+    });
+    if (graph.counts) {
+      root.count = root.children.reduce((sum, child) => sum + child.count, 0);
     }
     if (graph.base) {
       tintChanges(nodes, graph.base);
@@ -37,11 +43,18 @@
     return {
       nodes,
       root,
+      countLabel: graph.count_label,
       zoom: root,
       section: document.getElementById("graph-" + index),
       chart: document.getElementById("chart-" + index), // null when there is nothing to show
       tab: document.querySelector('.tab[data-graph="' + index + '"]'),
     };
+  }
+
+  // texts[indices[position]], or "" when the data has none for it.
+  function text(texts, indices, position) {
+    const index = indices ? indices[position] : -1;
+    return index >= 0 ? texts[index] : "";
   }
 
   function node(name, value, parent, runtime, index) {
@@ -203,9 +216,11 @@
   }
 
   function showTooltip(graph, shown, event) {
+    const where = [shown.location, shown.module].filter((part) => part).join(" in ");
     tooltip.textContent =
-      shown.name + "\n" + human(shown.value) + ", " + percent(shown.value, graph.root.value) +
-      " of the total" +
+      shown.name + "\n" + (where ? where + "\n" : "") +
+      human(shown.value) + ", " + percent(shown.value, graph.root.value) + " of the total" +
+      (shown.count === undefined ? "" : "\n" + graph.countLabel + ": " + shown.count) +
       (shown.change === undefined
         ? ""
         : "\nchange " + signed(shown.change) + " (own " + signed(shown.own) + ")");
