@@ -60,7 +60,10 @@ pub struct FlameGraph {
 pub type Stacks = Vec<(Vec<String>, u64)>;
 
 const STYLE: &str = include_str!("html/page.css");
-const SCRIPT: &str = include_str!("html/flame.js");
+const SCRIPT: &str = concat!(
+    include_str!("html/flame_views.js"),
+    include_str!("html/flame.js")
+);
 /// Sorts the call-site table (`site_table.rs`); does nothing on a page without one.
 const TABLE_SCRIPT: &str = include_str!("html/table.js");
 
@@ -208,6 +211,12 @@ fn render_controls(graphs: &[DetailedGraph], out: &mut dyn Write) -> std::io::Re
     writeln!(
         out,
         "<button type=\"button\" id=\"reset\">Reset zoom</button>"
+    )?;
+    writeln!(
+        out,
+        "<button type=\"button\" id=\"invert\" aria-pressed=\"false\" \
+         title=\"The functions that called the allocator at the root, their callers below\">\
+         Bottom-up</button>"
     )?;
     writeln!(out, "<span id=\"matched\"></span>")?;
     writeln!(out, "</div>")

@@ -31,6 +31,7 @@ mod fork_exec;
 mod hook_chaos;
 mod html_report;
 mod html_sites;
+mod html_views;
 mod ifunc;
 mod job_report;
 mod leader_exit;

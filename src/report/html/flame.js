@@ -5,6 +5,9 @@
 (function () {
   const ROW_HEIGHT = 18; // pixels per stack level
   const MIN_PERCENT = 0.05; // frames narrower than this share of the view are not drawn
+  const MAX_LEVELS = 40; // levels drawn below the zoomed frame; deeper ones behind a marker
+  const MAX_CALLERS = 5; // callers drawn above the zoomed frame besides the root
+  const MARKER_COLOR = "rgb(225, 225, 225)";
   const MATCH_COLOR = "rgb(190, 90, 250)";
   const UNCHANGED_COLOR = "rgb(220, 220, 220)"; // differential pages: a frame whose own bytes did not change
 
@@ -18,6 +21,7 @@
   const graphs = data.graphs.map(buildGraph);
   let current = 0;
   let term = ""; // the search, lower case; empty matches nothing
+  let inverted = false; // bottom-up: the allocator's callers at the root
 
   // The tree of one graph. Node 0 is the root, "all"; the others come in the data's
   // pre-order, so a parent always comes before its children.
@@ -40,9 +44,12 @@
     if (graph.base) {
       tintChanges(nodes, graph.base);
     }
+    MemsupViews.setHeights(nodes);
+    const topDown = { nodes, root, zoom: root };
     return {
-      nodes,
-      root,
+      topDown,
+      bottomUp: null, // built when first shown
+      view: topDown,
       countLabel: graph.count_label,
       zoom: root,
       section: document.getElementById("graph-" + index),
@@ -55,6 +62,25 @@
   function text(texts, indices, position) {
     const index = indices ? indices[position] : -1;
     return index >= 0 ? texts[index] : "";
+  }
+
+  // A node of the bottom-up tree standing for top-down node `from`'s frame.
+  function invertedNode(name, parent, from) {
+    const made = node(name, 0, parent, from.runtime, 0);
+    made.module = from.module;
+    made.count = from.count === undefined ? undefined : 0;
+    made.byName = new Map();
+    made.locations = new Set();
+    return made;
+  }
+
+  function setView(graph) {
+    if (inverted && !graph.bottomUp) {
+      const nodes = MemsupViews.invert(graph.topDown.nodes, invertedNode);
+      MemsupViews.setHeights(nodes);
+      graph.bottomUp = { nodes, root: nodes[0], zoom: nodes[0] };
+    }
+    graph.view = inverted ? graph.bottomUp : graph.topDown;
   }
 
   function node(name, value, parent, runtime, index) {
@@ -99,17 +125,31 @@
     return (bytes > 0 ? "+" : bytes < 0 ? "-" : "") + human(Math.abs(bytes));
   }
 
-  // Draws the zoomed frame at full width with its callees below it and its callers above it.
+  // Draws the zoomed frame at full width with its callees below it, MAX_LEVELS deep, and its
+  // callers above it: the root and the nearest MAX_CALLERS, a marker for those between.
   function draw(graph) {
     if (!graph.chart) {
       return;
     }
-    const zoom = graph.zoom;
+    const zoom = graph.view.zoom;
     const frames = document.createDocumentFragment();
+    const callers = [];
     for (let caller = zoom.parent; caller; caller = caller.parent) {
-      frames.appendChild(frame(caller, 0, 100, true));
+      callers.unshift(caller);
     }
-    let deepest = zoom.depth;
+    const hidden = callers.length - 1 - MAX_CALLERS; // callers[1..hidden] behind a marker
+    let row = 0;
+    callers.forEach((caller, position) => {
+      if (hidden > 1 && position >= 1 && position <= hidden) {
+        if (position === 1) {
+          frames.appendChild(marker(caller, row++, 0, 100, "\u2026 " + hidden + " more callers"));
+        }
+        return;
+      }
+      frames.appendChild(frame(caller, 0, 100, true, row++));
+    });
+    const zoomRow = row;
+    let deepest = zoomRow;
     const pending = [[zoom, 0]];
     while (pending.length > 0) {
       const [next, left] = pending.pop();
@@ -117,8 +157,15 @@
       if (width < MIN_PERCENT) {
         continue;
       }
-      frames.appendChild(frame(next, left, width, false));
-      deepest = Math.max(deepest, next.depth);
+      const level = zoomRow + next.depth - zoom.depth;
+      frames.appendChild(frame(next, left, width, false, level));
+      deepest = Math.max(deepest, level);
+      if (level - zoomRow === MAX_LEVELS && next.children.length > 0) {
+        const text = "\u2026 " + next.height + " more levels";
+        frames.appendChild(marker(next, level + 1, left, width, text));
+        deepest = Math.max(deepest, level + 1);
+        continue;
+      }
       let x = left;
       for (const child of next.children) {
         pending.push([child, x]);
@@ -129,7 +176,13 @@
     graph.chart.style.height = (deepest + 1) * ROW_HEIGHT + "px";
   }
 
-  function frame(shown, left, width, caller) {
+  function place(div, left, width, row) {
+    div.style.left = left + "%";
+    div.style.width = width + "%";
+    div.style.top = row * ROW_HEIGHT + "px";
+  }
+
+  function frame(shown, left, width, caller, row) {
     const div = document.createElement("div");
     div.className = "frame";
     div.classList.toggle("runtime", shown.runtime);
@@ -140,11 +193,21 @@
     if (shown.change !== undefined) {
       div.dataset.change = shown.change;
     }
-    div.style.left = left + "%";
-    div.style.width = width + "%";
-    div.style.top = shown.depth * ROW_HEIGHT + "px";
+    place(div, left, width, row);
     div.style.background = color(shown);
     div.textContent = shown.name; // CSS cuts it to the width with an ellipsis
+    return div;
+  }
+
+  // Stands for levels not drawn; a click zooms into `target`, which shows them.
+  function marker(target, row, left, width, text) {
+    const div = document.createElement("div");
+    div.className = "frame more";
+    div.dataset.name = text;
+    div.dataset.index = target.index;
+    place(div, left, width, row);
+    div.style.background = MARKER_COLOR;
+    div.textContent = text;
     return div;
   }
 
@@ -197,13 +260,13 @@
 
   // The share of the total under matching frames; a match under a match is not counted again.
   function showMatched(graph) {
-    if (term === "" || graph.root.value === 0) {
+    if (term === "" || graph.view.root.value === 0) {
       matched.textContent = "";
       return;
     }
-    const covered = new Uint8Array(graph.nodes.length);
+    const covered = new Uint8Array(graph.view.nodes.length);
     let sum = 0;
-    for (const each of graph.nodes) {
+    for (const each of graph.view.nodes) {
       if (each.parent && covered[each.parent.index]) {
         covered[each.index] = 1;
       } else if (matches(each)) {
@@ -212,14 +275,14 @@
       }
     }
     matched.textContent =
-      "Matched: " + human(sum) + ", " + percent(sum, graph.root.value) + " of the total";
+      "Matched: " + human(sum) + ", " + percent(sum, graph.view.root.value) + " of the total";
   }
 
   function showTooltip(graph, shown, event) {
     const where = [shown.location, shown.module].filter((part) => part).join(" in ");
     tooltip.textContent =
       shown.name + "\n" + (where ? where + "\n" : "") +
-      human(shown.value) + ", " + percent(shown.value, graph.root.value) + " of the total" +
+      human(shown.value) + ", " + percent(shown.value, graph.view.root.value) + " of the total" +
       (shown.count === undefined ? "" : "\n" + graph.countLabel + ": " + shown.count) +
       (shown.change === undefined
         ? ""
@@ -240,7 +303,7 @@
 
   function frameAt(graph, event) {
     const div = event.target.closest(".frame");
-    return div ? graph.nodes[Number(div.dataset.index)] : null;
+    return div ? graph.view.nodes[Number(div.dataset.index)] : null;
   }
 
   function select(index) {
@@ -254,7 +317,7 @@
   }
 
   function zoomTo(graph, target) {
-    graph.zoom = target;
+    graph.view.zoom = target;
     draw(graph);
   }
 
@@ -288,12 +351,21 @@
     showMatched(graphs[current]);
   });
   document.getElementById("reset").addEventListener("click", () => {
-    zoomTo(graphs[current], graphs[current].root);
+    zoomTo(graphs[current], graphs[current].view.root);
   });
   document.addEventListener("keydown", (event) => {
     if (event.key === "Escape" && event.target !== search) {
-      zoomTo(graphs[current], graphs[current].root);
+      zoomTo(graphs[current], graphs[current].view.root);
     }
+  });
+
+  const invert = document.getElementById("invert");
+  invert.addEventListener("click", () => {
+    inverted = !inverted;
+    invert.setAttribute("aria-pressed", String(inverted));
+    graphs.forEach(setView);
+    draw(graphs[current]);
+    showMatched(graphs[current]);
   });
 
   // A browser may keep the search box's text across a reload.
