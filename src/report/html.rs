@@ -34,6 +34,7 @@ mod differential;
 mod graph_json;
 pub mod job_chart;
 mod merge;
+pub mod palette;
 pub mod site_stacks;
 pub mod site_table;
 

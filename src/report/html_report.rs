@@ -4,7 +4,8 @@
 use std::io::Write;
 
 use super::folded::{stacks, Metric};
-use super::html::charts::process_section;
+use super::html::charts::process_section_in;
+use super::html::palette::Palette;
 use super::html::site_stacks::detailed_graph;
 use super::html::site_table::site_table_section;
 use super::html::{render_detailed, DetailedGraph, FlameGraph};
@@ -55,11 +56,12 @@ fn summary(analysis: &Analysis) -> Vec<String> {
 pub fn render(analysis: &Analysis, out: &mut dyn Write) -> std::io::Result<()> {
     let graphs = detailed_graphs(analysis);
     let title = analysis.profile.target.join(" ");
+    let palette = Palette::of_images(&analysis.processes);
     let mut sections: Vec<String> = analysis
         .processes
         .iter()
         .enumerate()
-        .map(|(index, image)| process_section(image, index))
+        .map(|(index, image)| process_section_in(image, index, &palette))
         .collect();
     let selector = super::choose::html_selector::selector_section(std::slice::from_ref(analysis));
     sections.insert(0, selector);

@@ -15,6 +15,7 @@
 use std::fmt::Write as _;
 
 use super::escape;
+use super::palette::Palette;
 use crate::analysis::components::{Components, TimePoint};
 use crate::analysis::ProcessAnalysis;
 use crate::report::text::short_bytes;
@@ -46,6 +47,11 @@ const TOTAL_COLOURS: [(&str, &str); 3] = [
     ("pss", "#2ca02c"),
 ];
 
+/// Whether `name` is a well-known component, with a colour of its own on every page.
+pub fn is_known(name: &str) -> bool {
+    KNOWN_COLOURS.iter().any(|(known, _)| *known == name)
+}
+
 /// The colour of a component: fixed for the well-known names, otherwise a hue from a hash of
 /// the name, so a component keeps its colour from one page to the next.
 pub fn colour(name: &str) -> String {
@@ -63,8 +69,14 @@ pub fn colour(name: &str) -> String {
     format!("hsl({hue}, 55%, {lightness}%)")
 }
 
-/// The "Memory over time" section of image `index`.
+/// The "Memory over time" section of image `index`, coloured by the image's own palette.
 pub fn process_section(image: &ProcessAnalysis, index: usize) -> String {
+    let palette = Palette::of_images(std::slice::from_ref(image));
+    process_section_in(image, index, &palette)
+}
+
+/// The "Memory over time" section of image `index`, coloured by the page's `palette`.
+pub fn process_section_in(image: &ProcessAnalysis, index: usize, palette: &Palette) -> String {
     let components = &image.components;
     let mut html = String::new();
     let _ = writeln!(
@@ -95,7 +107,7 @@ pub fn process_section(image: &ProcessAnalysis, index: usize) -> String {
         return html;
     }
     let axis = TimeAxis::new(image, components);
-    legend(components, &mut html);
+    legend(components, palette, &mut html);
     let requested: Vec<(&str, &[TimePoint])> = components
         .components
         .iter()
@@ -105,7 +117,7 @@ pub fn process_section(image: &ProcessAnalysis, index: usize) -> String {
         "requested",
         "Live requested bytes by component",
         &requested,
-        &axis,
+        (&axis, palette),
         &mut html,
     );
     let rss: Vec<(&str, Vec<TimePoint>)> = components
@@ -128,7 +140,7 @@ pub fn process_section(image: &ProcessAnalysis, index: usize) -> String {
         "rss",
         "Resident memory (RSS) by component, at each smaps snapshot",
         &rss,
-        &axis,
+        (&axis, palette),
         &mut html,
     );
     totals_chart(components, &axis, &mut html);
@@ -136,7 +148,7 @@ pub fn process_section(image: &ProcessAnalysis, index: usize) -> String {
     html
 }
 
-fn legend(components: &Components, html: &mut String) {
+fn legend(components: &Components, palette: &Palette, html: &mut String) {
     html.push_str("<ul class=\"legend\">\n");
     for component in &components.components {
         let name = escape(&component.name);
@@ -145,7 +157,7 @@ fn legend(components: &Components, html: &mut String) {
             "<li data-component=\"{name}\"><svg class=\"swatch\" width=\"12\" height=\"12\" \
              aria-hidden=\"true\"><rect width=\"12\" height=\"12\" fill=\"{}\"/></svg>{name}: \
              peak requested {}, RSS {}, PSS {}, swap {}</li>",
-            colour(&component.name),
+            palette.colour(&component.name),
             short_bytes(component.peak_requested_bytes),
             short_bytes(component.peak_rss_bytes),
             short_bytes(component.peak_pss_bytes),
@@ -296,7 +308,7 @@ fn stacked_chart(
     chart: &str,
     caption: &str,
     series: &[(&str, &[TimePoint])],
-    axis: &TimeAxis,
+    (axis, palette): (&TimeAxis, &Palette),
     html: &mut String,
 ) {
     let series: Vec<(&str, Vec<TimePoint>)> = series
@@ -367,7 +379,7 @@ fn stacked_chart(
             "<path class=\"series\" data-component=\"{}\" data-metric=\"{chart}\" fill=\"{}\" \
              d=\"{d}\"><title>{}: {chart} up to {}</title></path>",
             escape(name),
-            colour(name),
+            palette.colour(name),
             escape(name),
             short_bytes(peak)
         );

@@ -12,8 +12,9 @@ use crate::analysis::job::Job;
 use crate::analysis::roles::select_rank as select_rank_images;
 use crate::analysis::Analysis;
 use crate::report::choose::overview;
-use crate::report::html::charts::process_section;
+use crate::report::html::charts::process_section_in;
 use crate::report::html::job_chart::job_section;
+use crate::report::html::palette::Palette;
 use crate::report::html::render_with_sections;
 use crate::report::html_report;
 
@@ -51,7 +52,8 @@ pub fn render_html(analyses: &[Analysis], job: &Job, out: &mut dyn Write) -> std
     let selector = crate::report::choose::html_selector::selector_section(analyses);
     let mut sections = vec![job_section(job), selector];
     let images = merged.processes.iter().enumerate();
-    sections.extend(images.map(|(index, image)| process_section(image, index)));
+    let palette = Palette::of_images(&merged.processes);
+    sections.extend(images.map(|(index, image)| process_section_in(image, index, &palette)));
     let title = format!("job of {} profiles", analyses.len());
     render_with_sections(&title, &summary, &graphs, &sections, out)
 }
