@@ -39,6 +39,7 @@ impl MappingStats {
         self.mmap_bytes += other.mmap_bytes;
         self.munmap_bytes += other.munmap_bytes;
         self.brk_growth_bytes += other.brk_growth_bytes;
+        self.peak_bytes += other.peak_bytes;
     }
 
     /// Every call counted.

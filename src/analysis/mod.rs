@@ -10,6 +10,7 @@ mod heap_stream_tests;
 pub mod job;
 pub mod load;
 mod local_peak;
+mod mapped_peak;
 mod mappings;
 pub mod mmap_threshold;
 pub mod mpi_calls;
@@ -179,6 +180,9 @@ pub struct MappingStats {
     pub munmap_bytes: u64,
     /// Sum of upward break movements.
     pub brk_growth_bytes: u64,
+    /// Anonymous mapped bytes live at the image's peak of them (`mapped_peak`): of the image,
+    /// that peak; of a mapping site, its share.
+    pub peak_bytes: u64,
 }
 
 /// A call stack of the allocator, less its allocator frames, and what its blocks did.
@@ -321,6 +325,7 @@ impl Default for MappingStats {
             mmap_bytes: 0,
             munmap_bytes: 0,
             brk_growth_bytes: 0,
+            peak_bytes: 0,
         }
     }
 }

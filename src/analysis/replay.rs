@@ -2,6 +2,7 @@
 //! heap and mapping events to its counters; call sites are worked out at the end, once every
 //! image's symbols are known. Records are taken one at a time: nothing is kept per event.
 
+use super::mapped_peak::MappedPeak;
 use std::collections::HashMap;
 
 use super::components::{self, ClosedImage, ImageSamples, ImageTracker, Images, Sample, Samples};
@@ -39,6 +40,8 @@ struct OpenImage {
     mpi: MpiTracker,
     /// glibc's mmap threshold as the records show it (`mmap_threshold`).
     threshold: ThresholdTracker,
+    /// Anonymous mapped memory and its peak (`mapped_peak`).
+    mapped: MappedPeak,
 }
 
 /// Where an ended image lay in time, for samples that reach the replay after it ended.
@@ -389,6 +392,7 @@ impl Replay {
             samples: ImageSamples::default(),
             mpi: MpiTracker::default(),
             threshold: ThresholdTracker::default(),
+            mapped: MappedPeak::default(),
         };
         self.open.insert(pid, state);
     }
@@ -530,6 +534,7 @@ impl Replay {
         let state = self.open.get_mut(&pid).expect("opened by reach");
         state.components.mapping(call, args, result, stack);
         state.threshold.mapping(call, args, result);
+        state.mapped.apply(call, args, result, stack);
         let length = args[1];
         let mut brk_growth = 0;
         if call == MapCall::Brk {
@@ -629,6 +634,11 @@ impl Replay {
         image.duration_ns = time_ns.saturating_sub(image.start_ns);
         if let Some(counters) = counters {
             image.probes = image.probes.plus(counters);
+        }
+        let (mapped_peak, at_peak) = std::mem::take(&mut state.mapped).finish();
+        image.mappings.peak_bytes = mapped_peak;
+        for (stack, bytes) in at_peak {
+            state.stacks.mappings.entry(stack).or_default().peak_bytes = bytes;
         }
         let threshold = std::mem::take(&mut state.threshold);
         image.mmap_threshold = threshold.finish();

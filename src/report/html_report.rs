@@ -6,7 +6,7 @@ use std::io::Write;
 use super::folded::{stacks, Metric};
 use super::html::charts::process_section_in;
 use super::html::palette::Palette;
-use super::html::site_stacks::detailed_graph;
+use super::html::site_stacks::{detailed_graph, mapped_graph};
 use super::html::site_table::site_table_section;
 use super::html::{render_detailed, DetailedGraph, FlameGraph};
 use super::text::human_bytes;
@@ -72,10 +72,12 @@ pub fn render(analysis: &Analysis, out: &mut dyn Write) -> std::io::Result<()> {
 /// A flame graph per metric of every image of `analysis`, frames with their modules and
 /// source lines, stacks with their block counts.
 pub fn detailed_graphs(analysis: &Analysis) -> Vec<DetailedGraph> {
-    Metric::ALL
+    let mut graphs: Vec<DetailedGraph> = Metric::ALL
         .iter()
         .map(|&metric| detailed_graph(analysis, metric, description(metric)))
-        .collect()
+        .collect();
+    graphs.push(mapped_graph(analysis));
+    graphs
 }
 
 /// A flame graph per metric of every image of `analysis`.

@@ -116,3 +116,71 @@ fn chromium_sorts_the_site_table_and_shows_frame_details() {
         )
     );
 }
+
+/// The embedded data of a page.
+fn page_data(page: &str) -> serde_json::Value {
+    let open = "<script type=\"application/json\" id=\"memsup-data\">";
+    let start = page.find(open).expect("the data block") + open.len();
+    let end = start + page[start..].find("</script>").unwrap();
+    serde_json::from_str(&page[start..end]).unwrap()
+}
+
+/// The graph `metric` of a page's data: its total and the value of the one node `name`.
+fn graph_total_and_node(data: &serde_json::Value, metric: &str, name: &str) -> (u64, Option<u64>) {
+    let graphs = data["graphs"].as_array().unwrap();
+    let graph = graphs
+        .iter()
+        .find(|graph| graph["metric"] == metric)
+        .unwrap();
+    let names = graph["names"].as_array().unwrap();
+    let values: Vec<u64> = (graph["nodes"].as_array().unwrap().iter())
+        .filter(|node| names[node[1].as_u64().unwrap() as usize] == name)
+        .map(|node| node[2].as_u64().unwrap())
+        .collect();
+    assert!(values.len() <= 1, "{name} is one node: {values:?}");
+    (graph["total"].as_u64().unwrap(), values.first().copied())
+}
+
+#[test]
+fn chromium_draws_the_mapped_tab() {
+    if !require_tool("chromium") {
+        return;
+    }
+    let fixture = fixture("mappings", Variant::Dynamic);
+    let full = record(&fixture, &["full"], None);
+    let baseline = record(&fixture, &["baseline"], None);
+    for (recording, mode) in [(&full, "full"), (&baseline, "baseline")] {
+        assert_eq!(
+            String::from_utf8_lossy(&recording.native.stdout),
+            format!("mappings: {mode} done\n")
+        );
+        assert!(recording.native.status.success());
+    }
+    let page = report_output(&full.profile, &["--format", "html", "-o", "-"]);
+    let baseline_page = report_output(&baseline.profile, &["--format", "html", "-o", "-"]);
+    // The peak of anonymous mapped memory is the fixture's 69632-byte mmap (17 pages), on
+    // top of what the baseline run maps too.
+    let (total, own) = graph_total_and_node(&page_data(&page), "mapped", "map_and_unmap");
+    let (baseline_total, none) =
+        graph_total_and_node(&page_data(&baseline_page), "mapped", "map_and_unmap");
+    assert_eq!(own, Some(69632));
+    assert_eq!(none, None);
+    assert_eq!(total - baseline_total, 69632);
+
+    let directory = tempfile::tempdir().unwrap();
+    let click = "document.querySelector('.tab[data-graph=\"4\"]').click();";
+    let dom = dom_after(&page, click, directory.path(), "mapped");
+    assert!(dom.contains("aria-selected=\"true\">mapped</button>"));
+    let drawn: Vec<_> = crate::html_report::frames_of(&dom, 4)
+        .into_iter()
+        .filter(|frame| frame.name == "map_and_unmap")
+        .collect();
+    assert_eq!(drawn.len(), 1, "{drawn:?}");
+    // Chromium writes the style's percentages to 6 significant digits.
+    let drawn_width: f64 = drawn[0].width.trim_end_matches('%').parse().unwrap();
+    let width = (100.0 * 69632.0) / total as f64;
+    assert!(
+        (drawn_width - width).abs() < 5e-4,
+        "{drawn_width}% drawn, {width}% expected"
+    );
+}

@@ -172,3 +172,32 @@ fn the_site_table_lists_the_merged_sites_by_peak() {
          <th data-kind=\"number\">temporary</th></tr></thead>"
     ));
 }
+
+#[test]
+fn the_mapped_graph_holds_the_anonymous_bytes_at_their_peak() {
+    let analysis = analyze_with(
+        &sites_profile(),
+        Path::new("s.msup"),
+        &SkipFrames::default(),
+    );
+    assert_eq!(analysis.processes[0].mappings.peak_bytes, 4096);
+    let graph = site_stacks::mapped_graph(&analysis);
+    assert_eq!(graph.metric, "mapped");
+    assert_eq!(graph.count_label, "mmap calls");
+    let stacks: Vec<(Vec<String>, u64, u64)> = graph
+        .stacks
+        .iter()
+        .map(|stack| {
+            let names = stack
+                .frames
+                .iter()
+                .map(|frame| frame.name.clone())
+                .collect();
+            (names, stack.value, stack.count)
+        })
+        .collect();
+    assert_eq!(
+        stacks,
+        [(vec!["main".to_string(), "build_index".to_string()], 4096, 1)]
+    );
+}

@@ -5,6 +5,7 @@
 use super::merge::{DetailedGraph, DetailedStack, FrameLabel};
 use crate::analysis::{Analysis, Frame, ProcessAnalysis, SiteMetrics};
 use crate::report::folded::{image_frame, Metric, NO_STACK};
+use crate::trace::format::MapCall;
 
 /// (bytes, blocks) of `metric`, and what the blocks are.
 fn measure(metric: Metric, metrics: &SiteMetrics) -> (u64, u64) {
@@ -47,6 +48,34 @@ pub fn detailed_graph(analysis: &Analysis, metric: Metric, description: &str) ->
         metric: metric.name().to_string(),
         description: description.to_string(),
         count_label: count_label(metric).to_string(),
+        stacks,
+    }
+}
+
+/// The "mapped" graph: anonymous mapped bytes live at each image's peak of them, by the
+/// stack of the call that mapped them (`MappingStats::peak_bytes`), with the mmap calls.
+pub fn mapped_graph(analysis: &Analysis) -> DetailedGraph {
+    let name_images = analysis.processes.len() > 1;
+    let mut stacks = Vec::new();
+    for image in &analysis.processes {
+        for site in &image.mapping_sites {
+            let mappings = &site.mappings;
+            if mappings.peak_bytes == 0 {
+                continue;
+            }
+            stacks.push(DetailedStack {
+                frames: labels(image, &site.stack, name_images),
+                value: mappings.peak_bytes,
+                count: mappings.calls.get(&MapCall::Mmap).copied().unwrap_or(0),
+            });
+        }
+    }
+    DetailedGraph {
+        metric: "mapped".to_string(),
+        description: "anonymous mapped bytes (mmap) live at the peak of mapped memory, by the \
+                      mapping call's stack"
+            .to_string(),
+        count_label: "mmap calls".to_string(),
         stacks,
     }
 }
