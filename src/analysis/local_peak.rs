@@ -121,6 +121,26 @@ impl LiveChanges {
         peaks
     }
 
+    /// The live bytes of each of `groups` groups at each of `times` (ascending): the changes
+    /// at or before the time counted; a folded stretch only once it has ended.
+    pub fn live_at(
+        &self,
+        times: &[u64],
+        groups: usize,
+        group_of: impl FnMut(StackId) -> usize,
+    ) -> Vec<Vec<u64>> {
+        let mut live = vec![0u64; groups];
+        let mut states = Vec::with_capacity(times.len());
+        self.replay_groups(group_of, |group, step| {
+            while states.len() < times.len() && step.end_ns > times[states.len()] {
+                states.push(live.clone());
+            }
+            live[group] = step.after;
+        });
+        states.resize(times.len(), live);
+        states
+    }
+
     /// Replays the changes with stacks gathered into groups (`group_of`, small numbers):
     /// `visit` sees every stretch of time in order, once for each group that changed in it.
     pub fn replay_groups(

@@ -13,6 +13,7 @@ mod local_peak;
 mod mapped_peak;
 mod mappings;
 pub mod mmap_threshold;
+pub mod moments;
 pub mod mpi_calls;
 mod replay;
 mod residency;
@@ -168,6 +169,8 @@ pub struct ProcessAnalysis {
     pub role: Option<ProcessRole>,
     /// Its MPI functions, in the order of their first calls (`mpi_calls`).
     pub mpi_calls: Vec<mpi_calls::MpiFunctionStats>,
+    /// What was live at the peak, the RSS peak and evenly spaced times (`moments`).
+    pub moments: Vec<moments::Moment>,
 }
 
 /// Mapping system calls of one process image.
@@ -269,6 +272,7 @@ impl ProcessAnalysis {
             snapshot: None,
             role: None,
             mpi_calls: Vec::new(),
+            moments: Vec::new(),
         }
     }
 

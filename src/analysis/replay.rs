@@ -13,7 +13,8 @@ use super::mmap_threshold::ThresholdTracker;
 use super::mpi_calls::{residency_at_stops, MpiTracker};
 use super::roles::merge_role;
 
-use super::sites::{heap_sites, mapping_sites, ImageStacks, SiteIdentity};
+use super::moments;
+use super::sites::{heap_sites, mapping_sites, source_site_of_stacks, ImageStacks, SiteIdentity};
 use super::threads::{thread_groups, ProcessSnapshot, RecordedThread, SnapshotThread};
 use super::{ImageExit, ModuleSpan, ProcessAnalysis, SampleOrder, Settings};
 use crate::events::heap::heap_event;
@@ -342,6 +343,8 @@ impl Replay {
             image.mapping_sites = mapping_sites(stacks, skip);
             let closed = self.closed_components.remove(&index).unwrap_or_default();
             components::build(image, stacks, closed, settings, &images);
+            let site_of_stack = source_site_of_stacks(stacks, skip, &image.source_sites);
+            image.moments = moments::moments(image, &stacks.heap.changes, &site_of_stack);
             let snapshots = &image.components.snapshots;
             residency_at_stops(&mut image.mpi_calls, snapshots, &self.mpi_names);
             if let Some((threads, stopped_ns)) = self.snapshots.remove(&index) {

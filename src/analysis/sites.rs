@@ -194,3 +194,30 @@ pub(super) fn kept_frames(
     let kept = frames.drain(first_kept..).map(|(_, frame)| frame).collect();
     ((key_node, dropped_at_node), kept)
 }
+
+/// The index in `sites` (the image's sites merged by source location, as `heap_sites` made
+/// them) of each raw heap stack.
+pub(super) fn source_site_of_stacks(
+    stacks: &ImageStacks,
+    skip: &SkipFrames,
+    sites: &[Site],
+) -> HashMap<StackId, usize> {
+    let skips = |function: &str| skip.skips_heap_frame(function);
+    let mut grouping = Grouping {
+        identity: SiteIdentity::Source,
+        ..Grouping::default()
+    };
+    let by_frames: std::collections::BTreeMap<&[Frame], usize> = sites
+        .iter()
+        .enumerate()
+        .map(|(index, site)| (site.stack.as_slice(), index))
+        .collect();
+    let mut site_of_stack = HashMap::new();
+    for &stack in stacks.heap.metrics.keys() {
+        let group = grouping.site(stack, stacks, &skips);
+        if let Some(&site) = by_frames.get(grouping.frames[group].as_slice()) {
+            site_of_stack.insert(stack, site);
+        }
+    }
+    site_of_stack
+}
