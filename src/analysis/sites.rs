@@ -212,8 +212,11 @@ pub(super) fn source_site_of_stacks(
         .enumerate()
         .map(|(index, site)| (site.stack.as_slice(), index))
         .collect();
+    // In `heap_sites`' order, so that each group's frames are those of the same first stack.
+    let mut raw_stacks: Vec<StackId> = stacks.heap.metrics.keys().copied().collect();
+    raw_stacks.sort_unstable();
     let mut site_of_stack = HashMap::new();
-    for &stack in stacks.heap.metrics.keys() {
+    for stack in raw_stacks {
         let group = grouping.site(stack, stacks, &skips);
         if let Some(&site) = by_frames.get(grouping.frames[group].as_slice()) {
             site_of_stack.insert(stack, site);

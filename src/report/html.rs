@@ -34,6 +34,7 @@ mod differential;
 mod graph_json;
 pub mod job_chart;
 mod merge;
+pub mod moment_graphs;
 pub mod palette;
 pub mod site_stacks;
 pub mod site_table;
@@ -42,7 +43,7 @@ use std::io::Write;
 
 use graph_json::{DataJson, GraphJson};
 use merge::Merged;
-pub use merge::{DetailedGraph, DetailedStack, FrameLabel};
+pub use merge::{DetailedGraph, DetailedStack, FrameLabel, GraphMoment};
 
 use super::text::human_bytes;
 use crate::platform::libraries::LibraryKind;
@@ -194,6 +195,9 @@ fn render_page(
 fn render_controls(graphs: &[DetailedGraph], out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(out, "<nav class=\"tabs\" role=\"tablist\">")?;
     for (index, graph) in graphs.iter().enumerate() {
+        if graph.moment.is_some() {
+            continue;
+        }
         writeln!(
             out,
             "<button type=\"button\" class=\"tab\" role=\"tab\" data-graph=\"{index}\" \
@@ -202,7 +206,15 @@ fn render_controls(graphs: &[DetailedGraph], out: &mut dyn Write) -> std::io::Re
             escape(&graph.metric)
         )?;
     }
+    if graphs.iter().any(|graph| graph.moment.is_some()) {
+        writeln!(
+            out,
+            "<button type=\"button\" class=\"tab\" role=\"tab\" id=\"moment-tab\" \
+             aria-selected=\"false\">live at a moment</button>"
+        )?;
+    }
     writeln!(out, "</nav>")?;
+    moment_graphs::render_picker(graphs, out)?;
     writeln!(out, "<div class=\"controls\">")?;
     writeln!(
         out,

@@ -5,6 +5,7 @@ use std::io::Write;
 
 use super::folded::{stacks, Metric};
 use super::html::charts::process_section_in;
+use super::html::moment_graphs::moment_graphs;
 use super::html::palette::Palette;
 use super::html::site_stacks::{detailed_graph, mapped_graph};
 use super::html::site_table::site_table_section;
@@ -77,6 +78,7 @@ pub fn detailed_graphs(analysis: &Analysis) -> Vec<DetailedGraph> {
         .map(|&metric| detailed_graph(analysis, metric, description(metric)))
         .collect();
     graphs.push(mapped_graph(analysis));
+    graphs.extend(moment_graphs(analysis));
     graphs
 }
 

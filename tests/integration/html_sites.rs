@@ -118,7 +118,7 @@ fn chromium_sorts_the_site_table_and_shows_frame_details() {
 }
 
 /// The embedded data of a page.
-fn page_data(page: &str) -> serde_json::Value {
+pub(crate) fn page_data(page: &str) -> serde_json::Value {
     let open = "<script type=\"application/json\" id=\"memsup-data\">";
     let start = page.find(open).expect("the data block") + open.len();
     let end = start + page[start..].find("</script>").unwrap();

@@ -29,6 +29,7 @@ mod exports_heaptrack;
 mod exports_pprof;
 mod fork_exec;
 mod hook_chaos;
+mod html_moments;
 mod html_report;
 mod html_sites;
 mod html_views;

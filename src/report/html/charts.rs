@@ -482,9 +482,10 @@ fn open_chart(
     let _ = writeln!(
         html,
         "<svg class=\"timeline-chart\" data-chart=\"{chart}\" data-highest=\"{highest}\" \
-         data-axis-max=\"{}\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" role=\"img\" \
-         aria-label=\"{caption}\">",
-        values.max_bytes
+         data-axis-max=\"{}\" data-time-start=\"{}\" data-time-end=\"{}\" \
+         data-plot-left=\"{PLOT_LEFT}\" data-plot-right=\"{PLOT_RIGHT}\" \
+         viewBox=\"0 0 {WIDTH} {HEIGHT}\" role=\"img\" aria-label=\"{caption}\">",
+        values.max_bytes, axis.start_ns, axis.end_ns
     );
     let _ = writeln!(html, "<title>{caption}</title>");
     html.push_str("<g class=\"axis\" data-axis=\"bytes\">\n");

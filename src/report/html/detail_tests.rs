@@ -23,6 +23,7 @@ fn detailed(stacks: Vec<(Vec<FrameLabel>, u64, u64)>) -> DetailedGraph {
         metric: "peak".to_string(),
         description: "bytes".to_string(),
         count_label: "blocks".to_string(),
+        moment: None,
         stacks: stacks
             .into_iter()
             .map(|(frames, value, count)| DetailedStack {

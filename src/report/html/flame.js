@@ -54,7 +54,8 @@
       zoom: root,
       section: document.getElementById("graph-" + index),
       chart: document.getElementById("chart-" + index), // null when there is nothing to show
-      tab: document.querySelector('.tab[data-graph="' + index + '"]'),
+      tab: document.querySelector('.tab[data-graph="' + index + '"]'), // null for a moment
+      moment: graph.moment, // the moment of a graph of what was live then
     };
   }
 
@@ -310,8 +311,11 @@
     current = index;
     graphs.forEach((graph, other) => {
       graph.section.hidden = other !== index;
-      graph.tab.setAttribute("aria-selected", String(other === index));
+      if (graph.tab) {
+        graph.tab.setAttribute("aria-selected", String(other === index));
+      }
     });
+    showMoment(graphs[index].moment, index);
     draw(graphs[index]);
     showMatched(graphs[index]);
   }
@@ -322,7 +326,9 @@
   }
 
   graphs.forEach((graph, index) => {
-    graph.tab.addEventListener("click", () => select(index));
+    if (graph.tab) {
+      graph.tab.addEventListener("click", () => select(index));
+    }
     if (!graph.chart) {
       return;
     }
@@ -358,6 +364,60 @@
       zoomTo(graphs[current], graphs[current].view.root);
     }
   });
+
+  // The moments: their tab shows the first image's peak, the picker any of them, and a click
+  // on an image's timeline the moment of that image nearest to the time clicked.
+  const momentTab = document.getElementById("moment-tab");
+  const momentPicker = document.getElementById("moments");
+
+  function showMoment(moment, index) {
+    if (!momentTab) {
+      return;
+    }
+    momentTab.setAttribute("aria-selected", String(Boolean(moment)));
+    momentPicker.hidden = !moment;
+    for (const button of momentPicker.querySelectorAll(".moment")) {
+      button.setAttribute("aria-pressed", String(Number(button.dataset.graph) === index));
+    }
+  }
+
+  function nearestMoment(image, time) {
+    let best = -1;
+    graphs.forEach((graph, index) => {
+      if (!graph.moment || graph.moment.image !== image) {
+        return;
+      }
+      const distance = Math.abs(graph.moment.time_ns - time);
+      if (best < 0 || distance < Math.abs(graphs[best].moment.time_ns - time)) {
+        best = index;
+      }
+    });
+    return best;
+  }
+
+  if (momentTab) {
+    momentTab.addEventListener("click", () => select(Number(momentPicker.dataset.first)));
+    for (const button of momentPicker.querySelectorAll(".moment")) {
+      button.addEventListener("click", () => select(Number(button.dataset.graph)));
+    }
+    for (const svg of document.querySelectorAll("section.timelines svg.timeline-chart")) {
+      svg.addEventListener("click", (event) => {
+        const image = Number(svg.closest("section.timelines").id.replace("timelines-", ""));
+        const box = svg.getBoundingClientRect();
+        const x = ((event.clientX - box.left) / box.width) * svg.viewBox.baseVal.width;
+        const left = Number(svg.dataset.plotLeft);
+        const right = Number(svg.dataset.plotRight);
+        const start = Number(svg.dataset.timeStart);
+        const end = Number(svg.dataset.timeEnd);
+        const time = start + ((x - left) / (right - left)) * (end - start);
+        const chosen = nearestMoment(image, time);
+        if (chosen >= 0) {
+          select(chosen);
+          graphs[chosen].section.scrollIntoView();
+        }
+      });
+    }
+  }
 
   const invert = document.getElementById("invert");
   invert.addEventListener("click", () => {

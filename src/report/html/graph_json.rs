@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use super::differential::BaseJson;
 use super::is_runtime_frame;
-use super::merge::Merged;
+use super::merge::{GraphMoment, Merged};
 
 #[derive(serde::Serialize)]
 pub(super) struct DataJson<'a> {
@@ -35,6 +35,9 @@ pub(super) struct GraphJson<'a> {
     locations: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     node_locations: Vec<i64>,
+    /// The moment of a graph of what was live then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    moment: Option<&'a GraphMoment>,
     /// On a differential page, the values of the profile compared with.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub base: Option<BaseJson>,
@@ -71,6 +74,7 @@ impl<'a> GraphJson<'a> {
             name_modules,
             locations,
             node_locations,
+            moment: tree.moment,
             base: None,
         }
     }

@@ -32,6 +32,22 @@ pub struct DetailedGraph {
     /// What the counts are, e.g. "allocations"; empty when the stacks have no counts.
     pub count_label: String,
     pub stacks: Vec<DetailedStack>,
+    /// For the graph of what was live at a moment: which one. Such graphs have no tab of
+    /// their own; the moment picker and the timelines choose them.
+    pub moment: Option<GraphMoment>,
+}
+
+/// A moment of an image's timeline.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct GraphMoment {
+    /// The image's position on the page (its `timelines-N` section).
+    pub image: usize,
+    /// Since the recording started, as the timelines' time axis.
+    pub time_ns: u64,
+    /// What the picker shows, e.g. "peak, 0.52 s".
+    pub label: String,
+    /// "peak", "peak RSS" or "even" (one of the evenly spaced times).
+    pub kind: &'static str,
 }
 
 impl From<&FlameGraph> for DetailedGraph {
@@ -45,6 +61,7 @@ impl From<&FlameGraph> for DetailedGraph {
             metric: graph.metric.clone(),
             description: graph.description.clone(),
             count_label: String::new(),
+            moment: None,
             stacks: graph
                 .stacks
                 .iter()
@@ -66,6 +83,7 @@ pub(super) struct Merged<'a> {
     pub metric: &'a str,
     pub description: &'a str,
     pub count_label: &'a str,
+    pub moment: Option<&'a GraphMoment>,
     pub total: u64,
     pub names: Vec<&'a str>,
     /// Per name, the module of its first frame ("" when unknown).
@@ -128,6 +146,7 @@ impl<'a> Merged<'a> {
             metric: &graph.metric,
             description: &graph.description,
             count_label: &graph.count_label,
+            moment: graph.moment.as_ref(),
             total,
             nodes: pre_order(nodes, &names),
             names,

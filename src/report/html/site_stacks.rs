@@ -49,6 +49,7 @@ pub fn detailed_graph(analysis: &Analysis, metric: Metric, description: &str) ->
         description: description.to_string(),
         count_label: count_label(metric).to_string(),
         stacks,
+        moment: None,
     }
 }
 
@@ -77,6 +78,7 @@ pub fn mapped_graph(analysis: &Analysis) -> DetailedGraph {
             .to_string(),
         count_label: "mmap calls".to_string(),
         stacks,
+        moment: None,
     }
 }
 
