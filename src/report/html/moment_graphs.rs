@@ -13,11 +13,21 @@ use crate::analysis::Analysis;
 /// page's size bounded: 22 moments per image each carry a tree.
 pub const MAX_SITES: usize = 200;
 
+/// Images whose moments the page carries, those with the highest peaks.
+pub const MAX_IMAGES: usize = 8;
+
 /// One graph per moment, images in order, each image's moments by time.
 pub fn moment_graphs(analysis: &Analysis) -> Vec<DetailedGraph> {
     let name_images = analysis.processes.len() > 1;
     let mut graphs = Vec::new();
-    for (index, image) in analysis.processes.iter().enumerate() {
+    // The images with the highest peaks only: a shell script's dozens of short processes
+    // would otherwise carry 22 trees each.
+    let mut by_peak: Vec<usize> = (0..analysis.processes.len()).collect();
+    by_peak.sort_by_key(|&index| std::cmp::Reverse(analysis.processes[index].peak_live_bytes));
+    by_peak.truncate(MAX_IMAGES);
+    by_peak.sort_unstable();
+    for index in by_peak {
+        let image = &analysis.processes[index];
         for moment in &image.moments {
             let mut live: Vec<(usize, u64)> = (moment.live_bytes.iter().copied().enumerate())
                 .filter(|&(_, bytes)| bytes > 0)
