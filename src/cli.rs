@@ -196,6 +196,13 @@ pub enum Command {
         /// Changed sites listed per pair of images by the text output (JSON lists them all).
         #[arg(long, value_name = "N", default_value_t = crate::report::text::DEFAULT_TOP)]
         top: usize,
+        /// Write the diff to FILE (`-` for stdout). Default: stdout, except for `html`,
+        /// written to NEW.diff.html in the current directory (NEW's name less .msup).
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Overwrite the diff's file if it exists (never through a symbolic link).
+        #[arg(long)]
+        force: bool,
         /// The profile compared with (before).
         #[arg(value_name = "BASE")]
         base: PathBuf,
@@ -224,6 +231,15 @@ pub enum DiffFormatArg {
 }
 
 impl DiffFormatArg {
+    /// What a diff file of this format is named after NEW's stem, when it goes to a file
+    /// by default (a page is never written to a terminal).
+    pub fn file_suffix(self) -> Option<&'static str> {
+        match self {
+            DiffFormatArg::Html => Some("diff.html"),
+            DiffFormatArg::Text | DiffFormatArg::Json => None,
+        }
+    }
+
     pub fn format(self) -> crate::report::diff::DiffFormat {
         match self {
             DiffFormatArg::Text => crate::report::diff::DiffFormat::Text,

@@ -236,9 +236,21 @@ fn execute(command: Command) -> Result<i32> {
             format,
             metric,
             top,
+            output,
+            force,
             base,
             new,
-        } => report::diff::run(&base, &new, format.format(), metric.metric(), top),
+        } => {
+            let destination = Destination::new(output, force, format.file_suffix(), &[new.clone()]);
+            report::diff::run(
+                &base,
+                &new,
+                format.format(),
+                metric.metric(),
+                top,
+                &destination,
+            )
+        }
         Command::Dump {
             format,
             pid,
