@@ -129,9 +129,10 @@ fn render_site(
     };
     writeln!(
         out,
-        "      peak {}, leaked {}, allocated {} in {} allocations",
+        "      peak {}, leaked {}, temporary {}, allocated {} in {} allocations",
         sides(|metrics| metrics.peak_bytes),
         sides(|metrics| metrics.leaked_bytes),
+        sides(|metrics| metrics.temporary_bytes),
         sides(|metrics| metrics.bytes_allocated),
         sides(|metrics| metrics.allocations)
     )
@@ -162,6 +163,8 @@ mod tests {
                 bytes_allocated: peak_bytes.max(leaked_bytes),
                 peak_bytes,
                 leaked_bytes,
+                // Half of the peak freed soon after: a column of its own in the detail line.
+                temporary_bytes: peak_bytes / 2,
                 ..SiteMetrics::default()
             },
         }
@@ -216,11 +219,11 @@ mod tests {
             [
                 "3 of 3 sites changed (0 new, 1 gone), by change of leaked bytes:",
                 "  +900 leaked  leaky app.c:20 ← main app.c:90 (app)",
-                "      peak 0 -> 0, leaked 50 -> 950, allocated 50 -> 950 in 1 -> 1 allocations",
+                "      peak 0 -> 0, leaked 50 -> 950, temporary 0 -> 0, allocated 50 -> 950 in 1 -> 1 allocations",
                 "  -7 leaked [gone]  old app.c:30 ← main app.c:90 (app)",
-                "      peak 7 -> 0, leaked 7 -> 0, allocated 7 -> 0 in 1 -> 0 allocations",
+                "      peak 7 -> 0, leaked 7 -> 0, temporary 3 -> 0, allocated 7 -> 0 in 1 -> 0 allocations",
                 "  0 leaked  peaky app.c:10 ← main app.c:90 (app)",
-                "      peak 100 -> 900, leaked 0 -> 0, allocated 100 -> 900 in 1 -> 1 allocations",
+                "      peak 100 -> 900, leaked 0 -> 0, temporary 50 -> 450, allocated 100 -> 900 in 1 -> 1 allocations",
             ]
         );
         assert_eq!(
@@ -228,7 +231,7 @@ mod tests {
             [
                 "3 of 3 sites changed (0 new, 1 gone), by change of peak bytes:",
                 "  +800 peak  peaky app.c:10 ← main app.c:90 (app)",
-                "      peak 100 -> 900, leaked 0 -> 0, allocated 100 -> 900 in 1 -> 1 allocations",
+                "      peak 100 -> 900, leaked 0 -> 0, temporary 50 -> 450, allocated 100 -> 900 in 1 -> 1 allocations",
                 "  ... 2 more changed sites (--top)",
             ]
         );
