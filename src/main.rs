@@ -166,6 +166,7 @@ fn execute(command: Command) -> Result<i32> {
                     );
                     return Ok(exit_code::USAGE);
                 }
+                (Format::Speedscope, false) => Some(report::export::Export::Speedscope),
                 (Format::Massif, false) => Some(report::export::Export::Massif),
                 (Format::Heaptrack, false) => Some(report::export::Export::Heaptrack),
                 _ => None,
@@ -284,8 +285,9 @@ fn render_profile(
         Format::Csv => report::csv::render(analysis, out),
         Format::Perfetto => report::perfetto::render(analysis, out),
         Format::Pprof => report::export::pprof::render(analysis, out),
-        Format::Speedscope => report::export::speedscope::render(analysis, out),
-        Format::Massif | Format::Heaptrack => unreachable!("written by report::export"),
+        Format::Speedscope | Format::Massif | Format::Heaptrack => {
+            unreachable!("written by report::export")
+        }
     }
 }
 
@@ -303,8 +305,10 @@ fn render_job(
         Format::Json => report::json::render_job(analyses, job, out),
         Format::Csv => report::job::csv::render(job, out),
         Format::Html => report::job::render_html(analyses, job, out),
-        Format::Massif | Format::Heaptrack => unreachable!("written by report::export"),
-        Format::Folded | Format::Perfetto | Format::Pprof | Format::Speedscope => {
+        Format::Speedscope | Format::Massif | Format::Heaptrack => {
+            unreachable!("written by report::export")
+        }
+        Format::Folded | Format::Perfetto | Format::Pprof => {
             let merged = report::job::merged(analyses);
             render_profile(&merged, format, text, metric, out)
         }
