@@ -242,7 +242,12 @@ fn execute(command: Command) -> Result<i32> {
             base,
             new,
         } => {
-            let destination = Destination::new(output, force, format.file_suffix(), &[new.clone()]);
+            let destination = Destination::new(
+                output,
+                force,
+                format.file_suffix(),
+                std::slice::from_ref(&new),
+            );
             report::diff::run(
                 &base,
                 &new,
