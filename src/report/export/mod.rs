@@ -36,7 +36,7 @@ pub fn left_out_note(format: &str, image: &ProcessAnalysis, left_out: usize) -> 
     (left_out > 0).then(|| {
         format!(
             "memsup: the {format} file holds one process image, pid {} ({}); {left_out} other \
-             image{} left out (--rank N picks a rank)",
+             image{} left out (--pid, --exe or --rank picks another)",
             image.pid,
             image.exe,
             if left_out == 1 { "" } else { "s" }
