@@ -434,7 +434,7 @@ fn a_profile_of_three_images_exports_the_launched_one_and_says_so() {
         assert_eq!(trees[1].0, 0, "the parent frees everything");
         // `--exe` picks the exec'd child instead, and nothing is left out.
         let exit3 = processes(&recording.report)
-            .into_iter()
+            .iter()
             .find(|image| image["exe"].as_str().unwrap().contains("exit3"))
             .expect("the exit3 image");
         let output = run_memsup(
@@ -450,7 +450,7 @@ fn a_profile_of_three_images_exports_the_launched_one_and_says_so() {
         let (totals, _) = ms_print_read(&file);
         assert_eq!(
             totals.iter().max().copied(),
-            Some(number(&exit3, "/peak_live_bytes"))
+            Some(number(exit3, "/peak_live_bytes"))
         );
     }
 }

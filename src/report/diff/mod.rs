@@ -122,7 +122,7 @@ pub fn site_label(stack: &[Frame]) -> String {
 fn frame_label(frame: &Frame) -> String {
     match (&frame.file, frame.line) {
         (Some(file), Some(line)) => {
-            let file = file.rsplit('/').next().unwrap_or(file);
+            let file = crate::platform::libraries::file_name(file);
             format!("{} {file}:{line}", frame.name())
         }
         _ => frame.name(),

@@ -173,7 +173,7 @@ fn profile(
     samples: Vec<Vec<usize>>,
     weights: Vec<u64>,
 ) -> SampledProfile {
-    let program = image.exe.rsplit('/').next().unwrap_or_default();
+    let program = crate::platform::libraries::file_name(&image.exe);
     SampledProfile {
         r#type: "sampled",
         name: format!("{program} (pid {}): {words}", image.pid),
