@@ -137,6 +137,11 @@ pub enum Command {
         /// the timelines.
         #[arg(long)]
         sites: bool,
+        /// With `--format csv`: one row per MPI function across the ranks (function, ranks,
+        /// delta_bytes, then min, max, mean, std and max_rank of calls, time_ns,
+        /// allocations, allocated_bytes and live_bytes_at_finalize) instead of the timelines.
+        #[arg(long, conflicts_with = "sites")]
+        mpi_functions: bool,
         /// Call sites per list of the text report (other formats list them all).
         #[arg(long, value_name = "N", default_value_t = crate::report::text::DEFAULT_TOP)]
         top: usize,

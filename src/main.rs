@@ -146,6 +146,7 @@ fn execute(command: Command) -> Result<i32> {
         Command::Report {
             format,
             sites,
+            mpi_functions,
             top,
             report_stacks,
             verbose,
@@ -158,17 +159,22 @@ fn execute(command: Command) -> Result<i32> {
             profiles,
         } => {
             // Exports of their own (report::export): one image, or one row per site.
-            let export = match (format, sites) {
-                (Format::Csv, true) => Some(report::export::Export::CsvSites),
-                (_, true) => {
+            let table = match (sites, mpi_functions) {
+                (true, _) => Some(("--sites", report::export::Export::CsvSites)),
+                (_, true) => Some(("--mpi-functions", report::export::Export::CsvMpiFunctions)),
+                _ => None,
+            };
+            let export = match (format, table) {
+                (Format::Csv, Some((_, export))) => Some(export),
+                (_, Some((flag, _))) => {
                     eprintln!(
-                        "memsup: error: --sites goes with --format csv (see memsup report --help)"
+                        "memsup: error: {flag} goes with --format csv (see memsup report --help)"
                     );
                     return Ok(exit_code::USAGE);
                 }
-                (Format::Speedscope, false) => Some(report::export::Export::Speedscope),
-                (Format::Massif, false) => Some(report::export::Export::Massif),
-                (Format::Heaptrack, false) => Some(report::export::Export::Heaptrack),
+                (Format::Speedscope, None) => Some(report::export::Export::Speedscope),
+                (Format::Massif, None) => Some(report::export::Export::Massif),
+                (Format::Heaptrack, None) => Some(report::export::Export::Heaptrack),
                 _ => None,
             };
             let components = match analysis::ComponentRules::parse_all(&components) {

@@ -456,12 +456,19 @@ fn a_profile_of_three_images_exports_the_launched_one_and_says_so() {
 }
 
 #[test]
-fn sites_go_with_the_csv_format_only() {
+fn sites_and_mpi_functions_go_with_the_csv_format_only() {
     let output = run_memsup(["report", "--format", "json", "--sites", "none.msup"], None);
     assert_eq!(output.status.code(), Some(2));
     assert_eq!(
         String::from_utf8_lossy(&output.stderr),
         "memsup: error: --sites goes with --format csv (see memsup report --help)\n"
+    );
+    assert!(output.stdout.is_empty());
+    let output = run_memsup(["report", "--mpi-functions", "none.msup"], None);
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr),
+        "memsup: error: --mpi-functions goes with --format csv (see memsup report --help)\n"
     );
     assert!(output.stdout.is_empty());
 }

@@ -52,6 +52,8 @@ pub enum Export {
     Heaptrack,
     /// `--format csv --sites`.
     CsvSites,
+    /// `--format csv --mpi-functions`: the MPI functions across the ranks.
+    CsvMpiFunctions,
 }
 
 /// Writes `export` of `analyses` to `out`; a reader that stops early (`| head`) is no error.
@@ -64,6 +66,10 @@ pub fn render(
     let written = match export {
         Export::CsvSites => super::csv_sites::render(analyses, out).map_err(writing),
         Export::Speedscope => speedscope::render(analyses, skip, out),
+        Export::CsvMpiFunctions => {
+            let job = crate::analysis::job::Job::of(analyses);
+            super::job::csv_mpi::render(&job, out).map_err(writing)
+        }
         Export::Massif | Export::Heaptrack => match chosen_image(analyses) {
             None => Ok(()),
             Some((analysis, image, left_out)) => {
