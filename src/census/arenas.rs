@@ -6,6 +6,7 @@
 use super::allocator::Allocator;
 use super::layout::{arena, heap, parameters, CHUNK_HEADER, PAGE, SIZE_FLAGS};
 use super::reader::{word, WindowReader};
+use super::residency::Pages;
 use crate::proc::maps::MapEntry;
 
 /// More arenas or heaps than this is taken for a loop in corrupt links.
@@ -253,7 +254,8 @@ pub fn heap_candidates(maps: &[MapEntry]) -> Vec<u64> {
 
 /// The chunk whose end is the brk area's end.
 fn top_of_brk(reader: &mut WindowReader, brk: &MapEntry) -> Option<u64> {
-    reader.limit_to(brk.start, brk.end);
+    let pages = Pages::read(reader.pid(), brk.start, brk.end);
+    reader.limit_to(brk.start, brk.end, pages);
     let mut address = (brk.start + 15) & !15;
     while address + CHUNK_HEADER <= brk.end {
         let size = reader.u64_at(address + 8)? & !SIZE_FLAGS;

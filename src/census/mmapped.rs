@@ -1,7 +1,7 @@
 //! Chunks glibc mapped on their own. They are in no list, so they are found by their
 //! header: at a page boundary of an anonymous writable mapping, prev_size 0 and a size that
 //! is a whole number of pages with only IS_MMAPPED set, fitting in the mapping. Headers are
-//! read 512 pages to a `process_vm_readv`. Mappings that hold no such chunk (heaps of the
+//! read 512 pages to a `process_vm_readv`, of resident pages only. Mappings that hold no such chunk (heaps of the
 //! arenas, libc's data, the threads' stacks) are left out.
 
 use std::io::IoSliceMut;
@@ -11,6 +11,7 @@ use nix::unistd::Pid;
 
 use super::arenas::HeapRange;
 use super::layout::{IS_MMAPPED, PAGE, SIZE_FLAGS};
+use super::residency::Pages;
 use crate::proc::maps::MapEntry;
 use crate::trace::census_format::Blocks;
 
@@ -26,32 +27,31 @@ pub struct Excluded<'a> {
 pub fn find_mmapped(pid: i32, maps: &[MapEntry], excluded: &Excluded) -> Blocks {
     let mut found = Blocks::default();
     for entry in maps.iter().filter(|entry| scanned(entry, excluded)) {
-        let mut address = entry.start;
-        while address < entry.end {
-            let pages: Vec<u64> = (0..PAGES_PER_READ as u64)
-                .map(|page| address + page * PAGE)
-                .take_while(|&page| page < entry.end)
-                .collect();
-            let headers = read_headers(pid, &pages);
-            let mut next = pages.last().map_or(entry.end, |&last| last + PAGE);
-            let mut index = 0;
-            while index < pages.len() {
-                let page = pages[index];
-                match headers.get(index).copied().flatten() {
-                    _ if in_heap(page, excluded.heaps) => index += 1,
-                    Some((0, size_field))
-                        if size_field & SIZE_FLAGS == IS_MMAPPED
-                            && is_chunk_size(size_field & !SIZE_FLAGS, page, entry.end) =>
+        // Only resident pages: a header was written there; reading others would map them.
+        let Some(resident) = Pages::read(pid, entry.start, entry.end) else {
+            continue;
+        };
+        let pages: Vec<u64> = (entry.start..entry.end)
+            .step_by(PAGE as usize)
+            .filter(|&page| resident.is_present(page) && !in_heap(page, excluded.heaps))
+            .collect();
+        // Pages inside a chunk already found are not headers.
+        let mut inside_until = 0;
+        for batch in pages.chunks(PAGES_PER_READ) {
+            let headers = read_headers(pid, batch);
+            for (&page, header) in batch.iter().zip(headers) {
+                if page < inside_until {
+                    continue;
+                }
+                if let Some((0, size_field)) = header {
+                    let size = size_field & !SIZE_FLAGS;
+                    if size_field & SIZE_FLAGS == IS_MMAPPED && is_chunk_size(size, page, entry.end)
                     {
-                        let size = size_field & !SIZE_FLAGS;
                         found.add(size);
-                        next = page + size;
-                        index += (size / PAGE) as usize;
+                        inside_until = page + size;
                     }
-                    _ => index += 1,
                 }
             }
-            address = next.max(address + PAGE);
         }
     }
     found

@@ -50,7 +50,7 @@ fn walk_heap(
     stack_pointers: &[u64],
 ) -> Result<CensusTotals, String> {
     let memory = ProcessMemory::new(nix::unistd::Pid::from_raw(pid));
-    let mut reader = reader::WindowReader::new(&memory);
+    let mut reader = reader::WindowReader::new(&memory, pid);
     let parameters = arenas::read_parameters(&mut reader, allocator);
     let found = arenas::find_arenas(&mut reader, allocator, maps, parameters.sbrk_base)?;
     let caches = caches::find_caches(

@@ -1,6 +1,9 @@
 //! Reads the stopped process's memory in large windows, so that walking millions of chunk
-//! headers costs one `process_vm_readv` per 4 MiB rather than one per header.
+//! headers costs one `process_vm_readv` per 4 MiB rather than one per header. A window
+//! stops at the first page that is not resident: reading a page the process never touched
+//! would map one (a zero page; a swapped page would be read back in).
 
+use super::residency::Pages;
 use crate::ptrace::memory::RemoteMemory;
 
 const WINDOW: u64 = 4 << 20;
@@ -11,24 +14,36 @@ pub struct WindowReader<'a> {
     limit: (u64, u64),
     start: u64,
     bytes: Vec<u8>,
+    /// The resident pages of the limit's range, when known.
+    pages: Option<Pages>,
+    pid: i32,
     /// Bytes copied from the process, for the cost line.
     pub copied: u64,
 }
 
 impl<'a> WindowReader<'a> {
-    pub fn new(memory: &'a dyn RemoteMemory) -> WindowReader<'a> {
+    pub fn new(memory: &'a dyn RemoteMemory, pid: i32) -> WindowReader<'a> {
         WindowReader {
             memory,
             limit: (0, u64::MAX),
             start: 0,
             bytes: Vec::new(),
+            pages: None,
+            pid,
             copied: 0,
         }
     }
 
-    /// Windows stay within `[start, end)` (one heap) from now on.
-    pub fn limit_to(&mut self, start: u64, end: u64) {
+    /// The process read.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Windows stay within `[start, end)` (one heap), and within its resident `pages`, from
+    /// now on.
+    pub fn limit_to(&mut self, start: u64, end: u64, pages: Option<Pages>) {
         self.limit = (start, end);
+        self.pages = pages;
         self.bytes.clear();
     }
 
@@ -41,7 +56,10 @@ impl<'a> WindowReader<'a> {
         }
         let in_window = address >= self.start && end <= self.start + self.bytes.len() as u64;
         if !in_window {
-            let length = WINDOW.min(self.limit.1 - address);
+            let mut length = WINDOW.min(self.limit.1 - address);
+            if let Some(pages) = &self.pages {
+                length = pages.resident_run(address, length).max(8);
+            }
             self.bytes.resize(length as usize, 0);
             if self.memory.read(address, &mut self.bytes).is_err() {
                 self.bytes.clear();

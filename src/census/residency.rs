@@ -7,6 +7,7 @@ use std::os::unix::fs::FileExt;
 
 use super::layout::PAGE;
 
+#[derive(Clone)]
 pub struct Pages {
     start: u64,
     present: Vec<bool>,
@@ -52,7 +53,17 @@ impl Pages {
         self.resident(first, last)
     }
 
-    fn is_present(&self, address: u64) -> bool {
+    /// From `address` to the end of its run of resident pages, at most `limit` bytes; 0 when
+    /// its page is not resident.
+    pub fn resident_run(&self, address: u64, limit: u64) -> u64 {
+        let mut end = address;
+        while end < address + limit && self.is_present(end) {
+            end = (end / PAGE + 1) * PAGE;
+        }
+        end.min(address + limit) - address
+    }
+
+    pub fn is_present(&self, address: u64) -> bool {
         let index = (address.saturating_sub(self.start) / PAGE) as usize;
         address >= self.start && self.present.get(index).copied().unwrap_or(false)
     }

@@ -51,7 +51,7 @@ pub fn tally(
             tally.residency.resident += heap_resident;
             let mut counted = 0;
             let mut failure = None;
-            walk(reader, range, top, &mut |piece| {
+            walk(reader, range, pages.clone(), top, &mut |piece| {
                 let (address, size) = match piece {
                     Piece::Chunk { address, size, .. }
                     | Piece::Top { address, size }

@@ -6,6 +6,7 @@
 use super::arenas::HeapRange;
 use super::layout::{CHUNK_HEADER, IS_MMAPPED, MINIMUM_CHUNK, PREV_INUSE, SIZE_FLAGS};
 use super::reader::WindowReader;
+use super::residency::Pages;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Piece {
@@ -30,10 +31,11 @@ pub enum Piece {
 pub fn walk(
     reader: &mut WindowReader,
     range: HeapRange,
+    pages: Option<Pages>,
     top: u64,
     visit: &mut dyn FnMut(Piece),
 ) -> Result<(), String> {
-    reader.limit_to(range.mapped, range.end);
+    reader.limit_to(range.mapped, range.end, pages);
     let unreadable = |address: u64| format!("the chunk at {address:#x} cannot be read");
     let mut address = range.first_chunk;
     let mut size_field = reader
@@ -102,14 +104,14 @@ mod tests {
     }
 
     fn pieces(memory: &SliceMemory, top: u64, length: u64) -> Result<Vec<Piece>, String> {
-        let mut reader = WindowReader::new(memory);
+        let mut reader = WindowReader::new(memory, 0);
         let range = HeapRange {
             mapped: 0x10000,
             first_chunk: 0x10000,
             end: 0x10000 + length,
         };
         let mut seen = Vec::new();
-        walk(&mut reader, range, top, &mut |piece| seen.push(piece))?;
+        walk(&mut reader, range, None, top, &mut |piece| seen.push(piece))?;
         Ok(seen)
     }
 

@@ -1,0 +1,254 @@
+//! The glibc heap census of `memsup snapshot` (fixtures/heap_census.c): every class of chunk
+//! counted exactly (in use, tcache, fastbins, free in bins, mmapped), per arena and by size
+//! class, and glibc's totals equal to the `mallinfo2()` the fixture printed, with libc's
+//! debug file and without it (MEMSUP_CENSUS_IGNORE_DEBUG_FILE: the heuristics must find the
+//! same), dynamic and static; musl gets a one-line reason and the rest of the snapshot. The
+//! fixture is released afterwards and must print and exit as it does alone.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::common::announced::{start_announced, Running, Start};
+use crate::common::live_process::tracer_pid;
+use crate::common::report::{report_json, report_output};
+use crate::common::run::{clean_command, memsup_binary, spawn_piped, wait_within};
+use crate::common::*;
+
+const NAME: &str = "heap_census";
+
+/// Starts the fixture; its worker line and its mallinfo2 line (None under musl).
+fn start(fixture: &Path) -> (Running, Option<BTreeMap<String, u64>>) {
+    let start = Start {
+        args: &[],
+        piped_stdin: true,
+        extra_lines: 2,
+    };
+    let program = start_announced(fixture, NAME, start);
+    let line = &program.extra[1];
+    if line == "heap_census: no mallinfo2" {
+        return (program, None);
+    }
+    let fields = line
+        .strip_prefix("heap_census: mallinfo2 ")
+        .unwrap_or_else(|| panic!("the mallinfo2 line: {line:?}"))
+        .split(' ')
+        .map(|field| {
+            let (name, value) = field.split_once('=').expect("name=value");
+            (name.to_string(), value.parse().expect("a number"))
+        })
+        .collect();
+    (program, Some(fields))
+}
+
+/// `memsup snapshot -o PROFILE PID`, with libc's debug file ignored when `ignore_debug`.
+fn snapshot(profile: &Path, pid: u32, ignore_debug: bool) {
+    let mut command: Command = clean_command(memsup_binary());
+    command
+        .args(["snapshot", "-o"])
+        .arg(profile)
+        .arg(pid.to_string());
+    if ignore_debug {
+        command.env("MEMSUP_CENSUS_IGNORE_DEBUG_FILE", "1");
+    }
+    let (child, description) = spawn_piped(command);
+    let output = wait_within(child, &description, Duration::from_secs(30));
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(tracer_pid(pid), 0, "every thread let go");
+}
+
+fn blocks(count: u64, bytes: u64) -> Value {
+    json!({"count": count, "bytes": bytes})
+}
+
+/// The chunk glibc makes for a request of `bytes`.
+fn chunk_size(bytes: u64) -> u64 {
+    ((bytes + 8 + 15) & !15).max(0x20)
+}
+
+/// Static glibc keeps the program's directory (`_dl_origin_path`) in a block of its own: its
+/// chunk depends on where the fixture was built.
+fn origin_chunk(fixture: &Path) -> u64 {
+    let directory = fixture.parent().expect("a directory").as_os_str().len() as u64;
+    chunk_size(directory + 1)
+}
+
+/// The main arena's in-use chunks: the fixture's 5 x 0x20, 6 x 0x70, 3 x 0x3f0 and 2 x 0x1390
+/// (13,872 bytes), the worker's DTV (0x120, calloc'd by pthread_create), and under static
+/// glibc 4 blocks libc allocates at start-up (1,808 bytes) and the origin block.
+fn main_in_use(variant: Variant, fixture: &Path) -> Value {
+    match variant {
+        Variant::Dynamic => blocks(17, 14_160),
+        _ => blocks(22, 14_160 + 1_808 + origin_chunk(fixture)),
+    }
+}
+
+/// (up to, in use, cached, free) chunks per size class.
+fn histogram(variant: Variant, fixture: &Path) -> Vec<(u64, u64, u64, u64)> {
+    if variant == Variant::Dynamic {
+        return vec![
+            (32, 5, 0, 0),
+            (64, 0, 10, 0),
+            (128, 11, 1, 0),
+            (256, 0, 3, 0),
+            (512, 1, 0, 0),
+            (1024, 5, 0, 0),
+            (4096, 0, 0, 2),
+            (8192, 2, 0, 0),
+        ];
+    }
+    let mut classes = vec![
+        (32, 5, 0, 0),
+        (64, 1, 10, 0),
+        (128, 11, 1, 0),
+        (256, 1, 3, 0),
+        (512, 2, 0, 0),
+        (1024, 5, 0, 0),
+        (2048, 1, 0, 0),
+        (4096, 0, 0, 2),
+        (8192, 2, 0, 0),
+    ];
+    let origin_class = origin_chunk(fixture).next_power_of_two();
+    match classes.iter_mut().find(|class| class.0 == origin_class) {
+        Some(class) => class.1 += 1,
+        None => {
+            classes.push((origin_class, 1, 0, 0));
+            classes.sort();
+        }
+    }
+    classes
+}
+
+fn check_census(
+    census: &Value,
+    variant: Variant,
+    fixture: &Path,
+    mallinfo: &BTreeMap<String, u64>,
+) {
+    assert_eq!(census["walked"], true, "{census}");
+    assert_eq!(census["doubts"], json!([]), "{census}");
+    let arenas = census["arenas"].as_array().unwrap();
+    assert_eq!(arenas.len(), 2, "{census}");
+    let (main, worker) = (&arenas[0], &arenas[1]);
+    assert_eq!(main["main"], true);
+    assert_eq!(main["in_use"], main_in_use(variant, fixture));
+    // 7 x 0x30 and 3 x 0xd0; 3 x 0x30 in the fastbin; 2 x 0xbc0 in the unsorted bin.
+    assert_eq!(main["tcache"], blocks(10, 960));
+    assert_eq!(main["tcache_structs"], blocks(1, 0x290));
+    assert_eq!(main["fastbins"], blocks(3, 144));
+    assert_eq!(main["free"], blocks(2, 6016));
+    assert_eq!(main["largest_free"], 0xbc0);
+    // The worker's 5 x 0x50 and 2 x 0x260, and the 0x50 it freed.
+    assert_eq!(worker["main"], false);
+    assert_eq!(worker["heaps"], 1);
+    assert_eq!(worker["in_use"], blocks(7, 1616));
+    assert_eq!(worker["tcache"], blocks(1, 0x50));
+    assert_eq!(worker["tcache_structs"], blocks(1, 0x290));
+    assert_eq!(worker["fastbins"], blocks(0, 0));
+    assert_eq!(worker["free"], blocks(0, 0));
+    // 3 x malloc(200000): 49 pages each.
+    assert_eq!(census["totals"]["mmapped"], blocks(3, 3 * 200_704));
+    let classes: Vec<(u64, u64, u64, u64)> = census["histogram"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|class| {
+            let count = |name: &str| class[name]["count"].as_u64().unwrap();
+            let up_to = class["up_to"].as_u64().unwrap();
+            (up_to, count("in_use"), count("cached"), count("free"))
+        })
+        .collect();
+    assert_eq!(classes, histogram(variant, fixture));
+    let expected: BTreeMap<String, u64> = mallinfo.clone();
+    let found: BTreeMap<String, u64> = census["mallinfo2"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(name, value)| (name.clone(), value.as_u64().unwrap()))
+        .collect();
+    assert_eq!(found, expected, "mallinfo2, {variant:?}");
+    // Every byte the fixture wrote is resident: the free chunks, the caches.
+    let residency = &census["residency"];
+    let part = |name: &str| residency[name].as_u64().unwrap();
+    assert_eq!(part("free"), 6016);
+    assert_eq!(part("cache"), 960 + 144 + 0x50);
+    // No free chunk holds a whole page: what malloc_trim would return is the main top's
+    // resident whole pages (how many of them are resident is the kernel's business).
+    let trimmable = part("trimmable");
+    assert_eq!(trimmable % 4096, 0, "{residency}");
+    assert!(trimmable <= part("top"), "{residency}");
+    assert_eq!(
+        part("resident"),
+        part("in_use") + part("free") + part("cache") + part("top")
+    );
+}
+
+#[test]
+fn the_census_counts_every_class_and_equals_mallinfo2_with_and_without_debug_symbols() {
+    for variant in variants(NAME) {
+        let path = fixture(NAME, variant);
+        let (mut program, mallinfo) = start(&path);
+        let pid = program.pid;
+        let directory = tempfile::tempdir().unwrap();
+        let mut censuses = Vec::new();
+        for ignore_debug in [false, true] {
+            let profile = directory.path().join(format!("census-{ignore_debug}.msup"));
+            snapshot(&profile, pid, ignore_debug);
+            let report = report_json(&profile);
+            let process = &report["processes"][0];
+            assert_eq!(
+                process["threads"]["groups"].as_array().map(Vec::len),
+                Some(2)
+            );
+            let census = process["heap_census"].clone();
+            let text = report_output(&profile, &[]);
+            match &mallinfo {
+                None => {
+                    let reason = "a static program without glibc's main_arena symbol \
+                                  (another C library, or stripped)";
+                    assert_eq!(census["walked"], false);
+                    assert_eq!(census["reason"], reason);
+                    let line = format!("\n  Heap: not read: {reason}\n");
+                    assert!(text.contains(&line), "{text}");
+                }
+                Some(mallinfo) => {
+                    check_census(&census, variant, &path, mallinfo);
+                    let symbols = match (variant, ignore_debug) {
+                        (Variant::Dynamic, false) => "debug file",
+                        (Variant::Dynamic, true) => "heuristics",
+                        _ => "symbol table",
+                    };
+                    assert_eq!(census["symbols"], symbols);
+                    let line = format!(
+                        "    mallinfo2: arena {} uordblks {} fordblks {} ordblks {} smblks {} \
+                         fsmblks {} hblks {} hblkhd {} keepcost {}\n",
+                        mallinfo["arena"],
+                        mallinfo["uordblks"],
+                        mallinfo["fordblks"],
+                        mallinfo["ordblks"],
+                        mallinfo["smblks"],
+                        mallinfo["fsmblks"],
+                        mallinfo["hblks"],
+                        mallinfo["hblkhd"],
+                        mallinfo["keepcost"]
+                    );
+                    assert!(text.contains(&line), "{text}");
+                }
+            }
+            censuses.push(census);
+        }
+        // The heuristics found what the symbols found.
+        let without_source = |census: &Value| {
+            let mut census = census.clone();
+            census["symbols"] = Value::Null;
+            census
+        };
+        assert_eq!(without_source(&censuses[0]), without_source(&censuses[1]));
+        program.write_stdin(b"\n");
+        let rest = program.finish_cleanly();
+        assert_eq!(rest, format!("{NAME}: released\n"), "{variant:?}");
+    }
+}
