@@ -177,7 +177,7 @@ fn debug_file(
     parsed: &ElfFile64<Endianness>,
     modules: &ModuleStore,
 ) -> Option<Vec<u8>> {
-    if std::env::var_os(IGNORE_DEBUG_FILE_VARIABLE).is_some() {
+    if std::env::var_os(IGNORE_DEBUG_FILE_VARIABLE).is_some_and(|value| !value.is_empty()) {
         return None;
     }
     let file = object::File::Elf64(ElfFile64::parse(parsed.data()).ok()?);
