@@ -180,3 +180,63 @@ fn fastbin(
     }
     Err("it does not end".to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ptrace::memory::SliceMemory;
+
+    const BASE: u64 = 0x5555_0000_0000;
+
+    /// A tcache struct at BASE + 0x10 whose bin 1 (chunks of 0x30) holds two entries,
+    /// linked the way glibc links them (safe-linked), and whose bin 2 says 1 but is empty.
+    fn memory(second_count: u16) -> SliceMemory {
+        let mut bytes = vec![0u8; 0x1000];
+        let mut put = |address: u64, value: &[u8]| {
+            let at = (address - BASE) as usize;
+            bytes[at..at + value.len()].copy_from_slice(value);
+        };
+        let structure = BASE + 0x10;
+        let (first, second) = (BASE + 0x400, BASE + 0x500);
+        put(structure + 2, &2u16.to_le_bytes());
+        put(structure + 4, &second_count.to_le_bytes());
+        put(structure + tcache::ENTRIES + 8, &first.to_le_bytes());
+        put(first, &((first >> 12) ^ second).to_le_bytes());
+        put(second, &(second >> 12).to_le_bytes());
+        SliceMemory { base: BASE, bytes }
+    }
+
+    #[test]
+    fn a_tcache_chain_is_followed_through_safe_linking_and_checked_against_its_count() {
+        let good = memory(0);
+        let mut reader = WindowReader::new(&good, 0);
+        let entries = tcache_entries(&mut reader, BASE + 0x10, 7).unwrap();
+        assert_eq!(entries, vec![(BASE + 0x3f0, 0x30), (BASE + 0x4f0, 0x30)]);
+        assert_eq!(
+            tcache_entries(&mut reader, BASE + 0x10, 1).unwrap_err(),
+            "bin 1 counts 2 with head 0x555500000400"
+        );
+        let bad = memory(1);
+        let mut reader = WindowReader::new(&bad, 0);
+        assert_eq!(
+            tcache_entries(&mut reader, BASE + 0x10, 7).unwrap_err(),
+            "bin 2 counts 1 with head 0x0"
+        );
+    }
+
+    #[test]
+    fn a_fastbin_chain_is_followed_to_its_end() {
+        let mut bytes = vec![0u8; 0x1000];
+        let (first, second) = (BASE + 0x100, BASE + 0x200);
+        let link = ((first + 16) >> 12) ^ second;
+        bytes[0x110..0x118].copy_from_slice(&link.to_le_bytes());
+        let end = (second + 16) >> 12;
+        bytes[0x210..0x218].copy_from_slice(&end.to_le_bytes());
+        let memory = SliceMemory { base: BASE, bytes };
+        let mut reader = WindowReader::new(&memory, 0);
+        let mut caches = Caches::default();
+        fastbin(&mut reader, first, 1, &mut caches).unwrap();
+        assert_eq!(caches.chunks.len(), 2);
+        assert_eq!(caches.chunks[&second], (Cached::Fastbin, 0x30));
+    }
+}

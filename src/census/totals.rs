@@ -54,3 +54,53 @@ fn mallinfo(tally: &Tally, mmapped: Blocks) -> Mallinfo {
     }
     info
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::census_format::ArenaCensus;
+
+    #[test]
+    fn mallinfo_counts_each_top_as_a_free_block_and_the_rest_of_system_as_used() {
+        let arena = |main, system, top, fast: (u64, u64), free: (u64, u64)| ArenaCensus {
+            main,
+            system,
+            top,
+            fastbins: Blocks {
+                count: fast.0,
+                bytes: fast.1,
+            },
+            free: Blocks {
+                count: free.0,
+                bytes: free.1,
+            },
+            ..ArenaCensus::default()
+        };
+        let tally = Tally {
+            arenas: vec![
+                arena(true, 135_168, 1000, (3, 144), (2, 6016)),
+                arena(false, 135_168, 5000, (0, 0), (1, 64)),
+            ],
+            ..Tally::default()
+        };
+        let mmapped = Blocks {
+            count: 3,
+            bytes: 602_112,
+        };
+        let info = mallinfo(&tally, mmapped);
+        assert_eq!(
+            info,
+            Mallinfo {
+                arena: 270_336,
+                ordblks: 5,
+                smblks: 3,
+                hblks: 3,
+                hblkhd: 602_112,
+                fsmblks: 144,
+                uordblks: 270_336 - (1000 + 144 + 6016) - (5000 + 64),
+                fordblks: 1000 + 144 + 6016 + 5000 + 64,
+                keepcost: 1000,
+            }
+        );
+    }
+}
