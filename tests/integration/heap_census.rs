@@ -2,8 +2,9 @@
 //! counted exactly (in use, tcache, fastbins, free in bins, mmapped), per arena and by size
 //! class, and glibc's totals equal to the `mallinfo2()` the fixture printed, with libc's
 //! debug file and without it (MEMSUP_CENSUS_IGNORE_DEBUG_FILE: the heuristics must find the
-//! same), dynamic and static; musl gets a one-line reason and the rest of the snapshot. The
-//! fixture is released afterwards and must print and exit as it does alone.
+//! same), dynamic and static; musl and a preloaded jemalloc, tcmalloc or mimalloc get a
+//! one-line reason and the rest of the snapshot. The fixture is released afterwards and must
+//! print and exit as it does alone.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -16,6 +17,7 @@ use crate::common::announced::{start_announced, Running, Start};
 use crate::common::live_process::tracer_pid;
 use crate::common::report::{report_json, report_output};
 use crate::common::run::{clean_command, memsup_binary, spawn_piped, wait_within};
+use crate::common::tools::require_file;
 use crate::common::*;
 
 const NAME: &str = "heap_census";
@@ -282,5 +284,48 @@ fn the_census_counts_every_class_and_equals_mallinfo2_with_and_without_debug_sym
         program.write_stdin(b"\n");
         let rest = program.finish_cleanly();
         assert_eq!(rest, format!("{NAME}: released\n"), "{variant:?}");
+    }
+}
+
+#[test]
+fn a_heap_of_another_allocator_is_one_reason_and_the_snapshot_still_works() {
+    let allocators = [
+        ("libjemalloc.so.2", "libjemalloc2"),
+        ("libtcmalloc_minimal.so.4", "libtcmalloc-minimal4"),
+        ("libmimalloc.so.2", "libmimalloc2.0"),
+    ];
+    let path = fixture(NAME, Variant::Dynamic);
+    for (file, package) in allocators {
+        let library = format!("/usr/lib/x86_64-linux-gnu/{file}");
+        if !require_file(&library, package) {
+            continue;
+        }
+        // Through env, so that the allocator is the fixture's alone.
+        let preload = format!("LD_PRELOAD={library}");
+        let args = [preload.as_str(), path.to_str().expect("a UTF-8 path")];
+        let start = Start {
+            args: &args,
+            piped_stdin: true,
+            extra_lines: 3,
+        };
+        let mut program = start_announced(Path::new("/usr/bin/env"), NAME, start);
+        let directory = tempfile::tempdir().unwrap();
+        let profile = directory.path().join("other.msup");
+        snapshot(&profile, program.pid, false);
+        let report = report_json(&profile);
+        let process = &report["processes"][0];
+        assert_eq!(
+            process["threads"]["groups"].as_array().map(Vec::len),
+            Some(2)
+        );
+        let census = &process["heap_census"];
+        assert_eq!(census["walked"], false, "{file}");
+        // Named as the process maps it: the file the link leads to.
+        let real = std::fs::canonicalize(&library).unwrap();
+        let name = real.file_name().unwrap().to_string_lossy();
+        assert_eq!(census["reason"], format!("malloc is {name}'s, not glibc's"));
+        program.write_stdin(b"\n");
+        let rest = program.finish_cleanly();
+        assert_eq!(rest, format!("{NAME}: released\n"), "{file}");
     }
 }
