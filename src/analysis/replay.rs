@@ -17,6 +17,7 @@ use super::threads::{thread_groups, ProcessSnapshot, RecordedThread, SnapshotThr
 use super::{ImageExit, ModuleSpan, ProcessAnalysis, SampleOrder, Settings};
 use crate::events::heap::heap_event;
 use crate::events::heap::{ExecEffect, ImageLifecycle, IntegerMap, LiveHeap, Outcome};
+use crate::trace::census_format::HeapCensus;
 use crate::trace::format::{
     AllocFunction, ExitKind, MapCall, ProbeCounters, Record, RecordMode, StartCause,
 };
@@ -69,7 +70,7 @@ pub(super) struct Replay {
     last_time_ns: u64,
     /// What snapshots recorded of each image's threads (by position in `processes`), and
     /// how long they stopped it.
-    snapshots: HashMap<usize, (Vec<RecordedThread>, u64)>,
+    snapshots: HashMap<usize, (Vec<RecordedThread>, u64, Option<HeapCensus>)>,
     /// The recording's MPI function names, by number.
     mpi_names: HashMap<u32, String>,
 }
@@ -248,6 +249,14 @@ impl Replay {
                 let index = self.image_of(*time_ns, *pid);
                 self.snapshots.entry(index).or_default().1 = *stopped_ns;
             }
+            Record::HeapCensus {
+                time_ns,
+                pid,
+                census,
+            } => {
+                let index = self.image_of(*time_ns, *pid);
+                self.snapshots.entry(index).or_default().2 = Some(census.clone());
+            }
             Record::ProcessRole { time_ns, pid, role } => {
                 let index = self.image_of(*time_ns, *pid);
                 let image = &mut self.processes[index];
@@ -341,10 +350,11 @@ impl Replay {
             components::build(image, stacks, closed, settings, &images);
             let snapshots = &image.components.snapshots;
             residency_at_stops(&mut image.mpi_calls, snapshots, &self.mpi_names);
-            if let Some((threads, stopped_ns)) = self.snapshots.remove(&index) {
+            if let Some((threads, stopped_ns, heap_census)) = self.snapshots.remove(&index) {
                 image.snapshot = Some(ProcessSnapshot {
                     stopped_ns,
                     groups: thread_groups(&threads, stacks),
+                    heap_census,
                 });
             }
         }

@@ -9,6 +9,7 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use super::choose::overview::{self, OverviewRow};
 use super::job::json::JobJson;
+use super::json_census::CensusJson;
 use super::json_components::{ComponentJson, PeakSplitJson, SnapshotJson, TimelineJson};
 use super::json_mpi::MpiRoleJson;
 use super::json_sites::{MappingSiteJson, SiteJson};
@@ -191,6 +192,8 @@ struct ProcessJson<'a> {
     warnings: &'a [String],
     /// A snapshot's threads by stack; null for recordings.
     threads: Option<ThreadsJson<'a>>,
+    /// A snapshot's glibc heap census; null for recordings.
+    heap_census: Option<CensusJson<'a>>,
 }
 
 #[derive(serde::Serialize)]
@@ -275,6 +278,11 @@ impl<'a> ProcessJson<'a> {
                 .collect(),
             warnings: &image.warnings,
             threads: image.snapshot.as_ref().map(ThreadsJson::new),
+            heap_census: image
+                .snapshot
+                .as_ref()
+                .and_then(|snapshot| snapshot.heap_census.as_ref())
+                .map(CensusJson::new),
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The human-readable summary: a header about the recording, then one block per process image.
 
+mod census;
 mod chain;
 mod components;
 mod mpi_calls;
@@ -175,6 +176,9 @@ fn render_snapshot(
     rows.truncate(2);
     rows.push(("stopped for", human_duration(snapshot.stopped_ns)));
     render_rows_components_and_warnings(image, rows, options.verbose, out)?;
+    if let Some(census) = &snapshot.heap_census {
+        census::render_census(census, out)?;
+    }
     threads::render_threads(snapshot, out)
 }
 

@@ -28,6 +28,7 @@ mod exit_and_signal;
 mod exports_heaptrack;
 mod exports_pprof;
 mod fork_exec;
+mod heap_census;
 mod hook_chaos;
 mod html_report;
 mod ifunc;
