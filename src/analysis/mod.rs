@@ -8,6 +8,7 @@ pub mod heap_stream;
 #[cfg(test)]
 mod heap_stream_tests;
 pub mod job;
+pub mod live_end;
 pub mod load;
 mod local_peak;
 mod mappings;
@@ -123,6 +124,9 @@ pub struct ProcessAnalysis {
     pub null_frees: u64,
     /// Frees of pointers never seen allocated (allocated before attach, or inherited).
     pub unknown_frees: u64,
+    /// memsup joined an address space that was running already (attached to it, or to the
+    /// process it was forked from): blocks from before then are unknown.
+    pub joined_running: bool,
     /// The allocator returned NULL for a non-zero request.
     pub failed_allocations: u64,
     /// Highest sum of live requested bytes.
@@ -242,6 +246,7 @@ impl ProcessAnalysis {
             frees: 0,
             null_frees: 0,
             unknown_frees: 0,
+            joined_running: cause == StartCause::Attach,
             failed_allocations: 0,
             peak_live_bytes: 0,
             peak_live_blocks: 0,

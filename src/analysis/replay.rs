@@ -363,6 +363,7 @@ impl Replay {
             image.exe = self.processes[parent_index].exe.clone();
             image.argv = self.processes[parent_index].argv.clone();
             image.modules = self.processes[parent_index].modules.clone();
+            image.joined_running = self.processes[parent_index].joined_running;
         }
         self.open_image(image);
         // The child's mappings are its parent's, made by the parent's calls.
@@ -414,7 +415,9 @@ impl Replay {
         let lifecycle = state.lifecycle;
         if effect == ExecEffect::StartsImage {
             let old = &self.processes[index];
-            let successor = ProcessAnalysis::new(pid, old.parent_pid, old.cause, time_ns);
+            let mut successor = ProcessAnalysis::new(pid, old.parent_pid, old.cause, time_ns);
+            // A new program starts a new heap, every block of it seen.
+            successor.joined_running = false;
             self.close_image(pid, ImageExit::Exec, time_ns, None);
             self.open_image(successor);
         }

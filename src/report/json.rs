@@ -15,6 +15,7 @@ use super::json_sites::{MappingSiteJson, SiteJson};
 use super::json_threads::ThreadsJson;
 use super::node_totals::{node_totals, NodeTotals};
 use crate::analysis::job::Job;
+use crate::analysis::live_end::LiveEnd;
 use crate::analysis::mmap_threshold::MmapThresholdRise;
 use crate::analysis::mpi_calls::MpiFunctionStats;
 use crate::analysis::roles::rank_of;
@@ -171,6 +172,8 @@ struct ProcessJson<'a> {
     peak_time_ns: u64,
     live_bytes_at_exit: u64,
     live_blocks_at_exit: u64,
+    /// When the two above were counted (`analysis::live_end`): leaks only at "exit".
+    live_at: &'static str,
     largest_allocation: u64,
     mappings: MappingsJson,
     /// Field order of `ProbeCounters` is the documented key order.
@@ -250,6 +253,7 @@ impl<'a> ProcessJson<'a> {
             peak_time_ns: image.peak_time_ns,
             live_bytes_at_exit: image.live_bytes_at_exit,
             live_blocks_at_exit: image.live_blocks_at_exit,
+            live_at: LiveEnd::of(image).name(),
             largest_allocation: image.largest_allocation,
             mappings: MappingsJson::new(&image.mappings),
             engine: image.engine.name(),
@@ -535,6 +539,7 @@ mod tests {
             "peak_time_ns",
             "live_bytes_at_exit",
             "live_blocks_at_exit",
+            "live_at",
             "largest_allocation",
             "mappings",
             "probes",

@@ -15,6 +15,7 @@ pub use role::role_description;
 
 use std::io::Write;
 
+use crate::analysis::live_end::{leak_caveat, LiveEnd};
 use crate::analysis::{
     cause_name, mode_name, Analysis, ImageExit, ProcessAnalysis, ProfileInfo, MAP_CALLS,
 };
@@ -225,7 +226,7 @@ fn heap_rows(image: &ProcessAnalysis) -> Rows {
         ("failed allocations", image.failed_allocations.to_string()),
         ("largest allocation", human_bytes(image.largest_allocation)),
         ("peak live requested", peak_value(image)),
-        ("leaked at exit", leaked_value(image)),
+        (LiveEnd::of(image).label(), leaked_value(image)),
     ]
 }
 
@@ -239,13 +240,17 @@ fn peak_value(image: &ProcessAnalysis) -> String {
     )
 }
 
-/// "1.10 KiB in 3 blocks".
+/// "1.10 KiB in 3 blocks", and what the count cannot know.
 fn leaked_value(image: &ProcessAnalysis) -> String {
-    format!(
+    let mut value = format!(
         "{} in {}",
         human_bytes(image.live_bytes_at_exit),
         plural(image.live_blocks_at_exit, "block")
-    )
+    );
+    if let Some(caveat) = leak_caveat(image) {
+        value.push_str(&format!(" ({caveat})"));
+    }
+    value
 }
 
 /// The sampled residency, when the recording sampled this image.

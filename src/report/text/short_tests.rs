@@ -108,7 +108,7 @@ fn images_without_calls_are_short() {
   command              sh -c ./app
   exit                 replaced by exec after 20 ns (started 50 ns into the recording)
   peak requested       10 bytes in 1 block, 5 ns after start
-  leaked at exit       10 bytes in 1 block
+  leaked at exec       10 bytes in 1 block
   allocations          1 block, 10 bytes: malloc 1
   components           unknown 10 bytes requested
   heap sites by bytes live at the peak
