@@ -27,6 +27,7 @@ mod temporary;
 #[cfg(test)]
 pub(crate) mod tests;
 pub mod threads;
+pub mod unknown_frees;
 
 pub use components::{ComponentRule, ComponentRules};
 pub use frames::{Frame, TRUNCATED_NAME};
@@ -127,6 +128,8 @@ pub struct ProcessAnalysis {
     /// memsup joined an address space that was running already (attached to it, or to the
     /// process it was forked from): blocks from before then are unknown.
     pub joined_running: bool,
+    /// Where those unknown frees come from (`unknown_frees`).
+    pub unknown_free_sources: unknown_frees::UnknownFrees,
     /// The allocator returned NULL for a non-zero request.
     pub failed_allocations: u64,
     /// Highest sum of live requested bytes.
@@ -247,6 +250,7 @@ impl ProcessAnalysis {
             null_frees: 0,
             unknown_frees: 0,
             joined_running: cause == StartCause::Attach,
+            unknown_free_sources: unknown_frees::UnknownFrees::default(),
             failed_allocations: 0,
             peak_live_bytes: 0,
             peak_live_blocks: 0,

@@ -11,6 +11,7 @@ use super::mappings::MappingCall;
 use super::mmap_threshold::ThresholdTracker;
 use super::mpi_calls::{residency_at_stops, MpiTracker};
 use super::roles::merge_role;
+use super::unknown_frees::UnknownFreeTracker;
 
 use super::sites::{heap_sites, mapping_sites, ImageStacks, SiteIdentity};
 use super::threads::{thread_groups, ProcessSnapshot, RecordedThread, SnapshotThread};
@@ -39,6 +40,7 @@ struct OpenImage {
     mpi: MpiTracker,
     /// glibc's mmap threshold as the records show it (`mmap_threshold`).
     threshold: ThresholdTracker,
+    unknown_frees: UnknownFreeTracker,
 }
 
 /// Where an ended image lay in time, for samples that reach the replay after it ended.
@@ -265,8 +267,12 @@ impl Replay {
                 function,
                 entry,
             } => self.mpi_call(*time_ns, *pid, *tid, *function, *entry),
+            Record::ThreadExit { pid, tid, .. } => {
+                if let Some(state) = self.open.get_mut(pid) {
+                    state.unknown_frees.thread_exit(*tid);
+                }
+            }
             Record::ThreadStart { .. }
-            | Record::ThreadExit { .. }
             | Record::UnwindCosts(_)
             // `Samples` holds these until the replay reaches their time.
             | Record::StatusSample { .. }
@@ -390,6 +396,7 @@ impl Replay {
             samples: ImageSamples::default(),
             mpi: MpiTracker::default(),
             threshold: ThresholdTracker::default(),
+            unknown_frees: UnknownFreeTracker::default(),
         };
         self.open.insert(pid, state);
     }
@@ -448,6 +455,7 @@ impl Replay {
             record
         {
             state.mpi.heap(*tid, &outcome);
+            state.unknown_frees.heap(*tid, &outcome);
         }
         threshold_heap(&mut state.threshold, function, &outcome, event.time_ns);
         let image = &mut self.processes[state.index];
@@ -638,6 +646,8 @@ impl Replay {
         let mpi = std::mem::take(&mut state.mpi);
         image.mpi_calls = mpi.finish(time_ns, state.heap.live_bytes());
         state.stacks.heap = state.metrics.close(image, &state.heap);
+        let unknown_frees = std::mem::take(&mut state.unknown_frees);
+        image.unknown_free_sources = unknown_frees.finish(image);
         let span = (image.start_ns, time_ns);
         let taker = (&mut state.components, &state.heap);
         self.samples.take_snapshots(pid, span, by_exec, taker);

@@ -19,6 +19,7 @@ use crate::analysis::live_end::LiveEnd;
 use crate::analysis::mmap_threshold::MmapThresholdRise;
 use crate::analysis::mpi_calls::MpiFunctionStats;
 use crate::analysis::roles::rank_of;
+use crate::analysis::unknown_frees::UnknownFrees;
 use crate::analysis::{
     cause_name, mode_name, Analysis, MappingStats, ProcessAnalysis, ProfileInfo, ResidencySummary,
     MAP_CALLS,
@@ -166,6 +167,8 @@ struct ProcessJson<'a> {
     frees: u64,
     null_frees: u64,
     unknown_frees: u64,
+    /// Where the unknown frees come from (`analysis::unknown_frees`).
+    unknown_free_sources: UnknownFrees,
     failed_allocations: u64,
     peak_live_bytes: u64,
     peak_live_blocks: u64,
@@ -247,6 +250,7 @@ impl<'a> ProcessJson<'a> {
             frees: image.frees,
             null_frees: image.null_frees,
             unknown_frees: image.unknown_frees,
+            unknown_free_sources: image.unknown_free_sources,
             failed_allocations: image.failed_allocations,
             peak_live_bytes: image.peak_live_bytes,
             peak_live_blocks: image.peak_live_blocks,
@@ -533,6 +537,7 @@ mod tests {
             "frees",
             "null_frees",
             "unknown_frees",
+            "unknown_free_sources",
             "failed_allocations",
             "peak_live_bytes",
             "peak_live_blocks",

@@ -222,12 +222,22 @@ fn heap_rows(image: &ProcessAnalysis) -> Rows {
             "frees",
             format!("{} (+ {} free(NULL))", image.frees, image.null_frees),
         ),
-        ("unknown frees", image.unknown_frees.to_string()),
+        ("unknown frees", unknown_frees_value(image)),
         ("failed allocations", image.failed_allocations.to_string()),
         ("largest allocation", human_bytes(image.largest_allocation)),
         ("peak live requested", peak_value(image)),
         (LiveEnd::of(image).label(), leaked_value(image)),
     ]
+}
+
+/// How many frees were of blocks never seen allocated, and where those come from.
+fn unknown_frees_value(image: &ProcessAnalysis) -> String {
+    let sources = &image.unknown_free_sources;
+    match sources.explained() {
+        // A profile whose frees cannot all be placed still counts them all.
+        Some(explained) if sources.total() == image.unknown_frees => explained,
+        _ => image.unknown_frees.to_string(),
+    }
 }
 
 /// "12.00 MiB in 3 blocks, 1.20 ms after start".

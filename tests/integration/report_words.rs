@@ -83,6 +83,14 @@ fn blocks_held_at_a_detach_are_live_at_detach() {
         assert_eq!(number(image, "/bytes_allocated"), 6000);
         assert_eq!(number(image, "/frees"), 1);
         assert_eq!(number(image, "/unknown_frees"), 1);
+        let sources = &image["unknown_free_sources"];
+        let expected = serde_json::json!({
+            "thread_exit": 0, "before_attach": 1, "before_fork": 0, "not_seen": 0
+        });
+        assert_eq!(
+            sources, &expected,
+            "the early block came from before the attach"
+        );
         assert_eq!(number(image, "/live_bytes_at_exit"), 4000);
         assert_eq!(number(image, "/live_blocks_at_exit"), 2);
     });
@@ -94,6 +102,10 @@ fn blocks_held_at_a_detach_are_live_at_detach() {
     assert!(
         !text.contains("leaked"),
         "no leak in a detached process:\n{text}"
+    );
+    assert_eq!(
+        text_row(&text, "unknown frees"),
+        "  unknown frees        1 of blocks from before the attach"
     );
     let header = text.lines().find(|line| line.ends_with("  site"));
     assert_eq!(

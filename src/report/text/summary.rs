@@ -74,17 +74,15 @@ fn heap_rows(image: &ProcessAnalysis, calls: String) -> Rows {
     if image.failed_allocations > 0 {
         allocations.push_str(&format!("; {} failed", image.failed_allocations));
     }
-    if image.unknown_frees > 0 {
-        allocations.push_str(&format!(
-            "; {}",
-            plural(image.unknown_frees, "free of an unknown pointer")
-        ));
-    }
-    vec![
+    let mut rows = vec![
         ("peak requested", super::peak_value(image)),
         (LiveEnd::of(image).label(), super::leaked_value(image)),
         ("allocations", allocations),
-    ]
+    ];
+    if image.unknown_frees > 0 {
+        rows.push(("unknown frees", super::unknown_frees_value(image)));
+    }
+    rows
 }
 
 /// The highest RSS and PSS seen, by the samples or by an smaps snapshot.
