@@ -23,6 +23,7 @@ pub(crate) mod site_tests;
 mod sites;
 pub mod skip;
 pub mod source_location;
+pub mod suppress;
 mod temporary;
 #[cfg(test)]
 pub(crate) mod tests;
@@ -130,6 +131,8 @@ pub struct ProcessAnalysis {
     pub joined_running: bool,
     /// Where those unknown frees come from (`unknown_frees`).
     pub unknown_free_sources: unknown_frees::UnknownFrees,
+    /// What leak suppressions took out of the live blocks at the end (`suppress`).
+    pub suppressed: suppress::Suppressed,
     /// The allocator returned NULL for a non-zero request.
     pub failed_allocations: u64,
     /// Highest sum of live requested bytes.
@@ -251,6 +254,7 @@ impl ProcessAnalysis {
             unknown_frees: 0,
             joined_running: cause == StartCause::Attach,
             unknown_free_sources: unknown_frees::UnknownFrees::default(),
+            suppressed: suppress::Suppressed::default(),
             failed_allocations: 0,
             peak_live_bytes: 0,
             peak_live_blocks: 0,

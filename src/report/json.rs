@@ -19,6 +19,7 @@ use crate::analysis::live_end::LiveEnd;
 use crate::analysis::mmap_threshold::MmapThresholdRise;
 use crate::analysis::mpi_calls::MpiFunctionStats;
 use crate::analysis::roles::rank_of;
+use crate::analysis::suppress::Suppressed;
 use crate::analysis::unknown_frees::UnknownFrees;
 use crate::analysis::{
     cause_name, mode_name, Analysis, MappingStats, ProcessAnalysis, ProfileInfo, ResidencySummary,
@@ -177,6 +178,8 @@ struct ProcessJson<'a> {
     live_blocks_at_exit: u64,
     /// When the two above were counted (`analysis::live_end`): leaks only at "exit".
     live_at: &'static str,
+    /// What leak suppressions took out of the two `live_*_at_exit` above.
+    suppressed: Suppressed,
     largest_allocation: u64,
     mappings: MappingsJson,
     /// Field order of `ProbeCounters` is the documented key order.
@@ -258,6 +261,7 @@ impl<'a> ProcessJson<'a> {
             live_bytes_at_exit: image.live_bytes_at_exit,
             live_blocks_at_exit: image.live_blocks_at_exit,
             live_at: LiveEnd::of(image).name(),
+            suppressed: image.suppressed,
             largest_allocation: image.largest_allocation,
             mappings: MappingsJson::new(&image.mappings),
             engine: image.engine.name(),
@@ -545,6 +549,7 @@ mod tests {
             "live_bytes_at_exit",
             "live_blocks_at_exit",
             "live_at",
+            "suppressed",
             "largest_allocation",
             "mappings",
             "probes",

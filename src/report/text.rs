@@ -260,6 +260,15 @@ fn leaked_value(image: &ProcessAnalysis) -> String {
     if let Some(caveat) = leak_caveat(image) {
         value.push_str(&format!(" ({caveat})"));
     }
+    let suppressed = &image.suppressed;
+    if suppressed.blocks > 0 {
+        value.push_str(&format!(
+            "; {}, {} suppressed ({})",
+            plural(suppressed.blocks, "block"),
+            human_bytes(suppressed.bytes),
+            plural(suppressed.rules, "rule")
+        ));
+    }
     value
 }
 
