@@ -21,6 +21,7 @@ mod site_metrics;
 #[cfg(test)]
 pub(crate) mod site_tests;
 mod sites;
+pub mod size_histogram;
 pub mod skip;
 pub mod source_location;
 pub mod suppress;
@@ -133,6 +134,8 @@ pub struct ProcessAnalysis {
     pub unknown_free_sources: unknown_frees::UnknownFrees,
     /// What leak suppressions took out of the live blocks at the end (`suppress`).
     pub suppressed: suppress::Suppressed,
+    /// Its allocations by power-of-two size class.
+    pub size_histogram: size_histogram::SizeHistogram,
     /// The allocator returned NULL for a non-zero request.
     pub failed_allocations: u64,
     /// Highest sum of live requested bytes.
@@ -255,6 +258,7 @@ impl ProcessAnalysis {
             joined_running: cause == StartCause::Attach,
             unknown_free_sources: unknown_frees::UnknownFrees::default(),
             suppressed: suppress::Suppressed::default(),
+            size_histogram: size_histogram::SizeHistogram::default(),
             failed_allocations: 0,
             peak_live_bytes: 0,
             peak_live_blocks: 0,

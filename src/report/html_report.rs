@@ -61,6 +61,8 @@ pub fn render(analysis: &Analysis, out: &mut dyn Write) -> std::io::Result<()> {
         .enumerate()
         .map(|(index, image)| process_section(image, index))
         .collect();
+    let sizes = analysis.processes.iter().enumerate();
+    sections.extend(sizes.map(|(index, image)| super::size_classes::html_section(image, index)));
     let selector = super::choose::html_selector::selector_section(std::slice::from_ref(analysis));
     sections.insert(0, selector);
     render_with_sections(&title, &summary(analysis), &graphs, &sections, out)

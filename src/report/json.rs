@@ -19,6 +19,7 @@ use crate::analysis::live_end::LiveEnd;
 use crate::analysis::mmap_threshold::MmapThresholdRise;
 use crate::analysis::mpi_calls::MpiFunctionStats;
 use crate::analysis::roles::rank_of;
+use crate::analysis::size_histogram::SizeClass;
 use crate::analysis::suppress::Suppressed;
 use crate::analysis::unknown_frees::UnknownFrees;
 use crate::analysis::{
@@ -181,6 +182,8 @@ struct ProcessJson<'a> {
     /// What leak suppressions took out of the two `live_*_at_exit` above.
     suppressed: Suppressed,
     largest_allocation: u64,
+    /// Allocations by power-of-two size class (`analysis::size_histogram`).
+    size_histogram: Vec<SizeClass>,
     mappings: MappingsJson,
     /// Field order of `ProbeCounters` is the documented key order.
     probes: &'a ProbeCounters,
@@ -263,6 +266,7 @@ impl<'a> ProcessJson<'a> {
             live_at: LiveEnd::of(image).name(),
             suppressed: image.suppressed,
             largest_allocation: image.largest_allocation,
+            size_histogram: image.size_histogram.classes(),
             mappings: MappingsJson::new(&image.mappings),
             engine: image.engine.name(),
             probe_sites: &image.probe_sites,
@@ -551,6 +555,7 @@ mod tests {
             "live_at",
             "suppressed",
             "largest_allocation",
+            "size_histogram",
             "mappings",
             "probes",
             "residency",

@@ -126,6 +126,7 @@ fn render_process(
     render_process_title(image, out)?;
     let mut rows = identity_rows(image);
     rows.extend(heap_rows(image));
+    rows.extend(crate::report::size_classes::text_row(image));
     rows.extend(mapping_rows(image));
     rows.extend(residency_rows(image));
     if options.verbose {

@@ -52,6 +52,7 @@ mod profile_format;
 mod progress;
 mod realloc_chain;
 mod report_selection;
+mod report_sizes;
 mod report_suppressions;
 mod report_words;
 mod residency;

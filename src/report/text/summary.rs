@@ -82,6 +82,7 @@ fn heap_rows(image: &ProcessAnalysis, calls: String) -> Rows {
     if image.unknown_frees > 0 {
         rows.push(("unknown frees", super::unknown_frees_value(image)));
     }
+    rows.extend(crate::report::size_classes::text_row(image));
     rows
 }
 
