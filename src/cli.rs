@@ -15,6 +15,7 @@ use crate::trace::output_file::OutputRequest;
 use crate::trace::output_name::{expand, NameValues};
 
 pub mod program_hint;
+pub mod suppress_args;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -177,6 +178,8 @@ pub enum Command {
         rank: Option<u32>,
         #[command(flatten)]
         choose: ChooseArgs,
+        #[command(flatten)]
+        suppress: suppress_args::SuppressArgs,
         /// Profiles written by `memsup run`, `memsup attach` or `memsup snapshot`, or
         /// directories of them (every *.msup inside); none: the newest *.msup in the current
         /// directory. Several profiles, or one with MPI

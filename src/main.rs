@@ -156,6 +156,7 @@ fn execute(command: Command) -> Result<i32> {
             components,
             rank,
             choose,
+            suppress,
             profiles,
         } => {
             // Exports of their own (report::export): one image, or one row per site.
@@ -205,8 +206,9 @@ fn execute(command: Command) -> Result<i32> {
                 Some(rank) => report::job::select_rank(analyses, rank)
                     .map_err(|ranks| Error::NoSuchRank { rank, ranks })?,
             };
-            let analyses = select_images(analyses, &filter)
+            let mut analyses = select_images(analyses, &filter)
                 .map_err(|images| Error::NoMatchingImage { images })?;
+            suppressions(&suppress)?.apply(&mut analyses);
             let destination =
                 Destination::new(choose.output, choose.force, format.file_suffix(), &profiles);
             let mut out = destination.open()?;
@@ -337,6 +339,28 @@ fn analyze_file(path: &Path, settings: &analysis::Settings) -> Result<analysis::
 }
 
 /// Help and version as clap prints them; any other command-line error as one line, exit 2.
+/// The built-in leak suppressions and those of `--suppressions FILE`.
+fn suppressions(
+    args: &memsup::cli::suppress_args::SuppressArgs,
+) -> Result<analysis::suppress::Suppressions> {
+    let text = match &args.suppressions {
+        None => None,
+        Some(path) => Some(std::fs::read_to_string(path).map_err(|error| {
+            let message = error.to_string();
+            Error::BadSuppressions {
+                path: path.clone(),
+                message,
+            }
+        })?),
+    };
+    analysis::suppress::Suppressions::new(!args.no_default_suppressions, text.as_deref()).map_err(
+        |message| {
+            let path = args.suppressions.clone().unwrap_or_default();
+            Error::BadSuppressions { path, message }
+        },
+    )
+}
+
 fn usage_error(error: &clap::Error) -> ExitCode {
     if matches!(
         error.kind(),

@@ -11,6 +11,7 @@ use super::mappings::MappingCall;
 use super::mmap_threshold::ThresholdTracker;
 use super::mpi_calls::{residency_at_stops, MpiTracker};
 use super::roles::merge_role;
+use super::unknown_frees::UnknownFreeTracker;
 
 use super::sites::{heap_sites, mapping_sites, ImageStacks, SiteIdentity};
 use super::threads::{thread_groups, ProcessSnapshot, RecordedThread, SnapshotThread};
@@ -40,6 +41,7 @@ struct OpenImage {
     mpi: MpiTracker,
     /// glibc's mmap threshold as the records show it (`mmap_threshold`).
     threshold: ThresholdTracker,
+    unknown_frees: UnknownFreeTracker,
 }
 
 /// Where an ended image lay in time, for samples that reach the replay after it ended.
@@ -274,8 +276,12 @@ impl Replay {
                 function,
                 entry,
             } => self.mpi_call(*time_ns, *pid, *tid, *function, *entry),
+            Record::ThreadExit { pid, tid, .. } => {
+                if let Some(state) = self.open.get_mut(pid) {
+                    state.unknown_frees.thread_exit(*tid);
+                }
+            }
             Record::ThreadStart { .. }
-            | Record::ThreadExit { .. }
             | Record::UnwindCosts(_)
             // `Samples` holds these until the replay reaches their time.
             | Record::StatusSample { .. }
@@ -373,6 +379,7 @@ impl Replay {
             image.exe = self.processes[parent_index].exe.clone();
             image.argv = self.processes[parent_index].argv.clone();
             image.modules = self.processes[parent_index].modules.clone();
+            image.joined_running = self.processes[parent_index].joined_running;
         }
         self.open_image(image);
         // The child's mappings are its parent's, made by the parent's calls.
@@ -399,6 +406,7 @@ impl Replay {
             samples: ImageSamples::default(),
             mpi: MpiTracker::default(),
             threshold: ThresholdTracker::default(),
+            unknown_frees: UnknownFreeTracker::default(),
         };
         self.open.insert(pid, state);
     }
@@ -424,7 +432,9 @@ impl Replay {
         let lifecycle = state.lifecycle;
         if effect == ExecEffect::StartsImage {
             let old = &self.processes[index];
-            let successor = ProcessAnalysis::new(pid, old.parent_pid, old.cause, time_ns);
+            let mut successor = ProcessAnalysis::new(pid, old.parent_pid, old.cause, time_ns);
+            // A new program starts a new heap, every block of it seen.
+            successor.joined_running = false;
             self.close_image(pid, ImageExit::Exec, time_ns, None);
             self.open_image(successor);
         }
@@ -455,6 +465,7 @@ impl Replay {
             record
         {
             state.mpi.heap(*tid, &outcome);
+            state.unknown_frees.heap(*tid, &outcome);
         }
         threshold_heap(&mut state.threshold, function, &outcome, event.time_ns);
         let image = &mut self.processes[state.index];
@@ -645,6 +656,8 @@ impl Replay {
         let mpi = std::mem::take(&mut state.mpi);
         image.mpi_calls = mpi.finish(time_ns, state.heap.live_bytes());
         state.stacks.heap = state.metrics.close(image, &state.heap);
+        let unknown_frees = std::mem::take(&mut state.unknown_frees);
+        image.unknown_free_sources = unknown_frees.finish(image);
         let span = (image.start_ns, time_ns);
         let taker = (&mut state.components, &state.heap);
         self.samples.take_snapshots(pid, span, by_exec, taker);

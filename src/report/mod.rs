@@ -17,6 +17,7 @@ mod json_threads;
 pub mod node_totals;
 pub mod perfetto;
 pub mod series;
+pub mod size_classes;
 #[cfg(test)]
 pub(crate) mod test_data;
 pub mod text;
