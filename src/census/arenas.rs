@@ -219,7 +219,7 @@ fn main_arena_by_shape(
             }
         }
     }
-    let brk = brk.ok_or("no arena found: no brk area and no arena heap")?;
+    let brk = brk.ok_or("no heap to read yet: no brk area and no arena heap")?;
     let top = top_of_brk(reader, brk).ok_or("the brk area's chunks do not reach its end")?;
     for &(start, end) in &allocator.data {
         let bytes = reader

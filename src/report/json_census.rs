@@ -61,7 +61,7 @@ impl<'a> CensusJson<'a> {
     }
 }
 
-pub fn symbol_source_name(source: SymbolSource) -> &'static str {
+fn symbol_source_name(source: SymbolSource) -> &'static str {
     match source {
         SymbolSource::DebugFile => "debug file",
         SymbolSource::SymbolTable => "symbol table",

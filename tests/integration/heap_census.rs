@@ -29,10 +29,10 @@ struct Announced {
     mallinfo: Option<BTreeMap<String, u64>>,
 }
 
-/// Starts the fixture and reads its announcement.
-fn start(fixture: &Path) -> (Running, Announced) {
+/// Starts the fixture (with `args`) and reads its announcement.
+fn start(fixture: &Path, args: &[&str]) -> (Running, Announced) {
     let start = Start {
-        args: &[],
+        args,
         piped_stdin: true,
         extra_lines: 3,
     };
@@ -224,7 +224,7 @@ fn check_census(
 fn the_census_counts_every_class_and_equals_mallinfo2_with_and_without_debug_symbols() {
     for variant in variants(NAME) {
         let path = fixture(NAME, variant);
-        let (mut program, announced) = start(&path);
+        let (mut program, announced) = start(&path, &[]);
         let pid = program.pid;
         let directory = tempfile::tempdir().unwrap();
         let mut censuses = Vec::new();
@@ -328,4 +328,39 @@ fn a_heap_of_another_allocator_is_one_reason_and_the_snapshot_still_works() {
         let rest = program.finish_cleanly();
         assert_eq!(rest, format!("{NAME}: released\n"), "{file}");
     }
+}
+
+#[test]
+fn without_symbols_a_lone_main_arena_is_found_by_its_top_and_bins() {
+    let path = fixture(NAME, Variant::Dynamic);
+    let (mut program, announced) = start(&path, &["--no-worker"]);
+    let mallinfo = announced.mallinfo.expect("glibc's mallinfo2");
+    let directory = tempfile::tempdir().unwrap();
+    let mut censuses = Vec::new();
+    for ignore_debug in [false, true] {
+        let profile = directory.path().join(format!("lone-{ignore_debug}.msup"));
+        snapshot(&profile, program.pid, ignore_debug);
+        let mut census = report_json(&profile)["processes"][0]["heap_census"].clone();
+        let symbols = if ignore_debug {
+            "heuristics"
+        } else {
+            "debug file"
+        };
+        assert_eq!(census["symbols"], symbols);
+        assert_eq!(census["doubts"], json!([]), "{census}");
+        assert_eq!(census["arenas"].as_array().map(Vec::len), Some(1));
+        // The fixture's main-arena chunks, without the worker's DTV.
+        assert_eq!(census["arenas"][0]["in_use"], blocks(17, 14_272 - 0x120));
+        assert_eq!(census["arenas"][0]["tcache"], blocks(10, 960));
+        assert_eq!(census["arenas"][0]["fastbins"], blocks(3, 144));
+        for (name, value) in &mallinfo {
+            assert_eq!(census["mallinfo2"][name], *value, "{name}");
+        }
+        census["symbols"] = Value::Null;
+        censuses.push(census);
+    }
+    assert_eq!(censuses[0], censuses[1]);
+    program.write_stdin(b"\n");
+    let rest = program.finish_cleanly();
+    assert_eq!(rest, format!("{NAME}: released\n"));
 }
