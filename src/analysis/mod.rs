@@ -66,6 +66,27 @@ pub struct Analysis {
     pub processes: Vec<ProcessAnalysis>,
 }
 
+#[cfg(test)]
+impl Analysis {
+    /// The analysis of a run recorded at `path` holding `processes`, its header empty.
+    pub(crate) fn of_run(path: &str, processes: Vec<ProcessAnalysis>) -> Analysis {
+        let profile = ProfileInfo {
+            path: path.to_string(),
+            truncated: false,
+            damage: Vec::new(),
+            mode: RecordMode::Run,
+            target: Vec::new(),
+            memsup_version: String::new(),
+            host: String::new(),
+            start_unix_ns: 0,
+            options: Vec::new(),
+            unwind_costs: None,
+            sampler_costs: None,
+        };
+        Analysis { profile, processes }
+    }
+}
+
 /// What the profile says about the recording as a whole.
 #[derive(Debug, Clone)]
 pub struct ProfileInfo {

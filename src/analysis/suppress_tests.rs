@@ -83,21 +83,7 @@ fn bad_lines_are_named() {
 }
 
 fn analyses_of(image: ProcessAnalysis) -> Vec<Analysis> {
-    let profile = crate::analysis::ProfileInfo {
-        path: "run.msup".to_string(),
-        truncated: false,
-        damage: Vec::new(),
-        mode: crate::trace::format::RecordMode::Run,
-        target: Vec::new(),
-        memsup_version: String::new(),
-        host: String::new(),
-        start_unix_ns: 0,
-        options: Vec::new(),
-        unwind_costs: None,
-        sampler_costs: None,
-    };
-    let processes = vec![image];
-    vec![Analysis { profile, processes }]
+    vec![Analysis::of_run("run.msup", vec![image])]
 }
 
 /// libstdc++'s pool (1 block, 72,704 bytes) and 2 blocks of the program's own (128 bytes).

@@ -142,9 +142,9 @@ fn render_site(
 mod tests {
     use super::*;
     use crate::analysis::diff::diff;
-    use crate::analysis::{Analysis, Frame, ProcessAnalysis, ProfileInfo, Site, SiteMetrics};
+    use crate::analysis::{Analysis, Frame, ProcessAnalysis, Site, SiteMetrics};
     use crate::report::diff::metric_value;
-    use crate::trace::format::{RecordMode, StartCause};
+    use crate::trace::format::StartCause;
 
     fn site(function: &str, line: u32, peak_bytes: u64, leaked_bytes: u64) -> Site {
         let frame = |function: &str, line| Frame {
@@ -174,22 +174,7 @@ mod tests {
         let mut image = ProcessAnalysis::new(7, None, StartCause::Launch, 0);
         image.exe = "/build/app".to_string();
         image.source_sites = sites;
-        Analysis {
-            profile: ProfileInfo {
-                path: path.to_string(),
-                truncated: false,
-                damage: Vec::new(),
-                mode: RecordMode::Run,
-                target: Vec::new(),
-                memsup_version: String::new(),
-                host: String::new(),
-                start_unix_ns: 0,
-                options: Vec::new(),
-                unwind_costs: None,
-                sampler_costs: None,
-            },
-            processes: vec![image],
-        }
+        Analysis::of_run(path, vec![image])
     }
 
     fn text(metric: Metric, top: usize) -> Vec<String> {
