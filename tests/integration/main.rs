@@ -48,6 +48,7 @@ mod mpi_ucx_patching;
 mod output_file;
 mod output_template;
 mod peak_snapshots;
+mod pool_arenas;
 mod portable_profile;
 mod profile_format;
 mod progress;
