@@ -47,6 +47,16 @@ impl LiveEnd {
         }
     }
 
+    /// What those bytes are, in a sentence: "1.2 KiB leaked in 3 blocks", "... live at
+    /// detach in 3 blocks".
+    pub fn words(self) -> &'static str {
+        match self {
+            LiveEnd::Exit | LiveEnd::Exec => "leaked",
+            LiveEnd::Detach => "live at detach",
+            LiveEnd::RecordingEnd => "live at end",
+        }
+    }
+
     /// The heading of a column of those bytes per site.
     pub fn column(self) -> &'static str {
         match self {

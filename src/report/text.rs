@@ -136,7 +136,7 @@ fn render_process(
     }
     render_rows_components_and_warnings(image, rows, options.verbose, out)?;
     mpi_calls::render_mpi_calls(&image.mpi_calls, out)?;
-    sites::render_heap_sites(&image.source_sites, options.top, out)?;
+    sites::render_heap_sites(&image.source_sites, options.top, LiveEnd::of(image), out)?;
     sites::render_mapping_sites(&image.mapping_sites, options.top, out)
 }
 

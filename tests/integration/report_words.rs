@@ -113,6 +113,20 @@ fn blocks_held_at_a_detach_are_live_at_detach() {
         Some("      at peak  allocs    allocated  temporary               at detach  site"),
         "{text}"
     );
+    // The full report's lists and their detail lines say it too.
+    let full = report_output(&profile, &["--stacks", "full"]);
+    assert!(
+        !full.contains("leaked"),
+        "no leak in a detached process:\n{full}"
+    );
+    let titles: Vec<&str> = full
+        .lines()
+        .filter(|line| line.starts_with("  call sites by "))
+        .collect();
+    assert!(
+        titles.contains(&"  call sites by bytes live at detach"),
+        "{titles:?}"
+    );
     let html = report_output(&profile, &["--format", "html", "-o", "-"]);
     assert!(
         html.contains("6000 bytes) allocated, 3.91 KiB (4000 bytes) live at detach in 2 blocks"),
