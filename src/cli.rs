@@ -15,6 +15,7 @@ use crate::trace::output_file::OutputRequest;
 use crate::trace::output_name::{expand, NameValues};
 
 pub mod program_hint;
+pub mod suppress_args;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -137,6 +138,11 @@ pub enum Command {
         /// the timelines.
         #[arg(long)]
         sites: bool,
+        /// With `--format csv`: one row per MPI function across the ranks (function, ranks,
+        /// delta_bytes, then min, max, mean, std and max_rank of calls, time_ns,
+        /// allocations, allocated_bytes and live_bytes_at_finalize) instead of the timelines.
+        #[arg(long, conflicts_with = "sites")]
+        mpi_functions: bool,
         /// Call sites per list of the text report (other formats list them all).
         #[arg(long, value_name = "N", default_value_t = crate::report::text::DEFAULT_TOP)]
         top: usize,
@@ -172,6 +178,8 @@ pub enum Command {
         rank: Option<u32>,
         #[command(flatten)]
         choose: ChooseArgs,
+        #[command(flatten)]
+        suppress: suppress_args::SuppressArgs,
         /// Profiles written by `memsup run`, `memsup attach` or `memsup snapshot`, or
         /// directories of them (every *.msup inside); none: the newest *.msup in the current
         /// directory. Several profiles, or one with MPI
@@ -196,6 +204,13 @@ pub enum Command {
         /// Changed sites listed per pair of images by the text output (JSON lists them all).
         #[arg(long, value_name = "N", default_value_t = crate::report::text::DEFAULT_TOP)]
         top: usize,
+        /// Write the diff to FILE (`-` for stdout). Default: stdout, except for `html`,
+        /// written to NEW.diff.html in the current directory (NEW's name less .msup).
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Overwrite the diff's file if it exists (never through a symbolic link).
+        #[arg(long)]
+        force: bool,
         /// The profile compared with (before).
         #[arg(value_name = "BASE")]
         base: PathBuf,
@@ -224,6 +239,15 @@ pub enum DiffFormatArg {
 }
 
 impl DiffFormatArg {
+    /// What a diff file of this format is named after NEW's stem, when it goes to a file
+    /// by default (a page is never written to a terminal).
+    pub fn file_suffix(self) -> Option<&'static str> {
+        match self {
+            DiffFormatArg::Html => Some("diff.html"),
+            DiffFormatArg::Text | DiffFormatArg::Json => None,
+        }
+    }
+
     pub fn format(self) -> crate::report::diff::DiffFormat {
         match self {
             DiffFormatArg::Text => crate::report::diff::DiffFormat::Text,

@@ -46,6 +46,8 @@ pub mod exit_code {
     pub const NO_MATCHING_IMAGE: i32 = 83;
     /// `memsup report` without a PROFILE: the current directory holds no `*.msup` file.
     pub const NO_PROFILE_HERE: i32 = 84;
+    /// `memsup report --suppressions FILE`: FILE cannot be read or has a bad line.
+    pub const BAD_SUPPRESSIONS: i32 = 85;
     /// The command exists but cannot be executed.
     pub const NOT_EXECUTABLE: i32 = 126;
     /// The command was not found.
@@ -165,6 +167,8 @@ pub enum Error {
     NoMatchingImage { images: Vec<String> },
     #[error("no PROFILE given, and {} holds no *.msup profile", if .directory.as_os_str() == "." { "the current directory".to_string() } else { .directory.display().to_string() })]
     NoProfileHere { directory: PathBuf },
+    #[error("suppressions {}: {message}", .path.display())]
+    BadSuppressions { path: PathBuf, message: String },
     #[error("cannot write the report {path}: {source}")]
     ReportNotWritable {
         path: PathBuf,
@@ -225,6 +229,7 @@ impl Error {
             Error::ReportNotWritable { .. } => OUTPUT_NOT_WRITABLE,
             Error::NoMatchingImage { .. } => NO_MATCHING_IMAGE,
             Error::NoProfileHere { .. } => NO_PROFILE_HERE,
+            Error::BadSuppressions { .. } => BAD_SUPPRESSIONS,
             Error::InputNotReadable { .. } => NO_INPUT,
             Error::NoSuchRank { .. } => NO_SUCH_RANK,
             Error::NotInMpiJob { .. } => NOT_IN_MPI_JOB,

@@ -8,6 +8,7 @@
 
 pub mod analysis;
 pub mod breakpoints;
+pub mod census;
 pub mod cli;
 pub mod error;
 pub mod events;

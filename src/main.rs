@@ -146,6 +146,7 @@ fn execute(command: Command) -> Result<i32> {
         Command::Report {
             format,
             sites,
+            mpi_functions,
             top,
             report_stacks,
             verbose,
@@ -155,19 +156,26 @@ fn execute(command: Command) -> Result<i32> {
             components,
             rank,
             choose,
+            suppress,
             profiles,
         } => {
             // Exports of their own (report::export): one image, or one row per site.
-            let export = match (format, sites) {
-                (Format::Csv, true) => Some(report::export::Export::CsvSites),
-                (_, true) => {
+            let table = match (sites, mpi_functions) {
+                (true, _) => Some(("--sites", report::export::Export::CsvSites)),
+                (_, true) => Some(("--mpi-functions", report::export::Export::CsvMpiFunctions)),
+                _ => None,
+            };
+            let export = match (format, table) {
+                (Format::Csv, Some((_, export))) => Some(export),
+                (_, Some((flag, _))) => {
                     eprintln!(
-                        "memsup: error: --sites goes with --format csv (see memsup report --help)"
+                        "memsup: error: {flag} goes with --format csv (see memsup report --help)"
                     );
                     return Ok(exit_code::USAGE);
                 }
-                (Format::Massif, false) => Some(report::export::Export::Massif),
-                (Format::Heaptrack, false) => Some(report::export::Export::Heaptrack),
+                (Format::Speedscope, None) => Some(report::export::Export::Speedscope),
+                (Format::Massif, None) => Some(report::export::Export::Massif),
+                (Format::Heaptrack, None) => Some(report::export::Export::Heaptrack),
                 _ => None,
             };
             let components = match analysis::ComponentRules::parse_all(&components) {
@@ -198,8 +206,9 @@ fn execute(command: Command) -> Result<i32> {
                 Some(rank) => report::job::select_rank(analyses, rank)
                     .map_err(|ranks| Error::NoSuchRank { rank, ranks })?,
             };
-            let analyses = select_images(analyses, &filter)
+            let mut analyses = select_images(analyses, &filter)
                 .map_err(|images| Error::NoMatchingImage { images })?;
+            suppressions(&suppress)?.apply(&mut analyses);
             let destination =
                 Destination::new(choose.output, choose.force, format.file_suffix(), &profiles);
             let mut out = destination.open()?;
@@ -236,9 +245,26 @@ fn execute(command: Command) -> Result<i32> {
             format,
             metric,
             top,
+            output,
+            force,
             base,
             new,
-        } => report::diff::run(&base, &new, format.format(), metric.metric(), top),
+        } => {
+            let destination = Destination::new(
+                output,
+                force,
+                format.file_suffix(),
+                std::slice::from_ref(&new),
+            );
+            report::diff::run(
+                &base,
+                &new,
+                format.format(),
+                metric.metric(),
+                top,
+                &destination,
+            )
+        }
         Command::Dump {
             format,
             pid,
@@ -272,8 +298,9 @@ fn render_profile(
         Format::Csv => report::csv::render(analysis, out),
         Format::Perfetto => report::perfetto::render(analysis, out),
         Format::Pprof => report::export::pprof::render(analysis, out),
-        Format::Speedscope => report::export::speedscope::render(analysis, out),
-        Format::Massif | Format::Heaptrack => unreachable!("written by report::export"),
+        Format::Speedscope | Format::Massif | Format::Heaptrack => {
+            unreachable!("written by report::export")
+        }
     }
 }
 
@@ -291,8 +318,10 @@ fn render_job(
         Format::Json => report::json::render_job(analyses, job, out),
         Format::Csv => report::job::csv::render(job, out),
         Format::Html => report::job::render_html(analyses, job, out),
-        Format::Massif | Format::Heaptrack => unreachable!("written by report::export"),
-        Format::Folded | Format::Perfetto | Format::Pprof | Format::Speedscope => {
+        Format::Speedscope | Format::Massif | Format::Heaptrack => {
+            unreachable!("written by report::export")
+        }
+        Format::Folded | Format::Perfetto | Format::Pprof => {
             let merged = report::job::merged(analyses);
             render_profile(&merged, format, text, metric, out)
         }
@@ -310,6 +339,28 @@ fn analyze_file(path: &Path, settings: &analysis::Settings) -> Result<analysis::
 }
 
 /// Help and version as clap prints them; any other command-line error as one line, exit 2.
+/// The built-in leak suppressions and those of `--suppressions FILE`.
+fn suppressions(
+    args: &memsup::cli::suppress_args::SuppressArgs,
+) -> Result<analysis::suppress::Suppressions> {
+    let text = match &args.suppressions {
+        None => None,
+        Some(path) => Some(std::fs::read_to_string(path).map_err(|error| {
+            let message = error.to_string();
+            Error::BadSuppressions {
+                path: path.clone(),
+                message,
+            }
+        })?),
+    };
+    analysis::suppress::Suppressions::new(!args.no_default_suppressions, text.as_deref()).map_err(
+        |message| {
+            let path = args.suppressions.clone().unwrap_or_default();
+            Error::BadSuppressions { path, message }
+        },
+    )
+}
+
 fn usage_error(error: &clap::Error) -> ExitCode {
     if matches!(
         error.kind(),

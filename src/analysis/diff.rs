@@ -188,7 +188,7 @@ impl ImageName {
 }
 
 fn program(exe: &str) -> &str {
-    exe.rsplit('/').next().unwrap_or(exe)
+    crate::platform::libraries::file_name(exe)
 }
 
 /// (index in `base`, index in `new`) of the images compared: the only image of each, or

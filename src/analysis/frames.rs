@@ -44,7 +44,7 @@ impl Frame {
 
     /// The last component of the module path.
     pub fn module_file_name(&self) -> &str {
-        self.module.rsplit('/').next().unwrap_or_default()
+        crate::platform::libraries::file_name(&self.module)
     }
 }
 

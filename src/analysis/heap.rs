@@ -84,6 +84,7 @@ impl HeapState {
             }
         }
         for block in heap.blocks() {
+            image.size_histogram.live(block.size);
             let metrics = self.stacks.metrics.entry(block.stack).or_default();
             metrics.leaked_bytes += block.size;
             metrics.leaked_blocks += 1;
@@ -106,6 +107,7 @@ impl HeapState {
         image.allocations += 1;
         image.bytes_allocated += block.size;
         image.largest_allocation = image.largest_allocation.max(block.size);
+        image.size_histogram.allocated(block.size);
         self.stacks
             .metrics
             .entry(block.stack)

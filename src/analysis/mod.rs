@@ -8,6 +8,7 @@ pub mod heap_stream;
 #[cfg(test)]
 mod heap_stream_tests;
 pub mod job;
+pub mod live_end;
 pub mod load;
 mod local_peak;
 mod mapped_peak;
@@ -22,12 +23,15 @@ mod site_metrics;
 #[cfg(test)]
 pub(crate) mod site_tests;
 mod sites;
+pub mod size_histogram;
 pub mod skip;
 pub mod source_location;
+pub mod suppress;
 mod temporary;
 #[cfg(test)]
 pub(crate) mod tests;
 pub mod threads;
+pub mod unknown_frees;
 
 pub use components::{ComponentRule, ComponentRules};
 pub use frames::{Frame, TRUNCATED_NAME};
@@ -62,6 +66,27 @@ pub struct Analysis {
     pub profile: ProfileInfo,
     /// One entry per process image, in the order they started (an exec starts a new one).
     pub processes: Vec<ProcessAnalysis>,
+}
+
+#[cfg(test)]
+impl Analysis {
+    /// The analysis of a run recorded at `path` holding `processes`, its header empty.
+    pub(crate) fn of_run(path: &str, processes: Vec<ProcessAnalysis>) -> Analysis {
+        let profile = ProfileInfo {
+            path: path.to_string(),
+            truncated: false,
+            damage: Vec::new(),
+            mode: RecordMode::Run,
+            target: Vec::new(),
+            memsup_version: String::new(),
+            host: String::new(),
+            start_unix_ns: 0,
+            options: Vec::new(),
+            unwind_costs: None,
+            sampler_costs: None,
+        };
+        Analysis { profile, processes }
+    }
 }
 
 /// What the profile says about the recording as a whole.
@@ -125,6 +150,15 @@ pub struct ProcessAnalysis {
     pub null_frees: u64,
     /// Frees of pointers never seen allocated (allocated before attach, or inherited).
     pub unknown_frees: u64,
+    /// memsup joined an address space that was running already (attached to it, or to the
+    /// process it was forked from): blocks from before then are unknown.
+    pub joined_running: bool,
+    /// Where those unknown frees come from (`unknown_frees`).
+    pub unknown_free_sources: unknown_frees::UnknownFrees,
+    /// What leak suppressions took out of the live blocks at the end (`suppress`).
+    pub suppressed: suppress::Suppressed,
+    /// Its allocations by power-of-two size class.
+    pub size_histogram: size_histogram::SizeHistogram,
     /// The allocator returned NULL for a non-zero request.
     pub failed_allocations: u64,
     /// Highest sum of live requested bytes.
@@ -249,6 +283,10 @@ impl ProcessAnalysis {
             frees: 0,
             null_frees: 0,
             unknown_frees: 0,
+            joined_running: cause == StartCause::Attach,
+            unknown_free_sources: unknown_frees::UnknownFrees::default(),
+            suppressed: suppress::Suppressed::default(),
+            size_histogram: size_histogram::SizeHistogram::default(),
             failed_allocations: 0,
             peak_live_bytes: 0,
             peak_live_blocks: 0,

@@ -12,6 +12,7 @@ use super::mappings::MappingCall;
 use super::mmap_threshold::ThresholdTracker;
 use super::mpi_calls::{residency_at_stops, MpiTracker};
 use super::roles::merge_role;
+use super::unknown_frees::UnknownFreeTracker;
 
 use super::moments;
 use super::sites::{heap_sites, mapping_sites, source_site_of_stacks, ImageStacks, SiteIdentity};
@@ -19,6 +20,7 @@ use super::threads::{thread_groups, ProcessSnapshot, RecordedThread, SnapshotThr
 use super::{ImageExit, ModuleSpan, ProcessAnalysis, SampleOrder, Settings};
 use crate::events::heap::heap_event;
 use crate::events::heap::{ExecEffect, ImageLifecycle, IntegerMap, LiveHeap, Outcome};
+use crate::trace::census_format::HeapCensus;
 use crate::trace::format::{
     AllocFunction, ExitKind, MapCall, ProbeCounters, Record, RecordMode, StartCause,
 };
@@ -41,6 +43,7 @@ struct OpenImage {
     mpi: MpiTracker,
     /// glibc's mmap threshold as the records show it (`mmap_threshold`).
     threshold: ThresholdTracker,
+    unknown_frees: UnknownFreeTracker,
     /// Anonymous mapped memory and its peak (`mapped_peak`).
     mapped: MappedPeak,
 }
@@ -73,7 +76,7 @@ pub(super) struct Replay {
     last_time_ns: u64,
     /// What snapshots recorded of each image's threads (by position in `processes`), and
     /// how long they stopped it.
-    snapshots: HashMap<usize, (Vec<RecordedThread>, u64)>,
+    snapshots: HashMap<usize, (Vec<RecordedThread>, u64, Option<HeapCensus>)>,
     /// The recording's MPI function names, by number.
     mpi_names: HashMap<u32, String>,
 }
@@ -252,6 +255,14 @@ impl Replay {
                 let index = self.image_of(*time_ns, *pid);
                 self.snapshots.entry(index).or_default().1 = *stopped_ns;
             }
+            Record::HeapCensus {
+                time_ns,
+                pid,
+                census,
+            } => {
+                let index = self.image_of(*time_ns, *pid);
+                self.snapshots.entry(index).or_default().2 = Some(census.clone());
+            }
             Record::ProcessRole { time_ns, pid, role } => {
                 let index = self.image_of(*time_ns, *pid);
                 let image = &mut self.processes[index];
@@ -269,8 +280,12 @@ impl Replay {
                 function,
                 entry,
             } => self.mpi_call(*time_ns, *pid, *tid, *function, *entry),
+            Record::ThreadExit { pid, tid, .. } => {
+                if let Some(state) = self.open.get_mut(pid) {
+                    state.unknown_frees.thread_exit(*tid);
+                }
+            }
             Record::ThreadStart { .. }
-            | Record::ThreadExit { .. }
             | Record::UnwindCosts(_)
             // `Samples` holds these until the replay reaches their time.
             | Record::StatusSample { .. }
@@ -347,10 +362,11 @@ impl Replay {
             image.moments = moments::moments(image, &stacks.heap.changes, &site_of_stack);
             let snapshots = &image.components.snapshots;
             residency_at_stops(&mut image.mpi_calls, snapshots, &self.mpi_names);
-            if let Some((threads, stopped_ns)) = self.snapshots.remove(&index) {
+            if let Some((threads, stopped_ns, heap_census)) = self.snapshots.remove(&index) {
                 image.snapshot = Some(ProcessSnapshot {
                     stopped_ns,
                     groups: thread_groups(&threads, stacks),
+                    heap_census,
                 });
             }
         }
@@ -369,6 +385,7 @@ impl Replay {
             image.exe = self.processes[parent_index].exe.clone();
             image.argv = self.processes[parent_index].argv.clone();
             image.modules = self.processes[parent_index].modules.clone();
+            image.joined_running = self.processes[parent_index].joined_running;
         }
         self.open_image(image);
         // The child's mappings are its parent's, made by the parent's calls.
@@ -395,6 +412,7 @@ impl Replay {
             samples: ImageSamples::default(),
             mpi: MpiTracker::default(),
             threshold: ThresholdTracker::default(),
+            unknown_frees: UnknownFreeTracker::default(),
             mapped: MappedPeak::default(),
         };
         self.open.insert(pid, state);
@@ -421,7 +439,9 @@ impl Replay {
         let lifecycle = state.lifecycle;
         if effect == ExecEffect::StartsImage {
             let old = &self.processes[index];
-            let successor = ProcessAnalysis::new(pid, old.parent_pid, old.cause, time_ns);
+            let mut successor = ProcessAnalysis::new(pid, old.parent_pid, old.cause, time_ns);
+            // A new program starts a new heap, every block of it seen.
+            successor.joined_running = false;
             self.close_image(pid, ImageExit::Exec, time_ns, None);
             self.open_image(successor);
         }
@@ -452,6 +472,7 @@ impl Replay {
             record
         {
             state.mpi.heap(*tid, &outcome);
+            state.unknown_frees.heap(*tid, &outcome);
         }
         threshold_heap(&mut state.threshold, function, &outcome, event.time_ns);
         let image = &mut self.processes[state.index];
@@ -648,6 +669,8 @@ impl Replay {
         let mpi = std::mem::take(&mut state.mpi);
         image.mpi_calls = mpi.finish(time_ns, state.heap.live_bytes());
         state.stacks.heap = state.metrics.close(image, &state.heap);
+        let unknown_frees = std::mem::take(&mut state.unknown_frees);
+        image.unknown_free_sources = unknown_frees.finish(image);
         let span = (image.start_ns, time_ns);
         let taker = (&mut state.components, &state.heap);
         self.samples.take_snapshots(pid, span, by_exec, taker);

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use super::frames::{address_frames, Frame};
 use super::sites::ImageStacks;
+use crate::trace::census_format::HeapCensus;
 use crate::trace::format::ThreadActivity;
 use crate::trace::stacks::StackId;
 
@@ -37,6 +38,8 @@ pub struct ProcessSnapshot {
     pub stopped_ns: u64,
     /// By number of threads (most first), then by lowest thread id.
     pub groups: Vec<ThreadGroup>,
+    /// What its glibc heap held; None in profiles written before the census existed.
+    pub heap_census: Option<HeapCensus>,
 }
 
 /// A thread's record before its stack is symbolised.

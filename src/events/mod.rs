@@ -144,6 +144,8 @@ pub enum EventKind {
         function: u32,
         entry: bool,
     },
+    /// The glibc heap census a snapshot took (see `Record::HeapCensus`).
+    HeapCensus(crate::trace::census_format::HeapCensus),
     /// The recording ends: nothing follows.
     End,
 }

@@ -98,6 +98,11 @@ fn snapshot_record(
             stopped_ns,
             threads,
         },
+        EventKind::HeapCensus(census) => Record::HeapCensus {
+            time_ns,
+            pid,
+            census,
+        },
         other => return Err(other),
     })
 }

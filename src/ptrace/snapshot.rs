@@ -11,6 +11,7 @@ use libc::user_regs_struct;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
+use crate::census;
 use crate::error::{Error, Result};
 use crate::events::{EventKind, EventSink, RawStack};
 use crate::failure::TestFault;
@@ -25,6 +26,9 @@ use crate::ptrace::regs;
 use crate::ptrace::roles::{is_mpi_program_module, role_at_start};
 use crate::ptrace::tracee::Ptrace;
 use crate::trace::format::{ExitKind, SnapshotReason, StartCause, ThreadActivity};
+
+/// Where glibc's malloc is in the process, or why its heap will not be read.
+type AllocatorFound = std::result::Result<census::Allocator, String>;
 
 /// What a snapshot of one process found, and what it cost the process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +51,7 @@ struct Seen {
     maps: Vec<MapEntry>,
     threads: Vec<StoppedThread>,
     smaps: EventKind,
+    census: EventKind,
 }
 
 /// Takes the snapshot of process `pid` (a thread-group id) and sends it to `sink` as the
@@ -54,6 +59,10 @@ struct Seen {
 pub fn take(pid: i32, sink: &EventSink, modules: &ModuleStore) -> Result<Taken> {
     // Before the stop: once stopped, every thread reads as `t` in ptrace_stop.
     let kernel_states = kernel_states(pid);
+    // Where malloc is and its symbols: files read before the stop, not during it.
+    let allocator = read_maps(pid)
+        .map_err(|error| error.to_string())
+        .and_then(|maps| census::locate(pid, &maps, modules));
     let started = Instant::now();
     let joined = seize_all_threads(pid)?;
     match crate::failure::test_fault() {
@@ -64,7 +73,7 @@ pub fn take(pid: i32, sink: &EventSink, modules: &ModuleStore) -> Result<Taken> 
         },
         _ => {}
     }
-    let seen = look(pid, &joined);
+    let seen = look(pid, &joined, &allocator);
     let_go(joined);
     let stopped = started.elapsed();
     let seen = seen?;
@@ -120,7 +129,7 @@ fn kernel_states(pid: i32) -> HashMap<i32, TaskState> {
 
 /// Registers and stacks of the stopped threads, the mappings and smaps. A process whose
 /// threads all vanish meanwhile exited during the snapshot.
-fn look(pid: i32, joined: &[JoinedThread]) -> Result<Seen> {
+fn look(pid: i32, joined: &[JoinedThread], allocator: &AllocatorFound) -> Result<Seen> {
     let exited = || Error::ProcessExited(pid);
     // Through a live thread: a main thread ended by pthread_exit shows no mappings.
     let reader = joined.first().ok_or_else(exited)?.tid;
@@ -162,10 +171,20 @@ fn look(pid: i32, joined: &[JoinedThread]) -> Result<Seen> {
     let mut buffer = Vec::new();
     let smaps = crate::sampler::snapshot::take(pid, SnapshotReason::Start, &mut buffer)
         .ok_or_else(exited)?;
+    let pointers: Vec<census::ThreadPointer> = threads
+        .iter()
+        .map(|thread| census::ThreadPointer {
+            tid: thread.tid,
+            fs_base: thread.registers.fs_base,
+        })
+        .collect();
+    let stack_pointers: Vec<u64> = threads.iter().map(|thread| thread.registers.rsp).collect();
+    let census = census::take(pid, &maps, allocator, &pointers, &stack_pointers);
     Ok(Seen {
         maps,
         threads,
         smaps,
+        census: EventKind::HeapCensus(census),
     })
 }
 
@@ -241,6 +260,7 @@ fn send(
         sink.send(process, thread.tid as u32, state);
     }
     sink.send(process, process, seen.smaps);
+    sink.send(process, process, seen.census);
 }
 
 /// What a thread was doing, from its registers at the stop: a thread stopped inside a

@@ -54,8 +54,11 @@ fn render_image(image: &ProcessAnalysis, out: &mut dyn Write) -> std::io::Result
 
 /// `function (file:line)`, or the function alone without a line.
 fn frame_text(frame: &Frame) -> String {
-    let file = frame.file.as_deref().map(|path| path.rsplit('/').next());
-    match (file.flatten(), frame.line) {
+    let file = frame
+        .file
+        .as_deref()
+        .map(crate::platform::libraries::file_name);
+    match (file, frame.line) {
         (Some(file), Some(line)) => format!("{} ({file}:{line})", frame.name()),
         _ => frame.name(),
     }

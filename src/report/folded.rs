@@ -94,7 +94,7 @@ pub fn render(analysis: &Analysis, metric: Metric, out: &mut dyn Write) -> std::
 
 /// `program (pid N)`, the program being the executable's file name.
 pub(crate) fn image_frame(image: &ProcessAnalysis) -> String {
-    let program = image.exe.rsplit('/').next().unwrap_or_default();
+    let program = crate::platform::libraries::file_name(&image.exe);
     let program = if program.is_empty() {
         "[unknown]"
     } else {

@@ -11,6 +11,7 @@ use super::html::site_stacks::{detailed_graph, mapped_graph};
 use super::html::site_table::site_table_section;
 use super::html::{render_detailed, DetailedGraph, FlameGraph};
 use super::text::human_bytes;
+use crate::analysis::live_end::LiveEnd;
 use crate::analysis::Analysis;
 
 fn description(metric: Metric) -> &'static str {
@@ -41,13 +42,14 @@ fn summary(analysis: &Analysis) -> Vec<String> {
     lines.extend(profile.damage.iter().cloned());
     for image in &analysis.processes {
         lines.push(format!(
-            "{} (pid {}): peak {} in {} blocks, {} allocated, {} leaked in {} blocks",
+            "{} (pid {}): peak {} in {} blocks, {} allocated, {} {} in {} blocks",
             image.exe,
             image.pid,
             human_bytes(image.peak_live_bytes),
             image.peak_live_blocks,
             human_bytes(image.bytes_allocated),
             human_bytes(image.live_bytes_at_exit),
+            LiveEnd::of(image).label(),
             image.live_blocks_at_exit
         ));
     }
@@ -64,6 +66,8 @@ pub fn render(analysis: &Analysis, out: &mut dyn Write) -> std::io::Result<()> {
         .enumerate()
         .map(|(index, image)| process_section_in(image, index, &palette))
         .collect();
+    let sizes = analysis.processes.iter().enumerate();
+    sections.extend(sizes.map(|(index, image)| super::size_classes::html_section(image, index)));
     let selector = super::choose::html_selector::selector_section(std::slice::from_ref(analysis));
     sections.insert(0, selector);
     sections.insert(0, site_table_section(analysis));

@@ -9,15 +9,20 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use super::choose::overview::{self, OverviewRow};
 use super::job::json::JobJson;
+use super::json_census::CensusJson;
 use super::json_components::{ComponentJson, PeakSplitJson, SnapshotJson, TimelineJson};
 use super::json_mpi::MpiRoleJson;
 use super::json_sites::{MappingSiteJson, SiteJson};
 use super::json_threads::ThreadsJson;
 use super::node_totals::{node_totals, NodeTotals};
 use crate::analysis::job::Job;
+use crate::analysis::live_end::LiveEnd;
 use crate::analysis::mmap_threshold::MmapThresholdRise;
 use crate::analysis::mpi_calls::MpiFunctionStats;
 use crate::analysis::roles::rank_of;
+use crate::analysis::size_histogram::SizeClass;
+use crate::analysis::suppress::Suppressed;
+use crate::analysis::unknown_frees::UnknownFrees;
 use crate::analysis::{
     cause_name, mode_name, Analysis, MappingStats, ProcessAnalysis, ProfileInfo, ResidencySummary,
     MAP_CALLS,
@@ -165,13 +170,21 @@ struct ProcessJson<'a> {
     frees: u64,
     null_frees: u64,
     unknown_frees: u64,
+    /// Where the unknown frees come from (`analysis::unknown_frees`).
+    unknown_free_sources: UnknownFrees,
     failed_allocations: u64,
     peak_live_bytes: u64,
     peak_live_blocks: u64,
     peak_time_ns: u64,
     live_bytes_at_exit: u64,
     live_blocks_at_exit: u64,
+    /// When the two above were counted (`analysis::live_end`): leaks only at "exit".
+    live_at: &'static str,
+    /// What leak suppressions took out of the two `live_*_at_exit` above.
+    suppressed: Suppressed,
     largest_allocation: u64,
+    /// Allocations by power-of-two size class (`analysis::size_histogram`).
+    size_histogram: Vec<SizeClass>,
     mappings: MappingsJson,
     /// Field order of `ProbeCounters` is the documented key order.
     probes: &'a ProbeCounters,
@@ -191,6 +204,8 @@ struct ProcessJson<'a> {
     warnings: &'a [String],
     /// A snapshot's threads by stack; null for recordings.
     threads: Option<ThreadsJson<'a>>,
+    /// A snapshot's glibc heap census; null for recordings.
+    heap_census: Option<CensusJson<'a>>,
 }
 
 #[derive(serde::Serialize)]
@@ -244,13 +259,17 @@ impl<'a> ProcessJson<'a> {
             frees: image.frees,
             null_frees: image.null_frees,
             unknown_frees: image.unknown_frees,
+            unknown_free_sources: image.unknown_free_sources,
             failed_allocations: image.failed_allocations,
             peak_live_bytes: image.peak_live_bytes,
             peak_live_blocks: image.peak_live_blocks,
             peak_time_ns: image.peak_time_ns,
             live_bytes_at_exit: image.live_bytes_at_exit,
             live_blocks_at_exit: image.live_blocks_at_exit,
+            live_at: LiveEnd::of(image).name(),
+            suppressed: image.suppressed,
             largest_allocation: image.largest_allocation,
+            size_histogram: image.size_histogram.classes(),
             mappings: MappingsJson::new(&image.mappings),
             engine: image.engine.name(),
             probe_sites: &image.probe_sites,
@@ -275,6 +294,11 @@ impl<'a> ProcessJson<'a> {
                 .collect(),
             warnings: &image.warnings,
             threads: image.snapshot.as_ref().map(ThreadsJson::new),
+            heap_census: image
+                .snapshot
+                .as_ref()
+                .and_then(|snapshot| snapshot.heap_census.as_ref())
+                .map(CensusJson::new),
         }
     }
 }
@@ -529,13 +553,17 @@ mod tests {
             "frees",
             "null_frees",
             "unknown_frees",
+            "unknown_free_sources",
             "failed_allocations",
             "peak_live_bytes",
             "peak_live_blocks",
             "peak_time_ns",
             "live_bytes_at_exit",
             "live_blocks_at_exit",
+            "live_at",
+            "suppressed",
             "largest_allocation",
+            "size_histogram",
             "mappings",
             "probes",
             "residency",

@@ -9,6 +9,7 @@ pub mod html;
 pub mod html_report;
 pub mod job;
 pub mod json;
+mod json_census;
 mod json_components;
 mod json_mpi;
 mod json_sites;
@@ -16,6 +17,7 @@ mod json_threads;
 pub mod node_totals;
 pub mod perfetto;
 pub mod series;
+pub mod size_classes;
 #[cfg(test)]
 pub(crate) mod test_data;
 pub mod text;

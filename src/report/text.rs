@@ -1,5 +1,6 @@
 //! The human-readable summary: a header about the recording, then one block per process image.
 
+mod census;
 mod chain;
 mod components;
 mod mpi_calls;
@@ -15,6 +16,7 @@ pub use role::role_description;
 
 use std::io::Write;
 
+use crate::analysis::live_end::{leak_caveat, LiveEnd};
 use crate::analysis::{
     cause_name, mode_name, Analysis, ImageExit, ProcessAnalysis, ProfileInfo, MAP_CALLS,
 };
@@ -125,6 +127,7 @@ fn render_process(
     render_process_title(image, out)?;
     let mut rows = identity_rows(image);
     rows.extend(heap_rows(image));
+    rows.extend(crate::report::size_classes::text_row(image));
     rows.extend(mapping_rows(image));
     rows.extend(residency_rows(image));
     if options.verbose {
@@ -133,7 +136,7 @@ fn render_process(
     }
     render_rows_components_and_warnings(image, rows, options.verbose, out)?;
     mpi_calls::render_mpi_calls(&image.mpi_calls, out)?;
-    sites::render_heap_sites(&image.source_sites, options.top, out)?;
+    sites::render_heap_sites(&image.source_sites, options.top, LiveEnd::of(image), out)?;
     sites::render_mapping_sites(&image.mapping_sites, options.top, out)
 }
 
@@ -175,6 +178,9 @@ fn render_snapshot(
     rows.truncate(2);
     rows.push(("stopped for", human_duration(snapshot.stopped_ns)));
     render_rows_components_and_warnings(image, rows, options.verbose, out)?;
+    if let Some(census) = &snapshot.heap_census {
+        census::render_census(census, out)?;
+    }
     threads::render_threads(snapshot, out)
 }
 
@@ -221,12 +227,22 @@ fn heap_rows(image: &ProcessAnalysis) -> Rows {
             "frees",
             format!("{} (+ {} free(NULL))", image.frees, image.null_frees),
         ),
-        ("unknown frees", image.unknown_frees.to_string()),
+        ("unknown frees", unknown_frees_value(image)),
         ("failed allocations", image.failed_allocations.to_string()),
         ("largest allocation", human_bytes(image.largest_allocation)),
         ("peak live requested", peak_value(image)),
-        ("leaked at exit", leaked_value(image)),
+        (LiveEnd::of(image).label(), leaked_value(image)),
     ]
+}
+
+/// How many frees were of blocks never seen allocated, and where those come from.
+fn unknown_frees_value(image: &ProcessAnalysis) -> String {
+    let sources = &image.unknown_free_sources;
+    match sources.explained() {
+        // A profile whose frees cannot all be placed still counts them all.
+        Some(explained) if sources.total() == image.unknown_frees => explained,
+        _ => image.unknown_frees.to_string(),
+    }
 }
 
 /// "12.00 MiB in 3 blocks, 1.20 ms after start".
@@ -239,13 +255,26 @@ fn peak_value(image: &ProcessAnalysis) -> String {
     )
 }
 
-/// "1.10 KiB in 3 blocks".
+/// "1.10 KiB in 3 blocks", and what the count cannot know.
 fn leaked_value(image: &ProcessAnalysis) -> String {
-    format!(
+    let mut value = format!(
         "{} in {}",
         human_bytes(image.live_bytes_at_exit),
         plural(image.live_blocks_at_exit, "block")
-    )
+    );
+    if let Some(caveat) = leak_caveat(image) {
+        value.push_str(&format!(" ({caveat})"));
+    }
+    let suppressed = &image.suppressed;
+    if suppressed.blocks > 0 {
+        value.push_str(&format!(
+            "; {}, {} suppressed ({})",
+            plural(suppressed.blocks, "block"),
+            human_bytes(suppressed.bytes),
+            plural(suppressed.rules, "rule")
+        ));
+    }
+    value
 }
 
 /// The sampled residency, when the recording sampled this image.

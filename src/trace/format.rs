@@ -471,6 +471,13 @@ pub enum Record {
         function: u32,
         entry: bool,
     },
+    /// The glibc heap census `memsup snapshot` took while the process was stopped
+    /// (`census`), or why it could not.
+    HeapCensus {
+        time_ns: u64,
+        pid: u32,
+        census: crate::trace::census_format::HeapCensus,
+    },
 }
 
 /// A process image's part in an MPI job.
@@ -710,7 +717,8 @@ impl Record {
             | Record::SnapshotStop { pid, .. }
             | Record::ProcessRole { pid, .. }
             | Record::MpiFunction { pid, .. }
-            | Record::MpiCall { pid, .. } => Some(*pid),
+            | Record::MpiCall { pid, .. }
+            | Record::HeapCensus { pid, .. } => Some(*pid),
             Record::End { .. } | Record::UnwindCosts(_) | Record::SamplerCosts(_) => None,
         }
     }
@@ -740,7 +748,8 @@ impl Record {
             | Record::ThreadState { time_ns, .. }
             | Record::SnapshotStop { time_ns, .. }
             | Record::ProcessRole { time_ns, .. }
-            | Record::MpiCall { time_ns, .. } => Some(*time_ns),
+            | Record::MpiCall { time_ns, .. }
+            | Record::HeapCensus { time_ns, .. } => Some(*time_ns),
             Record::Symbol { .. }
             | Record::MpiFunction { .. }
             | Record::ImageCounters { .. }

@@ -1,6 +1,7 @@
 //! The profile file: format, writer (its own thread) and reader.
 pub mod block_decoder;
 pub mod blocks;
+pub mod census_format;
 pub mod codec;
 #[cfg(test)]
 mod codec_tests;

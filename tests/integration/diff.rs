@@ -229,7 +229,7 @@ fn one_more_allocation_is_the_one_site_that_changed() {
     assert!(lines[totals_at + 5].ends_with(" (diff_sites)"), "{text}");
     assert_eq!(
         lines[totals_at + 6],
-        "      peak 0 -> 4096, leaked 0 -> 4096, allocated 0 -> 4096 in 0 -> 1 allocations"
+        "      peak 0 -> 4096, leaked 0 -> 4096, temporary 0 -> 0, allocated 0 -> 4096 in 0 -> 1 allocations"
     );
     assert_eq!(lines.len(), totals_at + 7, "{text}");
 }

@@ -1,6 +1,7 @@
 //! `memsup diff --format html` in headless Chromium: the new profile's flame graph with each
 //! frame coloured by the change of its own bytes (red grew, blue shrank, grey unchanged), on
-//! the two builds of fixtures/diff_sites.c that differ by one allocation of 4096 bytes.
+//! the two builds of fixtures/diff_sites.c that differ by one allocation of 4096 bytes. The
+//! page goes to NEW.diff.html in the current directory, or where `-o` says.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -8,8 +9,9 @@ use std::path::Path;
 
 use crate::common::chromium::{dumped_dom, start_chromium};
 use crate::common::engine::{recorded_by_hooks, suite_engine_is_hooks};
+use crate::common::run::{clean_command, memsup_binary, run_command};
 use crate::common::*;
-use crate::diff::{base_build, extra_build, memsup_diff, recorded};
+use crate::diff::{base_build, extra_build, recorded};
 
 const GREW: &str = "rgb(255, 40, 40)";
 const SHRANK: &str = "rgb(40, 40, 255)";
@@ -64,9 +66,40 @@ if (extra) {
 </script>
 </body>"#;
 
+/// The page `memsup diff --format html` writes: by default NEW.diff.html in the current
+/// directory (announced, nothing on stdout), else where `-o` says.
+fn diff_page(base: &Path, new: &Path, directory: &Path, named: bool) -> String {
+    let default_name = format!("{}.diff.html", new.file_stem().unwrap().to_string_lossy());
+    let named_path = directory.join("named.diff.html");
+    let mut command = clean_command(memsup_binary());
+    command
+        .current_dir(directory)
+        .args(["diff", "--format", "html"]);
+    if named {
+        command.arg("-o").arg(&named_path);
+    }
+    command.arg(base).arg(new);
+    let output = run_command(command, None);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "");
+    let path = if named {
+        assert_eq!(stderr, "");
+        named_path
+    } else {
+        assert_eq!(
+            stderr,
+            format!("memsup: report written to {default_name}\n")
+        );
+        directory.join(default_name)
+    };
+    let page = fs::read_to_string(&path).unwrap();
+    fs::remove_file(&path).unwrap();
+    page
+}
+
 fn drawn_page(base: &Path, new: &Path, directory: &Path, name: &str) -> String {
-    let (code, page, stderr) = memsup_diff(&["--format", "html"], base, new);
-    assert_eq!(code, Some(0), "{stderr}");
+    let page = diff_page(base, new, directory, name == "shrunk");
     let file = directory.join(format!("{name}.html"));
     fs::write(&file, page.replace("</body>", HOVER)).unwrap();
     let browser = start_chromium(&file, &directory.join(name));

@@ -416,7 +416,7 @@ fn a_profile_of_three_images_exports_the_launched_one_and_says_so() {
         assert_eq!(output.status.code(), Some(0), "{format}");
         let note = format!(
             "memsup: the {format} file holds one process image, pid {} ({}); 2 other images \
-             left out (--rank N picks a rank)\n",
+             left out (--pid, --exe or --rank picks another)\n",
             launched["pid"],
             launched["exe"].as_str().unwrap()
         );
@@ -432,16 +432,43 @@ fn a_profile_of_three_images_exports_the_launched_one_and_says_so() {
         assert_eq!(totals.iter().max(), Some(&5555));
         assert_eq!(trees[0].0, 5555);
         assert_eq!(trees[1].0, 0, "the parent frees everything");
+        // `--exe` picks the exec'd child instead, and nothing is left out.
+        let exit3 = processes(&recording.report)
+            .iter()
+            .find(|image| image["exe"].as_str().unwrap().contains("exit3"))
+            .expect("the exit3 image");
+        let output = run_memsup(
+            [
+                "report", "--format", "massif", "--exe", "exit3", "-o", "-", profile,
+            ],
+            None,
+        );
+        assert_eq!(output.status.code(), Some(0));
+        assert_eq!(String::from_utf8_lossy(&output.stderr), "");
+        let file = recording.profile.with_extension("exit3.massif");
+        std::fs::write(&file, &output.stdout).unwrap();
+        let (totals, _) = ms_print_read(&file);
+        assert_eq!(
+            totals.iter().max().copied(),
+            Some(number(exit3, "/peak_live_bytes"))
+        );
     }
 }
 
 #[test]
-fn sites_go_with_the_csv_format_only() {
+fn sites_and_mpi_functions_go_with_the_csv_format_only() {
     let output = run_memsup(["report", "--format", "json", "--sites", "none.msup"], None);
     assert_eq!(output.status.code(), Some(2));
     assert_eq!(
         String::from_utf8_lossy(&output.stderr),
         "memsup: error: --sites goes with --format csv (see memsup report --help)\n"
+    );
+    assert!(output.stdout.is_empty());
+    let output = run_memsup(["report", "--mpi-functions", "none.msup"], None);
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr),
+        "memsup: error: --mpi-functions goes with --format csv (see memsup report --help)\n"
     );
     assert!(output.stdout.is_empty());
 }

@@ -259,7 +259,7 @@ fn pprof_of_fork_exec_tags_each_sample_with_its_pid() {
 /// speedscope's profiles of each image, in order, and the JSON site key each one weighs.
 const SPEEDSCOPE_METRICS: [(&str, &str); 3] = [
     ("bytes at the peak", "peak_bytes"),
-    ("bytes allocated", "bytes_allocated"),
+    ("bytes allocated, in time order", "bytes_allocated"),
     ("bytes leaked", "leaked_bytes"),
 ];
 
@@ -326,6 +326,37 @@ fn speedscope_weights_add_up_to_the_json_sites() {
         ALLOC_SCRIPT_STDOUT
     );
     assert_speedscope_matches(&recording);
+    // The time-ordered profile follows the script (consecutive samples of one function
+    // merged, as speedscope's Time Order view draws them).
+    let file = recording._directory.path().join("heap.speedscope.json");
+    let export: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let frames = &export["shared"]["frames"];
+    let in_time_order = &export["profiles"][1];
+    let mut runs: Vec<(String, u64)> = Vec::new();
+    let samples = in_time_order["samples"].as_array().unwrap();
+    let weights = in_time_order["weights"].as_array().unwrap();
+    for (sample, weight) in samples.iter().zip(weights) {
+        let leaf = sample.as_array().unwrap().last().unwrap().as_u64().unwrap();
+        let name = frames[leaf as usize]["name"].as_str().unwrap().to_string();
+        let weight = weight.as_u64().unwrap();
+        match runs.last_mut() {
+            Some((last, bytes)) if *last == name => *bytes += weight,
+            _ => runs.push((name, weight)),
+        }
+    }
+    let expected = [
+        ("main", 9000),
+        ("make_buffer", 3000),
+        ("make_record", 5000),
+        ("main", 2500),
+        ("leak_small", 128),
+        ("main", 0),
+    ];
+    let expected: Vec<(String, u64)> = expected
+        .iter()
+        .map(|(name, bytes)| (name.to_string(), *bytes))
+        .collect();
+    assert_eq!(runs, expected);
     let fork_exec = crate::common::fixture("fork_exec", Variant::Dynamic);
     let child = crate::common::fixture("exit3", Variant::Dynamic);
     let child = child.to_string_lossy().into_owned();

@@ -93,6 +93,8 @@ fn fork_and_exec_make_three_images() {
 
         let child_expected = child_before_exec_numbers();
         assert_heap(before_exec, &child_expected);
+        let inherited = number(before_exec, "/unknown_free_sources/before_fork");
+        assert_eq!(inherited, 1, "the unknown free is of the parent's block");
         assert_sites(before_exec, &[site(Some("main"), 77, 1).with_totals(1, 77)]);
         assert_probe_costs(before_exec, &child_expected, 0, 0);
 

@@ -310,6 +310,7 @@ fn a_four_rank_job_reports_as_one_job_both_ways() {
         let report = job_json(&[&per_rank], &[]);
         assert_eq!(report["job"]["profiles"], 4, "{library:?}");
         assert_four_fixture_ranks(&report, &fixture, library);
+        assert_mpi_functions_csv_matches(&per_rank, &report);
         let text = report_output(&per_rank, &[]);
         assert!(
             text.starts_with("job: 4 profiles, 4 ranks (world size 4) on 1 host"),
@@ -337,6 +338,41 @@ fn a_four_rank_job_reports_as_one_job_both_ways() {
             !launchers.is_empty(),
             "{library:?}: the launcher is listed apart"
         );
+    }
+}
+
+/// `--format csv --mpi-functions` of `inputs` holds the JSON's `job.mpi_functions`, a row
+/// each in the same order, every number equal.
+fn assert_mpi_functions_csv_matches(inputs: &Path, report: &Value) {
+    let csv = report_output(inputs, &["--format", "csv", "--mpi-functions"]);
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().expect("a header").split(',').collect();
+    let functions = report["job"]["mpi_functions"].as_array().unwrap();
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), functions.len(), "{csv}");
+    assert!(!rows.is_empty(), "MPI_Init at least");
+    for (line, function) in rows.iter().zip(functions) {
+        let cells: Vec<&str> = line.split(',').collect();
+        assert_eq!(cells.len(), header.len(), "{line}");
+        assert_eq!(cells[0], function["function"].as_str().unwrap());
+        for (name, cell) in header.iter().zip(&cells).skip(1) {
+            let expected = match name.rsplit_once('_') {
+                _ if ["ranks", "delta_bytes"].contains(name) => function[*name].as_f64(),
+                Some((quantity, "rank")) => {
+                    let quantity = quantity.strip_suffix("_max").unwrap();
+                    function[quantity]["max_rank"].as_f64()
+                }
+                Some((quantity, statistic)) => function[quantity][statistic].as_f64(),
+                None => None,
+            };
+            // serde_json parses floats to within an ulp or so, not exactly.
+            let (cell, expected) = (cell.parse::<f64>().unwrap(), expected.unwrap());
+            assert!(
+                (cell - expected).abs() <= expected.abs() * 1e-12,
+                "{name} of {}: {cell} against {expected}",
+                cells[0]
+            );
+        }
     }
 }
 

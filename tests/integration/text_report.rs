@@ -60,6 +60,7 @@ fn readme_example_lines(hooks: bool) -> Vec<String> {
         "  peak requested       10.25 KiB (10500 bytes) in 5 blocks, T after start",
         "  leaked at exit       1.10 KiB (1128 bytes) in 3 blocks",
         "  allocations          9 blocks, 19.17 KiB (19628 bytes): malloc 9, free 7",
+        "  allocation sizes     0 B 1, 64–127 B 2 (2 live), 512–1023 B 3 (1 live), 2–4 KiB 1, 4–8 KiB 1, 8–16 KiB 1",
         "  peak resident        MEASURED",
         "  mapping calls        MAPPINGS",
         "  components (RSS)     MEASURED",

@@ -94,6 +94,12 @@ pub fn check_threads(options: &[&str], check_costs: impl Fn(&serde_json::Value, 
 #[test]
 fn threads_totals_peak_and_thread_exit_frees() {
     check_threads(&[], |image, expected| {
-        assert_probe_costs(image, expected, THREADS_CREATED, 0)
+        assert_probe_costs(image, expected, THREADS_CREATED, 0);
+        // Every unknown free is a thread cache's, freed at the thread's exit.
+        assert_eq!(
+            number(image, "/unknown_free_sources/thread_exit"),
+            expected.unknown_frees,
+            "unknown frees at thread exit"
+        );
     });
 }

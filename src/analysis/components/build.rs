@@ -129,7 +129,14 @@ pub(in crate::analysis) fn build(
     });
 
     let samples = &closed.samples;
-    if let Some(warning) = samples.fragmentation.warning(image.start_ns) {
+    let overhead_after = |time_ns: u64| {
+        let after = snapshots.iter().find(|s| s.summary.time_ns >= time_ns)?;
+        Some(after.held.get(OVERHEAD).map_or(0, |held| held.rss))
+    };
+    if let Some(warning) = samples
+        .fragmentation
+        .warning(image.start_ns, overhead_after)
+    {
         image.warnings.push(warning);
     }
     let snapshots: Vec<SnapshotSummary> = snapshots.into_iter().map(|s| s.summary).collect();

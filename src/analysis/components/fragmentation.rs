@@ -33,9 +33,21 @@ impl FragmentationWatch {
         }
     }
 
-    /// The warning, for an image that started at `start_ns`.
-    pub fn warning(&self, start_ns: u64) -> Option<String> {
-        let (_, high_requested, low, rss, time_ns) = self.deepest?;
+    /// The warning, for an image that started at `start_ns`, unless the allocator did not
+    /// hold the memory: `overhead_after(time)` is the RSS of arena pages no live block
+    /// accounts for (the `overhead` component) in the first snapshot at or after `time`.
+    /// When that is under a quarter of the fall, the RSS that stayed is memory the program
+    /// uses some other way, such as the arenas of its own pool allocator (pymalloc's 1 MiB
+    /// arenas, mapped by libpython), not freed blocks the allocator keeps.
+    pub fn warning(
+        &self,
+        start_ns: u64,
+        overhead_after: impl Fn(u64) -> Option<u64>,
+    ) -> Option<String> {
+        let (fall, high_requested, low, rss, time_ns) = self.deepest?;
+        if overhead_after(time_ns).is_some_and(|overhead| overhead < fall / 4) {
+            return None;
+        }
         let mib = |bytes: u64| bytes as f64 / MIB as f64;
         let seconds = time_ns.saturating_sub(start_ns) as f64 / 1e9;
         Some(format!(
@@ -46,5 +58,29 @@ impl FragmentationWatch {
             mib(low),
             mib(rss),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Requested falls from 8 MiB to 0 while RSS stays at 9 MiB.
+    fn fallen() -> FragmentationWatch {
+        let mut watch = FragmentationWatch::default();
+        watch.sample(1_000_000, 9 * MIB, 8 * MIB);
+        watch.sample(2_000_000, 9 * MIB, 0);
+        watch
+    }
+
+    #[test]
+    fn only_memory_the_allocator_holds_is_fragmentation() {
+        let watch = fallen();
+        // The allocator holds 2 MiB of freed pages: a quarter of the fall.
+        assert!(watch.warning(0, |_| Some(2 * MIB)).is_some());
+        // Without a snapshot after the fall nothing says otherwise.
+        assert!(watch.warning(0, |_| None).is_some());
+        // The allocator holds under a quarter: the RSS is the program's own (pool arenas).
+        assert_eq!(watch.warning(0, |_| Some(2 * MIB - 1)), None);
     }
 }

@@ -1,6 +1,6 @@
 use super::*;
-use crate::analysis::{ProfileInfo, Site};
-use crate::trace::format::{RecordMode, StartCause};
+use crate::analysis::Site;
+use crate::trace::format::StartCause;
 
 fn frame(function: &str, line: u32, module: &str) -> Frame {
     Frame {
@@ -35,22 +35,7 @@ fn image(pid: u32, exe: &str, sites: Vec<Site>) -> ProcessAnalysis {
 }
 
 fn analysis(path: &str, processes: Vec<ProcessAnalysis>) -> Analysis {
-    Analysis {
-        profile: ProfileInfo {
-            path: path.to_string(),
-            truncated: false,
-            damage: Vec::new(),
-            mode: RecordMode::Run,
-            target: Vec::new(),
-            memsup_version: String::new(),
-            host: String::new(),
-            start_unix_ns: 0,
-            options: Vec::new(),
-            unwind_costs: None,
-            sampler_costs: None,
-        },
-        processes,
-    }
+    Analysis::of_run(path, processes)
 }
 
 fn peak(metrics: &SiteMetrics) -> u64 {

@@ -3,9 +3,9 @@
 
 use std::io::Write;
 
-use super::select::file_name;
 use crate::analysis::roles::rank_of;
 use crate::analysis::Analysis;
+use crate::platform::libraries::file_name;
 use crate::report::text::{human_duration, short_bytes};
 
 /// One image's line of the overview; JSON keys in this order (docs/report-json.md).

@@ -3,6 +3,7 @@
 use regex::Regex;
 
 use crate::analysis::{Analysis, ProcessAnalysis};
+use crate::platform::libraries::file_name;
 
 /// Which images to keep: an image is kept when its pid is one of `pids` (any pid when
 /// empty) and its exe path or file name matches `exe` (any exe when None).
@@ -39,11 +40,6 @@ impl ImageFilter {
         });
         pid_wanted && exe_wanted
     }
-}
-
-/// The last component of an exe path.
-pub fn file_name(exe: &str) -> &str {
-    exe.rsplit('/').next().unwrap_or(exe)
 }
 
 /// The profiles cut down to the images `filter` keeps, profiles left with none left out.

@@ -11,6 +11,7 @@ use std::path::Path;
 use crate::analysis::diff::{diff, Diff, ImageName, NothingMatches};
 use crate::analysis::{load, Analysis, Frame, Settings, SiteMetrics};
 use crate::error::{Error, Result};
+use crate::report::choose::destination::Destination;
 use crate::report::folded::Metric;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,15 +21,22 @@ pub enum DiffFormat {
     Html,
 }
 
-/// `memsup diff`: reads both profiles, compares them and writes the diff to stdout; 0, or
-/// `Error::NothingToCompare` when no image of one matches an image of the other.
-pub fn run(base: &Path, new: &Path, format: DiffFormat, metric: Metric, top: usize) -> Result<i32> {
+/// `memsup diff`: reads both profiles, compares them and writes the diff to `destination`;
+/// 0, or `Error::NothingToCompare` when no image of one matches an image of the other.
+pub fn run(
+    base: &Path,
+    new: &Path,
+    format: DiffFormat,
+    metric: Metric,
+    top: usize,
+    destination: &Destination,
+) -> Result<i32> {
     let settings = Settings::default();
     let base = load::analyze_file(base, &settings)?;
     let new = load::analyze_file(new, &settings)?;
     let diff = compare(&base, &new, metric)
         .map_err(|refused| Error::NothingToCompare(refusal(&base, &new, &refused)))?;
-    let mut out = std::io::stdout().lock();
+    let mut out = destination.open()?;
     let written = match format {
         DiffFormat::Text => text::render(&diff, metric, top, &mut out),
         DiffFormat::Json => json::render(&diff, metric, &mut out),
@@ -38,7 +46,10 @@ pub fn run(base: &Path, new: &Path, format: DiffFormat, metric: Metric, top: usi
         // A reader that stopped early (`| head`) is not an error.
         Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
         Err(error) => Err(Error::io("writing the diff", error)),
-        Ok(()) => Ok(0),
+        Ok(()) => {
+            destination.announce();
+            Ok(0)
+        }
     }
 }
 
@@ -111,7 +122,7 @@ pub fn site_label(stack: &[Frame]) -> String {
 fn frame_label(frame: &Frame) -> String {
     match (&frame.file, frame.line) {
         (Some(file), Some(line)) => {
-            let file = file.rsplit('/').next().unwrap_or(file);
+            let file = crate::platform::libraries::file_name(file);
             format!("{} {file}:{line}", frame.name())
         }
         _ => frame.name(),

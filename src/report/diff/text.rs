@@ -129,9 +129,10 @@ fn render_site(
     };
     writeln!(
         out,
-        "      peak {}, leaked {}, allocated {} in {} allocations",
+        "      peak {}, leaked {}, temporary {}, allocated {} in {} allocations",
         sides(|metrics| metrics.peak_bytes),
         sides(|metrics| metrics.leaked_bytes),
+        sides(|metrics| metrics.temporary_bytes),
         sides(|metrics| metrics.bytes_allocated),
         sides(|metrics| metrics.allocations)
     )
@@ -141,9 +142,9 @@ fn render_site(
 mod tests {
     use super::*;
     use crate::analysis::diff::diff;
-    use crate::analysis::{Analysis, Frame, ProcessAnalysis, ProfileInfo, Site, SiteMetrics};
+    use crate::analysis::{Analysis, Frame, ProcessAnalysis, Site, SiteMetrics};
     use crate::report::diff::metric_value;
-    use crate::trace::format::{RecordMode, StartCause};
+    use crate::trace::format::StartCause;
 
     fn site(function: &str, line: u32, peak_bytes: u64, leaked_bytes: u64) -> Site {
         let frame = |function: &str, line| Frame {
@@ -162,6 +163,8 @@ mod tests {
                 bytes_allocated: peak_bytes.max(leaked_bytes),
                 peak_bytes,
                 leaked_bytes,
+                // Half of the peak freed soon after: a column of its own in the detail line.
+                temporary_bytes: peak_bytes / 2,
                 ..SiteMetrics::default()
             },
         }
@@ -171,22 +174,7 @@ mod tests {
         let mut image = ProcessAnalysis::new(7, None, StartCause::Launch, 0);
         image.exe = "/build/app".to_string();
         image.source_sites = sites;
-        Analysis {
-            profile: ProfileInfo {
-                path: path.to_string(),
-                truncated: false,
-                damage: Vec::new(),
-                mode: RecordMode::Run,
-                target: Vec::new(),
-                memsup_version: String::new(),
-                host: String::new(),
-                start_unix_ns: 0,
-                options: Vec::new(),
-                unwind_costs: None,
-                sampler_costs: None,
-            },
-            processes: vec![image],
-        }
+        Analysis::of_run(path, vec![image])
     }
 
     fn text(metric: Metric, top: usize) -> Vec<String> {
@@ -216,11 +204,11 @@ mod tests {
             [
                 "3 of 3 sites changed (0 new, 1 gone), by change of leaked bytes:",
                 "  +900 leaked  leaky app.c:20 ← main app.c:90 (app)",
-                "      peak 0 -> 0, leaked 50 -> 950, allocated 50 -> 950 in 1 -> 1 allocations",
+                "      peak 0 -> 0, leaked 50 -> 950, temporary 0 -> 0, allocated 50 -> 950 in 1 -> 1 allocations",
                 "  -7 leaked [gone]  old app.c:30 ← main app.c:90 (app)",
-                "      peak 7 -> 0, leaked 7 -> 0, allocated 7 -> 0 in 1 -> 0 allocations",
+                "      peak 7 -> 0, leaked 7 -> 0, temporary 3 -> 0, allocated 7 -> 0 in 1 -> 0 allocations",
                 "  0 leaked  peaky app.c:10 ← main app.c:90 (app)",
-                "      peak 100 -> 900, leaked 0 -> 0, allocated 100 -> 900 in 1 -> 1 allocations",
+                "      peak 100 -> 900, leaked 0 -> 0, temporary 50 -> 450, allocated 100 -> 900 in 1 -> 1 allocations",
             ]
         );
         assert_eq!(
@@ -228,7 +216,7 @@ mod tests {
             [
                 "3 of 3 sites changed (0 new, 1 gone), by change of peak bytes:",
                 "  +800 peak  peaky app.c:10 ← main app.c:90 (app)",
-                "      peak 100 -> 900, leaked 0 -> 0, allocated 100 -> 900 in 1 -> 1 allocations",
+                "      peak 100 -> 900, leaked 0 -> 0, temporary 50 -> 450, allocated 100 -> 900 in 1 -> 1 allocations",
                 "  ... 2 more changed sites (--top)",
             ]
         );

@@ -129,7 +129,7 @@ fn frame_label(frame: &Frame) -> String {
     let file = frame
         .file
         .as_deref()
-        .and_then(|path| path.rsplit('/').next());
+        .map(crate::platform::libraries::file_name);
     let place = match (file, frame.line) {
         (Some(file), Some(line)) => format!(" ({file}:{line})"),
         _ if !frame.module.is_empty() => format!(" (in {})", frame.module),

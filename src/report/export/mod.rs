@@ -1,5 +1,6 @@
 //! Files for other tools' viewers: pprof's protobuf profile and speedscope's JSON (of every
-//! image), Valgrind massif's `massif.out` and heaptrack's data file. The last two hold one
+//! image; speedscope's is written here, as it reads each profile again for its timeline),
+//! Valgrind massif's `massif.out` and heaptrack's data file. The last two hold one
 //! process image, so a profile of several gives its first image (the launched program, or
 //! the first attached process; after `--rank N`, that rank's first image) and says on stderr
 //! which were left out.
@@ -35,7 +36,7 @@ pub fn left_out_note(format: &str, image: &ProcessAnalysis, left_out: usize) -> 
     (left_out > 0).then(|| {
         format!(
             "memsup: the {format} file holds one process image, pid {} ({}); {left_out} other \
-             image{} left out (--rank N picks a rank)",
+             image{} left out (--pid, --exe or --rank picks another)",
             image.pid,
             image.exe,
             if left_out == 1 { "" } else { "s" }
@@ -46,10 +47,13 @@ pub fn left_out_note(format: &str, image: &ProcessAnalysis, left_out: usize) -> 
 /// The outputs that are written here rather than by the report's own renderers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Export {
+    Speedscope,
     Massif,
     Heaptrack,
     /// `--format csv --sites`.
     CsvSites,
+    /// `--format csv --mpi-functions`: the MPI functions across the ranks.
+    CsvMpiFunctions,
 }
 
 /// Writes `export` of `analyses` to `out`; a reader that stops early (`| head`) is no error.
@@ -61,6 +65,11 @@ pub fn render(
 ) -> Result<()> {
     let written = match export {
         Export::CsvSites => super::csv_sites::render(analyses, out).map_err(writing),
+        Export::Speedscope => speedscope::render(analyses, skip, out),
+        Export::CsvMpiFunctions => {
+            let job = crate::analysis::job::Job::of(analyses);
+            super::job::csv_mpi::render(&job, out).map_err(writing)
+        }
         Export::Massif | Export::Heaptrack => match chosen_image(analyses) {
             None => Ok(()),
             Some((analysis, image, left_out)) => {

@@ -1,29 +1,27 @@
 //! `memsup report --format speedscope`: the call sites as speedscope's file format
-//! (https://www.speedscope.app/file-format-schema.json). One `sampled` profile per process
-//! image and metric (bytes live at the image's peak, bytes allocated, bytes still live at
-//! its end), one sample per call site (merged by source location) weighing its bytes, its
-//! stack root first; frames, shared by all profiles, are functions (name and file). No `evented` timeline: the analysis keeps
-//! no per-site history (see DESIGN.md).
+//! (https://www.speedscope.app/file-format-schema.json). Three `sampled` profiles per process
+//! image: bytes live at the image's peak and bytes still live at its end, one sample per
+//! call site (merged by source location) weighing its bytes; and bytes allocated in time
+//! order (`timeline`), so that speedscope's Time Order view shows which sites allocated when.
+//! Stacks are root first; frames, shared by all profiles, are functions (name and file).
 
 use std::collections::HashMap;
 use std::io::Write;
 
 use serde::Serialize;
 
-use crate::analysis::{Analysis, Frame, ProcessAnalysis, SiteMetrics};
+use crate::analysis::{Analysis, Frame, ProcessAnalysis, SiteMetrics, SkipFrames};
 use crate::report::folded::NO_STACK;
+
+mod timeline;
 
 pub const SCHEMA: &str = "https://www.speedscope.app/file-format-schema.json";
 
 /// What a site weighs in one profile.
 type Weight = fn(&SiteMetrics) -> u64;
 
-/// What each image's profiles weigh, with the words their names end with.
-const METRICS: [(&str, Weight); 3] = [
-    ("bytes at the peak", |metrics| metrics.peak_bytes),
-    ("bytes allocated", |metrics| metrics.bytes_allocated),
-    ("bytes leaked", |metrics| metrics.leaked_bytes),
-];
+/// The words that end the name of each image's time-ordered profile.
+const IN_TIME_ORDER: &str = "bytes allocated, in time order";
 
 #[derive(Serialize)]
 struct File {
@@ -67,7 +65,7 @@ struct SampledProfile {
 
 /// The frames of every profile, each once.
 #[derive(Default)]
-struct Frames {
+pub(super) struct Frames {
     frames: Vec<SpeedscopeFrame>,
     index: HashMap<SpeedscopeFrame, usize>,
 }
@@ -83,7 +81,7 @@ impl Frames {
     }
 
     /// The frame indices of `stack` (innermost first), root first.
-    fn stack(&mut self, stack: &[Frame]) -> Vec<usize> {
+    pub(super) fn stack(&mut self, stack: &[Frame]) -> Vec<usize> {
         if stack.is_empty() {
             return vec![self.index_of(SpeedscopeFrame {
                 name: NO_STACK.to_string(),
@@ -103,26 +101,50 @@ impl Frames {
     }
 }
 
-pub fn render(analysis: &Analysis, out: &mut dyn Write) -> std::io::Result<()> {
+/// Writes the images of `analyses` (one profile each, or the profiles of a job) as one
+/// speedscope file, reading each profile again for its allocations in time order.
+pub fn render(
+    analyses: &[Analysis],
+    skip: &SkipFrames,
+    out: &mut dyn Write,
+) -> crate::error::Result<()> {
     let mut frames = Frames::default();
     let mut profiles = Vec::new();
-    for image in &analysis.processes {
-        for (words, value) in METRICS {
-            profiles.push(sampled_profile(image, words, value, &mut frames));
+    for analysis in analyses {
+        let path = std::path::Path::new(&analysis.profile.path);
+        for image in &analysis.processes {
+            let peak = |metrics: &SiteMetrics| metrics.peak_bytes;
+            profiles.push(sampled_profile(
+                image,
+                "bytes at the peak",
+                peak,
+                &mut frames,
+            ));
+            let (samples, weights) =
+                timeline::allocations_in_time_order(path, image, skip, &mut frames)?;
+            profiles.push(profile(image, IN_TIME_ORDER, samples, weights));
+            let leaked = |metrics: &SiteMetrics| metrics.leaked_bytes;
+            profiles.push(sampled_profile(image, "bytes leaked", leaked, &mut frames));
         }
     }
+    let paths: Vec<&str> = analyses
+        .iter()
+        .map(|analysis| analysis.profile.path.as_str())
+        .collect();
     let file = File {
         schema: SCHEMA,
         shared: Shared {
             frames: frames.frames,
         },
         profiles,
-        name: analysis.profile.path.clone(),
+        name: paths.join(", "),
         active_profile_index: 0,
         exporter: format!("memsup {}", env!("CARGO_PKG_VERSION")),
     };
-    serde_json::to_writer(&mut *out, &file)?;
-    writeln!(out)
+    let written = serde_json::to_writer(&mut *out, &file)
+        .map_err(std::io::Error::from)
+        .and_then(|()| writeln!(out));
+    written.map_err(|error| crate::error::Error::io("writing the report", error))
 }
 
 /// The sites of `image` with a non-zero `value`, weighing it.
@@ -141,7 +163,17 @@ fn sampled_profile(
             weights.push(weight);
         }
     }
-    let program = image.exe.rsplit('/').next().unwrap_or_default();
+    profile(image, words, samples, weights)
+}
+
+/// A sampled profile of `image` named "PROGRAM (pid N): WORDS".
+fn profile(
+    image: &ProcessAnalysis,
+    words: &str,
+    samples: Vec<Vec<usize>>,
+    weights: Vec<u64>,
+) -> SampledProfile {
+    let program = crate::platform::libraries::file_name(&image.exe);
     SampledProfile {
         r#type: "sampled",
         name: format!("{program} (pid {}): {words}", image.pid),
@@ -155,28 +187,41 @@ fn sampled_profile(
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
     use serde_json::{json, Value};
 
     use super::*;
-    use crate::analysis::analyze;
+    use crate::analysis::load::analyze_file;
     use crate::analysis::site_tests::two_process_profile;
+    use crate::analysis::Settings;
+    use crate::trace::writer::ProfileWriter;
 
     const FILL: &str = "fill_values(std::vector<int, std::allocator<int> >&)";
 
     fn exported() -> Value {
-        let analysis = analyze(&two_process_profile(), Path::new("two.msup"));
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("two.msup");
+        let profile = two_process_profile();
+        let mut writer = ProfileWriter::create(&path, &profile.header).unwrap();
+        for record in &profile.records {
+            writer.push(record).unwrap();
+        }
+        writer.finish().unwrap();
+        let analysis = analyze_file(&path, &Settings::default()).unwrap();
         let mut out = Vec::new();
-        render(&analysis, &mut out).unwrap();
-        serde_json::from_slice(&out).unwrap()
+        render(&[analysis], &SkipFrames::default(), &mut out).unwrap();
+        let mut file: Value = serde_json::from_slice(&out).unwrap();
+        file["name"] = json!(file["name"]
+            .as_str()
+            .unwrap()
+            .replace(&directory.path().display().to_string(), "DIRECTORY"));
+        file
     }
 
     #[test]
     fn a_sampled_profile_per_image_and_metric_with_stacks_root_first() {
         let file = exported();
         assert_eq!(file["$schema"], SCHEMA);
-        assert_eq!(file["name"], "two.msup");
+        assert_eq!(file["name"], "DIRECTORY/two.msup");
         let frames = &file["shared"]["frames"];
         assert_eq!(frames[0], json!({"name": "main", "file": "app.cpp"}));
         let names: Vec<&str> = file["profiles"]
@@ -189,13 +234,33 @@ mod tests {
             names,
             [
                 "app (pid 7): bytes at the peak",
-                "app (pid 7): bytes allocated",
+                "app (pid 7): bytes allocated, in time order",
                 "app (pid 7): bytes leaked",
                 "app (pid 8): bytes at the peak",
-                "app (pid 8): bytes allocated",
+                "app (pid 8): bytes allocated, in time order",
                 "app (pid 8): bytes leaked",
             ]
         );
+        // Every allocation of pid 7 in its own slice, in the order it was made (reallocs
+        // included: each makes a block).
+        let in_time_order = &file["profiles"][1];
+        assert_eq!(
+            in_time_order["weights"],
+            json!([400, 100, 100, 600, 50, 300, 250, 80, 200])
+        );
+        assert_eq!(in_time_order["endValue"], 2080);
+        let leaf = |sample: &Value| {
+            let index = sample.as_array().unwrap().last().unwrap().as_u64().unwrap();
+            frames[index as usize]["name"].as_str().unwrap().to_string()
+        };
+        let leaves: Vec<String> = in_time_order["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(leaf)
+            .collect();
+        assert_eq!(leaves[0], leaves[8], "{leaves:?}");
+        assert_eq!(leaves[4], leaves[5], "{leaves:?}");
         let leaked = &file["profiles"][2];
         assert_eq!(leaked["weights"], json!([200, 300]));
         assert_eq!(leaked["endValue"], 500);

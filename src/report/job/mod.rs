@@ -3,6 +3,7 @@
 //! traces are those of every profile's images together.
 
 pub mod csv;
+pub mod csv_mpi;
 pub mod json;
 pub mod text;
 

@@ -3,6 +3,7 @@
 //! (`__libc_start_main`, `_start`) are the same for every site and say nothing.
 
 use crate::analysis::Frame;
+use crate::platform::libraries::file_name;
 
 /// The most frames a chain shows; one longer by two or more keeps its innermost frames and
 /// its last (`main`, most often).
@@ -91,10 +92,6 @@ fn short_module(module: &str) -> &str {
         Some(end) if end > 0 => &module[..end],
         _ => module,
     }
-}
-
-fn file_name(path: &str) -> &str {
-    path.rsplit('/').next().unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -32,7 +32,9 @@ fn a_summary_then_one_line_per_site() {
   exit                 exited with status 3 after 4.00 µs (started 1.00 µs into the recording)
   peak requested       550 bytes in 3 blocks, 1.30 µs after start
   leaked at exit       550 bytes in 2 blocks
-  allocations          6 blocks, 1.17 KiB (1200 bytes): malloc 4, calloc 1, realloc 4, free 3; 2 failed; 1 free of an unknown pointer
+  allocations          6 blocks, 1.17 KiB (1200 bytes): malloc 4, calloc 1, realloc 4, free 3; 2 failed
+  unknown frees        1 of blocks not seen allocated (e.g. allocated by a module loaded before probes)
+  allocation sizes     32–63 B 1, 64–127 B 2 (1 live), 128–255 B 1, 256–511 B 2 (1 live)
   components           libtable.so 470 bytes requested, app 300 bytes requested, unknown 80 bytes requested
   warnings             no allocator symbols in /usr/lib/libjit.so
   heap sites by bytes live at the peak
@@ -61,8 +63,8 @@ fn verbose_adds_what_watching_cost() {
     ];
     let after_allocations = lines
         .iter()
-        .position(|line| line.starts_with("  allocations "))
-        .expect("an allocations row")
+        .position(|line| line.starts_with("  allocation sizes "))
+        .expect("an allocation sizes row")
         + 1;
     assert_eq!(lines[after_allocations..after_allocations + 3], probes);
     assert!(!rendered(&heap_profile(), TextOptions::default()).contains("  probes "));
@@ -82,6 +84,7 @@ fn stacks_are_cut_at_the_program_and_top_limits_the_list() {
   peak requested       1.17 KiB (1200 bytes) in 4 blocks, 900 ns after start
   leaked at exit       500 bytes in 2 blocks
   allocations          9 blocks, 2.03 KiB (2080 bytes): malloc 7, realloc 2, free 5
+  allocation sizes     32–63 B 1, 64–127 B 3, 128–255 B 2 (1 live), 256–511 B 2 (1 live), 512–1023 B 1
   mapping calls        mmap 1, munmap 1, brk 2: 4.00 KiB mmap'd, 8.00 KiB munmap'd, 132.00 KiB brk growth
   components           app 1.17 KiB requested
   heap sites by bytes live at the peak (2 of 3; --top N for more)
@@ -108,8 +111,9 @@ fn images_without_calls_are_short() {
   command              sh -c ./app
   exit                 replaced by exec after 20 ns (started 50 ns into the recording)
   peak requested       10 bytes in 1 block, 5 ns after start
-  leaked at exit       10 bytes in 1 block
+  leaked at exec       10 bytes in 1 block
   allocations          1 block, 10 bytes: malloc 1
+  allocation sizes     8–15 B 1 (1 live)
   components           unknown 10 bytes requested
   heap sites by bytes live at the peak
       at peak  allocs    allocated  temporary                  leaked  site

@@ -5,7 +5,8 @@ use std::io::Write;
 
 use super::chain::compact_chain;
 use super::{plural, short_bytes};
-use crate::analysis::{MappingSite, Site};
+use crate::analysis::live_end::LiveEnd;
+use crate::analysis::{MappingSite, ProcessAnalysis};
 use crate::platform::libraries::LibraryKind;
 
 /// The columns of a heap site line: bytes at the peak, allocations, bytes allocated,
@@ -18,11 +19,11 @@ fn heap_columns(cells: [&str; 6]) -> String {
 /// The heap sites (merged by source location, in the analysis order: bytes at the peak,
 /// then bytes allocated), at most `top`.
 pub(super) fn render_heap_sites(
-    sites: &[Site],
-    executable: &str,
+    image: &ProcessAnalysis,
     top: usize,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
+    let (sites, executable) = (&image.source_sites, &image.exe);
     if sites.is_empty() || top == 0 {
         return Ok(());
     }
@@ -36,7 +37,7 @@ pub(super) fn render_heap_sites(
         "allocs",
         "allocated",
         "temporary",
-        "leaked",
+        LiveEnd::of(image).column(),
         "site",
     ];
     writeln!(out, "{}", heap_columns(header))?;

@@ -4,20 +4,22 @@
 use std::io::Write;
 
 use super::{human_bytes, human_duration, plural};
+use crate::analysis::live_end::LiveEnd;
 use crate::analysis::{Frame, MappingSite, MappingStats, Site, SiteMetrics, MAP_CALLS};
 
-/// One list: its title, the number it ranks by, and how the number reads.
+/// One list: its title, the number it ranks by, and how the number reads, given the words
+/// for what was live at the end ("leaked", "live at detach", ...: `LiveEnd::words`).
 struct SiteList {
-    title: &'static str,
+    title: fn(&str) -> String,
     key: fn(&SiteMetrics) -> u64,
-    headline: fn(&SiteMetrics) -> String,
+    headline: fn(&SiteMetrics, &str) -> String,
 }
 
 const HEAP_LISTS: [SiteList; 4] = [
     SiteList {
-        title: "call sites by bytes live at the peak",
+        title: |_| "call sites by bytes live at the peak".to_string(),
         key: |metrics| metrics.peak_bytes,
-        headline: |metrics| {
+        headline: |metrics, _| {
             format!(
                 "{} live at the peak in {}",
                 human_bytes(metrics.peak_bytes),
@@ -26,9 +28,9 @@ const HEAP_LISTS: [SiteList; 4] = [
         },
     },
     SiteList {
-        title: "call sites by allocations",
+        title: |_| "call sites by allocations".to_string(),
         key: |metrics| metrics.allocations,
-        headline: |metrics| {
+        headline: |metrics, _| {
             format!(
                 "{}, {}",
                 plural(metrics.allocations, "allocation"),
@@ -37,20 +39,20 @@ const HEAP_LISTS: [SiteList; 4] = [
         },
     },
     SiteList {
-        title: "call sites by bytes leaked",
+        title: |live| format!("call sites by bytes {live}"),
         key: |metrics| metrics.leaked_bytes,
-        headline: |metrics| {
+        headline: |metrics, live| {
             format!(
-                "{} leaked in {}",
+                "{} {live} in {}",
                 human_bytes(metrics.leaked_bytes),
                 plural(metrics.leaked_blocks, "block")
             )
         },
     },
     SiteList {
-        title: "call sites by temporary allocations",
+        title: |_| "call sites by temporary allocations".to_string(),
         key: |metrics| metrics.temporary_allocations,
-        headline: |metrics| {
+        headline: |metrics, _| {
             format!(
                 "{}, {}",
                 plural(metrics.temporary_allocations, "temporary allocation"),
@@ -60,12 +62,15 @@ const HEAP_LISTS: [SiteList; 4] = [
     },
 ];
 
-/// Each list with at least one site whose number is not 0, at most `top` sites long.
+/// Each list with at least one site whose number is not 0, at most `top` sites long; `live`
+/// says what the blocks live at the end are.
 pub(super) fn render_heap_sites(
     sites: &[Site],
     top: usize,
+    live: LiveEnd,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
+    let live = live.words();
     for list in &HEAP_LISTS {
         let mut ranked: Vec<&Site> = sites
             .iter()
@@ -76,10 +81,11 @@ pub(super) fn render_heap_sites(
         }
         // Stable: ties keep the analysis order (peak bytes, then bytes allocated).
         ranked.sort_by_key(|site| std::cmp::Reverse((list.key)(&site.metrics)));
-        writeln!(out, "  {}", list.title)?;
+        writeln!(out, "  {}", (list.title)(live))?;
         for (rank, site) in ranked.iter().take(top).enumerate() {
-            writeln!(out, "    #{} {}", rank + 1, (list.headline)(&site.metrics))?;
-            for line in detail_lines(&site.metrics) {
+            let headline = (list.headline)(&site.metrics, live);
+            writeln!(out, "    #{} {headline}", rank + 1)?;
+            for line in detail_lines(&site.metrics, live) {
                 writeln!(out, "       {line}")?;
             }
             render_stack(&site.stack, out)?;
@@ -140,7 +146,7 @@ pub(super) fn call_counts(mappings: &MappingStats) -> Vec<String> {
         .collect()
 }
 
-fn detail_lines(metrics: &SiteMetrics) -> [String; 3] {
+fn detail_lines(metrics: &SiteMetrics, live: &str) -> [String; 3] {
     let recycling = match metrics.recycling_ratio() {
         Some(ratio) => format!("{ratio:.2}"),
         None => "none".to_string(),
@@ -165,7 +171,7 @@ fn detail_lines(metrics: &SiteMetrics) -> [String; 3] {
             metrics.max_size
         ),
         format!(
-            "peak {} in {}, local peak {}, recycling ratio {recycling}; leaked {} in {}; \
+            "peak {} in {}, local peak {}, recycling ratio {recycling}; {live} {} in {}; \
              temporary {} ({})",
             plural(metrics.peak_bytes, "byte"),
             plural(metrics.peak_blocks, "block"),

@@ -9,6 +9,7 @@ use super::{
     mpi_calls, plural, probe_rows, render_process_title, render_warnings, short_bytes, site_lines,
     Rows, TextOptions, LABEL_WIDTH,
 };
+use crate::analysis::live_end::LiveEnd;
 use crate::analysis::{ProcessAnalysis, ProfileInfo};
 
 /// The components named on the summary line; the others are counted.
@@ -36,7 +37,7 @@ pub(super) fn render_process(
     super::resident_reasons::render_resident_reasons(image, out)?;
     render_warnings(image, out)?;
     mpi_calls::render_mpi_calls(&image.mpi_calls, out)?;
-    site_lines::render_heap_sites(&image.source_sites, &image.exe, options.top, out)?;
+    site_lines::render_heap_sites(image, options.top, out)?;
     site_lines::render_mapping_sites(&image.mapping_sites, &image.exe, options.top, out)
 }
 
@@ -73,17 +74,16 @@ fn heap_rows(image: &ProcessAnalysis, calls: String) -> Rows {
     if image.failed_allocations > 0 {
         allocations.push_str(&format!("; {} failed", image.failed_allocations));
     }
-    if image.unknown_frees > 0 {
-        allocations.push_str(&format!(
-            "; {}",
-            plural(image.unknown_frees, "free of an unknown pointer")
-        ));
-    }
-    vec![
+    let mut rows = vec![
         ("peak requested", super::peak_value(image)),
-        ("leaked at exit", super::leaked_value(image)),
+        (LiveEnd::of(image).label(), super::leaked_value(image)),
         ("allocations", allocations),
-    ]
+    ];
+    if image.unknown_frees > 0 {
+        rows.push(("unknown frees", super::unknown_frees_value(image)));
+    }
+    rows.extend(crate::report::size_classes::text_row(image));
+    rows
 }
 
 /// The highest RSS and PSS seen, by the samples or by an smaps snapshot.

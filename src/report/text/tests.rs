@@ -50,7 +50,7 @@ fn heap_image_lines() {
             "  calls                malloc 4, calloc 1, realloc 4, free 3",
             "  allocations          6 blocks, 1.17 KiB (1200 bytes)",
             "  frees                4 (+ 1 free(NULL))",
-            "  unknown frees        1",
+            "  unknown frees        1 of blocks not seen allocated (e.g. allocated by a module loaded before probes)",
             "  failed allocations   2",
             "  largest allocation   470 bytes",
             "  peak live requested  550 bytes in 3 blocks, 1.30 µs after start",

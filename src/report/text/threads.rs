@@ -94,6 +94,7 @@ mod tests {
                     threads: vec![thread(4, ThreadActivity::Running, "")],
                 },
             ],
+            heap_census: None,
         };
         let mut out = Vec::new();
         render_threads(&snapshot, &mut out).unwrap();

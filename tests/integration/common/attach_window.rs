@@ -87,6 +87,27 @@ impl AttachWindow {
     }
 }
 
+impl AttachWindow {
+    /// Ends the window with SIGINT (`detach`) or waits for memsup to end as the processes
+    /// exit; requires memsup to exit 0, and returns its output and the directory of the profile.
+    pub fn end(mut self, detach: bool) -> (Output, TempDir) {
+        let memsup = self.memsup.take().expect("a window is ended once");
+        if detach {
+            // SAFETY: kill has no memory effects.
+            unsafe { libc::kill(memsup.id() as i32, libc::SIGINT) };
+        }
+        let output = wait_with_timeout(memsup, "memsup attach");
+        let (_, memsup_lines) = split_stderr(&output.stderr);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "memsup attach: {memsup_lines:?}"
+        );
+        let directory = tempfile::tempdir().expect("a temporary directory");
+        (output, std::mem::replace(&mut self.directory, directory))
+    }
+}
+
 impl Drop for AttachWindow {
     /// A test that failed inside the window still detaches (SIGINT), so memsup never dies
     /// with its probes in the program.

@@ -147,13 +147,35 @@ pub fn assert_heap(image: &Value, expected: &HeapExpectation) {
         ("/failed_allocations", expected.failed_allocations),
         ("/peak_live_bytes", expected.peak_live_bytes),
         ("/peak_live_blocks", expected.peak_live_blocks),
-        ("/live_bytes_at_exit", expected.live_bytes_at_exit),
-        ("/live_blocks_at_exit", expected.live_blocks_at_exit),
         ("/largest_allocation", expected.largest_allocation),
         ("/probes/nested_calls", expected.nested_calls),
     ];
     for (pointer, value) in fields {
         compare(&mut mismatches, image, pointer, value);
+    }
+    // What the program left live: the leaks reported plus those suppressed by default
+    // (the C and C++ runtimes' one-time blocks).
+    let live = [
+        (
+            "/live_bytes_at_exit",
+            "/suppressed/bytes",
+            expected.live_bytes_at_exit,
+        ),
+        (
+            "/live_blocks_at_exit",
+            "/suppressed/blocks",
+            expected.live_blocks_at_exit,
+        ),
+    ];
+    for (pointer, suppressed, value) in live {
+        let total = (image.pointer(pointer).and_then(Value::as_u64))
+            .zip(image.pointer(suppressed).and_then(Value::as_u64))
+            .map(|(reported, suppressed)| reported + suppressed);
+        if total != Some(value) {
+            mismatches.push(format!(
+                "{pointer} + {suppressed}: {total:?}, expected {value}"
+            ));
+        }
     }
     fail_if_any(mismatches, "heap numbers", image);
 }

@@ -1,0 +1,169 @@
+//! Where the frees of blocks memsup never saw allocated come from. Frees carry no stack in a
+//! profile, so they are told apart by their thread and the image's start:
+//! - glibc frees a thread's cache when the thread exits (`tcache_thread_shutdown`): the
+//!   cache's cached chunks, already counted as freed, and the cache itself, which glibc
+//!   allocates inside malloc where no probe sees it. These are the unknown frees a thread
+//!   makes after its last allocation, right before its exit.
+//! - A forked child frees blocks its parent allocated before the fork.
+//! - A process memsup attached to frees blocks from before the attach.
+//! - Otherwise the block was allocated where memsup did not see it (a module loaded before
+//!   the probes, an allocator call memsup could not probe).
+
+use std::collections::HashMap;
+
+use super::ProcessAnalysis;
+use crate::events::heap::Outcome;
+use crate::trace::format::StartCause;
+
+/// The unknown frees of an image by where they come from; they add up to `unknown_frees`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct UnknownFrees {
+    /// glibc's thread cache, freed at thread exit.
+    pub thread_exit: u64,
+    /// Blocks of the process memsup attached to, allocated before the attach.
+    pub before_attach: u64,
+    /// Blocks the parent allocated before the fork.
+    pub before_fork: u64,
+    /// Blocks memsup did not see allocated.
+    pub not_seen: u64,
+}
+
+/// Follows each thread's unknown frees since its last allocation.
+#[derive(Debug, Default)]
+pub(super) struct UnknownFreeTracker {
+    /// Per thread, the unknown frees since its last allocation.
+    pending: HashMap<u32, u64>,
+    thread_exit: u64,
+    /// Unknown frees followed by an allocation of their thread, or by no thread exit.
+    other: u64,
+}
+
+impl UnknownFreeTracker {
+    /// Counts what allocator call `outcome` of thread `tid` did.
+    pub fn heap(&mut self, tid: u32, outcome: &Outcome) {
+        if outcome.unknown_free.is_some() {
+            *self.pending.entry(tid).or_default() += 1;
+        } else if outcome.created.is_some() || outcome.failed {
+            self.other += self.pending.remove(&tid).unwrap_or(0);
+        }
+    }
+
+    /// Thread `tid` exited: its unknown frees since its last allocation were its cache's.
+    pub fn thread_exit(&mut self, tid: u32) {
+        self.thread_exit += self.pending.remove(&tid).unwrap_or(0);
+    }
+
+    /// The image ended: the rest come from its start.
+    pub fn finish(self, image: &ProcessAnalysis) -> UnknownFrees {
+        let other = self.other + self.pending.values().sum::<u64>();
+        let mut frees = UnknownFrees {
+            thread_exit: self.thread_exit,
+            ..UnknownFrees::default()
+        };
+        match image.cause {
+            StartCause::Fork | StartCause::Vfork => frees.before_fork = other,
+            _ if image.joined_running => frees.before_attach = other,
+            _ => frees.not_seen = other,
+        }
+        frees
+    }
+}
+
+impl UnknownFrees {
+    /// "40 at thread exit (...)", or "41: 40 at thread exit (...), 1 of blocks from before
+    /// the attach"; None without any.
+    pub fn explained(&self) -> Option<String> {
+        let parts: Vec<String> = [
+            (
+                self.thread_exit,
+                "at thread exit (glibc's thread cache, allocated inside malloc)",
+            ),
+            (self.before_attach, "of blocks from before the attach"),
+            (
+                self.before_fork,
+                "of blocks the parent allocated before the fork",
+            ),
+            (
+                self.not_seen,
+                "of blocks not seen allocated (e.g. allocated by a module loaded before probes)",
+            ),
+        ]
+        .iter()
+        .filter(|(count, _)| *count > 0)
+        .map(|(count, source)| format!("{count} {source}"))
+        .collect();
+        match parts.len() {
+            0 => None,
+            1 => parts.into_iter().next(),
+            _ => Some(format!("{}: {}", self.total(), parts.join(", "))),
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.thread_exit + self.before_attach + self.before_fork + self.not_seen
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(unknown_free: bool, created: bool) -> Outcome {
+        let mut outcome = Outcome::default();
+        if unknown_free {
+            outcome.unknown_free = Some(0x100);
+        }
+        if created {
+            outcome.created = Some(crate::events::heap::Block {
+                address: 0x200,
+                size: 8,
+                stack: crate::trace::stacks::EMPTY_STACK,
+                time_ns: 0,
+                sequence: 0,
+            });
+        }
+        outcome
+    }
+
+    #[test]
+    fn frees_after_a_threads_last_allocation_before_its_exit_are_its_cache() {
+        let mut tracker = UnknownFreeTracker::default();
+        tracker.heap(2, &outcome(true, false));
+        tracker.heap(2, &outcome(false, true));
+        tracker.heap(2, &outcome(true, false));
+        tracker.heap(2, &outcome(true, false));
+        tracker.heap(3, &outcome(true, false));
+        tracker.heap(2, &outcome(false, false));
+        tracker.thread_exit(2);
+        let image = ProcessAnalysis::new(1, None, StartCause::Launch, 0);
+        let frees = tracker.finish(&image);
+        let expected = UnknownFrees {
+            thread_exit: 2,
+            not_seen: 2,
+            ..UnknownFrees::default()
+        };
+        assert_eq!(frees, expected);
+        assert_eq!(
+            frees.explained().unwrap(),
+            "4: 2 at thread exit (glibc's thread cache, allocated inside malloc), 2 of blocks \
+             not seen allocated (e.g. allocated by a module loaded before probes)"
+        );
+    }
+
+    #[test]
+    fn the_rest_come_from_the_images_start() {
+        let finish = |cause| {
+            let mut tracker = UnknownFreeTracker::default();
+            tracker.heap(1, &outcome(true, false));
+            tracker.finish(&ProcessAnalysis::new(1, None, cause, 0))
+        };
+        assert_eq!(finish(StartCause::Attach).before_attach, 1);
+        assert_eq!(finish(StartCause::Fork).before_fork, 1);
+        assert_eq!(finish(StartCause::Vfork).before_fork, 1);
+        assert_eq!(
+            finish(StartCause::Attach).explained().unwrap(),
+            "1 of blocks from before the attach"
+        );
+        assert_eq!(UnknownFrees::default().explained(), None);
+    }
+}

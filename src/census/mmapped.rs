@@ -1,0 +1,108 @@
+//! Chunks glibc mapped on their own. They are in no list, so they are found by their
+//! header: at a page boundary of an anonymous writable mapping, prev_size 0 and a size that
+//! is a whole number of pages with only IS_MMAPPED set, fitting in the mapping. Headers are
+//! read 512 pages to a `process_vm_readv`, of resident pages only. Mappings that hold no such chunk (heaps of the
+//! arenas, libc's data, the threads' stacks) are left out.
+
+use std::io::IoSliceMut;
+
+use nix::sys::uio::{process_vm_readv, RemoteIoVec};
+use nix::unistd::Pid;
+
+use super::arenas::HeapRange;
+use super::layout::{IS_MMAPPED, PAGE, SIZE_FLAGS};
+use super::residency::Pages;
+use crate::proc::maps::MapEntry;
+use crate::trace::census_format::Blocks;
+
+const PAGES_PER_READ: usize = 512;
+
+/// What the scan skips: the arenas' heaps, libc's data, the threads' stacks.
+pub struct Excluded<'a> {
+    pub heaps: &'a [HeapRange],
+    pub data: &'a [(u64, u64)],
+    pub stack_pointers: &'a [u64],
+}
+
+pub fn find_mmapped(pid: i32, maps: &[MapEntry], excluded: &Excluded) -> Blocks {
+    let mut found = Blocks::default();
+    for entry in maps.iter().filter(|entry| scanned(entry, excluded)) {
+        // Only resident pages: a header was written there; reading others would map them.
+        let Some(resident) = Pages::read(pid, entry.start, entry.end) else {
+            continue;
+        };
+        let pages: Vec<u64> = (entry.start..entry.end)
+            .step_by(PAGE as usize)
+            .filter(|&page| resident.is_present(page) && !in_heap(page, excluded.heaps))
+            .collect();
+        // Pages inside a chunk already found are not headers.
+        let mut inside_until = 0;
+        for batch in pages.chunks(PAGES_PER_READ) {
+            let headers = read_headers(pid, batch);
+            for (&page, header) in batch.iter().zip(headers) {
+                if page < inside_until {
+                    continue;
+                }
+                if let Some((0, size_field)) = header {
+                    let size = size_field & !SIZE_FLAGS;
+                    if size_field & SIZE_FLAGS == IS_MMAPPED && is_chunk_size(size, page, entry.end)
+                    {
+                        found.add(size);
+                        inside_until = page + size;
+                    }
+                }
+            }
+        }
+    }
+    found
+}
+
+fn is_chunk_size(size: u64, page: u64, end: u64) -> bool {
+    size > 0 && size % PAGE == 0 && page + size <= end
+}
+
+fn in_heap(page: u64, heaps: &[HeapRange]) -> bool {
+    heaps
+        .iter()
+        .any(|range| range.mapped <= page && page < range.end)
+}
+
+fn scanned(entry: &MapEntry, excluded: &Excluded) -> bool {
+    let anonymous = entry.path.is_none() && entry.writable && entry.readable && !entry.shared;
+    let data = excluded
+        .data
+        .iter()
+        .any(|&(start, end)| start < entry.end && entry.start < end);
+    let stack = excluded
+        .stack_pointers
+        .iter()
+        .any(|&pointer| entry.contains(pointer));
+    anonymous && !data && !stack
+}
+
+/// prev_size and size of each page's first 16 bytes; None for pages that cannot be read.
+fn read_headers(pid: i32, pages: &[u64]) -> Vec<Option<(u64, u64)>> {
+    let mut buffer = vec![0u8; pages.len() * 16];
+    let remote: Vec<RemoteIoVec> = pages
+        .iter()
+        .map(|&base| RemoteIoVec {
+            base: base as usize,
+            len: 16,
+        })
+        .collect();
+    let read = {
+        let mut local = [IoSliceMut::new(&mut buffer)];
+        process_vm_readv(Pid::from_raw(pid), &mut local, &remote).unwrap_or(0)
+    };
+    (0..pages.len())
+        .map(|index| {
+            let at = index * 16;
+            (at + 16 <= read).then(|| {
+                let field = |offset: usize| {
+                    u64::from_le_bytes(buffer[offset..offset + 8].try_into().expect("8"))
+                };
+                (field(at), field(at + 8))
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,82 @@
+//! The glibc heap census of `memsup snapshot`: what a stopped process's heap holds, read
+//! with `process_vm_readv` alone (nothing written, nothing run in the process). Where the
+//! allocator is, and its symbols, is found before the stop (`allocator`); while the process
+//! is stopped the arenas are found (`arenas`), the caches' lists followed (`caches`), every
+//! heap walked (`walk`, `tally`) and the mmapped chunks found (`mmapped`); `totals` sums it
+//! up as glibc's `mallinfo2()` would.
+
+pub mod allocator;
+mod arenas;
+mod caches;
+mod layout;
+mod mmapped;
+mod reader;
+mod residency;
+mod tally;
+mod totals;
+mod walk;
+
+pub use allocator::{locate, Allocator, IGNORE_DEBUG_FILE_VARIABLE};
+pub use caches::ThreadPointer;
+
+use crate::proc::maps::MapEntry;
+use crate::ptrace::memory::ProcessMemory;
+use crate::trace::census_format::{CensusTotals, HeapCensus};
+
+/// The census of process `pid`, stopped, whose mappings are `maps`; `allocator` is what
+/// `locate` found (or why it found nothing).
+pub fn take(
+    pid: i32,
+    maps: &[MapEntry],
+    allocator: &Result<Allocator, String>,
+    threads: &[ThreadPointer],
+    stack_pointers: &[u64],
+) -> HeapCensus {
+    let census = allocator
+        .as_ref()
+        .map_err(String::clone)
+        .and_then(|allocator| walk_heap(pid, maps, allocator, threads, stack_pointers));
+    match census {
+        Ok(totals) => HeapCensus::Walked(Box::new(totals)),
+        Err(reason) => HeapCensus::Untrusted { reason },
+    }
+}
+
+fn walk_heap(
+    pid: i32,
+    maps: &[MapEntry],
+    allocator: &Allocator,
+    threads: &[ThreadPointer],
+    stack_pointers: &[u64],
+) -> Result<CensusTotals, String> {
+    let memory = ProcessMemory::new(nix::unistd::Pid::from_raw(pid));
+    let mut reader = reader::WindowReader::new(&memory, pid);
+    let parameters = arenas::read_parameters(&mut reader, allocator);
+    let found = arenas::find_arenas(&mut reader, allocator, maps, parameters.sbrk_base)?;
+    let caches = caches::find_caches(
+        &mut reader,
+        allocator,
+        &found,
+        threads,
+        parameters.tcache_count,
+    );
+    let tally = tally::tally(pid, &mut reader, &found, &caches)?;
+    let heaps: Vec<arenas::HeapRange> = found
+        .iter()
+        .filter(|arena| !arena.main)
+        .flat_map(|arena| arena.heaps.iter().copied())
+        .collect();
+    let excluded = mmapped::Excluded {
+        heaps: &heaps,
+        data: &allocator.data,
+        stack_pointers,
+    };
+    let mmapped = mmapped::find_mmapped(pid, maps, &excluded);
+    Ok(totals::totals(
+        allocator.source,
+        tally,
+        caches.doubts,
+        mmapped,
+        parameters.mmaps,
+    ))
+}
