@@ -211,6 +211,9 @@ pub enum Command {
         /// Overwrite the diff's file if it exists (never through a symbolic link).
         #[arg(long)]
         force: bool,
+        /// The leaks both profiles leave out, as in `report`.
+        #[command(flatten)]
+        suppress: suppress_args::SuppressArgs,
         /// The profile compared with (before).
         #[arg(value_name = "BASE")]
         base: PathBuf,

@@ -247,6 +247,7 @@ fn execute(command: Command) -> Result<i32> {
             top,
             output,
             force,
+            suppress,
             base,
             new,
         } => {
@@ -256,14 +257,13 @@ fn execute(command: Command) -> Result<i32> {
                 format.file_suffix(),
                 std::slice::from_ref(&new),
             );
-            report::diff::run(
-                &base,
-                &new,
-                format.format(),
-                metric.metric(),
+            let compared = report::diff::Compared {
+                format: format.format(),
+                metric: metric.metric(),
                 top,
-                &destination,
-            )
+                suppressions: suppressions(&suppress)?,
+            };
+            report::diff::run(&base, &new, &compared, &destination)
         }
         Command::Dump {
             format,

@@ -232,6 +232,19 @@ fn one_more_allocation_is_the_one_site_that_changed() {
         "      peak 0 -> 4096, leaked 0 -> 4096, temporary 0 -> 0, allocated 0 -> 4096 in 0 -> 1 allocations"
     );
     assert_eq!(lines.len(), totals_at + 7, "{text}");
+
+    // Suppressed on both sides, make_extra's block is no leak: the leaked totals are equal.
+    let rules = base.profile.with_extension("supp");
+    fs::write(&rules, "# the new block\nleak:make_extra\n").unwrap();
+    let rules = format!("--suppressions={}", rules.display());
+    let (code, text, stderr) = memsup_diff(&[&rules], &base.profile, &extra.profile);
+    assert_eq!(code, Some(0), "{stderr}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(words(lines[totals_at + 1]), ["leaked", "3000", "3000", "0"]);
+    assert_eq!(
+        lines[totals_at + 6],
+        "      peak 0 -> 4096, leaked 0 -> 0, temporary 0 -> 0, allocated 0 -> 4096 in 0 -> 1 allocations"
+    );
 }
 
 #[test]

@@ -9,6 +9,7 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::analysis::diff::{diff, Diff, ImageName, NothingMatches};
+use crate::analysis::suppress::Suppressions;
 use crate::analysis::{load, Analysis, Frame, Settings, SiteMetrics};
 use crate::error::{Error, Result};
 use crate::report::choose::destination::Destination;
@@ -21,19 +22,25 @@ pub enum DiffFormat {
     Html,
 }
 
+/// How `memsup diff` compares and writes.
+pub struct Compared {
+    pub format: DiffFormat,
+    pub metric: Metric,
+    /// Changed sites per pair of images in the text.
+    pub top: usize,
+    /// The leaks both sides leave out (`report --suppressions`).
+    pub suppressions: Suppressions,
+}
+
 /// `memsup diff`: reads both profiles, compares them and writes the diff to `destination`;
 /// 0, or `Error::NothingToCompare` when no image of one matches an image of the other.
-pub fn run(
-    base: &Path,
-    new: &Path,
-    format: DiffFormat,
-    metric: Metric,
-    top: usize,
-    destination: &Destination,
-) -> Result<i32> {
+pub fn run(base: &Path, new: &Path, compared: &Compared, destination: &Destination) -> Result<i32> {
     let settings = Settings::default();
-    let base = load::analyze_file(base, &settings)?;
-    let new = load::analyze_file(new, &settings)?;
+    let mut base = load::analyze_file(base, &settings)?;
+    let mut new = load::analyze_file(new, &settings)?;
+    compared.suppressions.apply(std::slice::from_mut(&mut base));
+    compared.suppressions.apply(std::slice::from_mut(&mut new));
+    let (format, metric, top) = (compared.format, compared.metric, compared.top);
     let diff = compare(&base, &new, metric)
         .map_err(|refused| Error::NothingToCompare(refusal(&base, &new, &refused)))?;
     let mut out = destination.open()?;
