@@ -43,33 +43,53 @@ pub fn replay_image_heap(
     skip: &SkipFrames,
     visit: &mut dyn FnMut(u64, &Outcome, &mut SiteFrames),
 ) -> crate::error::Result<()> {
-    let mut sites = SiteFrames {
-        stacks: image_stacks(path, image)?,
-        skip: skip.clone(),
-        cache: HashMap::new(),
-    };
-    let mut heap = LiveHeap::default();
-    let mut window = Window::new(image);
+    replay_images_heap(path, &[image], skip, &mut |_, time_ns, outcome, sites| {
+        visit(time_ns, outcome, sites)
+    })
+}
+
+/// As `replay_image_heap` for every image of `images` in two passes over the file whatever
+/// their number: `visit` gets the index of the image in `images` first.
+pub fn replay_images_heap(
+    path: &Path,
+    images: &[&ProcessAnalysis],
+    skip: &SkipFrames,
+    visit: &mut dyn FnMut(usize, u64, &Outcome, &mut SiteFrames),
+) -> crate::error::Result<()> {
+    let mut sites: Vec<SiteFrames> = image_stacks(path, images)?
+        .into_iter()
+        .map(|stacks| SiteFrames {
+            stacks,
+            skip: skip.clone(),
+            cache: HashMap::new(),
+        })
+        .collect();
+    let mut heaps: Vec<LiveHeap> = images.iter().map(|_| LiveHeap::default()).collect();
+    let mut windows = Windows::new(images);
     for record in ProfileReader::open(path)? {
-        if !window.holds(&record) {
+        let Some(index) = windows.holder(&record) else {
             continue;
-        }
+        };
         if let Some((_, _, event)) = heap_event(&record) {
-            let outcome = heap.apply(event);
-            visit(event.time_ns, &outcome, &mut sites);
+            let outcome = heaps[index].apply(event);
+            visit(index, event.time_ns, &outcome, &mut sites[index]);
         }
     }
     Ok(())
 }
 
-/// The first pass: the image's stack nodes and symbols.
-fn image_stacks(path: &Path, image: &ProcessAnalysis) -> crate::error::Result<ImageStacks> {
-    let mut stacks = ImageStacks::default();
-    let mut window = Window::new(image);
+/// The first pass: each image's stack nodes and symbols.
+fn image_stacks(
+    path: &Path,
+    images: &[&ProcessAnalysis],
+) -> crate::error::Result<Vec<ImageStacks>> {
+    let mut stacks: Vec<ImageStacks> = images.iter().map(|_| ImageStacks::default()).collect();
+    let mut windows = Windows::new(images);
     for record in ProfileReader::open(path)? {
-        if !window.holds(&record) {
+        let Some(index) = windows.holder(&record) else {
             continue;
-        }
+        };
+        let stacks = &mut stacks[index];
         match record {
             Record::StackNode {
                 id,
@@ -103,6 +123,27 @@ fn image_stacks(path: &Path, image: &ProcessAnalysis) -> crate::error::Result<Im
         }
     }
     Ok(stacks)
+}
+
+/// The windows of several images: a record is the first holder's (an image's records are
+/// its PID's within its own time, so at most one holds it); every window sees every record,
+/// to follow its PID's timed records.
+struct Windows(Vec<Window>);
+
+impl Windows {
+    fn new(images: &[&ProcessAnalysis]) -> Self {
+        Windows(images.iter().map(|image| Window::new(image)).collect())
+    }
+
+    fn holder(&mut self, record: &Record) -> Option<usize> {
+        let mut holder = None;
+        for (index, window) in self.0.iter_mut().enumerate() {
+            if window.holds(record) && holder.is_none() {
+                holder = Some(index);
+            }
+        }
+        holder
+    }
 }
 
 /// Which records of the file are the image's: its PID's between its start and its end, the

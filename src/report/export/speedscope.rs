@@ -112,7 +112,9 @@ pub fn render(
     let mut profiles = Vec::new();
     for analysis in analyses {
         let path = std::path::Path::new(&analysis.profile.path);
-        for image in &analysis.processes {
+        let images: Vec<&ProcessAnalysis> = analysis.processes.iter().collect();
+        let orders = timeline::allocations_in_time_order(path, &images, skip)?;
+        for (image, order) in analysis.processes.iter().zip(orders) {
             let peak = |metrics: &SiteMetrics| metrics.peak_bytes;
             profiles.push(sampled_profile(
                 image,
@@ -120,8 +122,7 @@ pub fn render(
                 peak,
                 &mut frames,
             ));
-            let (samples, weights) =
-                timeline::allocations_in_time_order(path, image, skip, &mut frames)?;
+            let (samples, weights) = order.samples(&mut frames);
             profiles.push(profile(image, IN_TIME_ORDER, samples, weights));
             let leaked = |metrics: &SiteMetrics| metrics.leaked_bytes;
             profiles.push(sampled_profile(image, "bytes leaked", leaked, &mut frames));

@@ -10,40 +10,68 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use super::Frames;
-use crate::analysis::heap_stream::replay_image_heap;
-use crate::analysis::{ProcessAnalysis, SkipFrames};
+use crate::analysis::heap_stream::replay_images_heap;
+use crate::analysis::{Frame, ProcessAnalysis, SkipFrames};
 use crate::trace::stacks::StackId;
 
 /// Slices of an image's run within which allocations merge by site.
 pub const TIME_SLICES: u64 = 1000;
 
-/// The samples (frame indices root first) and weights (bytes) of `image`'s allocations, in
-/// time order, read from the profile at `path`.
+/// The allocations of one image in time order, their stacks not yet in the file's frames.
+pub struct TimeOrder {
+    /// Each distinct call site's frames (innermost first), in order of its first allocation.
+    stacks: Vec<Vec<Frame>>,
+    slices: Slices,
+}
+
+impl TimeOrder {
+    /// The samples (frame indices root first) and weights (bytes), the frames added to
+    /// `frames` in order of first use.
+    pub fn samples(self, frames: &mut Frames) -> (Vec<Vec<usize>>, Vec<u64>) {
+        let (order, weights) = self.slices.finish();
+        let mut indices: HashMap<usize, Vec<usize>> = HashMap::new();
+        let samples = order
+            .into_iter()
+            .map(|stack| {
+                let stacks = &self.stacks;
+                indices
+                    .entry(stack)
+                    .or_insert_with(|| frames.stack(&stacks[stack]))
+                    .clone()
+            })
+            .collect();
+        (samples, weights)
+    }
+}
+
+/// The allocations of each of `images` in time order, read from the profile at `path` in
+/// one replay for all of them.
 pub fn allocations_in_time_order(
     path: &Path,
-    image: &ProcessAnalysis,
+    images: &[&ProcessAnalysis],
     skip: &SkipFrames,
-    frames: &mut Frames,
-) -> crate::error::Result<(Vec<Vec<usize>>, Vec<u64>)> {
-    let mut slices = Slices::new(image);
-    let mut stack_of: HashMap<StackId, usize> = HashMap::new();
-    let mut stacks: Vec<Vec<usize>> = Vec::new();
-    replay_image_heap(path, image, skip, &mut |time_ns, outcome, sites| {
+) -> crate::error::Result<Vec<TimeOrder>> {
+    let mut orders: Vec<TimeOrder> = images
+        .iter()
+        .map(|image| TimeOrder {
+            stacks: Vec::new(),
+            slices: Slices::new(image),
+        })
+        .collect();
+    let mut stack_of: Vec<HashMap<StackId, usize>> =
+        images.iter().map(|_| HashMap::new()).collect();
+    replay_images_heap(path, images, skip, &mut |index, time_ns, outcome, sites| {
         let Some(block) = outcome.created else {
             return;
         };
-        let stack = *stack_of.entry(block.stack).or_insert_with(|| {
-            stacks.push(frames.stack(sites.frames(block.stack)));
-            stacks.len() - 1
+        let order = &mut orders[index];
+        let stack = *stack_of[index].entry(block.stack).or_insert_with(|| {
+            order.stacks.push(sites.frames(block.stack).to_vec());
+            order.stacks.len() - 1
         });
-        slices.add(time_ns, stack, block.size);
+        order.slices.add(time_ns, stack, block.size);
     })?;
-    let (order, weights) = slices.finish();
-    let samples = order
-        .into_iter()
-        .map(|stack| stacks[stack].clone())
-        .collect();
-    Ok((samples, weights))
+    Ok(orders)
 }
 
 /// The samples made so far and those of the current slice, merged by stack.
