@@ -8,6 +8,7 @@
 pub mod coverage;
 pub mod modules;
 pub mod snapshot;
+pub mod tables;
 
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,7 @@
+//! Unwind tables compiled from a module's CFI ahead of time, compact enough for the hook
+//! engine's walker to read inside the target (the "stack deltas" of eBPF profilers): per
+//! address range one packed rule (`rule`), the walk they drive (`walk`), and the compiler
+//! that builds them from `.eh_frame` or `.debug_frame` (`compile`).
+
+pub mod rule;
+pub mod walk;
