@@ -1,5 +1,6 @@
-//! The record routine every hook calls: picks a ring by CPU, claims a slot, writes the
-//! record from the hook's frame (layout in `code`) and publishes it.
+//! The record routine every hook calls: walks the caller's stack (`code_walk`, not for a
+//! free), then picks a ring by CPU, claims a slot, writes the record from the hook's frame
+//! (layout in `code`) and publishes it.
 //!
 //! Registers while claiming: r9 the ring, rsi its capacity, r8 the op in the low half and
 //! the ring's number in the high half (one store writes both `OP` and `CPU`), r10 the TSC,
@@ -8,7 +9,8 @@
 use iced_x86::code_asm::*;
 
 use super::code::CpuSource;
-use super::layout::{header, record, ring, AREA_HEADER_BYTES, POLICY_DROP, RECORD_BYTES};
+use super::code_walk::emit_walk_routine;
+use super::layout::{header, record, ring, Op, AREA_HEADER_BYTES, POLICY_DROP, RECORD_BYTES};
 
 /// Frame offsets from the record routine's `rsp`.
 pub(super) const FRAME_RESULT: u64 = 16;
@@ -21,9 +23,41 @@ pub(super) const FRAME_CALLER: u64 = 88;
 pub(super) const SPINS_PER_YIELD: u32 = 256;
 pub(super) const SYS_SCHED_YIELD: u32 = 24;
 
+/// Bytes between the inner routine's rsp and the hook's frame: its return address into
+/// the record routine and the rbx the record routine saved (the walk's result).
+const INNER: u64 = 16;
+
 type Emit = Result<(), IcedError>;
 
+/// The record routine: rbx (saved) keeps the walk's stack reference for the inner routine.
 pub(super) fn emit_record_routine(a: &mut CodeAssembler, area: u64, cpu: CpuSource) -> Emit {
+    let mut inner = a.create_label();
+    let mut walk = a.create_label();
+    let mut unwalked = a.create_label();
+    a.push(rbx)?;
+    a.xor(ebx, ebx)?;
+    a.mov(eax, r8d)?;
+    a.and(eax, 0xffff)?;
+    a.cmp(eax, Op::Free as i32)?;
+    a.je(unwalked)?;
+    a.push(r8)?;
+    // rsp at the allocator's entry: the caller slot of the hook's frame, two pushes up.
+    a.lea(rdi, qword_ptr(rsp + (16 + FRAME_CALLER) as i32))?;
+    a.call(walk)?;
+    a.pop(r8)?;
+    a.mov(rbx, rax)?;
+    a.set_label(&mut unwalked)?;
+    a.call(inner)?;
+    a.pop(rbx)?;
+    a.ret()?;
+    a.set_label(&mut inner)?;
+    emit_inner_routine(a, area, cpu)?;
+    a.set_label(&mut walk)?;
+    emit_walk_routine(a, area)
+}
+
+/// Claims, writes and publishes, reading the hook's frame `INNER` bytes up.
+fn emit_inner_routine(a: &mut CodeAssembler, area: u64, cpu: CpuSource) -> Emit {
     let mut claim = a.create_label();
     let mut full = a.create_label();
     emit_ring_choice(a, area, cpu)?;
@@ -97,23 +131,24 @@ fn emit_write(a: &mut CodeAssembler) -> Emit {
     a.mov(field(record::TSC), r10)?;
     a.mov(rdx, qword_ptr(0u64).fs())?;
     a.mov(field(record::THREAD), rdx)?;
-    a.mov(rdx, qword_ptr(rsp + FRAME_CALLER as i32))?;
+    a.mov(rdx, qword_ptr(rsp + (INNER + FRAME_CALLER) as i32))?;
     a.mov(field(record::CALLER), rdx)?;
-    a.lea(rdx, qword_ptr(rsp + FRAME_CALLER as i32))?;
+    a.lea(rdx, qword_ptr(rsp + (INNER + FRAME_CALLER) as i32))?;
     a.mov(field(record::STACK_POINTER), rdx)?;
+    a.mov(field(record::STACK), rbx)?;
     let copies = [
         (FRAME_RESULT, record::RESULT),
         (FRAME_OUT, record::OUT),
         (FRAME_ENTRY_TSC, record::ENTRY_TSC),
     ];
     for (from, to) in copies {
-        a.mov(rdx, qword_ptr(rsp + from as i32))?;
+        a.mov(rdx, qword_ptr(rsp + (INNER + from) as i32))?;
         a.mov(field(to), rdx)?;
     }
     for argument in 0..6u64 {
         a.mov(
             rdx,
-            qword_ptr(rsp + (FRAME_ARGUMENTS + 8 * argument) as i32),
+            qword_ptr(rsp + (INNER + FRAME_ARGUMENTS + 8 * argument) as i32),
         )?;
         a.mov(field(record::ARGUMENTS + 8 * argument), rdx)?;
     }

@@ -49,6 +49,20 @@ pub mod header {
     /// Tickets memsup has served: every module mapped when it read `RENDEZVOUS_ASKED` is
     /// probed or hooked. Written by memsup only, with every thread of the process stopped.
     pub const RENDEZVOUS_DONE: u64 = 80;
+    /// u32: 1 while hooks walk call stacks (full stacks); 0 records the caller only.
+    pub const STACKS: u64 = 88;
+    /// The target address of the current module directory (`stacks::DIRECTORY_*`), 0 for
+    /// none. memsup writes a new directory and then swaps this pointer; old ones stay.
+    pub const DIRECTORY: u64 = 96;
+    /// Bytes of the stack store claimed so far (atomic fetch-and-add by the hooks).
+    pub const STORE_USED: u64 = 104;
+    /// Walks whose frames did not fit in the store (atomic increments).
+    pub const STACKS_LOST: u64 = 112;
+    /// Byte offsets from the area's start of the stack section's thread table, known-stack
+    /// set and store (`stacks::Section`), written by memsup before hooks run.
+    pub const THREADS_OFFSET: u64 = 120;
+    pub const KNOWN_OFFSET: u64 = 128;
+    pub const STORE_OFFSET: u64 = 136;
 }
 
 pub const POLICY_WAIT: u32 = 0;
@@ -95,6 +109,8 @@ pub mod record {
     pub const OUT: u64 = 104;
     /// `rdtsc` at entry, for calls recorded after they return (0 for a free).
     pub const ENTRY_TSC: u64 = 112;
+    /// The walked call stack (`stacks::StackRef`), 0 when none was walked.
+    pub const STACK: u64 = 120;
 }
 
 /// What a record reports: the function whose hook wrote it.
@@ -185,9 +201,15 @@ pub enum HookShape {
     Rendezvous,
 }
 
-/// Bytes of an area with `ring_count` rings of `capacity` records.
-pub fn area_bytes(ring_count: u64, capacity: u64) -> u64 {
+/// Bytes of an area's header and rings, which every hook touches: mapped populated.
+pub fn rings_end(ring_count: u64, capacity: u64) -> u64 {
     AREA_HEADER_BYTES + ring_count * ring_bytes(capacity)
+}
+
+/// Bytes of an area with `ring_count` rings of `capacity` records and the stack section
+/// after them (`stacks`), most of it never touched.
+pub fn area_bytes(ring_count: u64, capacity: u64) -> u64 {
+    stacks::Section::after(rings_end(ring_count, capacity)).end()
 }
 
 /// Bytes of one ring of `capacity` records, header included.
@@ -203,4 +225,123 @@ pub fn ring_offset(index: u64, capacity: u64) -> u64 {
 /// Byte offset of record slot `index` (any claim index; it wraps) from its ring's start.
 pub fn record_offset(index: u64, capacity: u64) -> u64 {
     RING_HEADER_BYTES + (index & (capacity - 1)) * RECORD_BYTES
+}
+
+/// The stack section of an area, after the rings: what the hooks' stack walker reads
+/// (thread stack bounds, the module directory and its tables, written by memsup) and writes
+/// (the known-stack set and the stack store). memsup writes tables and directories once and
+/// never reuses their bytes, so a walker holding an old directory reads valid memory.
+pub mod stacks {
+    /// Slots of the thread table: (self pointer, stack low, stack high, 0), 32 bytes each,
+    /// open addressing by a multiplicative hash of the self pointer, linear probing.
+    pub const THREAD_SLOTS: u64 = 4096;
+    pub const THREAD_SLOT_BYTES: u64 = 32;
+    /// Probes before a walker gives up finding its thread (it then walks nothing).
+    pub const THREAD_PROBES: u32 = 16;
+    /// Thread slot fields.
+    pub const THREAD_SELF: u64 = 0;
+    pub const THREAD_LOW: u64 = 8;
+    pub const THREAD_HIGH: u64 = 16;
+    /// A self pointer no thread has: a slot whose thread ended.
+    pub const THREAD_GONE: u64 = 1;
+
+    /// Slots of the known-stack set: (hash, `StackRef`), 16 bytes each; the top bits of
+    /// the hash pick the first slot.
+    pub const KNOWN_BITS: u32 = 16;
+    pub const KNOWN_SLOTS: u64 = 1 << KNOWN_BITS;
+    pub const KNOWN_SLOT_BYTES: u64 = 16;
+    pub const KNOWN_PROBES: u32 = 8;
+
+    /// Bytes reserved for tables and directories (sparse: only what is written is memory).
+    pub const TABLE_BYTES: u64 = 256 << 20;
+    /// Bytes reserved for stack frames (sparse).
+    pub const STORE_BYTES: u64 = 256 << 20;
+
+    /// A directory: u64 count, then `count` entries sorted by `ENTRY_START`.
+    pub const DIRECTORY_ENTRIES: u64 = 8;
+    pub const ENTRY_BYTES: u64 = 64;
+    /// Directory entry fields: an executable segment of a module and its module's table.
+    pub const ENTRY_START: u64 = 0;
+    pub const ENTRY_END: u64 = 8;
+    /// Runtime address minus ELF virtual address.
+    pub const ENTRY_BIAS: u64 = 16;
+    /// Target address of the table's u32 row starts.
+    pub const ENTRY_STARTS: u64 = 24;
+    /// Target address of the table's u32 rules.
+    pub const ENTRY_RULES: u64 = 32;
+    pub const ENTRY_ROWS: u64 = 40;
+    /// The segment's signal return trampoline, 0 for none.
+    pub const ENTRY_SIGRETURN: u64 = 48;
+
+    /// Frames a walk records at most (`unwind::MAX_DEPTH`, and the interrupted instruction
+    /// after a signal frame).
+    pub const MAX_FRAMES: u64 = crate::unwind::MAX_DEPTH as u64 + 1;
+    /// Set in a stored frame: the instruction a signal interrupted (not a return address).
+    pub const INTERRUPTED_FRAME: u64 = 1 << 63;
+
+    /// Why a walk ended (the low byte of a `StackRef`): `END` is the outermost frame, every
+    /// other reason truncates the stack.
+    pub const STOP_END: u64 = 0;
+    pub const STOP_TRUNCATED: u64 = 1;
+
+    /// Where a walk's frames are: `offset << 24 | frames << 8 | stop`, `offset` in bytes
+    /// from the store's start.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct StackRef(pub u64);
+
+    impl StackRef {
+        pub fn new(offset: u64, frames: u64, stop: u64) -> StackRef {
+            StackRef(offset << 24 | frames << 8 | stop)
+        }
+        pub fn offset(self) -> u64 {
+            self.0 >> 24
+        }
+        pub fn frames(self) -> u64 {
+            (self.0 >> 8) & 0xffff
+        }
+        pub fn truncated(self) -> bool {
+            self.0 & 0xff != STOP_END
+        }
+    }
+
+    /// Byte offsets of the section's parts from the area's start.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Section {
+        pub threads: u64,
+        pub known: u64,
+        pub tables: u64,
+        pub store: u64,
+    }
+
+    impl Section {
+        /// The section of an area whose rings end at `rings_end` (page-aligned parts).
+        pub fn after(rings_end: u64) -> Section {
+            let page = |bytes: u64| bytes.div_ceil(4096) * 4096;
+            let threads = page(rings_end);
+            let known = page(threads + THREAD_SLOTS * THREAD_SLOT_BYTES);
+            let tables = page(known + KNOWN_SLOTS * KNOWN_SLOT_BYTES);
+            let store = tables + TABLE_BYTES;
+            Section {
+                threads,
+                known,
+                tables,
+                store,
+            }
+        }
+
+        pub fn end(&self) -> u64 {
+            self.store + STORE_BYTES
+        }
+    }
+
+    /// The first thread slot a self pointer probes.
+    pub fn thread_slot(self_pointer: u64) -> u64 {
+        self_pointer.wrapping_mul(THREAD_HASH) >> (64 - THREAD_SLOTS.trailing_zeros())
+    }
+
+    /// Multiplier of the thread table's hash (odd).
+    pub const THREAD_HASH: u64 = 0x9e37_79b9_7f4a_7c15;
+    /// Multiplier and seed of the stack hash.
+    pub const STACK_HASH: u64 = 0xff51_afd7_ed55_8ccd;
+    pub const STACK_HASH_SEED: u64 = 0xcbf2_9ce4_8422_2325;
 }

@@ -5,6 +5,7 @@
 pub mod clock;
 pub mod code;
 mod code_record;
+mod code_walk;
 pub mod drain;
 pub mod inject;
 pub mod layout;

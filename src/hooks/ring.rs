@@ -19,6 +19,8 @@ pub struct RawRecord {
     pub arguments: [u64; 6],
     pub out: u64,
     pub entry_tsc: u64,
+    /// The walked call stack (`layout::stacks::StackRef`), 0 when none was walked.
+    pub stack: u64,
 }
 
 /// memsup's view of an area mapped in its own address space.
@@ -69,7 +71,7 @@ impl Area {
         wait_limit_ticks: u64,
     ) {
         assert!(ring_count.is_power_of_two() && capacity.is_power_of_two());
-        let bytes = layout::area_bytes(ring_count as u64, capacity);
+        let bytes = layout::rings_end(ring_count as u64, capacity);
         assert!(
             bytes <= self.len as u64,
             "{bytes} bytes do not fit in {}",
@@ -174,6 +176,7 @@ impl Area {
             arguments: std::array::from_fn(|i| field(record::ARGUMENTS + 8 * i as u64)),
             out: field(record::OUT),
             entry_tsc: field(record::ENTRY_TSC),
+            stack: field(record::STACK),
         })
     }
 }

@@ -19,7 +19,7 @@ struct HandWritten {
 
 impl HandWritten {
     fn new(ring_count: u32, capacity: u64) -> (HandWritten, Area) {
-        let words = layout::area_bytes(ring_count as u64, capacity) as usize / 8;
+        let words = layout::rings_end(ring_count as u64, capacity) as usize / 8;
         let mut buffer = vec![0u64; words];
         // SAFETY: the buffer outlives the area in every test below.
         let area = unsafe { Area::new(buffer.as_mut_ptr().cast(), words * 8) };
