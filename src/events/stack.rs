@@ -7,6 +7,11 @@ use std::sync::Mutex;
 use crate::failure::lock;
 use crate::unwind::StackSnapshot;
 
+/// Set in a frame a source walked itself (`RawStack::Frames`, `EventKind::KnownStack`):
+/// the instruction a signal interrupted, whose caller frame is the signal return trampoline.
+/// Return addresses are user-space addresses, far below this bit.
+pub const INTERRUPTED_MARK: u64 = 1 << 63;
+
 /// How the interpret stage learns the stack of an event.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RawStack {
@@ -17,7 +22,7 @@ pub enum RawStack {
     Uncopied(u64),
     /// A copy of the stack to unwind.
     Copy(Box<StackCopy>),
-    /// Frames the source walked itself, caller first.
+    /// Frames the source walked itself, caller first (`INTERRUPTED_MARK` may mark some).
     Frames(Vec<u64>),
     /// A stack registered earlier in this process image by `EventKind::KnownStack`.
     Known(u64),

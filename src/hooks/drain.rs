@@ -12,8 +12,10 @@ use std::time::Duration;
 
 use super::clock::{rdtsc, TscClock};
 use super::inject::SharedArea;
+use super::layout::stacks::StackRef;
 use super::layout::{Op, POLICY_DROP, POLICY_WAIT};
 use super::ring::{Area, Drainer, RawRecord};
+use super::stack_section::{SegmentTable, StackSection};
 use crate::events::calls::{mapping_result, returned_call};
 use crate::events::heap::IntegerMap;
 use crate::events::{Event, EventKind, EventSink, RawStack};
@@ -74,6 +76,10 @@ struct Image {
     /// function bodies, hook pages): recorded once, by the outer call. Sorted, disjoint.
     internal: Vec<(u64, u64)>,
     counters: HookCounters,
+    /// What the hooks' stack walker reads, as memsup wrote it.
+    stacks: StackSection,
+    /// Walked stacks already sent as `KnownStack` in this image, by `StackRef`.
+    known_stacks: std::collections::HashSet<u64>,
 }
 
 struct AreaHandle {
@@ -164,6 +170,7 @@ impl Drain {
     }
 
     /// Starts draining `pid`'s new area (fills its header: hooks may run from now on).
+    /// With full stacks the hooks walk them, over the tables `publish_segments` gives.
     pub fn register(&self, pid: u32, shared_area: SharedArea, ring_count: u64) {
         // SAFETY: the mapping lives in the handle as long as the view.
         let area = unsafe { Area::new(shared_area.local.pointer(), shared_area.local.len()) };
@@ -181,6 +188,13 @@ impl Drain {
             ticks(WAIT_LIMIT),
         );
         area.heartbeat(rdtsc());
+        let stacks = StackSection::new(
+            &area,
+            shared_area.address,
+            ring_count,
+            ring_capacity(),
+            !self.shared.caller_only,
+        );
         let handle = Arc::new(AreaHandle {
             area,
             _local: shared_area,
@@ -194,8 +208,34 @@ impl Drain {
             vfork_children: HashMap::new(),
             internal: Vec::new(),
             counters: HookCounters::default(),
+            stacks,
+            known_stacks: std::collections::HashSet::new(),
         };
         lock(&self.shared.images).insert(pid, image);
+    }
+
+    /// The thread whose self pointer is `key` runs on the stack `[low, high)`: its hooks
+    /// may walk it.
+    pub fn set_thread_stack(&self, pid: u32, key: u64, low: u64, high: u64) {
+        if let Some(image) = lock(&self.shared.images).get(&pid) {
+            image.stacks.set_thread(&image.area.area, key, low, high);
+        }
+    }
+
+    /// The executable segments of `pid`'s modules are now `segments` (their tables are
+    /// written before the directory that names them).
+    pub fn publish_segments(&self, pid: u32, segments: Vec<SegmentTable>) {
+        if let Some(image) = lock(&self.shared.images).get_mut(&pid) {
+            image.stacks.publish(&image.area.area, segments);
+        }
+    }
+
+    /// The segments published last for `pid` (a fork child starts with its parent's).
+    pub fn published_segments(&self, pid: u32) -> Vec<SegmentTable> {
+        lock(&self.shared.images)
+            .get(&pid)
+            .map(|image| image.stacks.segments().to_vec())
+            .unwrap_or_default()
     }
 
     /// `wake` interrupts the tracer: called (again every pass, about every millisecond) while
@@ -394,6 +434,8 @@ fn drain_image(shared: &Shared, pid: u32, image: &mut Image, pass: Pass) -> usiz
         vfork_children,
         internal,
         counters,
+        stacks,
+        known_stacks,
     } = image;
     let mut batcher = EventBatcher {
         shared,
@@ -402,6 +444,9 @@ fn drain_image(shared: &Shared, pid: u32, image: &mut Image, pass: Pass) -> usiz
         vfork_children,
         internal,
         counters,
+        stacks,
+        known_stacks,
+        area: &area.area,
         batch: Vec::new(),
     };
     let read = match pass {
@@ -426,6 +471,9 @@ struct EventBatcher<'a> {
     vfork_children: &'a HashMap<u64, u32>,
     internal: &'a [(u64, u64)],
     counters: &'a mut HookCounters,
+    stacks: &'a StackSection,
+    known_stacks: &'a mut std::collections::HashSet<u64>,
+    area: &'a Area,
     batch: Vec<Event>,
 }
 
@@ -461,7 +509,6 @@ impl EventBatcher<'_> {
             self.counters.nested += 1;
             return None;
         }
-        let kind = event_of(record, self.shared.caller_only)?;
         let (pid, tid) = match self.vfork_children.get(&record.thread) {
             Some(&child) => (child, child),
             None => (
@@ -472,12 +519,46 @@ impl EventBatcher<'_> {
                     .unwrap_or(self.pid),
             ),
         };
+        let time_ns = self.shared.clock().to_monotonic_ns(record.tsc);
+        let stack = self.stack_of(record, pid, tid, time_ns);
+        let kind = event_of(record, stack)?;
         Some(Event {
-            time_ns: self.shared.clock().to_monotonic_ns(record.tsc),
+            time_ns,
             pid,
             tid,
             kind,
         })
+    }
+
+    /// The stack of a record: what its hook walked, registered with the interpret stage the
+    /// first time this image sees it (a vfork child's records carry their frames).
+    fn stack_of(&mut self, record: &RawRecord, pid: u32, tid: u32, time_ns: u64) -> RawStack {
+        if self.shared.caller_only {
+            return RawStack::Caller(record.caller);
+        }
+        if record.stack == 0 || record.op == Op::Free {
+            return RawStack::Uncopied(record.caller);
+        }
+        if self.known_stacks.contains(&record.stack) && pid == self.pid {
+            return RawStack::Known(record.stack);
+        }
+        let Some(frames) = self.stacks.frames(self.area, StackRef(record.stack)) else {
+            return RawStack::Uncopied(record.caller);
+        };
+        if pid != self.pid {
+            return RawStack::Frames(frames);
+        }
+        self.known_stacks.insert(record.stack);
+        self.batch.push(Event {
+            time_ns,
+            pid,
+            tid,
+            kind: EventKind::KnownStack {
+                id: record.stack,
+                frames,
+            },
+        });
+        RawStack::Known(record.stack)
     }
 }
 
@@ -505,13 +586,8 @@ fn in_sorted_spans(ranges: &[(u64, u64)], address: u64) -> bool {
     after > 0 && address < ranges[after - 1].1
 }
 
-/// The event a hook's record reports.
-fn event_of(record: &RawRecord, caller_only: bool) -> Option<EventKind> {
-    let stack = if caller_only {
-        RawStack::Caller(record.caller)
-    } else {
-        RawStack::Uncopied(record.caller)
-    };
+/// The event a hook's record reports, with `stack`.
+fn event_of(record: &RawRecord, stack: RawStack) -> Option<EventKind> {
     if let Some(call) = map_call_of(record.op) {
         return Some(EventKind::Mapping {
             call,

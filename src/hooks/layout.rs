@@ -242,8 +242,6 @@ pub mod stacks {
     pub const THREAD_SELF: u64 = 0;
     pub const THREAD_LOW: u64 = 8;
     pub const THREAD_HIGH: u64 = 16;
-    /// A self pointer no thread has: a slot whose thread ended.
-    pub const THREAD_GONE: u64 = 1;
 
     /// Slots of the known-stack set: (hash, `StackRef`), 16 bytes each; the top bits of
     /// the hash pick the first slot.
@@ -277,7 +275,7 @@ pub mod stacks {
     /// after a signal frame).
     pub const MAX_FRAMES: u64 = crate::unwind::MAX_DEPTH as u64 + 1;
     /// Set in a stored frame: the instruction a signal interrupted (not a return address).
-    pub const INTERRUPTED_FRAME: u64 = 1 << 63;
+    pub const INTERRUPTED_FRAME: u64 = crate::events::stack::INTERRUPTED_MARK;
 
     /// Why a walk ended (the low byte of a `StackRef`): `END` is the outermost frame, every
     /// other reason truncates the stack.

@@ -12,6 +12,7 @@ pub mod layout;
 pub mod placement;
 pub mod relocate;
 pub mod ring;
+pub mod stack_section;
 pub mod trailer;
 
 #[cfg(test)]

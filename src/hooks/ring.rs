@@ -42,7 +42,7 @@ impl Area {
         Area { base, len }
     }
 
-    fn u64_at(&self, offset: u64) -> &AtomicU64 {
+    pub(super) fn u64_at(&self, offset: u64) -> &AtomicU64 {
         assert!(
             offset as usize + 8 <= self.len,
             "offset {offset} outside the area"
@@ -51,7 +51,7 @@ impl Area {
         unsafe { AtomicU64::from_ptr(self.base.add(offset as usize).cast()) }
     }
 
-    fn u32_at(&self, offset: u64) -> &AtomicU32 {
+    pub(super) fn u32_at(&self, offset: u64) -> &AtomicU32 {
         assert!(
             offset as usize + 4 <= self.len,
             "offset {offset} outside the area"
@@ -109,6 +109,19 @@ impl Area {
         self.u64_at(header::MAGIC)
             .store(layout::MAGIC, Ordering::Relaxed);
         self.set_enabled(true);
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Copies `bytes` to `offset` (memory no hook writes: tables, directories).
+    pub(super) fn write_bytes(&self, offset: u64, bytes: &[u8]) {
+        assert!(offset as usize + bytes.len() <= self.len, "outside the area");
+        // SAFETY: in bounds of the live mapping.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base.add(offset as usize), bytes.len())
+        };
     }
 
     pub fn set_enabled(&self, on: bool) {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::symbolize::SignalFrames;
+use crate::events::stack::INTERRUPTED_MARK;
 use crate::events::{CopyWindows, RawStack, StackCopy};
 use crate::module::ModuleStore;
 use crate::trace::format::{UnwindCosts, TRUNCATED_FRAME};
@@ -70,8 +71,28 @@ impl Image {
 
     /// From now on `Known(id)` names these frames in this image.
     pub fn register_known(&mut self, id: u64, frames: &[u64], new_nodes: &mut Vec<StackNode>) {
-        let stack = self.intern(frames, new_nodes);
+        let frames = self.take_signal_marks(frames);
+        let stack = self.intern(&frames, new_nodes);
         self.known.insert(id, stack);
+    }
+
+    /// `frames` a source walked, without their `INTERRUPTED_MARK`s: each marked frame and
+    /// the trampoline before it are signal frames (named at themselves).
+    fn take_signal_marks(&mut self, frames: &[u64]) -> Vec<u64> {
+        let mut plain = Vec::with_capacity(frames.len());
+        for &frame in frames {
+            if frame != TRUNCATED_FRAME && frame & INTERRUPTED_MARK != 0 {
+                let interrupted = frame & !INTERRUPTED_MARK;
+                if let Some(&trampoline) = plain.last() {
+                    self.signal_frames.trampolines.insert(trampoline);
+                }
+                self.signal_frames.interrupted.insert(interrupted);
+                plain.push(interrupted);
+            } else {
+                plain.push(frame);
+            }
+        }
+        plain
     }
 }
 
@@ -96,7 +117,7 @@ impl StackWalk<'_> {
                 self.costs.truncated += 1;
                 vec![caller, TRUNCATED_FRAME]
             }
-            RawStack::Frames(frames) => frames,
+            RawStack::Frames(frames) => image.take_signal_marks(&frames),
             RawStack::Known(id) => match image.known.get(&id) {
                 Some(&stack) => {
                     new_nodes.clear();

@@ -1,0 +1,195 @@
+//! memsup's side of the hooks' stack walker (`code_walk`): what it writes into an image's
+//! area before hooks walk (the section's offsets, thread stack bounds, module tables and
+//! directories), and how it reads a walked stack back from the store.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::layout::stacks::{self, Section, StackRef};
+use super::layout::{header, rings_end};
+use super::ring::Area;
+use crate::trace::format::TRUNCATED_FRAME;
+use crate::unwind::tables::rule::ModuleTable;
+
+/// An executable segment of a module, in runtime addresses, with its module's table.
+#[derive(Debug, Clone)]
+pub struct SegmentTable {
+    pub start: u64,
+    pub end: u64,
+    pub bias: u64,
+    pub table: Arc<ModuleTable>,
+    /// The segment's signal return trampoline, if any.
+    pub sigreturn: Option<u64>,
+}
+
+/// One image's stack section as memsup wrote it.
+#[derive(Debug)]
+pub struct StackSection {
+    /// The area's address in the target.
+    target: u64,
+    section: Section,
+    /// Bytes of the table region written so far (never reused: a walker may hold an old
+    /// directory).
+    tables_used: u64,
+    /// Where each table was written (target addresses of its starts and rules), by table;
+    /// the table is kept, so its address names it for the section's life.
+    written: HashMap<*const ModuleTable, (Arc<ModuleTable>, u64, u64)>,
+    /// The segments of the current directory.
+    segments: Vec<SegmentTable>,
+}
+
+// SAFETY: the raw pointers are only compared, never dereferenced; the tables they name are
+// kept alive beside them.
+unsafe impl Send for StackSection {}
+
+impl StackSection {
+    /// Writes the section's offsets into the header of an area of `ring_count` rings of
+    /// `capacity` records, mapped at `target`; `walk` switches the walker on.
+    pub fn new(area: &Area, target: u64, ring_count: u64, capacity: u64, walk: bool) -> Self {
+        let section = Section::after(rings_end(ring_count, capacity));
+        assert!(section.end() <= area.len() as u64, "no stack section");
+        area.u64_at(header::THREADS_OFFSET)
+            .store(section.threads, Ordering::Relaxed);
+        area.u64_at(header::KNOWN_OFFSET)
+            .store(section.known, Ordering::Relaxed);
+        area.u64_at(header::STORE_OFFSET)
+            .store(section.store, Ordering::Relaxed);
+        area.u32_at(header::STACKS)
+            .store(walk as u32, Ordering::Release);
+        StackSection {
+            target,
+            section,
+            tables_used: 0,
+            written: HashMap::new(),
+            segments: Vec::new(),
+        }
+    }
+
+    /// The thread with self pointer `self_pointer` runs on the stack `[low, high)`.
+    pub fn set_thread(&self, area: &Area, self_pointer: u64, low: u64, high: u64) {
+        if self_pointer == 0 {
+            return;
+        }
+        let Some(slot) = self.thread_slot(area, self_pointer, true) else {
+            return;
+        };
+        area.u64_at(slot + stacks::THREAD_LOW)
+            .store(low, Ordering::Relaxed);
+        area.u64_at(slot + stacks::THREAD_HIGH)
+            .store(high, Ordering::Relaxed);
+        area.u64_at(slot + stacks::THREAD_SELF)
+            .store(self_pointer, Ordering::Release);
+    }
+
+    /// The slot of `self_pointer`, or with `claim` the first free one on its probe path.
+    fn thread_slot(&self, area: &Area, self_pointer: u64, claim: bool) -> Option<u64> {
+        let mut index = stacks::thread_slot(self_pointer);
+        for _ in 0..stacks::THREAD_PROBES {
+            let slot = self.section.threads + index * stacks::THREAD_SLOT_BYTES;
+            let found = area
+                .u64_at(slot + stacks::THREAD_SELF)
+                .load(Ordering::Relaxed);
+            if found == self_pointer || (claim && found == 0) {
+                return Some(slot);
+            }
+            if found == 0 {
+                return None;
+            }
+            index = (index + 1) % stacks::THREAD_SLOTS;
+        }
+        None
+    }
+
+    /// The segments of the image's modules are now `segments`: tables not written yet
+    /// are written, then a new directory, which the walkers take from their next walk on.
+    pub fn publish(&mut self, area: &Area, mut segments: Vec<SegmentTable>) {
+        segments.sort_by_key(|segment| segment.start);
+        let mut directory = Vec::with_capacity(
+            (stacks::DIRECTORY_ENTRIES + stacks::ENTRY_BYTES * segments.len() as u64) as usize,
+        );
+        directory.extend((segments.len() as u64).to_le_bytes());
+        for segment in &segments {
+            let Some((starts, rules)) = self.write_table(area, &segment.table) else {
+                continue;
+            };
+            let fields = [
+                segment.start,
+                segment.end,
+                segment.bias,
+                starts,
+                rules,
+                segment.table.starts.len() as u64,
+                segment.sigreturn.unwrap_or(0),
+                0,
+            ];
+            directory.extend(fields.iter().flat_map(|field| field.to_le_bytes()));
+        }
+        let count = (directory.len() as u64 - stacks::DIRECTORY_ENTRIES) / stacks::ENTRY_BYTES;
+        directory[..8].copy_from_slice(&count.to_le_bytes());
+        let Some(at) = self.claim_table_bytes(directory.len() as u64) else {
+            return;
+        };
+        area.write_bytes(at, &directory);
+        area.u64_at(header::DIRECTORY)
+            .store(self.target + at, Ordering::Release);
+        self.segments = segments;
+    }
+
+    /// The segments published last.
+    pub fn segments(&self) -> &[SegmentTable] {
+        &self.segments
+    }
+
+    /// Target addresses of `table`'s starts and rules, written on first use.
+    fn write_table(&mut self, area: &Area, table: &Arc<ModuleTable>) -> Option<(u64, u64)> {
+        if let Some((_, starts, rules)) = self.written.get(&Arc::as_ptr(table)) {
+            return Some((*starts, *rules));
+        }
+        let rows = table.starts.len() as u64;
+        let at = self.claim_table_bytes(8 * rows)?;
+        let starts: Vec<u8> = table.starts.iter().flat_map(|s| s.to_le_bytes()).collect();
+        let rules: Vec<u8> = table.rules.iter().flat_map(|r| r.0.to_le_bytes()).collect();
+        area.write_bytes(at, &starts);
+        area.write_bytes(at + 4 * rows, &rules);
+        let (starts, rules) = (self.target + at, self.target + at + 4 * rows);
+        self.written
+            .insert(Arc::as_ptr(table), (Arc::clone(table), starts, rules));
+        Some((starts, rules))
+    }
+
+    /// `bytes` of the table region (8-aligned), None when it is full.
+    fn claim_table_bytes(&mut self, bytes: u64) -> Option<u64> {
+        let at = self.tables_used.next_multiple_of(8);
+        (at + bytes <= stacks::TABLE_BYTES).then(|| {
+            self.tables_used = at + bytes;
+            self.section.tables + at
+        })
+    }
+
+    /// Bytes of tables and directories written.
+    pub fn table_bytes(&self) -> u64 {
+        self.tables_used
+    }
+
+    /// The frames of a walked stack, ending in `TRUNCATED_FRAME` when the walk stopped
+    /// early; None when the reference is not one a walker could have written.
+    pub fn frames(&self, area: &Area, stack: StackRef) -> Option<Vec<u64>> {
+        let count = stack.frames();
+        let bytes = count.checked_mul(8)?;
+        let end = stack.offset().checked_add(bytes)?;
+        if count == 0 || end > stacks::STORE_BYTES {
+            return None;
+        }
+        let mut frames: Vec<u64> = (0..count)
+            .map(|index| {
+                area.u64_at(self.section.store + stack.offset() + 8 * index)
+                    .load(Ordering::Relaxed)
+            })
+            .collect();
+        if stack.truncated() {
+            frames.push(TRUNCATED_FRAME);
+        }
+        Some(frames)
+    }
+}
