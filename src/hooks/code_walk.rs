@@ -4,9 +4,9 @@
 //! walked a second time into the stack store, and published in the set. It returns the
 //! stack's `StackRef` in rax (0: nothing walked).
 //!
-//! No libc, no TLS of its own, no lock, no system call. Every read of the stack is checked
-//! against the thread's bounds from the thread table (`[entry rsp, high)`): a thread not in
-//! the table, or whose rsp is outside its stack (a signal stack, a fiber), walks nothing.
+//! No libc, no TLS, no lock, no system call. Every read of the stack is checked against
+//! `[entry rsp, high)`, where high is the top of the thread stack holding the entry rsp in
+//! memsup's list: an rsp on no listed stack (a signal stack, a fiber) walks nothing.
 //!
 //! Input: rdi = rsp at the allocator's entry (it points at the return address), rbp as at
 //! entry. Clobbers the caller-saved registers; keeps the others.
@@ -81,41 +81,41 @@ pub(super) fn emit_walk_routine(a: &mut CodeAssembler, area: u64) -> Emit {
     emit_find(a, &mut labels.find)
 }
 
-/// Finds the thread by its self pointer and stores its bounds, or jumps to `none`.
+/// Finds the stack holding rdi (rsp at entry) in the thread stack list and keeps its
+/// bound, or jumps to `none`.
 fn emit_thread_bounds(a: &mut CodeAssembler, area: u64, none: CodeLabel) -> Emit {
-    let mut probe = a.create_label();
-    let mut found = a.create_label();
-    let mut next = a.create_label();
-    a.mov(rsi, qword_ptr(0u64).fs())?;
+    let mut step = a.create_label();
+    let mut upper = a.create_label();
+    let mut searched = a.create_label();
+    a.mov(rsi, area)?;
+    a.mov(rsi, qword_ptr(rsi + header::THREAD_STACKS as i32))?;
     a.test(rsi, rsi)?;
     a.je(none)?;
-    a.mov(rax, stacks::THREAD_HASH)?;
-    a.imul_2(rax, rsi)?;
-    a.shr(rax, 64 - stacks::THREAD_SLOTS.trailing_zeros())?;
-    a.mov(r8, area)?;
-    a.add(r8, qword_ptr(r8 + header::THREADS_OFFSET as i32))?;
-    a.mov(ecx, stacks::THREAD_PROBES)?;
-    a.set_label(&mut probe)?;
-    a.mov(rdx, rax)?;
-    a.shl(rdx, stacks::THREAD_SLOT_BYTES.trailing_zeros())?;
-    a.add(rdx, r8)?;
-    a.mov(r9, qword_ptr(rdx + stacks::THREAD_SELF as i32))?;
-    a.cmp(r9, rsi)?;
-    a.je(found)?;
-    a.test(r9, r9)?;
+    // The number of stacks starting at or below rdi.
+    a.xor(r10d, r10d)?;
+    a.mov(r11, qword_ptr(rsi))?;
+    a.set_label(&mut step)?;
+    a.cmp(r10, r11)?;
+    a.jae(searched)?;
+    a.lea(rcx, qword_ptr(r10 + r11))?;
+    a.shr(rcx, 1)?;
+    a.mov(rdx, rcx)?;
+    a.shl(rdx, stacks::STACK_LIST_ENTRY_BYTES.trailing_zeros())?;
+    a.cmp(rdi, qword_ptr(rsi + rdx + stacks::STACK_LIST_ENTRIES as i32))?;
+    a.jb(upper)?;
+    a.lea(r10, qword_ptr(rcx + 1))?;
+    a.jmp(step)?;
+    a.set_label(&mut upper)?;
+    a.mov(r11, rcx)?;
+    a.jmp(step)?;
+    a.set_label(&mut searched)?;
+    a.test(r10, r10)?;
     a.je(none)?;
-    a.set_label(&mut next)?;
-    a.inc(rax)?;
-    a.and(rax, (stacks::THREAD_SLOTS - 1) as i32)?;
-    a.dec(ecx)?;
-    a.jne(probe)?;
-    a.jmp(none)?;
-    a.set_label(&mut found)?;
-    a.mov(r9, qword_ptr(rdx + stacks::THREAD_HIGH as i32))?;
+    a.shl(r10, stacks::STACK_LIST_ENTRY_BYTES.trailing_zeros())?;
+    // The entry's high: 8 bytes into entry r10 - 1.
+    a.mov(r9, qword_ptr(rsi + r10 + (stacks::STACK_LIST_ENTRIES - 8) as i32))?;
     a.sub(r9, 8)?;
     a.mov(qword_ptr(rsp + LOCAL_HIGH_LESS_8), r9)?;
-    a.cmp(rdi, qword_ptr(rdx + stacks::THREAD_LOW as i32))?;
-    a.jb(none)?;
     a.cmp(rdi, r9)?;
     a.ja(none)
 }

@@ -214,11 +214,11 @@ impl Drain {
         lock(&self.shared.images).insert(pid, image);
     }
 
-    /// The thread whose self pointer is `key` runs on the stack `[low, high)`: its hooks
-    /// may walk it.
-    pub fn set_thread_stack(&self, pid: u32, key: u64, low: u64, high: u64) {
-        if let Some(image) = lock(&self.shared.images).get(&pid) {
-            image.stacks.set_thread(&image.area.area, key, low, high);
+    /// Thread `tid` of `pid` runs on the stack `[low, high)` (None: it ended): hooks
+    /// called on it may walk it.
+    pub fn set_thread_stack(&self, pid: u32, tid: u32, stack: Option<(u64, u64)>) {
+        if let Some(image) = lock(&self.shared.images).get_mut(&pid) {
+            image.stacks.set_thread(&image.area.area, tid, stack);
         }
     }
 

@@ -12,6 +12,7 @@ use crate::ptrace::regs;
 /// How far a code page may be from the code it serves (rel32 reach, with margin).
 const REACH: u64 = 1 << 30;
 const MAP_FIXED_NOREPLACE: u64 = 0x10_0000;
+const MADV_POPULATE_WRITE: u64 = 23;
 /// The memfd's name as `/proc/PID/maps` shows it (`/memfd:memsup-hooks (deleted)`).
 const AREA_NAME: &[u8] = b"memsup-hooks\0";
 
@@ -134,30 +135,47 @@ impl Injector<'_> {
         Ok(address)
     }
 
-    /// Creates a ring area of `bytes` in the target and maps it into memsup too. With `at`,
-    /// the area replaces whatever is mapped there (a fork child's copy of its parent's).
-    pub fn create_area(&mut self, bytes: u64, at: Option<u64>) -> Result<SharedArea> {
+    /// Creates a ring area of `bytes` in the target and maps it into memsup too, its first
+    /// `populated` bytes (header and rings, which every hook touches) backed at once. With
+    /// `at`, the area replaces whatever is mapped there (a fork child's copy of its parent's).
+    pub fn create_area(
+        &mut self,
+        bytes: u64,
+        populated: u64,
+        at: Option<u64>,
+    ) -> Result<SharedArea> {
         let name = self.scratch_string(AREA_NAME)?;
         let fd = self.checked(
             "memfd_create",
             libc::SYS_memfd_create,
             [name, libc::MFD_CLOEXEC as u64, 0, 0, 0, 0],
         )?;
-        let outcome = self.map_area(fd, bytes, at);
+        let outcome = self.map_area(fd, bytes, populated, at);
         let _ = self.call(libc::SYS_close, [fd, 0, 0, 0, 0, 0]);
         outcome
     }
 
-    fn map_area(&mut self, fd: u64, bytes: u64, at: Option<u64>) -> Result<SharedArea> {
+    fn map_area(
+        &mut self,
+        fd: u64,
+        bytes: u64,
+        populated: u64,
+        at: Option<u64>,
+    ) -> Result<SharedArea> {
         self.checked("ftruncate", libc::SYS_ftruncate, [fd, bytes, 0, 0, 0, 0])?;
         let local = LocalMapping::map(take_fd(self.pid, fd as i32)?.0, bytes as usize)?;
         let protection = (libc::PROT_READ | libc::PROT_WRITE) as u64;
-        let mut flags = (libc::MAP_SHARED | libc::MAP_POPULATE) as u64;
+        let mut flags = libc::MAP_SHARED as u64;
         if at.is_some() {
             flags |= libc::MAP_FIXED as u64;
         }
         let args = [at.unwrap_or(0), bytes, protection, flags, fd, 0];
         let address = self.checked("mapping the hook area", libc::SYS_mmap, args)?;
+        // Best effort (Linux 5.14): without it the rings fault in on first use.
+        let _ = self.call(
+            libc::SYS_madvise,
+            [address, populated, MADV_POPULATE_WRITE, 0, 0, 0],
+        );
         Ok(SharedArea {
             address,
             bytes,

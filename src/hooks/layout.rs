@@ -58,9 +58,11 @@ pub mod header {
     pub const STORE_USED: u64 = 104;
     /// Walks whose frames did not fit in the store (atomic increments).
     pub const STACKS_LOST: u64 = 112;
-    /// Byte offsets from the area's start of the stack section's thread table, known-stack
-    /// set and store (`stacks::Section`), written by memsup before hooks run.
-    pub const THREADS_OFFSET: u64 = 120;
+    /// The target address of the current thread stack list (`stacks::STACK_LIST_*`), 0 for
+    /// none; swapped like `DIRECTORY`.
+    pub const THREAD_STACKS: u64 = 120;
+    /// Byte offsets from the area's start of the stack section's known-stack set and store
+    /// (`stacks::Section`), written by memsup before hooks run.
     pub const KNOWN_OFFSET: u64 = 128;
     pub const STORE_OFFSET: u64 = 136;
 }
@@ -228,20 +230,14 @@ pub fn record_offset(index: u64, capacity: u64) -> u64 {
 }
 
 /// The stack section of an area, after the rings: what the hooks' stack walker reads
-/// (thread stack bounds, the module directory and its tables, written by memsup) and writes
-/// (the known-stack set and the stack store). memsup writes tables and directories once and
-/// never reuses their bytes, so a walker holding an old directory reads valid memory.
+/// (the threads' stacks, the module directory and its tables, written by memsup) and writes
+/// (the known-stack set and the stack store). memsup writes tables, directories and stack
+/// lists once and never reuses their bytes, so a walker holding an old one reads valid memory.
 pub mod stacks {
-    /// Slots of the thread table: (self pointer, stack low, stack high, 0), 32 bytes each,
-    /// open addressing by a multiplicative hash of the self pointer, linear probing.
-    pub const THREAD_SLOTS: u64 = 4096;
-    pub const THREAD_SLOT_BYTES: u64 = 32;
-    /// Probes before a walker gives up finding its thread (it then walks nothing).
-    pub const THREAD_PROBES: u32 = 16;
-    /// Thread slot fields.
-    pub const THREAD_SELF: u64 = 0;
-    pub const THREAD_LOW: u64 = 8;
-    pub const THREAD_HIGH: u64 = 16;
+    /// A thread stack list: u64 count, then `count` (low, high) pairs sorted by low, the
+    /// stacks of the image's live threads. A walker reads only within the one holding its rsp.
+    pub const STACK_LIST_ENTRIES: u64 = 8;
+    pub const STACK_LIST_ENTRY_BYTES: u64 = 16;
 
     /// Slots of the known-stack set: (hash, `StackRef`), 16 bytes each; the top bits of
     /// the hash pick the first slot.
@@ -305,7 +301,6 @@ pub mod stacks {
     /// Byte offsets of the section's parts from the area's start.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub struct Section {
-        pub threads: u64,
         pub known: u64,
         pub tables: u64,
         pub store: u64,
@@ -315,12 +310,10 @@ pub mod stacks {
         /// The section of an area whose rings end at `rings_end` (page-aligned parts).
         pub fn after(rings_end: u64) -> Section {
             let page = |bytes: u64| bytes.div_ceil(4096) * 4096;
-            let threads = page(rings_end);
-            let known = page(threads + THREAD_SLOTS * THREAD_SLOT_BYTES);
+            let known = page(rings_end);
             let tables = page(known + KNOWN_SLOTS * KNOWN_SLOT_BYTES);
             let store = tables + TABLE_BYTES;
             Section {
-                threads,
                 known,
                 tables,
                 store,
@@ -332,13 +325,6 @@ pub mod stacks {
         }
     }
 
-    /// The first thread slot a self pointer probes.
-    pub fn thread_slot(self_pointer: u64) -> u64 {
-        self_pointer.wrapping_mul(THREAD_HASH) >> (64 - THREAD_SLOTS.trailing_zeros())
-    }
-
-    /// Multiplier of the thread table's hash (odd).
-    pub const THREAD_HASH: u64 = 0x9e37_79b9_7f4a_7c15;
     /// Multiplier and seed of the stack hash.
     pub const STACK_HASH: u64 = 0xff51_afd7_ed55_8ccd;
     pub const STACK_HASH_SEED: u64 = 0xcbf2_9ce4_8422_2325;

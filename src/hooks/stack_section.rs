@@ -2,7 +2,7 @@
 //! area before hooks walk (the section's offsets, thread stack bounds, module tables and
 //! directories), and how it reads a walked stack back from the store.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -37,6 +37,8 @@ pub struct StackSection {
     written: HashMap<*const ModuleTable, (Arc<ModuleTable>, u64, u64)>,
     /// The segments of the current directory.
     segments: Vec<SegmentTable>,
+    /// The stack of each live thread, by thread id.
+    thread_stacks: BTreeMap<u32, (u64, u64)>,
 }
 
 // SAFETY: the raw pointers are only compared, never dereferenced; the tables they name are
@@ -49,8 +51,6 @@ impl StackSection {
     pub fn new(area: &Area, target: u64, ring_count: u64, capacity: u64, walk: bool) -> Self {
         let section = Section::after(rings_end(ring_count, capacity));
         assert!(section.end() <= area.len() as u64, "no stack section");
-        area.u64_at(header::THREADS_OFFSET)
-            .store(section.threads, Ordering::Relaxed);
         area.u64_at(header::KNOWN_OFFSET)
             .store(section.known, Ordering::Relaxed);
         area.u64_at(header::STORE_OFFSET)
@@ -63,42 +63,41 @@ impl StackSection {
             tables_used: 0,
             written: HashMap::new(),
             segments: Vec::new(),
+            thread_stacks: BTreeMap::new(),
         }
     }
 
-    /// The thread with self pointer `self_pointer` runs on the stack `[low, high)`.
-    pub fn set_thread(&self, area: &Area, self_pointer: u64, low: u64, high: u64) {
-        if self_pointer == 0 {
-            return;
+    /// Thread `tid` runs on the stack `[low, high)` (None: it ended). The walkers take the
+    /// new list from their next walk on; a stack overlapping the new one is forgotten (its
+    /// thread ended unseen, and its memory was reused).
+    pub fn set_thread(&mut self, area: &Area, tid: u32, stack: Option<(u64, u64)>) {
+        match stack {
+            Some((low, high)) => {
+                self.thread_stacks.retain(|_, &mut (other_low, other_high)| {
+                    other_high <= low || high <= other_low
+                });
+                self.thread_stacks.insert(tid, (low, high));
+            }
+            None => {
+                if self.thread_stacks.remove(&tid).is_none() {
+                    return;
+                }
+            }
         }
-        let Some(slot) = self.thread_slot(area, self_pointer, true) else {
+        let mut stacks: Vec<(u64, u64)> = self.thread_stacks.values().copied().collect();
+        stacks.sort_unstable();
+        let mut list = Vec::with_capacity(8 + 16 * stacks.len());
+        list.extend((stacks.len() as u64).to_le_bytes());
+        for (low, high) in stacks {
+            list.extend(low.to_le_bytes());
+            list.extend(high.to_le_bytes());
+        }
+        let Some(at) = self.claim_table_bytes(list.len() as u64) else {
             return;
         };
-        area.u64_at(slot + stacks::THREAD_LOW)
-            .store(low, Ordering::Relaxed);
-        area.u64_at(slot + stacks::THREAD_HIGH)
-            .store(high, Ordering::Relaxed);
-        area.u64_at(slot + stacks::THREAD_SELF)
-            .store(self_pointer, Ordering::Release);
-    }
-
-    /// The slot of `self_pointer`, or with `claim` the first free one on its probe path.
-    fn thread_slot(&self, area: &Area, self_pointer: u64, claim: bool) -> Option<u64> {
-        let mut index = stacks::thread_slot(self_pointer);
-        for _ in 0..stacks::THREAD_PROBES {
-            let slot = self.section.threads + index * stacks::THREAD_SLOT_BYTES;
-            let found = area
-                .u64_at(slot + stacks::THREAD_SELF)
-                .load(Ordering::Relaxed);
-            if found == self_pointer || (claim && found == 0) {
-                return Some(slot);
-            }
-            if found == 0 {
-                return None;
-            }
-            index = (index + 1) % stacks::THREAD_SLOTS;
-        }
-        None
+        area.write_bytes(at, &list);
+        area.u64_at(header::THREAD_STACKS)
+            .store(self.target + at, Ordering::Release);
     }
 
     /// The segments of the image's modules are now `segments`: tables not written yet

@@ -10,7 +10,7 @@ use crate::events::EventKind;
 use crate::hooks::code::CpuSource;
 use crate::hooks::drain::{op_of, op_of_map_call, ring_capacity, ring_count};
 use crate::hooks::inject::Injector;
-use crate::hooks::layout::{area_bytes, header, Op};
+use crate::hooks::layout::{area_bytes, header, rings_end, Op};
 use crate::hooks::placement::{page_bytes, plan, Target};
 use crate::module::loaded::LoadedModule;
 use crate::ptrace::inside::InsideCheck;
@@ -167,13 +167,17 @@ impl Tracer<'_> {
         }
         let rings = ring_count();
         let bytes = area_bytes(rings, ring_capacity());
-        let area = self.with_injector(pid, tid, |injector| injector.create_area(bytes, None))?;
+        let populated = rings_end(rings, ring_capacity());
+        let area = self.with_injector(pid, tid, |injector| {
+            injector.create_area(bytes, populated, None)
+        })?;
         let address = area.address;
         self.process_mut(pid)?.hooks = Some(ProcessHooks::new(address, bytes, cpu_source()));
         let drain = self.drain.as_ref().expect("the hook engine has a drain");
         drain.register(pid as u32, area, rings);
         self.send(pid, pid, EventKind::ScratchPage { address });
         self.name_stopped_threads(pid);
+        self.publish_stopped_thread_stacks(pid);
         Ok(())
     }
 
@@ -222,6 +226,7 @@ impl Tracer<'_> {
         if let Some(key) = tls.filter(|&key| key != 0) {
             drain.name_thread(pid as u32, key, child as u32);
         }
+        self.publish_new_thread_stack(pid, child, registers);
     }
 
     /// A vfork child runs on thread `tid`'s stack and TLS, in its parent's memory, so its
@@ -274,7 +279,7 @@ impl Tracer<'_> {
 
     fn replace_area(&mut self, child: i32, address: u64, bytes: u64) -> Result<()> {
         let area = self.with_injector(child, child, |injector| {
-            injector.create_area(bytes, Some(address))
+            injector.create_area(bytes, rings_end(ring_count(), ring_capacity()), Some(address))
         })?;
         let drain = self.drain.as_ref().expect("the hook engine has a drain");
         drain.register(child as u32, area, ring_count());
@@ -283,6 +288,9 @@ impl Tracer<'_> {
             drain.add_internal_range(child as u32, start, start + length);
         }
         self.name_stopped_threads(child);
+        self.publish_stopped_thread_stacks(child);
+        let modules = crate::module::loaded::of_process(child)?;
+        self.publish_unwind_tables(child, &modules);
         Ok(())
     }
 

@@ -181,6 +181,7 @@ impl Tracer<'_> {
         }
         if tid != thread.pid {
             self.flush_hooks(thread.pid);
+            self.forget_thread_stack(thread.pid, tid);
             self.send(thread.pid, tid, EventKind::ThreadExit);
             return Ok(());
         }

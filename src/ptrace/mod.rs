@@ -6,6 +6,7 @@ mod exit_snapshot;
 #[cfg(test)]
 mod fake_tracee;
 pub mod hits;
+pub mod hook_stacks;
 pub mod hooks;
 pub mod inject;
 mod inside;

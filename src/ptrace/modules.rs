@@ -95,7 +95,7 @@ impl Tracer<'_> {
         process
             .known_modules
             .retain(|path| modules.iter().any(|m| &m.path == path));
-        for module in modules {
+        for module in &modules {
             if self.process(pid)?.known_modules.contains(&module.path) {
                 continue;
             }
@@ -104,13 +104,14 @@ impl Tracer<'_> {
                 .expect("checked")
                 .known_modules
                 .insert(module.path.clone());
-            match self.probe_module(pid, injector, &module) {
+            match self.probe_module(pid, injector, module) {
                 Ok(()) => {}
                 // Killed meanwhile: its end is reported, nothing is missed.
                 Err(gone @ Error::ProcessGone(_)) => return Err(gone),
                 Err(error) => self.warn(pid, format!("{}: not probed: {error}", module.path)),
             }
         }
+        self.publish_unwind_tables(pid, &modules);
         Ok(())
     }
 

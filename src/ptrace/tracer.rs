@@ -74,6 +74,8 @@ pub struct Tracer<'a> {
     /// What records allocator calls; the hook engine's drain when it is hooks.
     pub(super) engine: Engine,
     pub(super) drain: Option<Drain>,
+    /// Unwind tables compiled for the hooks' stack walker, by module file.
+    pub(super) hook_tables: crate::ptrace::hook_stacks::HookTables,
     /// The MPI function names probed so far, numbered.
     pub(super) mpi_names: MpiNames,
     /// Test-only failure to inject (`MEMSUP_TEST_FAULT`), attach mode only.
@@ -123,6 +125,7 @@ impl<'a> Tracer<'a> {
             inside_event: HashSet::new(),
             joining: HashSet::new(),
             engine: Engine::Int3,
+            hook_tables: Default::default(),
             drain: None,
             mpi_names: MpiNames::default(),
             test_fault: test_fault().filter(|_| mode == Mode::Attach),

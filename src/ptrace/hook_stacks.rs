@@ -1,0 +1,166 @@
+//! The tracer's side of the hooks' stack walker: each hooked image gets the unwind tables of
+//! the modules it maps (published whenever its modules are scanned, before new code runs)
+//! and the stack bounds of each of its threads (when hooks go in, at each clone).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use libc::user_regs_struct;
+
+use crate::hooks::stack_section::SegmentTable;
+use crate::module::loaded::LoadedModule;
+use crate::proc::maps::{mapping_containing, read_maps, MapEntry};
+use crate::ptrace::capture::StackMode;
+use crate::ptrace::regs;
+use crate::ptrace::tracer::Tracer;
+use crate::unwind::tables::set::{table_set, MappedFile, TableCache};
+
+/// Offsets of `stack` and `stack_size` in the kernel's `struct clone_args`.
+const CLONE_ARGS_STACK: u64 = 40;
+const CLONE_ARGS_STACK_SIZE: u64 = 48;
+/// How far below the top of the main thread's stack its rsp may be and still count as on
+/// it: the usual stack limit (the mapping grows down as far as the limit lets it).
+const MAIN_STACK_REACH: u64 = 8 << 20;
+
+/// Compiled tables by module path, for the whole recording.
+#[derive(Default)]
+pub struct HookTables {
+    cache: TableCache,
+}
+
+impl std::fmt::Debug for HookTables {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(formatter, "HookTables({} files)", self.cache.len())
+    }
+}
+
+/// `[low, high)` of the stack holding `rsp`, from `maps`.
+fn stack_bounds(maps: &[MapEntry], rsp: u64) -> Option<(u64, u64)> {
+    let mapping = mapping_containing(maps, rsp)?;
+    let low = if mapping.path.as_deref() == Some("[stack]") {
+        mapping.start.min(mapping.end.saturating_sub(MAIN_STACK_REACH))
+    } else {
+        mapping.start
+    };
+    Some((low, mapping.end))
+}
+
+impl Tracer<'_> {
+    /// Whether `pid`'s hooks walk stacks (full stacks, and its area registered).
+    fn hooks_walk(&self, pid: i32) -> bool {
+        self.stack_mode == StackMode::Full
+            && self
+                .drain
+                .as_ref()
+                .is_some_and(|drain| drain.is_registered(pid as u32))
+    }
+
+    /// Publishes the tables of `modules`, all that `pid` maps now.
+    pub(crate) fn publish_unwind_tables(&mut self, pid: i32, modules: &[LoadedModule]) {
+        if !self.hooks_walk(pid) {
+            return;
+        }
+        let mut files = Vec::with_capacity(modules.len());
+        for module in modules {
+            let Ok(file) = self.modules.get(&module.path) else {
+                continue;
+            };
+            let Ok(elf) = file.elf() else {
+                continue;
+            };
+            files.push(MappedFile {
+                path: module.path.clone(),
+                bias: module.load_bias(elf),
+            });
+        }
+        let tables = table_set(&self.modules, &mut self.hook_tables.cache, &files);
+        let segments: Vec<SegmentTable> = tables
+            .set
+            .segments()
+            .iter()
+            .map(|segment| SegmentTable {
+                start: segment.executable.start,
+                end: segment.executable.end,
+                bias: segment.bias,
+                table: Arc::clone(&segment.table),
+                sigreturn: segment.sigreturn,
+            })
+            .collect();
+        if std::env::var("MEMSUP_DEBUG_WALK").is_ok() {
+            eprintln!("publish {pid}: {} files, {} segments {:?}", files.len(), segments.len(), tables.modules.iter().map(|m| (m.path.clone(), m.compiled.as_ref().map(|c| c.table.starts.len()).map_err(|e| e.clone()))).collect::<Vec<_>>());
+        }
+        if let Some(drain) = self.drain.as_ref() {
+            drain.publish_segments(pid as u32, segments);
+        }
+    }
+
+    /// Gives the drain the stack bounds of each stopped thread of `pid`.
+    pub(crate) fn publish_stopped_thread_stacks(&self, pid: i32) {
+        if !self.hooks_walk(pid) {
+            return;
+        }
+        let Ok(maps) = read_maps(pid) else {
+            return;
+        };
+        let mut bounds = HashMap::new();
+        for (&tid, thread) in self.threads.iter() {
+            if thread.pid != pid {
+                continue;
+            }
+            if let Ok(registers) = regs::get_registers(tid) {
+                if let Some(stack) = stack_bounds(&maps, registers.rsp) {
+                    bounds.insert(tid, stack);
+                }
+            }
+        }
+        let drain = self.drain.as_ref().expect("checked by hooks_walk");
+        if std::env::var("MEMSUP_DEBUG_WALK").is_ok() {
+            eprintln!("threads {pid}: {bounds:x?}");
+        }
+        for (tid, stack) in bounds {
+            drain.set_thread_stack(pid as u32, tid as u32, Some(stack));
+        }
+    }
+
+    /// A new thread `child` of `pid`: its stack from the clone's arguments (`registers`
+    /// are the creating thread's, stopped at the clone event).
+    pub(crate) fn publish_new_thread_stack(
+        &self,
+        pid: i32,
+        child: i32,
+        registers: &user_regs_struct,
+    ) {
+        if !self.hooks_walk(pid) {
+            return;
+        }
+        let Ok(process) = self.process(pid) else {
+            return;
+        };
+        let top = match registers.orig_rax as i64 {
+            libc::SYS_clone => Some(registers.rsi),
+            libc::SYS_clone3 => {
+                let arguments = registers.rdi;
+                let stack = process.memory.read_u64(arguments + CLONE_ARGS_STACK).ok();
+                let size = process.memory.read_u64(arguments + CLONE_ARGS_STACK_SIZE).ok();
+                stack.zip(size).map(|(stack, size)| stack.wrapping_add(size))
+            }
+            _ => None,
+        };
+        let Some(top) = top.filter(|&top| top >= 8) else {
+            return;
+        };
+        let Ok(maps) = read_maps(pid) else {
+            return;
+        };
+        if let (Some((low, high)), Some(drain)) = (stack_bounds(&maps, top - 8), &self.drain) {
+            drain.set_thread_stack(pid as u32, child as u32, Some((low, high)));
+        }
+    }
+
+    /// Thread `tid` of `pid` ended: its stack is no longer walked.
+    pub(crate) fn forget_thread_stack(&self, pid: i32, tid: i32) {
+        if let Some(drain) = self.drain.as_ref() {
+            drain.set_thread_stack(pid as u32, tid as u32, None);
+        }
+    }
+}
