@@ -101,7 +101,10 @@ fn emit_thread_bounds(a: &mut CodeAssembler, area: u64, none: CodeLabel) -> Emit
     a.shr(rcx, 1)?;
     a.mov(rdx, rcx)?;
     a.shl(rdx, stacks::STACK_LIST_ENTRY_BYTES.trailing_zeros())?;
-    a.cmp(rdi, qword_ptr(rsi + rdx + stacks::STACK_LIST_ENTRIES as i32))?;
+    a.cmp(
+        rdi,
+        qword_ptr(rsi + rdx + stacks::STACK_LIST_ENTRIES as i32),
+    )?;
     a.jb(upper)?;
     a.lea(r10, qword_ptr(rcx + 1))?;
     a.jmp(step)?;
@@ -113,7 +116,10 @@ fn emit_thread_bounds(a: &mut CodeAssembler, area: u64, none: CodeLabel) -> Emit
     a.je(none)?;
     a.shl(r10, stacks::STACK_LIST_ENTRY_BYTES.trailing_zeros())?;
     // The entry's high: 8 bytes into entry r10 - 1.
-    a.mov(r9, qword_ptr(rsi + r10 + (stacks::STACK_LIST_ENTRIES - 8) as i32))?;
+    a.mov(
+        r9,
+        qword_ptr(rsi + r10 + (stacks::STACK_LIST_ENTRIES - 8) as i32),
+    )?;
     a.sub(r9, 8)?;
     a.mov(qword_ptr(rsp + LOCAL_HIGH_LESS_8), r9)?;
     a.cmp(rdi, r9)?;

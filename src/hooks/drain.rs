@@ -278,7 +278,13 @@ impl Drain {
 
     /// Records whose thread self pointer is `key` come from thread `tid`.
     pub fn name_thread(&self, pid: u32, key: u64, tid: u32) {
-        if let Some(image) = lock(&self.shared.images).get_mut(&pid) {
+        let mut images = lock(&self.shared.images);
+        if let Some(image) = images.get_mut(&pid) {
+            // A thread that ended left its self pointer to this one (a cached stack): its
+            // records, all published by now, go out under its own name first.
+            if image.threads.get(&key).is_some_and(|&old| old != tid) {
+                drain_image(&self.shared, pid, image, Pass::Published);
+            }
             image.threads.insert(key, tid);
         }
     }

@@ -20,6 +20,8 @@ mod code_map_tests;
 #[cfg(test)]
 mod code_tests;
 #[cfg(test)]
+mod code_walk_tests;
+#[cfg(test)]
 mod ring_tests;
 #[cfg(test)]
 mod test_support;

@@ -111,16 +111,23 @@ impl Area {
         self.set_enabled(true);
     }
 
-    pub fn len(&self) -> usize {
+    pub fn bytes(&self) -> usize {
         self.len
     }
 
     /// Copies `bytes` to `offset` (memory no hook writes: tables, directories).
     pub(super) fn write_bytes(&self, offset: u64, bytes: &[u8]) {
-        assert!(offset as usize + bytes.len() <= self.len, "outside the area");
+        assert!(
+            offset as usize + bytes.len() <= self.len,
+            "outside the area"
+        );
         // SAFETY: in bounds of the live mapping.
         unsafe {
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base.add(offset as usize), bytes.len())
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                self.base.add(offset as usize),
+                bytes.len(),
+            )
         };
     }
 

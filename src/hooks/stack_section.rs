@@ -50,7 +50,7 @@ impl StackSection {
     /// `capacity` records, mapped at `target`; `walk` switches the walker on.
     pub fn new(area: &Area, target: u64, ring_count: u64, capacity: u64, walk: bool) -> Self {
         let section = Section::after(rings_end(ring_count, capacity));
-        assert!(section.end() <= area.len() as u64, "no stack section");
+        assert!(section.end() <= area.bytes() as u64, "no stack section");
         area.u64_at(header::KNOWN_OFFSET)
             .store(section.known, Ordering::Relaxed);
         area.u64_at(header::STORE_OFFSET)
@@ -73,9 +73,10 @@ impl StackSection {
     pub fn set_thread(&mut self, area: &Area, tid: u32, stack: Option<(u64, u64)>) {
         match stack {
             Some((low, high)) => {
-                self.thread_stacks.retain(|_, &mut (other_low, other_high)| {
-                    other_high <= low || high <= other_low
-                });
+                self.thread_stacks
+                    .retain(|_, &mut (other_low, other_high)| {
+                        other_high <= low || high <= other_low
+                    });
                 self.thread_stacks.insert(tid, (low, high));
             }
             None => {

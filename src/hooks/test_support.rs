@@ -135,6 +135,11 @@ impl Harness {
         }
     }
 
+    /// Where the area is (in this process, the hooks' address of it too).
+    pub fn area_address(&self) -> u64 {
+        self.area_base as u64
+    }
+
     pub fn entry(&self, op: Op) -> u64 {
         let position = self.ops.iter().position(|o| *o == op).expect("op hooked");
         self.hooks.entries[position]

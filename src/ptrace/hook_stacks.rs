@@ -38,7 +38,9 @@ impl std::fmt::Debug for HookTables {
 fn stack_bounds(maps: &[MapEntry], rsp: u64) -> Option<(u64, u64)> {
     let mapping = mapping_containing(maps, rsp)?;
     let low = if mapping.path.as_deref() == Some("[stack]") {
-        mapping.start.min(mapping.end.saturating_sub(MAIN_STACK_REACH))
+        mapping
+            .start
+            .min(mapping.end.saturating_sub(MAIN_STACK_REACH))
     } else {
         mapping.start
     };
@@ -86,9 +88,6 @@ impl Tracer<'_> {
                 sigreturn: segment.sigreturn,
             })
             .collect();
-        if std::env::var("MEMSUP_DEBUG_WALK").is_ok() {
-            eprintln!("publish {pid}: {} files, {} segments {:?}", files.len(), segments.len(), tables.modules.iter().map(|m| (m.path.clone(), m.compiled.as_ref().map(|c| c.table.starts.len()).map_err(|e| e.clone()))).collect::<Vec<_>>());
-        }
         if let Some(drain) = self.drain.as_ref() {
             drain.publish_segments(pid as u32, segments);
         }
@@ -114,9 +113,6 @@ impl Tracer<'_> {
             }
         }
         let drain = self.drain.as_ref().expect("checked by hooks_walk");
-        if std::env::var("MEMSUP_DEBUG_WALK").is_ok() {
-            eprintln!("threads {pid}: {bounds:x?}");
-        }
         for (tid, stack) in bounds {
             drain.set_thread_stack(pid as u32, tid as u32, Some(stack));
         }
@@ -141,8 +137,13 @@ impl Tracer<'_> {
             libc::SYS_clone3 => {
                 let arguments = registers.rdi;
                 let stack = process.memory.read_u64(arguments + CLONE_ARGS_STACK).ok();
-                let size = process.memory.read_u64(arguments + CLONE_ARGS_STACK_SIZE).ok();
-                stack.zip(size).map(|(stack, size)| stack.wrapping_add(size))
+                let size = process
+                    .memory
+                    .read_u64(arguments + CLONE_ARGS_STACK_SIZE)
+                    .ok();
+                stack
+                    .zip(size)
+                    .map(|(stack, size)| stack.wrapping_add(size))
             }
             _ => None,
         };

@@ -279,7 +279,11 @@ impl Tracer<'_> {
 
     fn replace_area(&mut self, child: i32, address: u64, bytes: u64) -> Result<()> {
         let area = self.with_injector(child, child, |injector| {
-            injector.create_area(bytes, rings_end(ring_count(), ring_capacity()), Some(address))
+            injector.create_area(
+                bytes,
+                rings_end(ring_count(), ring_capacity()),
+                Some(address),
+            )
         })?;
         let drain = self.drain.as_ref().expect("the hook engine has a drain");
         drain.register(child as u32, area, ring_count());

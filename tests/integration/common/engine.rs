@@ -23,7 +23,7 @@ pub fn suite_engine_is_hooks() -> bool {
 /// True, after recording the skip, when `image` was recorded by hooks: `what` needs whole
 /// call stacks, which the hook engine does not record yet (it records the caller only).
 pub fn skip_whole_stacks_under_hooks(image: &Value, what: &str) -> bool {
-    if !recorded_by_hooks(image) {
+    if !recorded_by_hooks(image) || std::env::var("MEMSUP_TEST_HOOK_STACKS").is_ok() {
         return false;
     }
     record_skip(&format!(
@@ -100,7 +100,7 @@ pub fn late_allowance(image: &Value, threads: u64, signals: u64) -> u64 {
 /// True, after recording the skip, when the suite runs under the hook engine and the test
 /// is about whole call stacks (`what`), which the hook engine does not record yet.
 pub fn skip_stack_test_under_hooks(what: &str) -> bool {
-    if !suite_engine_is_hooks() {
+    if !suite_engine_is_hooks() || std::env::var("MEMSUP_TEST_HOOK_STACKS").is_ok() {
         return false;
     }
     record_skip(&format!(

@@ -1,0 +1,192 @@
+//! The hooks' stack walker runs in this process, on this thread's real stack, over tables
+//! compiled from this process's modules: each stack it stores equals the specification's
+//! walk (`unwind::tables::walk`) of a copy of the same stack, through Rust frames, libc's
+//! qsort and the thread's start, for stacks of many depths.
+
+use std::arch::global_asm;
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::code::CpuSource;
+use super::layout::stacks::StackRef;
+use super::layout::Op;
+use super::ring::{Drainer, RawRecord};
+use super::stack_section::{SegmentTable, StackSection};
+use super::test_support::*;
+use crate::module::loaded::of_process;
+use crate::module::ModuleStore;
+use crate::proc::maps::{mapping_containing, read_maps};
+use crate::trace::format::TRUNCATED_FRAME;
+use crate::unwind::tables::set::{table_set, MappedFile, TableCache};
+use crate::unwind::StackSnapshot;
+
+/// rbp as the hooked function saw it at its entry: the walker's starting rbp.
+static PROBE_RBP: AtomicU64 = AtomicU64::new(0);
+
+global_asm!(
+    ".globl memsup_walk_probe_target",
+    "memsup_walk_probe_target:",
+    "mov [rip + {rbp}], rbp",
+    "lea rax, [rdi + 1]",
+    "ret",
+    rbp = sym PROBE_RBP,
+);
+
+extern "C" {
+    fn memsup_walk_probe_target(size: u64) -> u64;
+}
+
+/// The module files this process maps, with their load biases.
+fn mapped_files(store: &ModuleStore, pid: i32) -> Vec<MappedFile> {
+    of_process(pid)
+        .unwrap()
+        .into_iter()
+        .filter_map(|module| {
+            let file = store.get(&module.path).ok()?;
+            let bias = module.load_bias(file.elf().ok()?);
+            Some(MappedFile {
+                bias,
+                path: module.path,
+            })
+        })
+        .collect()
+}
+
+/// Hooks with the walker switched on, this process's tables and this thread's stack.
+fn walking_harness() -> Harness {
+    let config = AreaConfig::waiting(1, 1024);
+    let target = memsup_walk_probe_target as *const () as u64;
+    let harness = Harness::new(CpuSource::Single, config, &[Op::Malloc], &[target]);
+    let pid = std::process::id() as i32;
+    let mut section = StackSection::new(&harness.area, harness.area_address(), 1, 1024, true);
+    let store = ModuleStore::new();
+    let files = mapped_files(&store, pid);
+    let tables = table_set(&store, &mut TableCache::new(), &files);
+    let segments = tables
+        .set
+        .segments()
+        .iter()
+        .map(|segment| SegmentTable {
+            start: segment.executable.start,
+            end: segment.executable.end,
+            bias: segment.bias,
+            table: Arc::clone(&segment.table),
+            sigreturn: segment.sigreturn,
+        })
+        .collect();
+    section.publish(&harness.area, segments);
+    let here = 0u8;
+    let maps = read_maps(pid).unwrap();
+    let stack = mapping_containing(&maps, &here as *const u8 as u64).unwrap();
+    // SAFETY: gettid has no arguments.
+    let tid = unsafe { libc::gettid() } as u32;
+    section.set_thread(&harness.area, tid, Some((stack.start, stack.end)));
+    std::mem::forget(section);
+    harness
+}
+
+/// What one hooked call gave: the record, and the specification's walk of the same stack.
+struct Walked {
+    record: RawRecord,
+    expected: Vec<u64>,
+}
+
+/// Calls the hooked malloc from here and copies this stack above the call at once.
+#[inline(never)]
+fn call_and_copy(malloc: extern "C" fn(u64) -> u64, size: u64, out: &mut Vec<(u64, u64, Vec<u8>)>) {
+    let result = malloc(size);
+    black_box(result);
+    // From a little below rsp: the call's return address slot lies just under it.
+    let low: u64;
+    // SAFETY: reads rsp.
+    unsafe { std::arch::asm!("lea {}, [rsp - 64]", out(reg) low, options(nomem, nostack)) };
+    let pid = std::process::id() as i32;
+    let maps = read_maps(pid).unwrap();
+    let stack = mapping_containing(&maps, low).unwrap();
+    let mut bytes = vec![0u8; (stack.end - low) as usize];
+    // SAFETY: [low, stack.end) is this thread's live stack.
+    unsafe { std::ptr::copy_nonoverlapping(low as *const u8, bytes.as_mut_ptr(), bytes.len()) };
+    out.push((low, PROBE_RBP.load(Ordering::Relaxed), bytes));
+}
+
+#[inline(never)]
+fn descend(depth: u32, malloc: extern "C" fn(u64) -> u64, out: &mut Vec<(u64, u64, Vec<u8>)>) {
+    if depth == 0 {
+        call_and_copy(malloc, 100 + out.len() as u64, out);
+    } else if depth % 3 == 0 {
+        descend(depth - 1, malloc, out);
+        black_box(depth);
+    } else {
+        descend(depth - 1, malloc, out);
+        descend(0, malloc, out);
+    }
+}
+
+/// The records of `harness` and, for each, the specification's frames from `copies`.
+fn walked(harness: &Harness, copies: &[(u64, u64, Vec<u8>)]) -> Vec<Walked> {
+    let mut drainer = Drainer::new(&harness.area);
+    let mut records = Vec::new();
+    drainer.finish(&harness.area, &mut records);
+    assert_eq!(records.len(), copies.len());
+    let pid = std::process::id() as i32;
+    let store = ModuleStore::new();
+    let files = mapped_files(&store, pid);
+    let set = table_set(&store, &mut TableCache::new(), &files).set;
+    records
+        .into_iter()
+        .zip(copies)
+        .map(|(record, (low, rbp, bytes))| {
+            let skip = (record.stack_pointer - low) as usize;
+            let mut stack = bytes[skip..].to_vec();
+            // The return address's slot was reused once the call returned.
+            stack[..8].copy_from_slice(&record.caller.to_le_bytes());
+            let snapshot = StackSnapshot {
+                ip: 0,
+                at_function_entry: true,
+                sp: record.stack_pointer,
+                bp: *rbp,
+                stack,
+            };
+            let walk = set.walk(&snapshot);
+            let mut expected = walk.frames;
+            if walk.truncated {
+                expected.push(TRUNCATED_FRAME);
+            }
+            Walked { record, expected }
+        })
+        .collect()
+}
+
+fn stored_frames(harness: &Harness, record: &RawRecord) -> Vec<u64> {
+    let section = StackSection::new(&harness.area, harness.area_address(), 1, 1024, true);
+    section
+        .frames(&harness.area, StackRef(record.stack))
+        .expect("a stack was walked")
+}
+
+#[test]
+fn the_hooks_walk_equals_the_specification_at_every_depth() {
+    let harness = walking_harness();
+    let mut copies = Vec::new();
+    // A vector the compiler cannot see through: one loop, one call site, not unrolled.
+    let depths = black_box(vec![0, 1, 2, 5, 12, 40, 5, 12]);
+    for &depth in depths.iter() {
+        descend(depth, harness.malloc(), &mut copies);
+    }
+    let walks = walked(&harness, &copies);
+    let mut distinct = std::collections::HashSet::new();
+    let mut distinct_frames = std::collections::HashSet::new();
+    for walk in &walks {
+        let frames = stored_frames(&harness, &walk.record);
+        assert_eq!(frames, walk.expected, "record {:x?}", walk.record);
+        assert_eq!(frames[0], walk.record.caller);
+        assert!(!frames.contains(&TRUNCATED_FRAME), "{frames:x?}");
+        distinct.insert(walk.record.stack);
+        distinct_frames.insert(frames);
+    }
+    // One stored stack per distinct stack: the known-stack set found every repeat.
+    assert_eq!(walks.len(), 48 + 5 + 9);
+    assert_eq!(distinct.len(), distinct_frames.len());
+    assert!(distinct.len() < walks.len(), "{} stacks", distinct.len());
+}
