@@ -288,11 +288,11 @@ pub struct ProbeArgs {
     /// address into the calling code (cheaper, no stacks in reports).
     #[arg(long, value_enum, default_value_t = StacksArg::Full)]
     pub stacks: StacksArg,
-    /// How allocator calls are recorded: `int3` stops the program at each call; `hooks`
-    /// patches each allocator entry with a jump to code memsup injects, which writes the call
-    /// into rings memsup reads, with no stop (functions it cannot patch keep int3). Default:
-    /// the MEMSUP_ENGINE environment variable if set, else `hooks` with `--stacks caller`,
-    /// else `int3` (hooks record only the caller).
+    /// How allocator calls are recorded: `hooks` patches each allocator entry with a jump
+    /// to code memsup injects, which walks the call stack and writes the call into rings
+    /// memsup reads, with no stop; `auto` (the default) is `hooks`, with an int3 probe for
+    /// each function that cannot be patched; `int3` stops the program at each call. The
+    /// MEMSUP_ENGINE environment variable (`auto`, `hooks` or `int3`) sets the default.
     #[arg(long, value_enum)]
     pub engine: Option<EngineArg>,
     /// What a hook does when its ring is full: `wait` for memsup to drain it (lossless), or
@@ -302,16 +302,16 @@ pub struct ProbeArgs {
 }
 
 impl ProbeArgs {
-    /// `--engine`, else `MEMSUP_ENGINE` (`hooks` or `int3`), else by `--stacks`.
+    /// `--engine`, else `MEMSUP_ENGINE`, else `auto`: the hooks.
     pub fn engine(self) -> Engine {
         let from_environment = || match std::env::var("MEMSUP_ENGINE").as_deref() {
-            Ok("hooks") => Some(EngineArg::Hooks),
             Ok("int3") => Some(EngineArg::Int3),
+            Ok("hooks") => Some(EngineArg::Hooks),
             _ => None,
         };
-        match (self.engine.or_else(from_environment), self.stacks) {
-            (Some(EngineArg::Hooks), _) | (None, StacksArg::Caller) => Engine::Hooks,
-            (Some(EngineArg::Int3), _) | (None, StacksArg::Full) => Engine::Int3,
+        match self.engine.or_else(from_environment) {
+            Some(EngineArg::Int3) => Engine::Int3,
+            Some(EngineArg::Auto | EngineArg::Hooks) | None => Engine::Hooks,
         }
     }
 
@@ -325,6 +325,7 @@ impl ProbeArgs {
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EngineArg {
+    Auto,
     Hooks,
     Int3,
 }
