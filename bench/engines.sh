@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # memsup's recording engines side by side with native, heaptrack and valgrind massif on
-# churn, a sqlite workload and a compiler run, all tools interleaved in each repetition
-# (issue 12). See BENCHMARKS.md.
+# churn, a sqlite workload and a compiler run, all tools interleaved in each repetition:
+# the default (hooks walking full stacks), hooks recording the caller only, and int3 with
+# either. See BENCHMARKS.md.
 #
 # Usage: bench/engines.sh
 #        WORKLOADS="churn-1t sqlite" R=5 MEMSUP=/path/to/memsup OUT=results bench/engines.sh
@@ -29,7 +30,7 @@ INT3_N=${INT3_N:-20000}
 INT3_ROWS=${INT3_ROWS:-2000}
 INT3_FUNCTIONS=${INT3_FUNCTIONS:-4}
 TIMEOUT=${TIMEOUT:-600}
-# The default run must be the int3 engine with full stacks, whatever the caller's shell says.
+# The default run must be memsup's default (hooks, full stacks), whatever the caller's shell says.
 unset MEMSUP_ENGINE
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -156,6 +157,7 @@ for rep in $(seq 1 "$R"); do
         size=$(size_of "$workload")
         command_for "$workload" "$size"
         MEASURE_OUTPUT=$output measure "$workload" native "$rep" "${expected[$workload.$size]}" -- "${program[@]}"
+        run_memsup "$workload" hooks-full "$rep" "$size"
         run_memsup "$workload" hooks-caller "$rep" "$size" --engine hooks --stacks caller
         run_other "$workload" heaptrack "$rep"
         run_other "$workload" massif "$rep"
@@ -163,7 +165,7 @@ for rep in $(seq 1 "$R"); do
         command_for "$workload" "$size"
         MEASURE_OUTPUT=$output measure "$workload" native-small "$rep" "${expected[$workload.$size]}" -- "${program[@]}"
         run_memsup "$workload" int3-caller "$rep" "$size" --engine int3 --stacks caller
-        run_memsup "$workload" int3-full "$rep" "$size"
+        run_memsup "$workload" int3-full "$rep" "$size" --engine int3
     done
 done
 

@@ -30,7 +30,10 @@ const LOCAL_DIRECTORY: i32 = 16;
 const LOCAL_ENTRY_BP: i32 = 24;
 const LOCAL_SLOT: i32 = 32;
 const LOCAL_REFERENCE: i32 = 40;
-const LOCALS: i32 = 48;
+const LOCAL_CACHE: i32 = 48;
+const LOCAL_CACHE_SLOT: i32 = 56;
+const LOCAL_CACHE_TAG: i32 = 64;
+const LOCALS: i32 = 72;
 
 /// Labels of the walker's subroutines.
 struct Labels {
@@ -65,6 +68,9 @@ pub(super) fn emit_walk_routine(a: &mut CodeAssembler, area: u64) -> Emit {
     a.test(rax, rax)?;
     a.je(none)?;
     a.mov(qword_ptr(rsp + LOCAL_DIRECTORY), rax)?;
+    a.mov(rax, area)?;
+    a.add(rax, qword_ptr(rax + header::CACHE_OFFSET as i32))?;
+    a.mov(qword_ptr(rsp + LOCAL_CACHE), rax)?;
     a.xor(edi, edi)?;
     a.mov(r9d, MAX_DEPTH as u32)?;
     a.call(labels.pass)?;
@@ -273,8 +279,32 @@ fn emit_pass(a: &mut CodeAssembler, labels: &mut Labels) -> Emit {
     a.mov(rbp, rdx)?;
     a.mov(rax, r13)?;
 
-    // The table's row for rax: the number of row starts at or below it.
+    // The rule for rax: from the cache, else the table's row (the number of row starts at
+    // or below it), then cached.
     a.set_label(&mut lookup)?;
+    let mut miss = a.create_label();
+    let mut found = a.create_label();
+    a.mov(rcx, stacks::CACHE_HASH)?;
+    a.imul_2(rcx, rax)?;
+    a.mov(rdx, rcx)?;
+    a.shr(rdx, 64 - stacks::CACHE_BITS)?;
+    a.shl(rdx, stacks::CACHE_SLOT_BYTES.trailing_zeros())?;
+    a.add(rdx, local(LOCAL_CACHE))?;
+    a.shr(rcx, 32)?;
+    a.cmp(rax, qword_ptr(rdx))?;
+    a.jne(miss)?;
+    a.mov(r10, qword_ptr(rdx + 8))?;
+    a.mov(r11, r10)?;
+    a.shr(r11, 32)?;
+    a.cmp(r11, rcx)?;
+    a.jne(miss)?;
+    a.mov(ecx, r10d)?;
+    a.jmp(dispatch)?;
+    a.set_label(&mut miss)?;
+    a.mov(local(LOCAL_CACHE_SLOT), rdx)?;
+    a.shl(rcx, 32)?;
+    a.mov(local(LOCAL_CACHE_TAG), rcx)?;
+    a.mov(qword_ptr(rdx), rax)?;
     a.sub(rax, qword_ptr(rbp + stacks::ENTRY_BIAS as i32))?;
     a.mov(rcx, rax)?;
     a.shr(rcx, 32)?;
@@ -299,9 +329,15 @@ fn emit_pass(a: &mut CodeAssembler, labels: &mut Labels) -> Emit {
     a.je(no_fde)?;
     a.mov(r10, qword_ptr(rbp + stacks::ENTRY_RULES as i32))?;
     a.mov(ecx, dword_ptr(r10 + rcx * 4 - 4))?;
-    a.jmp(dispatch)?;
+    a.jmp(found)?;
     a.set_label(&mut no_fde)?;
     a.xor(ecx, ecx)?;
+    a.set_label(&mut found)?;
+    a.mov(rdx, local(LOCAL_CACHE_SLOT))?;
+    a.mov(r10, local(LOCAL_CACHE_TAG))?;
+    a.mov(r11d, ecx)?;
+    a.or(r10, r11)?;
+    a.mov(qword_ptr(rdx + 8), r10)?;
     a.jmp(dispatch)?;
     a.set_label(&mut frame_pointer_rule)?;
     a.mov(ecx, Kind::FramePointer as u32)?;

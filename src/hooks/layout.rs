@@ -65,6 +65,9 @@ pub mod header {
     /// (`stacks::Section`), written by memsup before hooks run.
     pub const KNOWN_OFFSET: u64 = 128;
     pub const STORE_OFFSET: u64 = 136;
+    /// Byte offset of the rule cache (`stacks::CACHE_*`); memsup clears it whenever it
+    /// publishes a directory, with every thread stopped.
+    pub const CACHE_OFFSET: u64 = 144;
 }
 
 pub const POLICY_WAIT: u32 = 0;
@@ -246,6 +249,14 @@ pub mod stacks {
     pub const KNOWN_SLOT_BYTES: u64 = 16;
     pub const KNOWN_PROBES: u32 = 8;
 
+    /// The rule cache: a direct-mapped cache of table lookups, (lookup address, rule | tag
+    /// << 32) per 16-byte slot, the slot chosen by the top bits of the address times
+    /// `CACHE_HASH`, the tag its top 32 bits (a slot torn by two writers fails the tag).
+    pub const CACHE_BITS: u32 = 14;
+    pub const CACHE_SLOTS: u64 = 1 << CACHE_BITS;
+    pub const CACHE_SLOT_BYTES: u64 = 16;
+    pub const CACHE_HASH: u64 = 0x9e37_79b9_7f4a_7c15;
+
     /// Bytes reserved for tables and directories (sparse: only what is written is memory).
     pub const TABLE_BYTES: u64 = 256 << 20;
     /// Bytes reserved for stack frames (sparse).
@@ -301,6 +312,7 @@ pub mod stacks {
     /// Byte offsets of the section's parts from the area's start.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub struct Section {
+        pub cache: u64,
         pub known: u64,
         pub tables: u64,
         pub store: u64,
@@ -310,10 +322,12 @@ pub mod stacks {
         /// The section of an area whose rings end at `rings_end` (page-aligned parts).
         pub fn after(rings_end: u64) -> Section {
             let page = |bytes: u64| bytes.div_ceil(4096) * 4096;
-            let known = page(rings_end);
+            let cache = page(rings_end);
+            let known = page(cache + CACHE_SLOTS * CACHE_SLOT_BYTES);
             let tables = page(known + KNOWN_SLOTS * KNOWN_SLOT_BYTES);
             let store = tables + TABLE_BYTES;
             Section {
+                cache,
                 known,
                 tables,
                 store,

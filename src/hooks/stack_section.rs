@@ -55,6 +55,8 @@ impl StackSection {
             .store(section.known, Ordering::Relaxed);
         area.u64_at(header::STORE_OFFSET)
             .store(section.store, Ordering::Relaxed);
+        area.u64_at(header::CACHE_OFFSET)
+            .store(section.cache, Ordering::Relaxed);
         area.u32_at(header::STACKS)
             .store(walk as u32, Ordering::Release);
         StackSection {
@@ -131,6 +133,11 @@ impl StackSection {
             return;
         };
         area.write_bytes(at, &directory);
+        // Rules cached for a module that is gone could be taken for one mapped there now.
+        area.write_bytes(
+            self.section.cache,
+            &vec![0; (stacks::CACHE_SLOTS * stacks::CACHE_SLOT_BYTES) as usize],
+        );
         area.u64_at(header::DIRECTORY)
             .store(self.target + at, Ordering::Release);
         self.segments = segments;
