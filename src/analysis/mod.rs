@@ -45,8 +45,8 @@ use std::path::Path;
 pub use residency::ResidencySummary;
 
 use crate::trace::format::{
-    AllocFunction, Engine, Header, HookCounters, MapCall, ProbeCounters, ProbeSite, ProcessRole,
-    Record, RecordMode, SamplerCosts, StartCause, UnwindCosts,
+    AllocFunction, Engine, Header, HookCounters, HookStackCosts, MapCall, ProbeCounters, ProbeSite,
+    ProcessRole, Record, RecordMode, SamplerCosts, StartCause, UnwindCosts,
 };
 use crate::trace::reader::Profile;
 
@@ -177,6 +177,8 @@ pub struct ProcessAnalysis {
     pub engine: Engine,
     pub probe_sites: Vec<ProbeSite>,
     pub hooks: HookCounters,
+    /// What the hooks' stack walks cost (hook engine, full stacks).
+    pub hook_stacks: Option<HookStackCosts>,
     /// Every heap call site, by bytes live at the peak, then bytes allocated.
     pub sites: Vec<Site>,
     /// glibc's mmap threshold rose and later blocks came from the arena because of it: a
@@ -299,6 +301,7 @@ impl ProcessAnalysis {
             engine: Engine::Int3,
             probe_sites: Vec::new(),
             hooks: HookCounters::default(),
+            hook_stacks: None,
             sites: Vec::new(),
             source_sites: Vec::new(),
             mmap_threshold: None,

@@ -194,6 +194,11 @@ impl Replay {
                     image.hooks = *hooks;
                 }
             }
+            Record::HookStacks { pid, costs, .. } => {
+                if let Some(state) = self.open.get(pid) {
+                    self.processes[state.index].hook_stacks = Some(*costs);
+                }
+            }
             Record::Module {
                 pid,
                 path,

@@ -20,7 +20,7 @@ use crate::events::calls::{mapping_result, returned_call};
 use crate::events::heap::IntegerMap;
 use crate::events::{Event, EventKind, EventSink, RawStack};
 use crate::failure::lock;
-use crate::trace::format::{AllocFunction, HookCounters, MapCall};
+use crate::trace::format::{AllocFunction, HookCounters, HookStackCosts, MapCall};
 
 /// Records per ring: fits the caches, and leaves the drain a few milliseconds at millions of
 /// calls per second.
@@ -80,6 +80,7 @@ struct Image {
     stacks: StackSection,
     /// Walked stacks already sent as `KnownStack` in this image, by `StackRef`.
     known_stacks: std::collections::HashSet<u64>,
+    stack_costs: HookStackCosts,
 }
 
 struct AreaHandle {
@@ -210,6 +211,7 @@ impl Drain {
             counters: HookCounters::default(),
             stacks,
             known_stacks: std::collections::HashSet::new(),
+            stack_costs: HookStackCosts::default(),
         };
         lock(&self.shared.images).insert(pid, image);
     }
@@ -305,8 +307,9 @@ impl Drain {
     }
 
     /// The image is over (exit, exec, detach): sends everything left, counting what could
-    /// not be read, and forgets the area. Returns its counters.
-    pub fn finish(&self, pid: u32) -> Option<HookCounters> {
+    /// not be read, and forgets the area. Returns its counters, and what its stack walks
+    /// cost when the hooks walked stacks.
+    pub fn finish(&self, pid: u32) -> Option<(HookCounters, Option<HookStackCosts>)> {
         let mut images = lock(&self.shared.images);
         let mut image = images.remove(&pid)?;
         drain_image(&self.shared, pid, &mut image, Pass::Finish);
@@ -317,7 +320,15 @@ impl Drain {
         image.counters.invalid = image.drainer.invalid();
         image.counters.late = image.drainer.late();
         lock(&self.shared.beating).retain(|handle| !Arc::ptr_eq(handle, &image.area));
-        Some(image.counters)
+        let stacks = (!self.shared.caller_only).then(|| {
+            let mut costs = image.stack_costs;
+            costs.stored_stacks = image.known_stacks.len() as u64;
+            costs.stored_bytes = area.stack_store_used();
+            costs.lost = area.stacks_lost();
+            costs.table_bytes = image.stacks.table_bytes();
+            costs
+        });
+        Some((image.counters, stacks))
     }
 
     /// Records of `pid`'s thread `key` come from vfork child `child` from now on, until
@@ -442,6 +453,7 @@ fn drain_image(shared: &Shared, pid: u32, image: &mut Image, pass: Pass) -> usiz
         counters,
         stacks,
         known_stacks,
+        stack_costs,
     } = image;
     let mut batcher = EventBatcher {
         shared,
@@ -452,6 +464,7 @@ fn drain_image(shared: &Shared, pid: u32, image: &mut Image, pass: Pass) -> usiz
         counters,
         stacks,
         known_stacks,
+        stack_costs,
         area: &area.area,
         batch: Vec::new(),
     };
@@ -479,6 +492,7 @@ struct EventBatcher<'a> {
     counters: &'a mut HookCounters,
     stacks: &'a StackSection,
     known_stacks: &'a mut std::collections::HashSet<u64>,
+    stack_costs: &'a mut HookStackCosts,
     area: &'a Area,
     batch: Vec<Event>,
 }
@@ -542,9 +556,17 @@ impl EventBatcher<'_> {
         if self.shared.caller_only {
             return RawStack::Caller(record.caller);
         }
-        if record.stack == 0 || record.op == Op::Free {
+        if record.op == Op::Free {
             return RawStack::Uncopied(record.caller);
         }
+        if record.stack == 0 {
+            self.stack_costs.unwalked += 1;
+            return RawStack::Uncopied(record.caller);
+        }
+        let walked = StackRef(record.stack);
+        self.stack_costs.walks += 1;
+        self.stack_costs.frames += walked.frames();
+        self.stack_costs.truncated += u64::from(walked.truncated());
         if self.known_stacks.contains(&record.stack) && pid == self.pid {
             return RawStack::Known(record.stack);
         }

@@ -148,6 +148,16 @@ impl Area {
         self.u64_at(header::DROPPED).load(Ordering::Acquire)
     }
 
+    /// Bytes of the stack store the hooks used.
+    pub fn stack_store_used(&self) -> u64 {
+        self.u64_at(header::STORE_USED).load(Ordering::Acquire)
+    }
+
+    /// Walks whose frames did not fit in the stack store.
+    pub fn stacks_lost(&self) -> u64 {
+        self.u64_at(header::STACKS_LOST).load(Ordering::Acquire)
+    }
+
     pub fn full_waits(&self) -> u64 {
         self.u64_at(header::FULL_WAITS).load(Ordering::Acquire)
     }

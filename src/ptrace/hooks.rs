@@ -352,7 +352,7 @@ impl Tracer<'_> {
         {
             self.untag_vfork_child(pid);
         }
-        let counters = self
+        let (counters, stack_costs) = self
             .drain
             .as_ref()
             .and_then(|drain| drain.finish(pid as u32))
@@ -395,6 +395,9 @@ impl Tracer<'_> {
                 hooks: counters,
             },
         );
+        if let Some(costs) = stack_costs.filter(|_| hooked) {
+            self.send(pid, pid, EventKind::HookStacks(costs));
+        }
     }
 
     /// Detach: every entry gets its bytes back; the code pages and the area go only when no

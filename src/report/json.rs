@@ -28,7 +28,8 @@ use crate::analysis::{
     MAP_CALLS,
 };
 use crate::trace::format::{
-    AllocFunction, HookCounters, ProbeCounters, ProbeSite, SamplerCosts, UnwindCosts,
+    AllocFunction, HookCounters, HookStackCosts, ProbeCounters, ProbeSite, SamplerCosts,
+    UnwindCosts,
 };
 
 pub const SCHEMA: &str = "memsup-report";
@@ -192,6 +193,8 @@ struct ProcessJson<'a> {
     engine: &'static str,
     probe_sites: &'a [ProbeSite],
     hooks: &'a HookCounters,
+    /// What the hooks' stack walks cost; null unless the hooks walked stacks.
+    hook_stacks: Option<&'a HookStackCosts>,
     residency: ResidencyJson,
     /// glibc's mmap threshold rose and served later blocks from the arena; null otherwise.
     mmap_threshold: Option<MmapThresholdJson>,
@@ -274,6 +277,7 @@ impl<'a> ProcessJson<'a> {
             engine: image.engine.name(),
             probe_sites: &image.probe_sites,
             hooks: &image.hooks,
+            hook_stacks: image.hook_stacks.as_ref(),
             probes: &image.probes,
             residency: ResidencyJson::new(&image.residency),
             mmap_threshold: image.mmap_threshold.map(MmapThresholdJson::new),

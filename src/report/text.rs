@@ -20,7 +20,7 @@ use crate::analysis::live_end::{leak_caveat, LiveEnd};
 use crate::analysis::{
     cause_name, mode_name, Analysis, ImageExit, ProcessAnalysis, ProfileInfo, MAP_CALLS,
 };
-use crate::trace::format::{AllocFunction, Engine, ProbeCounters};
+use crate::trace::format::{AllocFunction, Engine, HookStackCosts, ProbeCounters};
 
 /// How many call sites each list shows unless told otherwise.
 pub const DEFAULT_TOP: usize = 10;
@@ -364,12 +364,35 @@ fn engine_rows(image: &ProcessAnalysis) -> Rows {
             ),
         ),
     ];
+    if let Some(costs) = &image.hook_stacks {
+        rows.push(("", hook_stack_line(costs)));
+    }
     for site in &image.probe_sites {
         if site.implementation.contains("no hook") {
             rows.push(("", format!("{} {}", site.function, site.implementation)));
         }
     }
     rows
+}
+
+/// What the hooks' stack walks cost, in one line.
+fn hook_stack_line(costs: &HookStackCosts) -> String {
+    let per_walk = match costs.walks {
+        0 => 0.0,
+        walks => costs.frames as f64 / walks as f64,
+    };
+    format!(
+        "stacks walked {} ({:.1} frames each, {} truncated, {} not walked), {} stored in {}, \
+         {} lost; unwind tables {}",
+        costs.walks,
+        per_walk,
+        costs.truncated,
+        costs.unwalked,
+        costs.stored_stacks,
+        human_bytes(costs.stored_bytes),
+        costs.lost,
+        human_bytes(costs.table_bytes),
+    )
 }
 
 /// The costs users ask about first, then the rest.

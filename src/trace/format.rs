@@ -478,6 +478,13 @@ pub enum Record {
         pid: u32,
         census: crate::trace::census_format::HeapCensus,
     },
+    /// What the hooks' stack walks of this process image cost, written at its end after
+    /// `ProbeSites` (hook engine, full stacks).
+    HookStacks {
+        time_ns: u64,
+        pid: u32,
+        costs: HookStackCosts,
+    },
 }
 
 /// A process image's part in an MPI job.
@@ -564,6 +571,29 @@ pub struct HookCounters {
     /// Records released after later ones (a producer preempted between its clock reading
     /// and its claim for longer than the drain's grace).
     pub late: u64,
+}
+
+/// What the hooks' stack walker did in one process image, counted by the drain from the
+/// records and the area.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HookStackCosts {
+    /// Allocator and mapping calls whose stack the hook walked.
+    pub walks: u64,
+    /// Frames those walks gave (the truncation marks not counted).
+    pub frames: u64,
+    /// Walks that stopped before the outermost frame.
+    pub truncated: u64,
+    /// Calls the hook could not walk: its stack pointer on no stack memsup knew (a signal
+    /// stack, a fiber), or the stack store full.
+    pub unwalked: u64,
+    /// Distinct stacks the hooks stored (each once; later walks of it find it known).
+    pub stored_stacks: u64,
+    /// Bytes of the stack store used.
+    pub stored_bytes: u64,
+    /// Walks whose frames did not fit in the store.
+    pub lost: u64,
+    /// Bytes of unwind tables, directories and thread stack lists memsup wrote.
+    pub table_bytes: u64,
 }
 
 /// Why a full smaps snapshot was taken. Variants are only appended (format 5 added `Fork`,
@@ -718,7 +748,8 @@ impl Record {
             | Record::ProcessRole { pid, .. }
             | Record::MpiFunction { pid, .. }
             | Record::MpiCall { pid, .. }
-            | Record::HeapCensus { pid, .. } => Some(*pid),
+            | Record::HeapCensus { pid, .. }
+            | Record::HookStacks { pid, .. } => Some(*pid),
             Record::End { .. } | Record::UnwindCosts(_) | Record::SamplerCosts(_) => None,
         }
     }
@@ -749,7 +780,8 @@ impl Record {
             | Record::SnapshotStop { time_ns, .. }
             | Record::ProcessRole { time_ns, .. }
             | Record::MpiCall { time_ns, .. }
-            | Record::HeapCensus { time_ns, .. } => Some(*time_ns),
+            | Record::HeapCensus { time_ns, .. }
+            | Record::HookStacks { time_ns, .. } => Some(*time_ns),
             Record::Symbol { .. }
             | Record::MpiFunction { .. }
             | Record::ImageCounters { .. }
