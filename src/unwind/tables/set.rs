@@ -32,10 +32,17 @@ pub struct ProcessTables {
     pub modules: Vec<ModuleOutcome>,
 }
 
-/// Compiles the tables of `modules` (each file once, however often it is mapped) and
+/// Compiled tables by module path, kept from one table set to the next (a process maps
+/// more modules as it runs).
+pub type TableCache = HashMap<String, std::result::Result<Arc<CompiledTable>, String>>;
+
+/// Compiles the tables of `modules` (each file once: `compiled_files` keeps them) and
 /// places their executable segments, each with the signal return trampoline in it.
-pub fn table_set(store: &ModuleStore, modules: &[MappedFile]) -> ProcessTables {
-    let mut compiled_files = HashMap::new();
+pub fn table_set(
+    store: &ModuleStore,
+    compiled_files: &mut TableCache,
+    modules: &[MappedFile],
+) -> ProcessTables {
     let mut segments = Vec::new();
     let mut outcomes = Vec::new();
     for module in modules {
