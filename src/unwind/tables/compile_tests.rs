@@ -243,3 +243,45 @@ fn compiles_a_fixture_row_by_row() {
     assert_eq!(counts.rows_per_kind, [8, 3, 9, 1, 0, 1, 1]);
     assert_eq!(counts.unsupported.len(), 1);
 }
+
+/// The largest modules the differential test walks through compile whole, fast enough to
+/// do at attach time; prints the numbers DESIGN.md quotes (`--nocapture`).
+#[test]
+fn compiles_python_and_cc1() {
+    let cc1 = Command::new("gcc")
+        .arg("-print-prog-name=cc1")
+        .output()
+        .unwrap();
+    let cc1 = String::from_utf8(cc1.stdout).unwrap().trim().to_string();
+    for path in [LIBC, LD_SO, "/usr/bin/python3.11", &cc1] {
+        let (compiled, file) = compiled(path);
+        let counts = &compiled.counts;
+        let eh_frame = file
+            .unwind()
+            .unwrap()
+            .eh_frame
+            .as_ref()
+            .map(|(_, b)| b.len());
+        eprintln!(
+            "{path}: {} FDEs, {} CFI rows, {} table rows, {} table bytes (.eh_frame {:?}), \
+             rows per kind {:?}, {} unsupported CFI rows, compiled in {:?}",
+            counts.fdes,
+            counts.cfi_rows,
+            counts.table_rows,
+            compiled.table.bytes(),
+            eh_frame,
+            counts.rows_per_kind,
+            counts.unsupported.len(),
+            counts.time
+        );
+        assert!(
+            counts.fdes > 200 && counts.table_rows > counts.fdes,
+            "{path}"
+        );
+        assert!(
+            counts.unsupported.len() < 10,
+            "{path}: {:x?}",
+            counts.unsupported
+        );
+    }
+}

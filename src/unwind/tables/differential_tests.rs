@@ -248,8 +248,8 @@ fn cc1_stacks_equal_the_unwinders() {
     check("cc1", command, 40, 2000);
 }
 
-#[test]
-fn cxx_fixture_stacks_equal_the_unwinders() {
+/// Builds the C++ fixture with `flags` and compares its stacks.
+fn check_cxx_fixture(program_name: &str, flags: &[&str]) -> Comparison {
     let directory = tempfile::tempdir().unwrap();
     let source = directory.path().join("fixture.cc");
     std::fs::write(&source, CXX_FIXTURE).unwrap();
@@ -258,10 +258,33 @@ fn cxx_fixture_stacks_equal_the_unwinders() {
         .args(["-O2", "-o"])
         .arg(&program)
         .arg(&source)
+        .args(flags)
         .status()
         .unwrap();
     assert!(status.success());
-    let comparison = check("C++ fixture", Command::new(&program), 1, 2000);
+    let comparison = check(program_name, Command::new(&program), 1, 2000);
     // Signal handlers allocated, on raise() and on timer signals.
     assert!(comparison.with_signal_frames > 100);
+    comparison
+}
+
+#[test]
+fn cxx_fixture_stacks_equal_the_unwinders() {
+    check_cxx_fixture("C++ fixture", &[]);
+}
+
+/// The fixture's own code without CFI: walked by its frame pointers where no FDE covers
+/// an address, and at an interrupted instruction by the return address at rsp.
+#[test]
+fn cxx_fixture_without_cfi_stacks_equal_the_unwinders() {
+    let comparison = check_cxx_fixture(
+        "C++ fixture without CFI",
+        &[
+            "-fno-omit-frame-pointer",
+            "-fno-exceptions",
+            "-fno-asynchronous-unwind-tables",
+            "-fno-unwind-tables",
+        ],
+    );
+    assert!(comparison.kinds_used[Kind::NoFde as usize] > 10_000);
 }
