@@ -32,7 +32,7 @@ impl Drop for Child {
     }
 }
 
-/// What a run captured.
+/// How a traced run went.
 #[derive(Debug, Default)]
 pub struct Run {
     pub malloc_calls: u64,
