@@ -4,7 +4,7 @@
 use std::process::Command;
 use std::sync::Arc;
 
-use object::{Object, ObjectSymbol};
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol};
 
 use super::compile::{compile, CompiledTable};
 use super::rule::{CfaRegister, Kind, Rule};
@@ -40,12 +40,9 @@ fn compiles_libc() {
     assert!(counts.fdes > 3000 && counts.cfi_rows > 20_000, "{counts:?}");
     assert_eq!(counts.table_rows, libc.table.starts.len() as u64);
     assert!(libc.table.starts.windows(2).all(|pair| pair[0] < pair[1]));
+    let object = object::File::parse(&**file.bytes()).unwrap();
     // The PLT: its first 16 bytes push twice, then every entry has the PLT expression.
-    let plt_section = object::File::parse(&**file.bytes())
-        .unwrap()
-        .section_by_name(".plt")
-        .map(|section| object::ObjectSection::address(&section))
-        .unwrap();
+    let plt_section = object.section_by_name(".plt").unwrap().address();
     assert_eq!(libc.table.lookup(plt_section + 0x10).kind(), Kind::Plt);
     assert_eq!(libc.table.lookup(plt_section + 0x10), Rule::plt(11));
     assert_eq!(
@@ -62,6 +59,23 @@ fn compiles_libc() {
         ends.iter()
             .any(|&(start, _)| u64::from(start) > clone.address
                 && u64::from(start) < clone.address + 0x100),
+        "{ends:x?}"
+    );
+    // The other is clone3's child side: the End row follows its `mov $435, %eax; syscall`
+    // (libc.so.6 does not name clone3) within a few bytes.
+    let code_before = |address: u32| -> Vec<u8> {
+        let start = u64::from(address) - 32;
+        object
+            .segments()
+            .find_map(|segment| segment.data_range(start, 32).ok().flatten())
+            .unwrap()
+            .to_vec()
+    };
+    let clone3_syscall = [0xb8, 0xb3, 0x01, 0x00, 0x00, 0x0f, 0x05];
+    assert!(
+        ends.iter().any(|&(start, _)| code_before(start)
+            .windows(clone3_syscall.len())
+            .any(|window| window == clone3_syscall)),
         "{ends:x?}"
     );
     // The only rows the walk cannot apply: vfork keeps its return address in rdi.
@@ -242,4 +256,46 @@ fn compiles_a_fixture_row_by_row() {
     // NoFde, FramePointer, Sp, General, Plt, End, Unsupported
     assert_eq!(counts.rows_per_kind, [8, 3, 9, 1, 0, 1, 1]);
     assert_eq!(counts.unsupported.len(), 1);
+}
+
+/// The largest modules the differential test walks through compile whole, fast enough to
+/// do at attach time; prints the numbers DESIGN.md quotes (`--nocapture`).
+#[test]
+fn compiles_python_and_cc1() {
+    let cc1 = Command::new("gcc")
+        .arg("-print-prog-name=cc1")
+        .output()
+        .unwrap();
+    let cc1 = String::from_utf8(cc1.stdout).unwrap().trim().to_string();
+    for path in [LIBC, LD_SO, "/usr/bin/python3.11", &cc1] {
+        let (compiled, file) = compiled(path);
+        let counts = &compiled.counts;
+        let eh_frame = file
+            .unwind()
+            .unwrap()
+            .eh_frame
+            .as_ref()
+            .map(|(_, b)| b.len());
+        eprintln!(
+            "{path}: {} FDEs, {} CFI rows, {} table rows, {} table bytes (.eh_frame {:?}), \
+             rows per kind {:?}, {} unsupported CFI rows, compiled in {:?}",
+            counts.fdes,
+            counts.cfi_rows,
+            counts.table_rows,
+            compiled.table.bytes(),
+            eh_frame,
+            counts.rows_per_kind,
+            counts.unsupported.len(),
+            counts.time
+        );
+        assert!(
+            counts.fdes > 200 && counts.table_rows > counts.fdes,
+            "{path}"
+        );
+        assert!(
+            counts.unsupported.len() < 10,
+            "{path}: {:x?}",
+            counts.unsupported
+        );
+    }
 }

@@ -12,3 +12,9 @@ pub mod walk;
 
 #[cfg(test)]
 mod compile_tests;
+#[cfg(test)]
+mod differential_capture;
+#[cfg(test)]
+mod differential_programs;
+#[cfg(test)]
+mod differential_tests;
