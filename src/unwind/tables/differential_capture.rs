@@ -1,7 +1,8 @@
 //! Stack copies at malloc's entry in a real program, for the differential test: the program
 //! runs traced to its ELF entry (where its libraries are mapped), then with an int3 at
-//! libc's `malloc`; at every `every`-th call the registers and the whole stack mapping
-//! above rsp are copied, with the modules mapped at that moment, as the hook would see them.
+//! libc's `malloc`; at every `every`-th call, in any of its threads, the registers and the
+//! whole stack mapping above rsp are copied, with the modules mapped at that moment, as
+//! the hook would see them.
 
 use std::io::IoSliceMut;
 use std::os::unix::process::CommandExt;
@@ -10,7 +11,7 @@ use std::process::Command;
 use nix::sys::ptrace;
 use nix::sys::signal::{kill, Signal};
 use nix::sys::uio::{process_vm_readv, RemoteIoVec};
-use nix::sys::wait::{waitpid, WaitStatus};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
 use crate::module::loaded::{of_process, LoadedModule};
@@ -80,7 +81,7 @@ fn step_over(pid: Pid, address: u64, word: u64) {
     let mut deliver = None;
     loop {
         ptrace::step(pid, deliver).unwrap();
-        match waitpid(pid, None).unwrap() {
+        match waitpid(pid, Some(WaitPidFlag::__WALL)).unwrap() {
             WaitStatus::Stopped(_, Signal::SIGTRAP) => break,
             WaitStatus::Stopped(_, signal) => deliver = Some(signal),
             other => panic!("unexpected stop {other:?} stepping"),
@@ -122,14 +123,18 @@ fn snapshot(pid: Pid) -> StackSnapshot {
     }
 }
 
-/// Runs `command` traced; at every `every`-th malloc calls `visit` with the stack copy and
-/// the modules mapped then (the program is stopped meanwhile).
+/// Runs `command` traced; at every `every`-th malloc calls `visit` with the stack copy,
+/// the modules mapped then, and whether a thread other than the main one called (the
+/// thread is stopped meanwhile).
 pub fn capture_mallocs(
     mut command: Command,
     store: &ModuleStore,
     every: u64,
-    visit: &mut dyn FnMut(&StackSnapshot, &[LoadedModule]),
+    visit: &mut dyn FnMut(&StackSnapshot, &[LoadedModule], bool),
 ) -> Run {
+    // Its own process group: waiting for any of its threads (-pgid) must not reap the
+    // children of other tests running in this process.
+    command.process_group(0);
     // SAFETY: one system call between fork and exec.
     unsafe {
         command.pre_exec(|| ptrace::traceme().map_err(std::io::Error::from));
@@ -140,7 +145,11 @@ pub fn capture_mallocs(
         waitpid(pid, None).unwrap(),
         WaitStatus::Stopped(_, Signal::SIGTRAP)
     ));
-    ptrace::setoptions(pid, ptrace::Options::PTRACE_O_EXITKILL).unwrap();
+    ptrace::setoptions(
+        pid,
+        ptrace::Options::PTRACE_O_EXITKILL | ptrace::Options::PTRACE_O_TRACECLONE,
+    )
+    .unwrap();
     let mut run = Run::default();
 
     // To the program's entry: the dynamic linker has mapped libc by then.
@@ -155,18 +164,46 @@ pub fn capture_mallocs(
     let modules = of_process(pid.as_raw()).unwrap();
     let malloc = malloc_address(store, &modules);
     let malloc_word = insert_int3(pid, malloc);
-    while let Some(trap) = run_to_trap(pid, &mut run) {
-        assert_eq!(trap, malloc, "an int3 memsup did not put there");
-        let mut registers = ptrace::getregs(pid).unwrap();
-        registers.rip = malloc;
-        ptrace::setregs(pid, registers).unwrap();
-        run.malloc_calls += 1;
-        if run.malloc_calls % every == 0 {
-            // dlopen maps modules as the program runs.
-            let modules = of_process(pid.as_raw()).unwrap();
-            visit(&snapshot(pid), &modules);
+    // Every thread stops on its own; the one that stopped is resumed before the next wait.
+    let mut resume = Some((pid, None));
+    loop {
+        if let Some((thread, signal)) = resume.take() {
+            // A thread may have exited meanwhile (the process is ending).
+            let _ = ptrace::cont(thread, signal);
         }
-        step_over(pid, malloc, malloc_word);
+        let any_thread = Pid::from_raw(-pid.as_raw());
+        match waitpid(any_thread, Some(WaitPidFlag::__WALL)).unwrap() {
+            WaitStatus::Exited(thread, status) if thread == pid => {
+                run.exit_status = Some(status);
+                return run;
+            }
+            WaitStatus::Signaled(thread, signal, _) if thread == pid => {
+                panic!("the program died of {signal}")
+            }
+            WaitStatus::Exited(..) | WaitStatus::Signaled(..) => {}
+            WaitStatus::PtraceEvent(thread, ..) => resume = Some((thread, None)),
+            WaitStatus::Stopped(thread, Signal::SIGTRAP) => {
+                let mut registers = ptrace::getregs(thread).unwrap();
+                assert_eq!(
+                    registers.rip - 1,
+                    malloc,
+                    "an int3 the test did not put there"
+                );
+                registers.rip = malloc;
+                ptrace::setregs(thread, registers).unwrap();
+                run.malloc_calls += 1;
+                if run.malloc_calls % every == 0 {
+                    // dlopen maps modules as the program runs.
+                    let modules = of_process(pid.as_raw()).unwrap();
+                    visit(&snapshot(thread), &modules, thread != pid);
+                }
+                step_over(thread, malloc, malloc_word);
+                resume = Some((thread, None));
+            }
+            // A new thread's first stop.
+            WaitStatus::Stopped(thread, Signal::SIGSTOP) => resume = Some((thread, None)),
+            WaitStatus::Stopped(thread, signal) => resume = Some((thread, Some(signal))),
+            other => panic!("unexpected stop {other:?}"),
+        }
     }
-    run
 }

@@ -44,14 +44,15 @@ long all(struct shape *shapes, int count) {
 
 /// Templates nested into one another, std::map and std::string through operator new,
 /// recursion, a qsort comparator that allocates, a signal handler that allocates on
-/// raise(), and timer signals that interrupt plain code and libc calls through the PLT
-/// while the handler allocates.
+/// raise(), 3 threads (one after the other) doing the same, and timer signals that
+/// interrupt plain code and libc calls through the PLT while the handler allocates.
 pub const CXX_FIXTURE: &str = r#"
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 #include <sys/time.h>
 
@@ -116,9 +117,19 @@ __attribute__((noinline)) long measure(long n) {
     return total;
 }
 
+static void worker(int id) {
+    for (int round = 0; round < 60; round++) {
+        sink += Nest<long, 6>::build(round % 20 + id);
+        sink += recurse(round % 30);
+    }
+}
+
 int main() {
     signal(SIGUSR1, handler);
     signal(SIGALRM, handler);
+    // One thread at a time: while the tracer steps one over malloc's int3, others would
+    // pass malloc unseen.
+    for (int id = 1; id <= 3; id++) std::thread(worker, id).join();
     for (int round = 0; round < 150; round++) {
         sink += Nest<long, 6>::build(round % 20);
         sink += recurse(round % 40);

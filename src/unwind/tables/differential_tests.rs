@@ -37,6 +37,8 @@ struct Comparison {
     /// a prologue or epilogue may honestly end its stack early, a plain call chain not.
     truncated_without_signal: u64,
     with_signal_frames: u64,
+    /// Stacks of threads other than the main one (their walks end at clone3).
+    other_threads: u64,
     deepest: usize,
     /// How often each rule kind moved a walk on (or ended it), by `Kind` number.
     kinds_used: [u64; 7],
@@ -154,7 +156,7 @@ impl Comparison {
         format!(
             "{program}: {} malloc calls, {} stacks compared, {} frames, {} truncated ({} without \
              a signal frame), {} with \
-             signal frames, deepest {}, {} mismatches; rules used (NoFde, FramePointer, Sp, \
+             signal frames, {} of other threads, deepest {}, {} mismatches; rules used (NoFde, FramePointer, Sp, \
              General, Plt, End, Unsupported) {:?}; negative control: {} mismatches",
             run.malloc_calls,
             self.stacks,
@@ -162,6 +164,7 @@ impl Comparison {
             self.truncated,
             self.truncated_without_signal,
             self.with_signal_frames,
+            self.other_threads,
             self.deepest,
             self.mismatches.len(),
             self.kinds_used,
@@ -208,7 +211,8 @@ fn describe(walkers: &Walkers, expected: &Stack, found: &Stack) -> String {
 fn check(program: &str, command: Command, every: u64, minimum_stacks: u64) -> Comparison {
     let mut comparison = Comparison::default();
     let store = Arc::clone(&comparison.store);
-    let run = capture_mallocs(command, &store, every, &mut |snapshot, modules| {
+    let run = capture_mallocs(command, &store, every, &mut |snapshot, modules, thread| {
+        comparison.other_threads += u64::from(thread);
         comparison.compare(snapshot, modules)
     });
     let summary = comparison.summary(program, &run);
@@ -265,7 +269,7 @@ fn check_cxx_fixture(program_name: &str, flags: &[&str]) -> Comparison {
     std::fs::write(&source, CXX_FIXTURE).unwrap();
     let program = directory.path().join("fixture");
     let status = Command::new("g++")
-        .args(["-O2", "-o"])
+        .args(["-O2", "-pthread", "-o"])
         .arg(&program)
         .arg(&source)
         .args(flags)
@@ -273,8 +277,9 @@ fn check_cxx_fixture(program_name: &str, flags: &[&str]) -> Comparison {
         .unwrap();
     assert!(status.success());
     let comparison = check(program_name, Command::new(&program), 1, 2000);
-    // Signal handlers allocated, on raise() and on timer signals.
+    // Signal handlers allocated, on raise() and on timer signals; 3 threads allocated.
     assert!(comparison.with_signal_frames > 100);
+    assert!(comparison.other_threads > 1000);
     comparison
 }
 
