@@ -190,3 +190,59 @@ fn the_hooks_walk_equals_the_specification_at_every_depth() {
     assert_eq!(distinct.len(), distinct_frames.len());
     assert!(distinct.len() < walks.len(), "{} stacks", distinct.len());
 }
+
+/// Calls the hooked malloc `calls` times from `depth` frames down; the records are drained
+/// as they come so the ring never waits.
+#[inline(never)]
+fn call_many(
+    depth: u32,
+    harness: &Harness,
+    drainer: &mut Drainer,
+    calls: u64,
+) -> std::time::Duration {
+    if depth > 0 {
+        let elapsed = call_many(depth - 1, harness, drainer, calls);
+        black_box(depth);
+        return elapsed;
+    }
+    let malloc = harness.malloc();
+    let mut sink = Vec::new();
+    let started = std::time::Instant::now();
+    for round in 0..calls {
+        black_box(malloc(round));
+        if round % 512 == 511 {
+            drainer.drain_published(&harness.area, super::clock::rdtsc(), &mut sink);
+            sink.clear();
+        }
+    }
+    started.elapsed()
+}
+
+/// What a walk costs in this process: the hooked malloc called a million times from 20
+/// frames down (each walk 20 frames and more: the test harness's own), the walker on and
+/// off. `cargo test --release --lib hook_walk_cost -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn hook_walk_cost() {
+    let harness = walking_harness();
+    let calls = 1_000_000;
+    let mut drainer = Drainer::new(&harness.area);
+    let walking = call_many(20, &harness, &mut drainer, calls);
+    let stacks = super::layout::header::STACKS;
+    harness.area.u32_at(stacks).store(0, Ordering::Release);
+    let plain = call_many(20, &harness, &mut drainer, calls);
+    harness.area.u32_at(stacks).store(1, Ordering::Release);
+    call_many(20, &harness, &mut drainer, 1);
+    let mut records = Vec::new();
+    drainer.finish(&harness.area, &mut records);
+    let frames = StackRef(records.last().unwrap().stack).frames();
+    let per_call = |elapsed: std::time::Duration| elapsed.as_nanos() as f64 / calls as f64;
+    let added = per_call(walking) - per_call(plain);
+    println!(
+        "hook walk: {:.0} ns per call walking, {:.0} ns without; {added:.0} ns per walk of \
+         about {frames} frames, {:.1} ns per frame",
+        per_call(walking),
+        per_call(plain),
+        added / frames as f64
+    );
+}

@@ -84,7 +84,11 @@ fn assert_walk_costs(image: &Value) {
         .values()
         .map(|count| count.as_u64().unwrap())
         .sum::<u64>();
-    let number = |key: &str| costs[key].as_u64().unwrap_or_else(|| panic!("{key}: {costs}"));
+    let number = |key: &str| {
+        costs[key]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{key}: {costs}"))
+    };
     // Mapping calls in run mode are seen at system-call level, not by hooks.
     assert!(mappings > 0);
     assert_eq!(number("walks"), walked_calls, "{costs}");
