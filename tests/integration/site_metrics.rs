@@ -214,9 +214,7 @@ fn assert_site(image: &Value, expected: &ExpectedSite) {
     assert!(file.ends_with("fixtures/site_metrics.c"), "{frame}");
     assert_eq!(frame["line"], marked_line(expected.leaf), "{frame}");
     assert_eq!(frame["inlined"], false);
-    if !skip_whole_stacks_under_hooks(image, "the caller's caller") {
-        assert_eq!(site["stack"][1]["function"], "main", "{site}");
-    }
+    assert_eq!(site["stack"][1]["function"], "main", "{site}");
     let numbers = [
         ("allocations", expected.allocations),
         ("bytes_allocated", expected.bytes_allocated),
@@ -429,9 +427,6 @@ fn assert_text(profile: &Path, fixture: &Path) {
 fn site_metrics_per_call_stack() {
     // Sites are call stacks, and the lifetimes are ordered by nesting on the assumption
     // that each block lives at least a microsecond, which stops at every call ensure.
-    if skip_stack_test_under_hooks("metrics per call stack") {
-        return;
-    }
     for_each_variant("site_metrics", |variant, fixture| {
         let recording = record(fixture, &[], None);
         assert_eq!(String::from_utf8_lossy(&recording.native.stdout), STDOUT);
