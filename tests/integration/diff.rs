@@ -1,8 +1,7 @@
 //! `memsup diff`: fixtures/diff_sites.c built three ways, each binary named `diff_sites` in a
 //! directory of its own: the base (-O1), the same with `-DEXTRA_BYTES=4096` (one more
 //! allocation, at a known line), and the base at -O2 without frame pointers. Sites are
-//! matched by their source chain, so the rebuilt binaries meet the base's sites; the hook
-//! engine's caller-only stacks give one site per allocation too.
+//! matched by their source chain, so the rebuilt binaries meet the base's sites.
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -71,7 +71,7 @@ fn json_by_leaf(
 }
 
 /// `function (file.c)`, as heaptrack's flame graph names a frame (the function alone
-/// without a file: a `[truncated]` end of a hook engine's stack).
+/// when it has no file).
 fn function_and_file(frame: &Value) -> String {
     let function = frame["function"].as_str().unwrap();
     match frame["file"].as_str() {
@@ -360,7 +360,6 @@ fn csv_sites_rows_of_the_readme_example() {
     ];
     let rows: Vec<&str> = lines.collect();
     assert_eq!(rows.len(), expected.len(), "{printed}");
-    let hooks = recorded_by_hooks(image);
     for (number, (row, (function, line, callers, numbers))) in rows.iter().zip(expected).enumerate()
     {
         let head = format!(
@@ -373,17 +372,12 @@ fn csv_sites_rows_of_the_readme_example() {
             .and_then(|rest| rest.rsplit_once(&format!(",{numbers}")))
             .unwrap_or_else(|| panic!("row {row:?}, expected {head}STACK,{numbers}"));
         assert_eq!(tail, "", "{row}");
-        // The hook engine records the caller only, its stacks end `[truncated]`; full stacks
-        // run on to _start.
-        if hooks {
-            assert_eq!(stack, format!("[truncated];{innermost}"));
-        } else {
-            let ending = format!("{callers}{innermost}");
-            assert!(
-                stack.ends_with(&ending) && stack.starts_with("_start;"),
-                "{stack}"
-            );
-        }
+        // Whole stacks run on to _start.
+        let ending = format!("{callers}{innermost}");
+        assert!(
+            stack.ends_with(&ending) && stack.starts_with("_start;"),
+            "{stack}"
+        );
     }
 }
 

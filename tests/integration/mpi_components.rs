@@ -14,7 +14,6 @@ use std::thread;
 use serde_json::Value;
 
 use crate::common::attach_window::{AttachWindow, EVENT_TIMEOUT};
-use crate::common::engine::{recorded_by_hooks, skip_whole_stacks_under_hooks};
 use crate::common::mpi::mpi_builds;
 use crate::common::mpi::{mpi_fixture, MpiLibrary};
 use crate::common::report::{processes, report_json};
@@ -64,11 +63,7 @@ fn assert_rank_components(report: &Value, fixture: &Path, expected: &[&str], wha
         let pid = &rank["pid"];
         // In a static program MPI's blocks are told from the program's by the names of the
         // whole stack (yaksa's, khash's callers are no MPI names), and what static hwloc
-        // dlopens (libXNVCtrl, libX11...) by the dlopen's stack: the hook engine records
-        // the caller only.
-        if what.contains("Static") && skip_whole_stacks_under_hooks(rank, what) {
-            continue;
-        }
+        // dlopens (libXNVCtrl, libX11...) by the dlopen's stack.
         let app = component(rank, "app")["peak_requested_bytes"].as_u64();
         assert_eq!(app, Some(BUFFERS), "{what}: rank {pid}'s buffers");
         let mut names: BTreeSet<&str> = rank["components"]
@@ -77,11 +72,6 @@ fn assert_rank_components(report: &Value, fixture: &Path, expected: &[&str], wha
             .iter()
             .map(|component| component["name"].as_str().unwrap())
             .collect();
-        // The hook engine records some calls of MPI's start without their caller
-        // ([truncated]): those blocks are `unknown`, whatever the rules for modules.
-        if recorded_by_hooks(rank) && !expected.contains(&"unknown") {
-            names.remove("unknown");
-        }
         // A mapping made between a snapshot and the tracer's record of its call (the rank
         // runs on while the tracer serves other ranks' stops) has no recorded creator in that
         // snapshot: under MPICH that can be UCX's 4 MiB shared segment, once, never more.
@@ -124,9 +114,6 @@ fn assert_rank_components(report: &Value, fixture: &Path, expected: &[&str], wha
 fn assert_shared_memory_at_finalize(report: &Value, fixture: &Path, what: &str) {
     for rank in rank_images(report, fixture) {
         let pid = &rank["pid"];
-        if what.contains("Static") && recorded_by_hooks(rank) {
-            continue;
-        }
         let snapshots = rank["snapshots"].as_array().unwrap();
         let mut entries = snapshots
             .iter()

@@ -19,10 +19,7 @@ fn libstdcxx_emergency_pool_is_suppressed_by_default() {
     let recording = record(&fixture, &[], None);
     assert_eq!(recording.native.status.code(), Some(0));
     let image = launched_image(&recording.report, &fixture, &[]);
-    if skip_whole_stacks_under_hooks(image, "the pool suppressed by its stack") {
-        // The pool is told by ld.so's _dl_init among its callers: a whole stack.
-        return;
-    }
+    // The pool is told by ld.so's _dl_init among its callers: a whole stack.
     let expected = serde_json::json!({ "blocks": 1, "bytes": 72704, "rules": 1 });
     assert_eq!(image["suppressed"], expected, "the pool, suppressed");
     assert_eq!(number(image, "/live_bytes_at_exit"), 0, "no leak left");
@@ -71,7 +68,7 @@ fn a_suppression_file_removes_a_known_site() {
             "  leaked at exit       1000 bytes in 1 block; 2 blocks, 128 bytes suppressed (1 rule)"
         )
     );
-    // The site stays, its leaks gone (its stack is whole, or the caller under hooks).
+    // The site stays, its leaks gone.
     let site = text.lines().find(|line| line.contains("leak_small"));
     let columns = "      0 bytes       2    128 bytes          0                       0  ";
     assert_eq!(

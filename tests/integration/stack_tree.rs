@@ -78,9 +78,6 @@ fn tree_of(recording: &Recording) -> Tree {
 
 #[test]
 fn the_stack_tree_does_not_grow_with_the_number_of_events() {
-    if skip_stack_test_under_hooks("call stacks") {
-        return;
-    }
     for_each_variant("stack_tree", |_variant, fixture| {
         let small = record(fixture, &["10"], None);
         let large = record(fixture, &["2000"], None);

@@ -51,9 +51,6 @@ fn heap_image<'a>(report: &'a Value, fixture: &Path, args: &[&str]) -> &'a Value
 /// signal handler entered from raise() and from kill().
 #[test]
 fn stacks_of_deep_recursive_qsort_and_signal_chains() {
-    if skip_stack_test_under_hooks("call stacks") {
-        return;
-    }
     for_each_build(
         "stack_chains",
         &ALL_LINKS,
@@ -183,9 +180,6 @@ const LEVEL_NAMES: [&str; 12] = [
 /// fixtures/stack_threads.c: three threads with distinct chains down from start_thread.
 #[test]
 fn stacks_of_threads_start_in_the_thread_library() {
-    if skip_stack_test_under_hooks("call stacks") {
-        return;
-    }
     for_each_build(
         "stack_threads",
         &ALL_LINKS,
@@ -285,9 +279,6 @@ fn stacks_of_threads_start_in_the_thread_library() {
 /// main, whose stack in a dynamic program ends in the dynamic linker's entry code.
 #[test]
 fn stacks_of_inlined_templates_show_each_inlined_function() {
-    if skip_stack_test_under_hooks("call stacks") {
-        return;
-    }
     let links = [Variant::Dynamic, Variant::Static];
     for_each_build(
         "stack_templates",
@@ -380,9 +371,6 @@ fn stacks_of_inlined_templates_show_each_inlined_function() {
 /// replaced by another at the same address, are named from the library that made the call.
 #[test]
 fn stacks_through_unloaded_libraries_keep_their_names() {
-    if skip_stack_test_under_hooks("call stacks") {
-        return;
-    }
     for_each_build(
         "stack_dlopen",
         &[Variant::Dynamic],
@@ -439,9 +427,6 @@ fn stacks_through_unloaded_libraries_keep_their_names() {
 /// allocation libgfortran makes for TRIM.
 #[test]
 fn stacks_of_fortran_and_libgfortran() {
-    if skip_stack_test_under_hooks("call stacks") {
-        return;
-    }
     let links = [Variant::Dynamic, Variant::Static];
     for_each_build("stack_fortran", &links, &CODEGENS, |variant, _, fixture| {
         let recording = record(fixture, &[], None);
@@ -602,9 +587,6 @@ fn compare_with_gdb(allocation: &Allocation, gdb: &GdbStack, exe: &Path) -> Resu
 /// frames as memsup (glibc builds: gdb cannot walk musl's libc either).
 #[test]
 fn gdb_finds_the_same_stacks() {
-    if skip_stack_test_under_hooks("call stacks") {
-        return;
-    }
     if !require_tool("gdb") {
         return;
     }

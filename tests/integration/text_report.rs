@@ -15,36 +15,32 @@ const UNROLLED_STDOUT: &str =
     "unrolled_sites sum=409\nunrolled_sites leaked 2100 bytes in 3 blocks\n";
 
 /// The lines of the README example's report, times, pids, the host and the resident sizes
-/// (which depend on the machine) masked; with the hook engine each stack is its caller.
-fn readme_example_lines(hooks: bool) -> Vec<String> {
-    let caller = |chain: &str, callers: &str| match hooks {
-        true => chain.to_string(),
-        false => format!("{chain}{callers}"),
-    };
+/// (which depend on the machine) masked.
+fn readme_example_lines() -> Vec<String> {
     let sites = [
         (
             "     4.88 KiB       1     4.88 KiB          0                       0",
-            caller("make_record alloc_script.c:55", " <- main :84"),
+            "make_record alloc_script.c:55 <- main :84",
         ),
         (
             "     2.93 KiB       3     2.93 KiB          0   1000 bytes in 1 block",
-            caller("make_buffer alloc_script.c:48", " <- main :83"),
+            "make_buffer alloc_script.c:48 <- main :83",
         ),
         (
             "     2.44 KiB       1     2.44 KiB          0                       0",
-            caller("main alloc_script.c:85", ""),
+            "main alloc_script.c:85",
         ),
         (
             "      0 bytes       1     8.79 KiB          1                       0",
-            caller("main alloc_script.c:76", ""),
+            "main alloc_script.c:76",
         ),
         (
             "      0 bytes       2    128 bytes          0   128 bytes in 2 blocks",
-            caller("leak_small alloc_script.c:66", " <- main :97"),
+            "leak_small alloc_script.c:66 <- main :97",
         ),
         (
             "      0 bytes       1      0 bytes          1                       0",
-            caller("main alloc_script.c:100", ""),
+            "main alloc_script.c:100",
         ),
     ];
     let mut lines: Vec<String> = [
@@ -110,7 +106,7 @@ fn readme_example_report_is_one_screen() {
     let text = report_output(&recording.profile, &[]);
     let shown = masked(&text, &recording.profile, &fixture);
     let lines: Vec<&str> = shown.lines().collect();
-    let expected = readme_example_lines(recorded_by_hooks(image));
+    let expected = readme_example_lines();
     assert_eq!(lines[..expected.len()], expected, "{text}");
     // The mapping sites close it: the program's own, the dynamic loader's counted.
     let rest = &lines[expected.len()..];
@@ -164,7 +160,6 @@ fn an_unrolled_loop_is_one_site_in_text_folded_and_html() {
         );
         let image = launched_image(&recording.report, fixture, &[]);
         assert_exit(image, "code", Some(0));
-        let hooks = recorded_by_hooks(image);
         // JSON keeps one site per return address: three.
         let per_address = image["sites"]
             .as_array()
@@ -175,10 +170,7 @@ fn an_unrolled_loop_is_one_site_in_text_folded_and_html() {
         assert_eq!(per_address, 3, "{image:#}");
 
         let text = report_output(&recording.profile, &[]);
-        let chain = match hooks {
-            true => format!("make_blocks unrolled_sites.c:{allocation_line}"),
-            false => format!("make_blocks unrolled_sites.c:{allocation_line} <- main :{call_line}"),
-        };
+        let chain = format!("make_blocks unrolled_sites.c:{allocation_line} <- main :{call_line}");
         let line = format!(
             "     2.05 KiB       3     2.05 KiB          0    2.05 KiB in 3 blocks  {chain}"
         );
@@ -194,11 +186,7 @@ fn an_unrolled_loop_is_one_site_in_text_folded_and_html() {
             .lines()
             .filter(|line| line.contains("make_blocks"))
             .collect();
-        let tail = if hooks {
-            "make_blocks 2100"
-        } else {
-            ";main;make_blocks 2100"
-        };
+        let tail = ";main;make_blocks 2100";
         assert_eq!(blocks.len(), 1, "{folded}");
         assert!(blocks[0].ends_with(tail), "{folded}");
 
@@ -270,12 +258,10 @@ fn assert_full_and_verbose(
         })
     };
     let leaf = frame("make_blocks", allocation_line).unwrap_or_else(|| panic!("{full}"));
-    if !recorded_by_hooks(image) {
-        assert_eq!(frame("main", call_line), Some(leaf + 1), "{full}");
-        // The whole stack: main's callers too (glibc's __libc_start_call_main, musl's
-        // libc_start_main_stage2).
-        assert!(lines[leaf + 2].contains("libc_start"), "{full}");
-    }
+    assert_eq!(frame("main", call_line), Some(leaf + 1), "{full}");
+    // The whole stack: main's callers too (glibc's __libc_start_call_main, musl's
+    // libc_start_main_stage2).
+    assert!(lines[leaf + 2].contains("libc_start"), "{full}");
     assert!(!full.contains("  probes "), "{full}");
 
     let verbose = report_output(profile, &["--verbose"]);

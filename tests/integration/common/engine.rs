@@ -1,7 +1,7 @@
 //! What depends on the engine that recorded an image: the suite runs once per engine
-//! (scripts/test, MEMSUP_ENGINE). The hook engine takes no stop per allocator call and
-//! records only the caller, so assertions about probe stops and whole call stacks have a
-//! hook-engine form, or are left out with a reason that scripts/test reports.
+//! (scripts/test: memsup's default, the hook engine, then MEMSUP_ENGINE=int3). Both record
+//! the same whole call stacks; the hook engine takes no stop per allocator call, so
+//! assertions about probe stops have a hook-engine form.
 
 use serde_json::Value;
 
@@ -15,21 +15,10 @@ pub fn recorded_by_hooks(image: &Value) -> bool {
     image["engine"] == "hooks"
 }
 
-/// Whether the suite runs under the hook engine (MEMSUP_ENGINE=hooks).
+/// Whether the suite runs under the hook engine: memsup's default, unless MEMSUP_ENGINE
+/// names the int3 engine.
 pub fn suite_engine_is_hooks() -> bool {
-    std::env::var("MEMSUP_ENGINE").is_ok_and(|engine| engine == "hooks")
-}
-
-/// True, after recording the skip, when `image` was recorded by hooks: `what` needs whole
-/// call stacks, which the hook engine does not record yet (it records the caller only).
-pub fn skip_whole_stacks_under_hooks(image: &Value, what: &str) -> bool {
-    if !recorded_by_hooks(image) || std::env::var("MEMSUP_TEST_HOOK_STACKS").is_ok() {
-        return false;
-    }
-    record_skip(&format!(
-        "{what}: needs whole call stacks, and the hook engine records the caller only"
-    ));
-    true
+    std::env::var("MEMSUP_ENGINE").map_or(true, |engine| engine != "int3")
 }
 
 /// The hook engine's side of `assert_probe_costs`: no allocator call stopped (no entry or
@@ -95,18 +84,6 @@ pub fn assert_hook_costs(image: &Value, expected: &HeapExpectation, threads: u64
 pub fn late_allowance(image: &Value, threads: u64, signals: u64) -> u64 {
     let snapshots = image["snapshots"].as_array().map_or(0, Vec::len) as u64;
     snapshots * (threads + 1) + signals
-}
-
-/// True, after recording the skip, when the suite runs under the hook engine and the test
-/// is about whole call stacks (`what`), which the hook engine does not record yet.
-pub fn skip_stack_test_under_hooks(what: &str) -> bool {
-    if !suite_engine_is_hooks() || std::env::var("MEMSUP_TEST_HOOK_STACKS").is_ok() {
-        return false;
-    }
-    record_skip(&format!(
-        "{what}: needs whole call stacks, and the hook engine records the caller only"
-    ));
-    true
 }
 
 /// What memsup says when it leaves its hook pages mapped at detach.

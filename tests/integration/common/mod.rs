@@ -24,8 +24,7 @@ use std::path::Path;
 
 pub use build::{fixture, shared_object, shared_object_with, variants, CodeGen, Variant};
 pub use engine::{
-    recorded_by_hooks, skip_stack_test_under_hooks, skip_whole_stacks_under_hooks,
-    without_hook_pages_left, EARLIER_MEMSUP_REMOVED, HOOK_PAGES_LEFT,
+    recorded_by_hooks, without_hook_pages_left, EARLIER_MEMSUP_REMOVED, HOOK_PAGES_LEFT,
 };
 pub use expect::{
     assert_heap, assert_probe_costs, assert_site_listed, assert_sites, calls, leaf_function, site,
