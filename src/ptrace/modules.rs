@@ -82,6 +82,9 @@ impl Tracer<'_> {
     /// `injector`: a stopped thread of the process that can run system calls for the hook
     /// engine (None: allocator entries keep int3 probes).
     pub(crate) fn scan_modules(&mut self, pid: i32, injector: Option<i32>) -> Result<()> {
+        // What the hooks recorded goes first: a stack through a library unloaded since must
+        // be interned before a library mapped in its place is announced.
+        self.flush_hooks_before_int3(pid);
         let modules = loaded::of_process(pid)?;
         let process = self
             .processes

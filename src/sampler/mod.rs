@@ -291,7 +291,10 @@ impl Work {
                 EventKind::StatusSample(counters),
             );
             let activity = self.activity(pid, memory.running);
-            if let Next::Snapshot(high) = self.highs.status(pid, memory.rss, activity, now_ns) {
+            let next = self.highs.status(pid, memory.rss, activity, now_ns);
+            // An image's first snapshot is its source's (Start, Fork...): memsup's own pages
+            // placed before it (the hook area) are no high of the program's.
+            if let (Next::Snapshot(high), true) = (next, self.last_cost.contains_key(&pid)) {
                 self.snapshot_high(pid, high);
             }
         }
