@@ -112,8 +112,9 @@ def print_slowdowns(results, sizes):
     print("Each cell: median wall seconds, **slowdown** (ratio of the medians) and, in parentheses, "
           "the range of the per-repetition ratios (each run over native's run of the same repetition).\n")
     columns = ["native"] + FULL_SIZE_TOOLS + SMALL_SIZE_TOOLS
-    print("| workload (size; int3 size) | " + " | ".join(columns[:4]) + " | native at int3 size | "
-          + " | ".join(columns[4:]) + " |")
+    full = 1 + len(FULL_SIZE_TOOLS)
+    print("| workload (size; int3 size) | " + " | ".join(columns[:full]) + " | native at int3 size | "
+          + " | ".join(columns[full:]) + " |")
     print("|---|" + "---:|" * (len(columns) + 1))
     for workload, size, small in sizes:
         unit = UNITS[kind(workload)]
