@@ -90,34 +90,17 @@ pub(super) fn emit_walk_routine(a: &mut CodeAssembler, area: u64) -> Emit {
 /// Finds the stack holding rdi (rsp at entry) in the thread stack list and keeps its
 /// bound, or jumps to `none`.
 fn emit_thread_bounds(a: &mut CodeAssembler, area: u64, none: CodeLabel) -> Emit {
-    let mut step = a.create_label();
-    let mut upper = a.create_label();
-    let mut searched = a.create_label();
     a.mov(rsi, area)?;
     a.mov(rsi, qword_ptr(rsi + header::THREAD_STACKS as i32))?;
     a.test(rsi, rsi)?;
     a.je(none)?;
     // The number of stacks starting at or below rdi.
-    a.xor(r10d, r10d)?;
-    a.mov(r11, qword_ptr(rsi))?;
-    a.set_label(&mut step)?;
-    a.cmp(r10, r11)?;
-    a.jae(searched)?;
-    a.lea(rcx, qword_ptr(r10 + r11))?;
-    a.shr(rcx, 1)?;
-    a.mov(rdx, rcx)?;
-    a.shl(rdx, stacks::STACK_LIST_ENTRY_BYTES.trailing_zeros())?;
-    a.cmp(
+    emit_count_at_or_below(
+        a,
         rdi,
-        qword_ptr(rsi + rdx + stacks::STACK_LIST_ENTRIES as i32),
+        stacks::STACK_LIST_ENTRIES,
+        stacks::STACK_LIST_ENTRY_BYTES,
     )?;
-    a.jb(upper)?;
-    a.lea(r10, qword_ptr(rcx + 1))?;
-    a.jmp(step)?;
-    a.set_label(&mut upper)?;
-    a.mov(r11, rcx)?;
-    a.jmp(step)?;
-    a.set_label(&mut searched)?;
     a.test(r10, r10)?;
     a.je(none)?;
     a.shl(r10, stacks::STACK_LIST_ENTRY_BYTES.trailing_zeros())?;
@@ -554,13 +537,7 @@ fn emit_push_frame(a: &mut CodeAssembler, value: AsmRegister64) -> Emit {
 /// Tries the current segment (rbp) first. Clobbers rcx, r10, r11.
 fn emit_find(a: &mut CodeAssembler, find: &mut CodeLabel) -> Emit {
     let mut search = a.create_label();
-    let mut step = a.create_label();
-    let mut upper = a.create_label();
-    let mut searched = a.create_label();
     let mut none = a.create_label();
-    let entry = |index: AsmRegister64, field: u64| {
-        qword_ptr(rsi + index + (stacks::DIRECTORY_ENTRIES + field) as i32)
-    };
     a.set_label(find)?;
     a.test(rbp, rbp)?;
     a.je(search)?;
@@ -571,23 +548,7 @@ fn emit_find(a: &mut CodeAssembler, find: &mut CodeLabel) -> Emit {
     a.mov(rdx, rbp)?;
     a.ret()?;
     a.set_label(&mut search)?;
-    a.xor(r10d, r10d)?;
-    a.mov(r11, qword_ptr(rsi))?;
-    a.set_label(&mut step)?;
-    a.cmp(r10, r11)?;
-    a.jae(searched)?;
-    a.lea(rcx, qword_ptr(r10 + r11))?;
-    a.shr(rcx, 1)?;
-    a.mov(rdx, rcx)?;
-    a.shl(rdx, stacks::ENTRY_BYTES.trailing_zeros())?;
-    a.cmp(rax, entry(rdx, stacks::ENTRY_START))?;
-    a.jb(upper)?;
-    a.lea(r10, qword_ptr(rcx + 1))?;
-    a.jmp(step)?;
-    a.set_label(&mut upper)?;
-    a.mov(r11, rcx)?;
-    a.jmp(step)?;
-    a.set_label(&mut searched)?;
+    emit_count_at_or_below(a, rax, stacks::DIRECTORY_ENTRIES, stacks::ENTRY_BYTES)?;
     a.test(r10, r10)?;
     a.je(none)?;
     a.dec(r10)?;
@@ -599,4 +560,35 @@ fn emit_find(a: &mut CodeAssembler, find: &mut CodeLabel) -> Emit {
     a.set_label(&mut none)?;
     a.xor(edx, edx)?;
     a.ret()
+}
+
+/// r10 = how many entries of the sorted list at rsi (a u64 count, then entries of
+/// `entry_bytes` from byte `first_entry`, each starting with its u64 key) have a key at or
+/// below `key`: a binary search. Clobbers r11, rcx and rdx.
+fn emit_count_at_or_below(
+    a: &mut CodeAssembler,
+    key: AsmRegister64,
+    first_entry: u64,
+    entry_bytes: u64,
+) -> Emit {
+    let mut step = a.create_label();
+    let mut upper = a.create_label();
+    let mut searched = a.create_label();
+    a.xor(r10d, r10d)?;
+    a.mov(r11, qword_ptr(rsi))?;
+    a.set_label(&mut step)?;
+    a.cmp(r10, r11)?;
+    a.jae(searched)?;
+    a.lea(rcx, qword_ptr(r10 + r11))?;
+    a.shr(rcx, 1)?;
+    a.mov(rdx, rcx)?;
+    a.shl(rdx, entry_bytes.trailing_zeros())?;
+    a.cmp(key, qword_ptr(rsi + rdx + first_entry as i32))?;
+    a.jb(upper)?;
+    a.lea(r10, qword_ptr(rcx + 1))?;
+    a.jmp(step)?;
+    a.set_label(&mut upper)?;
+    a.mov(r11, rcx)?;
+    a.jmp(step)?;
+    a.set_label(&mut searched)
 }

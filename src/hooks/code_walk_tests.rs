@@ -6,7 +6,6 @@
 use std::arch::global_asm;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 use super::code::CpuSource;
 use super::layout::stacks::StackRef;
@@ -67,13 +66,7 @@ fn walking_harness() -> Harness {
         .set
         .segments()
         .iter()
-        .map(|segment| SegmentTable {
-            start: segment.executable.start,
-            end: segment.executable.end,
-            bias: segment.bias,
-            table: Arc::clone(&segment.table),
-            sigreturn: segment.sigreturn,
-        })
+        .map(SegmentTable::from)
         .collect();
     section.publish(&harness.area, segments);
     let here = 0u8;

@@ -11,6 +11,7 @@ use super::layout::{header, rings_end};
 use super::ring::Area;
 use crate::trace::format::TRUNCATED_FRAME;
 use crate::unwind::tables::rule::ModuleTable;
+use crate::unwind::tables::walk::TableModule;
 
 /// An executable segment of a module, in runtime addresses, with its module's table.
 #[derive(Debug, Clone)]
@@ -21,6 +22,18 @@ pub struct SegmentTable {
     pub table: Arc<ModuleTable>,
     /// The segment's signal return trampoline, if any.
     pub sigreturn: Option<u64>,
+}
+
+impl From<&TableModule> for SegmentTable {
+    fn from(segment: &TableModule) -> SegmentTable {
+        SegmentTable {
+            start: segment.executable.start,
+            end: segment.executable.end,
+            bias: segment.bias,
+            table: Arc::clone(&segment.table),
+            sigreturn: segment.sigreturn,
+        }
+    }
 }
 
 /// One image's stack section as memsup wrote it.

@@ -3,7 +3,6 @@
 //! and the stack bounds of each of its threads (when hooks go in, at each clone).
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use libc::user_regs_struct;
 
@@ -76,17 +75,11 @@ impl Tracer<'_> {
             });
         }
         let tables = table_set(&self.modules, &mut self.hook_tables.cache, &files);
-        let segments: Vec<SegmentTable> = tables
+        let segments = tables
             .set
             .segments()
             .iter()
-            .map(|segment| SegmentTable {
-                start: segment.executable.start,
-                end: segment.executable.end,
-                bias: segment.bias,
-                table: Arc::clone(&segment.table),
-                sigreturn: segment.sigreturn,
-            })
+            .map(SegmentTable::from)
             .collect();
         if let Some(drain) = self.drain.as_ref() {
             drain.publish_segments(pid as u32, segments);
