@@ -138,8 +138,8 @@ pub struct Drain {
 }
 
 impl Drain {
-    /// `caller_only`: `--stacks caller`; otherwise each event's stack is its caller, marked
-    /// truncated.
+    /// `caller_only`: `--stacks caller`; otherwise each event's stack is the one its hook
+    /// walked.
     pub fn start(sink: EventSink, caller_only: bool, policy: RingFull) -> Drain {
         let shared = Arc::new(Shared {
             images: Mutex::new(HashMap::new()),
