@@ -125,6 +125,15 @@ impl Tracer<'_> {
         let Ok(process) = self.process(pid) else {
             return;
         };
+        // Only a thread's stack: a vfork-like child's (posix_spawn's) is freed once it execs.
+        let flags = match registers.orig_rax as i64 {
+            libc::SYS_clone => Some(registers.rdi),
+            libc::SYS_clone3 => process.memory.read_u64(registers.rdi).ok(),
+            _ => None,
+        };
+        if !flags.is_some_and(|flags| flags & libc::CLONE_THREAD as u64 != 0) {
+            return;
+        }
         let top = match registers.orig_rax as i64 {
             libc::SYS_clone => Some(registers.rsi),
             libc::SYS_clone3 => {
