@@ -291,10 +291,7 @@ impl Work {
                 EventKind::StatusSample(counters),
             );
             let activity = self.activity(pid, memory.running);
-            let next = self.highs.status(pid, memory.rss, activity, now_ns);
-            // An image's first snapshot is its source's (Start, Fork...): memsup's own pages
-            // placed before it (the hook area) are no high of the program's.
-            if let (Next::Snapshot(high), true) = (next, self.last_cost.contains_key(&pid)) {
+            if let Next::Snapshot(high) = self.highs.status(pid, memory.rss, activity, now_ns) {
                 self.snapshot_high(pid, high);
             }
         }
