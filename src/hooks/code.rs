@@ -16,7 +16,8 @@
 //! | 88 | the caller's return address; its address is `rsp` at entry |
 //!
 //! The code touches only caller-saved general registers, uses no TLS of its own and no
-//! libc, and makes a system call (`sched_yield`) only while waiting for room. All
+//! libc, and makes system calls only while waiting: `futex` for room in its ring,
+//! `sched_yield` for the tracer at a rendezvous. All
 //! references are rip-relative except the area's address, an immediate.
 
 use iced_x86::code_asm::*;

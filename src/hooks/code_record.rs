@@ -19,9 +19,13 @@ pub(super) const FRAME_ENTRY_TSC: u64 = 32;
 pub(super) const FRAME_ARGUMENTS: u64 = 40;
 pub(super) const FRAME_CALLER: u64 = 88;
 
-/// Pause rounds between checks of the clock while waiting for room.
+/// Pause rounds before the rendezvous hook yields its CPU.
 pub(super) const SPINS_PER_YIELD: u32 = 256;
 pub(super) const SYS_SCHED_YIELD: u32 = 24;
+/// Pause rounds a producer spins on a full ring before it checks the clock and sleeps.
+const SPINS_PER_SLEEP: u32 = 256;
+const SYS_FUTEX: u32 = 202;
+const FUTEX_WAIT: u32 = 0;
 
 /// Bytes between the inner routine's rsp and the hook's frame: its return address into
 /// the record routine and the rbx the record routine saved (the walk's result).
@@ -159,6 +163,39 @@ fn emit_write(a: &mut CodeAssembler) -> Emit {
     a.ret()
 }
 
+/// Sleeps on the full ring's `TAIL` (a shared futex) until the drain moves it and wakes
+/// the ring's waiters, or for the area's sleep bound; to `claim` if the ring has room
+/// after all. `WAITERS` is set (a locked instruction, a full barrier) before `TAIL` is
+/// read, so either this sees the drain's new `TAIL` or the drain sees `WAITERS`. Keeps
+/// rdi, rsi, r8 and r9.
+fn emit_sleep(a: &mut CodeAssembler, area: u64, claim: CodeLabel) -> Emit {
+    a.lock().or(dword_ptr(r9 + ring::WAITERS as i32), 1)?;
+    a.mov(r11, qword_ptr(r9 + ring::TAIL as i32))?;
+    a.mov(rax, qword_ptr(r9 + ring::HEAD as i32))?;
+    a.sub(rax, r11)?;
+    a.cmp(rax, rsi)?;
+    a.jb(claim)?;
+    a.mov(rdx, area)?;
+    a.lock().inc(qword_ptr(rdx + header::FULL_SLEEPS as i32))?;
+    a.push(rdi)?;
+    a.push(rsi)?;
+    a.push(r8)?;
+    a.push(r9)?;
+    a.lea(r10, qword_ptr(rdx + header::SLEEP_TIMESPEC as i32))?;
+    a.lea(rdi, qword_ptr(r9 + ring::TAIL as i32))?;
+    a.mov(esi, FUTEX_WAIT)?;
+    a.mov(edx, r11d)?;
+    a.xor(r8d, r8d)?;
+    a.xor(r9d, r9d)?;
+    a.mov(eax, SYS_FUTEX)?;
+    // syscall keeps every register but rax, rcx and r11.
+    a.syscall()?;
+    a.pop(r9)?;
+    a.pop(r8)?;
+    a.pop(rsi)?;
+    a.pop(rdi)
+}
+
 /// The ring is full (rax = head, r10 = now): drop, or wait for room within the limits.
 fn emit_full(a: &mut CodeAssembler, area: u64, claim: CodeLabel) -> Emit {
     let mut drop = a.create_label();
@@ -173,7 +210,7 @@ fn emit_full(a: &mut CodeAssembler, area: u64, claim: CodeLabel) -> Emit {
     a.mov(rdi, r10)?;
     a.lock().inc(qword_ptr(rdx + header::FULL_WAITS as i32))?;
     a.set_label(&mut round)?;
-    a.mov(r11d, SPINS_PER_YIELD)?;
+    a.mov(r11d, SPINS_PER_SLEEP)?;
     a.set_label(&mut spin)?;
     a.pause()?;
     a.mov(rax, qword_ptr(r9 + ring::HEAD as i32))?;
@@ -196,9 +233,7 @@ fn emit_full(a: &mut CodeAssembler, area: u64, claim: CodeLabel) -> Emit {
     a.sub(rax, qword_ptr(rdx + header::HEARTBEAT as i32))?;
     a.cmp(rax, qword_ptr(rdx + header::STALE_TICKS as i32))?;
     a.jg(stale)?;
-    // syscall keeps every register but rax, rcx and r11.
-    a.mov(eax, SYS_SCHED_YIELD)?;
-    a.syscall()?;
+    emit_sleep(a, area, claim)?;
     a.jmp(round)?;
     a.set_label(&mut stale)?;
     a.mov(dword_ptr(rdx + header::ENABLED as i32), 0)?;

@@ -242,6 +242,82 @@ fn waiting_producer_gives_up_after_the_wait_limit_and_stays_enabled() {
     assert!(harness.area.enabled());
 }
 
+/// A producer on a full ring with a sleep bound far beyond the test: it sleeps once, and
+/// only a wake from the drain (or from switching the hooks off) can bring it back soon.
+fn sleeping_producer() -> (std::sync::Arc<Harness>, std::thread::JoinHandle<()>) {
+    let harness = std::sync::Arc::new(Harness::new(
+        CpuSource::Single,
+        AreaConfig::waiting(1, 64),
+        &[Op::Free],
+        &[fake_free as *const () as u64],
+    ));
+    harness
+        .area
+        .set_sleep_bound(std::time::Duration::from_secs(60));
+    let free = harness.free();
+    for pointer in 0..64 {
+        free(pointer);
+    }
+    let producer = std::thread::spawn(move || free(64));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while harness.area.full_sleeps() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the producer never slept"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    (harness, producer)
+}
+
+/// Joins the producer, which a wake must bring back well within its sleep bound.
+fn join_woken(producer: std::thread::JoinHandle<()>) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !producer.is_finished() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the producer was not woken"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    producer.join().unwrap();
+}
+
+#[test]
+fn a_producer_sleeping_on_a_full_ring_is_woken_by_the_drain() {
+    let (harness, producer) = sleeping_producer();
+    let mut drainer = Drainer::new(&harness.area);
+    let mut out = Vec::new();
+    drainer.drain_published(&harness.area, rdtsc(), &mut out);
+    join_woken(producer);
+    drainer.finish(&harness.area, &mut out);
+    let frees: Vec<u64> = out.iter().map(|record| record.arguments[0]).collect();
+    assert_eq!(frees, (0..65).collect::<Vec<u64>>());
+    assert_eq!(
+        (
+            harness.area.full_waits(),
+            harness.area.full_sleeps(),
+            harness.area.dropped()
+        ),
+        (1, 1, 0)
+    );
+}
+
+#[test]
+fn switching_the_hooks_off_wakes_a_sleeping_producer_which_passes_through() {
+    let (harness, producer) = sleeping_producer();
+    harness.area.set_enabled(false);
+    join_woken(producer);
+    assert_eq!(
+        (
+            harness.area.full_sleeps(),
+            harness.area.dropped(),
+            harness.head(0)
+        ),
+        (1, 1, 64)
+    );
+}
+
 /// Calls the malloc hook until a call starts and ends on one CPU; returns that CPU and
 /// the record's ring number.
 fn ring_of_a_call(cpu: CpuSource) -> (u32, u32) {

@@ -12,7 +12,7 @@
 
 /// `MEMSUPHK`, little-endian.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"MEMSUPHK");
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// Bytes of the area header (one page).
 pub const AREA_HEADER_BYTES: u64 = 4096;
@@ -68,6 +68,11 @@ pub mod header {
     /// Byte offset of the rule cache (`stacks::CACHE_*`); memsup clears it whenever it
     /// publishes a directory, with every thread stopped.
     pub const CACHE_OFFSET: u64 = 144;
+    /// A `struct timespec` (seconds, nanoseconds): the longest a producer sleeps on a full
+    /// ring before it looks at the heartbeat and its wait limit again.
+    pub const SLEEP_TIMESPEC: u64 = 152;
+    /// Times a producer slept on a full ring (atomic increments).
+    pub const FULL_SLEEPS: u64 = 168;
 }
 
 pub const POLICY_WAIT: u32 = 0;
@@ -79,8 +84,12 @@ pub const RING_HEADER_BYTES: u64 = 128;
 pub mod ring {
     /// Next index to claim (producers, compare-and-swap).
     pub const HEAD: u64 = 0;
-    /// Next index the drain reads (memsup; producers read it to see room).
+    /// Next index the drain reads (memsup; producers read it to see room). Producers
+    /// waiting for room sleep on its low half (a shared futex).
     pub const TAIL: u64 = 64;
+    /// u32: nonzero while a producer sleeps, or is about to, on `TAIL`; the drain clears
+    /// it and wakes them after it moves `TAIL`.
+    pub const WAITERS: u64 = 72;
 }
 
 /// Bytes of one record: two cache lines.

@@ -2,7 +2,8 @@
 //! published records into one stream in TSC order.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
 
 use super::layout::{self, header, record, ring, Op};
 
@@ -22,6 +23,11 @@ pub struct RawRecord {
     /// The walked call stack (`layout::stacks::StackRef`), 0 when none was walked.
     pub stack: u64,
 }
+
+/// The longest a producer sleeps on a full ring before it looks at the heartbeat and its
+/// wait limit again: the drain wakes it as soon as it frees room, so this only bounds how
+/// late a waiting hook notices that memsup is gone or has switched the hooks off.
+pub const SLEEP_BOUND: Duration = Duration::from_millis(10);
 
 /// memsup's view of an area mapped in its own address space.
 #[derive(Debug)]
@@ -81,6 +87,8 @@ impl Area {
             let start = layout::ring_offset(index, capacity);
             self.u64_at(start + ring::HEAD).store(0, Ordering::Relaxed);
             self.u64_at(start + ring::TAIL).store(0, Ordering::Relaxed);
+            self.u32_at(start + ring::WAITERS)
+                .store(0, Ordering::Relaxed);
             for slot in 0..capacity {
                 let seq = start + layout::record_offset(slot, capacity) + record::SEQ;
                 self.u64_at(seq).store(0, Ordering::Relaxed);
@@ -102,6 +110,8 @@ impl Area {
             .store(wait_limit_ticks, Ordering::Relaxed);
         self.u64_at(header::DROPPED).store(0, Ordering::Relaxed);
         self.u64_at(header::FULL_WAITS).store(0, Ordering::Relaxed);
+        self.u64_at(header::FULL_SLEEPS).store(0, Ordering::Relaxed);
+        self.set_sleep_bound(SLEEP_BOUND);
         self.u64_at(header::RENDEZVOUS_ASKED)
             .store(0, Ordering::Relaxed);
         self.u64_at(header::RENDEZVOUS_DONE)
@@ -131,9 +141,42 @@ impl Area {
         };
     }
 
+    /// Switches the hooks on or off; off also wakes every producer sleeping on a full
+    /// ring, so it passes through now rather than at the end of its sleep.
     pub fn set_enabled(&self, on: bool) {
         self.u32_at(header::ENABLED)
             .store(on as u32, Ordering::Release);
+        if !on {
+            if let Some((ring_count, capacity)) = self.geometry() {
+                for index in 0..ring_count {
+                    self.wake_waiters(layout::ring_offset(index, capacity));
+                }
+            }
+        }
+    }
+
+    /// The longest a producer sleeps on a full ring between its checks.
+    pub fn set_sleep_bound(&self, bound: Duration) {
+        let at = header::SLEEP_TIMESPEC;
+        self.u64_at(at).store(bound.as_secs(), Ordering::Relaxed);
+        self.u64_at(at + 8)
+            .store(bound.subsec_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// Wakes the producers sleeping on the ring at `start` if any said they would. The
+    /// caller has just moved its `TAIL`; a producer sets `WAITERS` (a locked instruction)
+    /// before it reads `TAIL` to decide to sleep, so one of the two sees the other.
+    fn wake_waiters(&self, start: u64) {
+        fence(Ordering::SeqCst);
+        let waiters = self.u32_at(start + ring::WAITERS);
+        if waiters.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        waiters.store(0, Ordering::Relaxed);
+        let tail = self.u32_at(start + ring::TAIL).as_ptr();
+        // SAFETY: FUTEX_WAKE on a word of the live shared mapping; it reads nothing else.
+        // Not FUTEX_PRIVATE: the sleepers are in the target, which maps the same memfd.
+        unsafe { libc::syscall(libc::SYS_futex, tail, libc::FUTEX_WAKE, i32::MAX, 0, 0, 0) };
     }
 
     pub fn enabled(&self) -> bool {
@@ -160,6 +203,11 @@ impl Area {
 
     pub fn full_waits(&self) -> u64 {
         self.u64_at(header::FULL_WAITS).load(Ordering::Acquire)
+    }
+
+    /// Times a producer slept on a full ring.
+    pub fn full_sleeps(&self) -> u64 {
+        self.u64_at(header::FULL_SLEEPS).load(Ordering::Acquire)
     }
 
     /// Rendezvous tickets taken by the hooks so far.
@@ -444,6 +492,7 @@ impl Drainer {
         }
         area.u64_at(start + ring::TAIL)
             .store(cursor.next, Ordering::Release);
+        area.wake_waiters(start);
         (read, stop)
     }
 }
