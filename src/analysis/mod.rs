@@ -45,8 +45,9 @@ use std::path::Path;
 pub use residency::ResidencySummary;
 
 use crate::trace::format::{
-    AllocFunction, Engine, Header, HookCounters, HookStackCosts, MapCall, ProbeCounters, ProbeSite,
-    ProcessRole, Record, RecordMode, SamplerCosts, StartCause, UnwindCosts,
+    AllocFunction, Engine, Header, HookCallCosts, HookCounters, HookStackCosts, MapCall,
+    ProbeCounters, ProbeSite, ProcessRole, Record, RecordMode, RecorderCosts, SamplerCosts,
+    StartCause, UnwindCosts,
 };
 use crate::trace::reader::Profile;
 
@@ -84,6 +85,7 @@ impl Analysis {
             options: Vec::new(),
             unwind_costs: None,
             sampler_costs: None,
+            recorder_costs: None,
         };
         Analysis { profile, processes }
     }
@@ -110,6 +112,8 @@ pub struct ProfileInfo {
     pub unwind_costs: Option<UnwindCosts>,
     /// What the residency sampler cost (absent in a profile cut short).
     pub sampler_costs: Option<SamplerCosts>,
+    /// What memsup itself used (absent in a profile cut short or written before it was).
+    pub recorder_costs: Option<RecorderCosts>,
 }
 
 /// How a process image's recording ended.
@@ -179,6 +183,8 @@ pub struct ProcessAnalysis {
     pub hooks: HookCounters,
     /// What the hooks' stack walks cost (hook engine, full stacks).
     pub hook_stacks: Option<HookStackCosts>,
+    /// What the hooks' calls cost (hook engine).
+    pub hook_calls: Option<HookCallCosts>,
     /// Every heap call site, by bytes live at the peak, then bytes allocated.
     pub sites: Vec<Site>,
     /// glibc's mmap threshold rose and later blocks came from the arena because of it: a
@@ -302,6 +308,7 @@ impl ProcessAnalysis {
             probe_sites: Vec::new(),
             hooks: HookCounters::default(),
             hook_stacks: None,
+            hook_calls: None,
             sites: Vec::new(),
             source_sites: Vec::new(),
             mmap_threshold: None,
@@ -446,11 +453,13 @@ pub fn analyze_records(
     let mut replay = replay::Replay::new(header.mode, order);
     let mut unwind_costs = None;
     let mut sampler_costs = None;
+    let mut recorder_costs = None;
     let mut ended = false;
     for record in records {
         match record {
             Record::UnwindCosts(costs) => unwind_costs = Some(costs),
             Record::SamplerCosts(costs) => sampler_costs = Some(costs),
+            Record::RecorderCosts(costs) => recorder_costs = Some(costs),
             _ => {}
         }
         ended = matches!(record, Record::End { .. });
@@ -469,6 +478,7 @@ pub fn analyze_records(
             options: header.options.clone(),
             unwind_costs,
             sampler_costs,
+            recorder_costs,
         },
         processes: replay.finish(settings),
     }

@@ -199,6 +199,11 @@ impl Replay {
                     self.processes[state.index].hook_stacks = Some(*costs);
                 }
             }
+            Record::HookCalls { pid, costs, .. } => {
+                if let Some(state) = self.open.get(pid) {
+                    self.processes[state.index].hook_calls = Some(*costs);
+                }
+            }
             Record::Module {
                 pid,
                 path,
@@ -296,6 +301,7 @@ impl Replay {
             | Record::StatusSample { .. }
             | Record::RollupSample { .. }
             | Record::SamplerCosts(_)
+            | Record::RecorderCosts(_)
             | Record::SmapsSnapshot { .. }
             | Record::End { .. } => {}
         }

@@ -15,9 +15,9 @@ pub use stack::{CopyWindows, RawStack, StackCopy};
 pub use watched::{RequestedHigh, Watched};
 
 use crate::trace::format::{
-    AllocFunction, Engine, ExitKind, HookCounters, HookStackCosts, MapCall, MappingResidency,
-    ProbeCounters, ProbeSite, ProcessRole, SamplerCosts, SnapshotReason, StartCause,
-    ThreadActivity,
+    AllocFunction, Engine, ExitKind, HookCallCosts, HookCounters, HookStackCosts, MapCall,
+    MappingResidency, ProbeCounters, ProbeSite, ProcessRole, SamplerCosts, SnapshotReason,
+    StartCause, ThreadActivity,
 };
 
 /// One thing a source saw. `time_ns` is a raw CLOCK_MONOTONIC reading, the clock code inside
@@ -117,6 +117,8 @@ pub enum EventKind {
     SamplerCosts(SamplerCosts),
     /// What the hooks' stack walks cost (sent at the image's end, after `ProbeSites`).
     HookStacks(HookStackCosts),
+    /// What the hooks' calls cost (sent at the image's end, after `ProbeSites`).
+    HookCalls(HookCallCosts),
     /// How the image's allocator calls were recorded (sent at its end).
     ProbeSites {
         engine: Engine,

@@ -47,6 +47,11 @@ impl TscClock {
         ns.max(0.0) as u64
     }
 
+    /// Nanoseconds in `ticks` TSC ticks.
+    pub fn nanoseconds(&self, ticks: u64) -> u64 {
+        (ticks as f64 / self.ticks_per_ns) as u64
+    }
+
     /// TSC ticks in `duration`.
     pub fn ticks(&self, duration: Duration) -> u64 {
         (duration.as_nanos() as f64 * self.ticks_per_ns) as u64

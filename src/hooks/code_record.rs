@@ -28,30 +28,67 @@ const SYS_FUTEX: u32 = 202;
 const FUTEX_WAIT: u32 = 0;
 
 /// Bytes between the inner routine's rsp and the hook's frame: its return address into
-/// the record routine and the rbx the record routine saved (the walk's result).
-const INNER: u64 = 16;
+/// the record routine and the rbx and r12 the record routine saved.
+const INNER: u64 = 24;
 
 type Emit = Result<(), IcedError>;
 
-/// The record routine: rbx (saved) keeps the walk's stack reference for the inner routine.
+/// The record routine. Callee-saved registers carry what must outlive the inner routine:
+/// rbx the walk's stack reference, r12 the TSC at entry. About one call in 256 (the entry
+/// TSC's bits under the header's `SAMPLE_MASK` all clear) adds its time here to the
+/// header's timed totals, unless it waited for room.
 pub(super) fn emit_record_routine(a: &mut CodeAssembler, area: u64, cpu: CpuSource) -> Emit {
     let mut inner = a.create_label();
     let mut walk = a.create_label();
     let mut unwalked = a.create_label();
+    let mut untimed = a.create_label();
     a.push(rbx)?;
+    a.push(r12)?;
+    a.rdtsc()?;
+    a.shl(rdx, 32)?;
+    a.or(rax, rdx)?;
+    a.mov(r12, rax)?;
     a.xor(ebx, ebx)?;
     a.mov(eax, r8d)?;
     a.and(eax, 0xffff)?;
     a.cmp(eax, Op::Free as i32)?;
     a.je(unwalked)?;
     a.push(r8)?;
-    // rsp at the allocator's entry: the caller slot of the hook's frame, two pushes up.
-    a.lea(rdi, qword_ptr(rsp + (16 + FRAME_CALLER) as i32))?;
+    // rsp at the allocator's entry: the caller slot of the hook's frame, three pushes up.
+    a.lea(rdi, qword_ptr(rsp + (24 + FRAME_CALLER) as i32))?;
     a.call(walk)?;
     a.pop(r8)?;
     a.mov(rbx, rax)?;
+    // The counts ride in the record's CPU word: lookups << 20 | misses << 8 | ring.
+    a.mov(rax, rdx)?;
+    a.shr(rax, 32)?;
+    a.shl(eax, record::CPU_LOOKUPS_SHIFT)?;
+    a.shl(edx, record::CPU_MISSES_SHIFT)?;
+    a.or(eax, edx)?;
+    a.shl(rax, 32)?;
+    a.or(r8, rax)?;
     a.set_label(&mut unwalked)?;
     a.call(inner)?;
+    // rax and rcx are the inner routine's answer to a holding hook: kept in r8 and r9.
+    a.mov(rdx, area)?;
+    a.test(dword_ptr(rdx + header::SAMPLE_MASK as i32), r12d)?;
+    a.jne(untimed)?;
+    a.test(rdi, rdi)?;
+    a.jne(untimed)?;
+    a.mov(r8, rax)?;
+    a.mov(r9, rcx)?;
+    a.rdtsc()?;
+    a.shl(rdx, 32)?;
+    a.or(rax, rdx)?;
+    a.sub(rax, r12)?;
+    a.mov(rdx, area)?;
+    a.lock().inc(qword_ptr(rdx + header::TIMED_CALLS as i32))?;
+    a.lock()
+        .add(qword_ptr(rdx + header::TIMED_TICKS as i32), rax)?;
+    a.mov(rax, r8)?;
+    a.mov(rcx, r9)?;
+    a.set_label(&mut untimed)?;
+    a.pop(r12)?;
     a.pop(rbx)?;
     a.ret()?;
     a.set_label(&mut inner)?;

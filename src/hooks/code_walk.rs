@@ -2,7 +2,8 @@
 //! It walks the caller's stack over the tables memsup published in the area, hashes the
 //! return addresses, and finds the stack in the known-stack set; a stack not found there is
 //! walked a second time into the stack store, and published in the set. It returns the
-//! stack's `StackRef` in rax (0: nothing walked).
+//! stack's `StackRef` in rax (0: nothing walked), and in rdx its rule lookups (high half)
+//! and how many of them the rule cache missed (low half).
 //!
 //! No libc, no TLS, no lock, no system call. Every read of the stack is checked against
 //! `[entry rsp, high)`, where high is the top of the thread stack holding the entry rsp in
@@ -33,7 +34,9 @@ const LOCAL_REFERENCE: i32 = 40;
 const LOCAL_CACHE: i32 = 48;
 const LOCAL_CACHE_SLOT: i32 = 56;
 const LOCAL_CACHE_TAG: i32 = 64;
-const LOCALS: i32 = 72;
+const LOCAL_LOOKUPS: i32 = 72;
+const LOCAL_MISSES: i32 = 80;
+const LOCALS: i32 = 88;
 
 /// Labels of the walker's subroutines.
 struct Labels {
@@ -52,6 +55,7 @@ pub(super) fn emit_walk_routine(a: &mut CodeAssembler, area: u64) -> Emit {
     a.cmp(dword_ptr(rax + header::STACKS as i32), 0)?;
     a.jne(walking)?;
     a.xor(eax, eax)?;
+    a.xor(edx, edx)?;
     a.ret()?;
     a.set_label(&mut walking)?;
     for register in [rbx, rbp, r12, r13, r14, r15] {
@@ -60,6 +64,8 @@ pub(super) fn emit_walk_routine(a: &mut CodeAssembler, area: u64) -> Emit {
     a.sub(rsp, LOCALS)?;
     a.mov(qword_ptr(rsp + LOCAL_LOW), rdi)?;
     a.mov(qword_ptr(rsp + LOCAL_ENTRY_BP), rbp)?;
+    a.mov(qword_ptr(rsp + LOCAL_LOOKUPS), 0)?;
+    a.mov(qword_ptr(rsp + LOCAL_MISSES), 0)?;
     let mut none = a.create_label();
     let mut done = a.create_label();
     emit_thread_bounds(a, area, none)?;
@@ -78,6 +84,9 @@ pub(super) fn emit_walk_routine(a: &mut CodeAssembler, area: u64) -> Emit {
     a.set_label(&mut none)?;
     a.xor(eax, eax)?;
     a.set_label(&mut done)?;
+    a.mov(rdx, qword_ptr(rsp + LOCAL_LOOKUPS))?;
+    a.shl(rdx, 32)?;
+    a.or(rdx, qword_ptr(rsp + LOCAL_MISSES))?;
     a.add(rsp, LOCALS)?;
     for register in [r15, r14, r13, r12, rbp, rbx] {
         a.pop(register)?;
@@ -267,6 +276,7 @@ fn emit_pass(a: &mut CodeAssembler, labels: &mut Labels) -> Emit {
     a.set_label(&mut lookup)?;
     let mut miss = a.create_label();
     let mut found = a.create_label();
+    a.inc(local(LOCAL_LOOKUPS))?;
     a.mov(rcx, stacks::CACHE_HASH)?;
     a.imul_2(rcx, rax)?;
     a.mov(rdx, rcx)?;
@@ -284,6 +294,7 @@ fn emit_pass(a: &mut CodeAssembler, labels: &mut Labels) -> Emit {
     a.mov(ecx, r10d)?;
     a.jmp(dispatch)?;
     a.set_label(&mut miss)?;
+    a.inc(local(LOCAL_MISSES))?;
     a.mov(local(LOCAL_CACHE_SLOT), rdx)?;
     a.shl(rcx, 32)?;
     a.mov(local(LOCAL_CACHE_TAG), rcx)?;

@@ -239,3 +239,56 @@ fn hook_walk_cost() {
         added / frames as f64
     );
 }
+
+/// The rule-cache misses of a walk's lookups, each frame's return address less one (as the
+/// walker looks them up), on a direct-mapped cache keyed like the hooks'
+/// (`stacks::CACHE_HASH`, `CACHE_BITS`).
+fn simulated_misses(cache: &mut std::collections::HashMap<u64, u64>, looked_up: &[u64]) -> u32 {
+    use super::layout::stacks::{CACHE_BITS, CACHE_HASH};
+    let mut misses = 0;
+    for frame in looked_up {
+        let key = frame - 1;
+        let slot = key.wrapping_mul(CACHE_HASH) >> (64 - CACHE_BITS);
+        if cache.insert(slot, key) != Some(key) {
+            misses += 1;
+        }
+    }
+    misses
+}
+
+#[inline(never)]
+fn call_from_one_place(malloc: extern "C" fn(u64) -> u64, calls: u64) {
+    for round in 0..black_box(calls) {
+        black_box(malloc(black_box(round)));
+    }
+}
+
+#[test]
+fn each_record_carries_its_walk_s_rule_lookups_and_cache_misses_and_every_call_is_timed() {
+    let harness = walking_harness();
+    harness.area.set_sample_mask(0);
+    call_from_one_place(harness.malloc(), black_box(10));
+    let mut records = Vec::new();
+    Drainer::new(&harness.area).finish(&harness.area, &mut records);
+    assert_eq!(records.len(), 10);
+    let mut cache = std::collections::HashMap::new();
+    let mut seen = std::collections::HashSet::new();
+    for (index, record) in records.iter().enumerate() {
+        let frames = stored_frames(&harness, record);
+        assert!(frames.len() > 5, "{frames:x?}");
+        // Every frame's rule is looked up, the outermost's to find the walk ends there; a
+        // new stack's second pass, into the store, stops once it has the frames.
+        let mut looked_up = frames.clone();
+        if seen.insert(record.stack) {
+            looked_up.extend_from_slice(&frames[..frames.len() - 1]);
+        }
+        assert_eq!(record.lookups as usize, looked_up.len(), "record {index}");
+        let misses = simulated_misses(&mut cache, &looked_up);
+        assert_eq!(record.misses, misses, "record {index}");
+    }
+    assert!(records[0].misses > 0);
+    assert!(seen.len() < records.len(), "every call a new stack");
+    let (timed, ticks) = harness.area.timed();
+    assert_eq!(timed, 10);
+    assert!(ticks > 0);
+}

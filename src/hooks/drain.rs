@@ -20,7 +20,7 @@ use crate::events::calls::{mapping_result, returned_call};
 use crate::events::heap::IntegerMap;
 use crate::events::{Event, EventKind, EventSink, RawStack};
 use crate::failure::lock;
-use crate::trace::format::{AllocFunction, HookCounters, HookStackCosts, MapCall};
+use crate::trace::format::{AllocFunction, HookCallCosts, HookCounters, HookStackCosts, MapCall};
 
 /// Records per ring: fits the caches, and leaves the drain a few milliseconds at millions of
 /// calls per second.
@@ -64,6 +64,15 @@ pub enum RingFull {
     Drop,
 }
 
+/// What an image's hooks did, told when it is over (`Drain::finish`).
+#[derive(Default)]
+pub struct Finished {
+    pub counters: HookCounters,
+    /// What its stack walks cost; None when the hooks recorded callers only.
+    pub stacks: Option<HookStackCosts>,
+    pub calls: HookCallCosts,
+}
+
 struct Image {
     area: Arc<AreaHandle>,
     drainer: Drainer,
@@ -81,6 +90,7 @@ struct Image {
     /// Walked stacks already sent as `KnownStack` in this image, by `StackRef`.
     known_stacks: std::collections::HashSet<u64>,
     stack_costs: HookStackCosts,
+    call_costs: HookCallCosts,
 }
 
 struct AreaHandle {
@@ -212,6 +222,7 @@ impl Drain {
             stacks,
             known_stacks: std::collections::HashSet::new(),
             stack_costs: HookStackCosts::default(),
+            call_costs: HookCallCosts::default(),
         };
         lock(&self.shared.images).insert(pid, image);
     }
@@ -307,9 +318,9 @@ impl Drain {
     }
 
     /// The image is over (exit, exec, detach): sends everything left, counting what could
-    /// not be read, and forgets the area. Returns its counters, and what its stack walks
-    /// cost when the hooks walked stacks.
-    pub fn finish(&self, pid: u32) -> Option<(HookCounters, Option<HookStackCosts>)> {
+    /// not be read, and forgets the area. Returns its counters, what its stack walks cost
+    /// when the hooks walked stacks, and what its calls cost.
+    pub fn finish(&self, pid: u32) -> Option<Finished> {
         let mut images = lock(&self.shared.images);
         let mut image = images.remove(&pid)?;
         drain_image(&self.shared, pid, &mut image, Pass::Finish);
@@ -328,7 +339,17 @@ impl Drain {
             costs.table_bytes = image.stacks.table_bytes();
             costs
         });
-        Some((image.counters, stacks))
+        let (timed_calls, timed_ticks) = area.timed();
+        let calls = HookCallCosts {
+            timed_calls,
+            timed_ns: self.shared.clock().nanoseconds(timed_ticks),
+            ..image.call_costs
+        };
+        Some(Finished {
+            counters: image.counters,
+            stacks,
+            calls,
+        })
     }
 
     /// Records of `pid`'s thread `key` come from vfork child `child` from now on, until
@@ -454,6 +475,7 @@ fn drain_image(shared: &Shared, pid: u32, image: &mut Image, pass: Pass) -> usiz
         stacks,
         known_stacks,
         stack_costs,
+        call_costs,
     } = image;
     let mut batcher = EventBatcher {
         shared,
@@ -465,6 +487,7 @@ fn drain_image(shared: &Shared, pid: u32, image: &mut Image, pass: Pass) -> usiz
         stacks,
         known_stacks,
         stack_costs,
+        call_costs,
         area: &area.area,
         batch: Vec::new(),
     };
@@ -493,6 +516,7 @@ struct EventBatcher<'a> {
     stacks: &'a StackSection,
     known_stacks: &'a mut std::collections::HashSet<u64>,
     stack_costs: &'a mut HookStackCosts,
+    call_costs: &'a mut HookCallCosts,
     area: &'a Area,
     batch: Vec<Event>,
 }
@@ -523,6 +547,8 @@ impl EventBatcher<'_> {
     /// The event of one record, with its thread and time; None for an inner call.
     fn event_of(&mut self, record: &RawRecord) -> Option<Event> {
         self.counters.records += 1;
+        self.call_costs.rule_lookups += u64::from(record.lookups);
+        self.call_costs.cache_misses += u64::from(record.misses);
         // A mapping call made inside an allocator call is the program's as well (the int3
         // engine records it too); only allocator calls nest.
         if function_of(record.op).is_some() && in_sorted_spans(self.internal, record.caller) {

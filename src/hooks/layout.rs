@@ -73,7 +73,17 @@ pub mod header {
     pub const SLEEP_TIMESPEC: u64 = 152;
     /// Times a producer slept on a full ring (atomic increments).
     pub const FULL_SLEEPS: u64 = 168;
+    /// u32: a call is timed when its entry TSC has none of these bits set (`SAMPLE_BITS`).
+    pub const SAMPLE_MASK: u64 = 176;
+    /// Timed calls that did not wait for room, and the TSC ticks they spent in the record
+    /// routine: the walk, the claim and the record's write (atomic additions).
+    pub const TIMED_CALLS: u64 = 184;
+    pub const TIMED_TICKS: u64 = 192;
 }
+
+/// `header::SAMPLE_MASK` by default: eight TSC bits above the lowest six (which can move in
+/// steps on some machines), so about one call in 256 is timed.
+pub const SAMPLE_BITS: u32 = 0xff << 6;
 
 pub const POLICY_WAIT: u32 = 0;
 pub const POLICY_DROP: u32 = 1;
@@ -103,8 +113,12 @@ pub mod record {
     /// Set in the operation a hook passes to the record routine: write the record but
     /// leave it unpublished, for the hook to publish after the call (`HookShape::Around`).
     pub const HOLD: u32 = 1 << 31;
-    /// u32: the ring the producer chose (its CPU, masked), for diagnostics.
+    /// u32: the ring the producer chose (its CPU, masked) in the low 8 bits, for
+    /// diagnostics; above them the walk's rule-cache misses and, from bit 20, its rule
+    /// lookups (at most 2 × 256 each: two passes of at most 256 frames).
     pub const CPU: u64 = 12;
+    pub const CPU_MISSES_SHIFT: u32 = 8;
+    pub const CPU_LOOKUPS_SHIFT: u32 = 20;
     /// `rdtsc` when the event happened: before the call for a free, munmap and shmdt,
     /// after it returned for everything else.
     pub const TSC: u64 = 16;

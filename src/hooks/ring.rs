@@ -11,7 +11,11 @@ use super::layout::{self, header, record, ring, Op};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RawRecord {
     pub op: Op,
+    /// The ring the producer chose.
     pub cpu: u32,
+    /// The walk's rule lookups and how many missed the rule cache (0 without a walk).
+    pub lookups: u32,
+    pub misses: u32,
     pub tsc: u64,
     pub thread: u64,
     pub caller: u64,
@@ -111,6 +115,10 @@ impl Area {
         self.u64_at(header::DROPPED).store(0, Ordering::Relaxed);
         self.u64_at(header::FULL_WAITS).store(0, Ordering::Relaxed);
         self.u64_at(header::FULL_SLEEPS).store(0, Ordering::Relaxed);
+        self.u32_at(header::SAMPLE_MASK)
+            .store(layout::SAMPLE_BITS, Ordering::Relaxed);
+        self.u64_at(header::TIMED_CALLS).store(0, Ordering::Relaxed);
+        self.u64_at(header::TIMED_TICKS).store(0, Ordering::Relaxed);
         self.set_sleep_bound(SLEEP_BOUND);
         self.u64_at(header::RENDEZVOUS_ASKED)
             .store(0, Ordering::Relaxed);
@@ -205,6 +213,18 @@ impl Area {
         self.u64_at(header::FULL_WAITS).load(Ordering::Acquire)
     }
 
+    /// Which calls the hooks time: those whose entry TSC has none of `mask`'s bits set.
+    pub fn set_sample_mask(&self, mask: u32) {
+        self.u32_at(header::SAMPLE_MASK)
+            .store(mask, Ordering::Relaxed);
+    }
+
+    /// The timed calls: how many, and their TSC ticks in the hook.
+    pub fn timed(&self) -> (u64, u64) {
+        let load = |offset: u64| self.u64_at(offset).load(Ordering::Acquire);
+        (load(header::TIMED_CALLS), load(header::TIMED_TICKS))
+    }
+
     /// Times a producer slept on a full ring.
     pub fn full_sleeps(&self) -> u64 {
         self.u64_at(header::FULL_SLEEPS).load(Ordering::Acquire)
@@ -243,9 +263,12 @@ impl Area {
     fn read_record(&self, at: u64) -> Option<RawRecord> {
         let field = |offset: u64| self.u64_at(at + offset).load(Ordering::Relaxed);
         let op = Op::from_code(self.u32_at(at + record::OP).load(Ordering::Relaxed))?;
+        let cpu = self.u32_at(at + record::CPU).load(Ordering::Relaxed);
         Some(RawRecord {
             op,
-            cpu: self.u32_at(at + record::CPU).load(Ordering::Relaxed),
+            cpu: cpu & 0xff,
+            lookups: cpu >> record::CPU_LOOKUPS_SHIFT,
+            misses: (cpu >> record::CPU_MISSES_SHIFT) & 0xfff,
             tsc: field(record::TSC),
             thread: field(record::THREAD),
             caller: field(record::CALLER),

@@ -357,6 +357,7 @@ impl Interpreter {
             EventKind::End => {
                 self.symbolize_all();
                 self.emit(Record::UnwindCosts(self.costs));
+                self.emit(Record::RecorderCosts(crate::proc::own_usage::own_costs()));
             }
             _ => {}
         }

@@ -229,6 +229,11 @@ fn process_record(time_ns: u64, pid: u32, tid: u32, kind: EventKind) -> Result<R
             pid,
             costs,
         },
+        EventKind::HookCalls(costs) => Record::HookCalls {
+            time_ns,
+            pid,
+            costs,
+        },
         EventKind::End => Record::End { time_ns },
         other => return Err(other),
     })

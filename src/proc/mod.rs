@@ -1,7 +1,8 @@
-//! Pure parsing of /proc files; no ptrace here.
+//! Pure parsing of /proc files (and memsup's own resource usage); no ptrace here.
 pub mod auxv;
 pub mod environ;
 pub mod maps;
+pub mod own_usage;
 pub mod smaps;
 pub mod status;
 pub mod task;

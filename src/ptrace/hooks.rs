@@ -352,7 +352,7 @@ impl Tracer<'_> {
         {
             self.untag_vfork_child(pid);
         }
-        let (counters, stack_costs) = self
+        let finished = self
             .drain
             .as_ref()
             .and_then(|drain| drain.finish(pid as u32))
@@ -361,7 +361,7 @@ impl Tracer<'_> {
             return;
         };
         // Calls inside another allocator call count as the int3 engine counts them.
-        process.counters.nested_calls += counters.nested;
+        process.counters.nested_calls += finished.counters.nested;
         let mut sites: Vec<ProbeSite> = process
             .hooks
             .as_ref()
@@ -392,12 +392,16 @@ impl Tracer<'_> {
             EventKind::ProbeSites {
                 engine,
                 sites,
-                hooks: counters,
+                hooks: finished.counters,
             },
         );
-        if let Some(costs) = stack_costs.filter(|_| hooked) {
+        if !hooked {
+            return;
+        }
+        if let Some(costs) = finished.stacks {
             self.send(pid, pid, EventKind::HookStacks(costs));
         }
+        self.send(pid, pid, EventKind::HookCalls(finished.calls));
     }
 
     /// Detach: every entry gets its bytes back; the code pages and the area go only when no

@@ -28,8 +28,8 @@ use crate::analysis::{
     MAP_CALLS,
 };
 use crate::trace::format::{
-    AllocFunction, HookCounters, HookStackCosts, ProbeCounters, ProbeSite, SamplerCosts,
-    UnwindCosts,
+    AllocFunction, HookCallCosts, HookCounters, HookStackCosts, ProbeCounters, ProbeSite,
+    RecorderCosts, SamplerCosts, UnwindCosts,
 };
 
 pub const SCHEMA: &str = "memsup-report";
@@ -107,6 +107,8 @@ struct ProfileReportJson<'a> {
     unwind_costs: Option<&'a UnwindCosts>,
     /// Field order of `SamplerCosts`; null when absent.
     sampler_costs: Option<&'a SamplerCosts>,
+    /// What memsup itself used (`RecorderCosts`); null when absent.
+    recorder: Option<&'a RecorderCosts>,
     processes: Vec<ProcessJson<'a>>,
     /// The sums over the ranks of the profile; null for fewer than two ranks.
     node_totals: Option<NodeTotals>,
@@ -118,6 +120,7 @@ impl<'a> ProfileReportJson<'a> {
             profile: ProfileJson::new(&analysis.profile),
             unwind_costs: analysis.profile.unwind_costs.as_ref(),
             sampler_costs: analysis.profile.sampler_costs.as_ref(),
+            recorder: analysis.profile.recorder_costs.as_ref(),
             processes: analysis.processes.iter().map(ProcessJson::new).collect(),
             node_totals: node_totals(&analysis.processes),
         }
@@ -195,6 +198,8 @@ struct ProcessJson<'a> {
     hooks: &'a HookCounters,
     /// What the hooks' stack walks cost; null unless the hooks walked stacks.
     hook_stacks: Option<&'a HookStackCosts>,
+    /// What the hooks' calls cost; null unless the hooks recorded.
+    hook_calls: Option<&'a HookCallCosts>,
     residency: ResidencyJson,
     /// glibc's mmap threshold rose and served later blocks from the arena; null otherwise.
     mmap_threshold: Option<MmapThresholdJson>,
@@ -278,6 +283,7 @@ impl<'a> ProcessJson<'a> {
             probe_sites: &image.probe_sites,
             hooks: &image.hooks,
             hook_stacks: image.hook_stacks.as_ref(),
+            hook_calls: image.hook_calls.as_ref(),
             probes: &image.probes,
             residency: ResidencyJson::new(&image.residency),
             mmap_threshold: image.mmap_threshold.map(MmapThresholdJson::new),

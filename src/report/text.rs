@@ -20,7 +20,7 @@ use crate::analysis::live_end::{leak_caveat, LiveEnd};
 use crate::analysis::{
     cause_name, mode_name, Analysis, ImageExit, ProcessAnalysis, ProfileInfo, MAP_CALLS,
 };
-use crate::trace::format::{AllocFunction, Engine, HookStackCosts, ProbeCounters};
+use crate::trace::format::{AllocFunction, Engine, HookCallCosts, HookStackCosts, ProbeCounters};
 
 /// How many call sites each list shows unless told otherwise.
 pub const DEFAULT_TOP: usize = 10;
@@ -367,6 +367,9 @@ fn engine_rows(image: &ProcessAnalysis) -> Rows {
     if let Some(costs) = &image.hook_stacks {
         rows.push(("", hook_stack_line(costs)));
     }
+    if let Some(costs) = &image.hook_calls {
+        rows.push(("", hook_call_line(costs)));
+    }
     for site in &image.probe_sites {
         if site.implementation.contains("no hook") {
             rows.push(("", format!("{} {}", site.function, site.implementation)));
@@ -392,6 +395,22 @@ fn hook_stack_line(costs: &HookStackCosts) -> String {
         human_bytes(costs.stored_bytes),
         costs.lost,
         human_bytes(costs.table_bytes),
+    )
+}
+
+/// The hooks' rule cache and their time per call, in one line.
+fn hook_call_line(costs: &HookCallCosts) -> String {
+    let ratio = |part: u64, whole: u64| match whole {
+        0 => 0.0,
+        whole => part as f64 / whole as f64,
+    };
+    let hits = costs.rule_lookups - costs.cache_misses.min(costs.rule_lookups);
+    format!(
+        "rule lookups {} ({:.1} % from the cache); {:.0} ns in the hook per call ({} timed)",
+        costs.rule_lookups,
+        100.0 * ratio(hits, costs.rule_lookups),
+        ratio(costs.timed_ns, costs.timed_calls),
+        costs.timed_calls,
     )
 }
 

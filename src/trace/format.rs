@@ -485,6 +485,15 @@ pub enum Record {
         pid: u32,
         costs: HookStackCosts,
     },
+    /// What the hooks' calls of this process image cost: rule lookups of their walks and
+    /// the time timed calls spent in the hook, written at its end after `ProbeSites`.
+    HookCalls {
+        time_ns: u64,
+        pid: u32,
+        costs: HookCallCosts,
+    },
+    /// What memsup itself used over the recording, written just before `End`.
+    RecorderCosts(RecorderCosts),
 }
 
 /// A process image's part in an MPI job.
@@ -594,6 +603,29 @@ pub struct HookStackCosts {
     pub lost: u64,
     /// Bytes of unwind tables, directories and thread stack lists memsup wrote.
     pub table_bytes: u64,
+}
+
+/// What the hooks' calls cost in one process image, counted by the drain.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HookCallCosts {
+    /// Rule lookups of the hooks' stack walks (one per frame stepped; a new stack is walked
+    /// twice) and how many the rule cache did not answer.
+    pub rule_lookups: u64,
+    pub cache_misses: u64,
+    /// Calls timed (about one in 256, picked by the clock; not those that waited for room
+    /// in their ring) and their time in the hook, in nanoseconds: the walk, the claim of a
+    /// slot and the record's write.
+    pub timed_calls: u64,
+    pub timed_ns: u64,
+}
+
+/// What memsup's own process used over a recording.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RecorderCosts {
+    /// memsup's peak resident set (the kernel's high-water mark), in bytes.
+    pub peak_rss_bytes: u64,
+    /// CPU time of all of memsup's threads (user and system), in nanoseconds.
+    pub cpu_ns: u64,
 }
 
 /// Why a full smaps snapshot was taken. Variants are only appended (format 5 added `Fork`,
@@ -749,8 +781,12 @@ impl Record {
             | Record::MpiFunction { pid, .. }
             | Record::MpiCall { pid, .. }
             | Record::HeapCensus { pid, .. }
-            | Record::HookStacks { pid, .. } => Some(*pid),
-            Record::End { .. } | Record::UnwindCosts(_) | Record::SamplerCosts(_) => None,
+            | Record::HookStacks { pid, .. }
+            | Record::HookCalls { pid, .. } => Some(*pid),
+            Record::End { .. }
+            | Record::UnwindCosts(_)
+            | Record::SamplerCosts(_)
+            | Record::RecorderCosts(_) => None,
         }
     }
 
@@ -781,8 +817,10 @@ impl Record {
             | Record::ProcessRole { time_ns, .. }
             | Record::MpiCall { time_ns, .. }
             | Record::HeapCensus { time_ns, .. }
-            | Record::HookStacks { time_ns, .. } => Some(*time_ns),
+            | Record::HookStacks { time_ns, .. }
+            | Record::HookCalls { time_ns, .. } => Some(*time_ns),
             Record::Symbol { .. }
+            | Record::RecorderCosts(_)
             | Record::MpiFunction { .. }
             | Record::ImageCounters { .. }
             | Record::StackNode { .. }

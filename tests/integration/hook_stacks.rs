@@ -68,6 +68,7 @@ fn assert_walk_costs(image: &Value) {
     let costs = &image["hook_stacks"];
     if !recorded_by_hooks(image) {
         assert!(costs.is_null(), "{costs}");
+        assert!(image["hook_calls"].is_null(), "{image}");
         return;
     }
     // Every allocator call but a free (nested calls are not calls).
@@ -100,4 +101,25 @@ fn assert_walk_costs(image: &Value) {
     assert!(10 * number("stored_stacks") <= number("walks"), "{costs}");
     // The workers' stack is the shortest: worker_leaf, worker, start_thread, clone3.
     assert!(number("frames") >= 4 * number("walks"), "{costs}");
+    // One rule lookup per frame walked, and a new stack's second pass, into the store,
+    // looks up all its frames but the last.
+    let calls = &image["hook_calls"];
+    let stored_frames = number("stored_bytes") / 8;
+    assert_eq!(
+        calls["rule_lookups"].as_u64().unwrap(),
+        number("frames") + stored_frames - number("stored_stacks"),
+        "{calls} {costs}"
+    );
+    let misses = calls["cache_misses"].as_u64().unwrap();
+    assert!(
+        misses > 0 && misses < number("frames") / 2,
+        "{calls} {costs}"
+    );
+    let timed = calls["timed_calls"].as_u64().unwrap();
+    assert!(timed <= walked_calls + image["calls"]["free"].as_u64().unwrap());
+    assert_eq!(
+        calls["timed_ns"].as_u64().unwrap() > 0,
+        timed > 0,
+        "{calls}"
+    );
 }

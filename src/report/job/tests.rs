@@ -158,6 +158,7 @@ fn json_has_the_job_and_one_report_per_profile() {
             "profile",
             "unwind_costs",
             "sampler_costs",
+            "recorder",
             "processes",
             "node_totals"
         ]

@@ -202,5 +202,14 @@ pub(super) fn render_profile_costs(
             unwind.addresses
         )?;
     }
+    if let Some(recorder) = &profile.recorder_costs {
+        writeln!(
+            out,
+            "  {:<12} peak RSS {}, {} CPU",
+            "memsup",
+            short_bytes(recorder.peak_rss_bytes),
+            human_duration(recorder.cpu_ns)
+        )?;
+    }
     Ok(())
 }
