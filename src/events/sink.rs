@@ -12,6 +12,7 @@ use crossbeam_channel::{Sender, TrySendError};
 
 use super::stack::CopyWindows;
 use super::{Event, EventKind, RawStack, Watched};
+use crate::trace::format::StartCause;
 
 /// A raw CLOCK_MONOTONIC reading in nanoseconds: the clock of every event, and one that code
 /// injected into a target can read too.
@@ -174,14 +175,13 @@ impl EventSink {
         let started: Vec<_> = events
             .iter()
             .enumerate()
-            .filter(|(_, event)| starts(&event.kind))
-            .map(|(index, event)| (index, event.pid))
-            .filter(|&(index, pid)| !exits_later(index, pid))
-            .map(|(_, pid)| pid)
+            .filter_map(|(index, event)| Some((index, event.pid, start_of(&event.kind)?)))
+            .filter(|&(index, pid, _)| !exits_later(index, pid))
+            .map(|(_, pid, attached)| (pid, attached))
             .collect();
         self.queue(&sender, events);
-        for pid in started {
-            self.follow_start(pid);
+        for (pid, attached) in started {
+            self.follow_start(pid, attached);
         }
     }
 
@@ -191,7 +191,7 @@ impl EventSink {
         if bytes > 0 {
             self.wait_for_room(&sender, bytes);
         }
-        let started = starts(&kind);
+        let started = start_of(&kind);
         self.follow_processes_before(pid, &kind);
         let now = monotonic_ns();
         let event = Event {
@@ -201,8 +201,8 @@ impl EventSink {
             kind,
         };
         self.queue(&sender, vec![event]);
-        if started {
-            self.follow_start(pid);
+        if let Some(attached) = started {
+            self.follow_start(pid, attached);
         }
     }
 
@@ -239,8 +239,11 @@ impl EventSink {
 
     /// A process joins the supervised set once its start is sent (the tracer sees to its
     /// first snapshot).
-    fn follow_start(&self, pid: u32) {
-        self.shared.watched.insert(pid as i32);
+    fn follow_start(&self, pid: u32, attached: bool) {
+        match attached {
+            true => self.shared.watched.insert_attached(pid as i32),
+            false => self.shared.watched.insert(pid as i32),
+        }
     }
 
     /// Lossless backpressure by events, for batches (one message may hold thousands).
@@ -269,8 +272,12 @@ impl EventSink {
     }
 }
 
-fn starts(kind: &EventKind) -> bool {
-    matches!(kind, EventKind::ProcessStart { .. })
+/// For a process's start: whether memsup attached to it.
+fn start_of(kind: &EventKind) -> Option<bool> {
+    match kind {
+        EventKind::ProcessStart { cause, .. } => Some(*cause == StartCause::Attach),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

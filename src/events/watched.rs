@@ -21,6 +21,9 @@ pub struct Watched {
     waker: Mutex<Option<Sender<()>>>,
     /// Run before the sampler snapshots a process (the hook engine's flush).
     before_snapshot: Mutex<Option<Flusher>>,
+    /// Attached processes whose start snapshot is not taken yet: memsup's own pages (the
+    /// scratch page, the hook area) raise their RSS meanwhile, which is no high of theirs.
+    awaiting_start: Mutex<BTreeSet<i32>>,
 }
 
 /// A new high of a process's live requested bytes, and when it was reached (monotonic ns).
@@ -49,12 +52,30 @@ impl Watched {
         lock(&self.pids).insert(pid);
     }
 
+    /// An attached process came under supervision: sampled at once, its RSS highs
+    /// counted from its start snapshot (`started`).
+    pub fn insert_attached(&self, pid: i32) {
+        lock(&self.awaiting_start).insert(pid);
+        self.insert(pid);
+    }
+
+    /// Whether `pid` was attached and its start snapshot is not taken yet.
+    pub fn awaiting_start(&self, pid: i32) -> bool {
+        lock(&self.awaiting_start).contains(&pid)
+    }
+
+    /// `pid`'s start snapshot was taken.
+    pub fn started(&self, pid: i32) {
+        lock(&self.awaiting_start).remove(&pid);
+    }
+
     pub fn contains(&self, pid: i32) -> bool {
         lock(&self.pids).contains(&pid)
     }
 
     pub fn remove(&self, pid: i32) {
         lock(&self.pids).remove(&pid);
+        self.started(pid);
         let mut requests = lock(&self.requests);
         requests.snapshots.remove(&pid);
         requests.peaks.remove(&pid);
@@ -184,6 +205,22 @@ mod tests {
         watched.remove(42);
         watched.snapshot(&mut pids);
         assert_eq!(pids, [7]);
+    }
+
+    #[test]
+    fn an_attached_process_awaits_its_start_snapshot_until_it_is_taken_or_gone() {
+        let watched = Watched::default();
+        let mut pids = Vec::new();
+        watched.insert(4);
+        watched.insert_attached(5);
+        watched.insert_attached(6);
+        watched.snapshot(&mut pids);
+        assert_eq!(pids, [4, 5, 6]);
+        let awaiting = |pid| watched.awaiting_start(pid);
+        assert_eq!((awaiting(4), awaiting(5), awaiting(6)), (false, true, true));
+        watched.started(5);
+        watched.remove(6);
+        assert_eq!((awaiting(5), awaiting(6)), (false, false));
     }
 
     #[test]

@@ -228,6 +228,9 @@ impl Work {
             *delay_ns = now_ns.saturating_sub(*delay_ns);
         }
         let cost = Duration::from_nanos(*cost_ns);
+        if *reason == SnapshotReason::Start {
+            self.watched.started(pid);
+        }
         self.highs.snapshotted(pid, now_ns);
         self.last_cost.insert(pid, cost);
         self.output
@@ -291,6 +294,10 @@ impl Work {
                 EventKind::StatusSample(counters),
             );
             let activity = self.activity(pid, memory.running);
+            if self.watched.awaiting_start(pid) {
+                // Every read is a first read until the start snapshot: no high yet.
+                self.highs.forget(pid);
+            }
             if let Next::Snapshot(high) = self.highs.status(pid, memory.rss, activity, now_ns) {
                 self.snapshot_high(pid, high);
             }
