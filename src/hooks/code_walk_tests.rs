@@ -38,18 +38,7 @@ extern "C" {
 
 /// The module files this process maps, with their load biases.
 fn mapped_files(store: &ModuleStore, pid: i32) -> Vec<MappedFile> {
-    of_process(pid)
-        .unwrap()
-        .into_iter()
-        .filter_map(|module| {
-            let file = store.get(&module.path).ok()?;
-            let bias = module.load_bias(file.elf().ok()?);
-            Some(MappedFile {
-                bias,
-                path: module.path,
-            })
-        })
-        .collect()
+    MappedFile::of_modules(store, &of_process(pid).unwrap())
 }
 
 /// Hooks with the walker switched on, this process's tables and this thread's stack.

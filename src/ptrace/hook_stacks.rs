@@ -61,19 +61,7 @@ impl Tracer<'_> {
         if !self.hooks_walk(pid) {
             return;
         }
-        let mut files = Vec::with_capacity(modules.len());
-        for module in modules {
-            let Ok(file) = self.modules.get(&module.path) else {
-                continue;
-            };
-            let Ok(elf) = file.elf() else {
-                continue;
-            };
-            files.push(MappedFile {
-                path: module.path.clone(),
-                bias: module.load_bias(elf),
-            });
-        }
+        let files = MappedFile::of_modules(&self.modules, modules);
         let tables = table_set(&self.modules, &mut self.hook_tables.cache, &files);
         let segments = tables
             .set

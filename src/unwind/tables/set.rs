@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::compile::{compile, CompiledTable};
 use super::walk::{TableModule, TableSet};
+use crate::module::loaded::LoadedModule;
 use crate::module::ModuleStore;
 
 /// A module file mapped in the process.
@@ -14,6 +15,23 @@ pub struct MappedFile {
     pub path: String,
     /// Runtime address minus ELF virtual address.
     pub bias: u64,
+}
+
+impl MappedFile {
+    /// The module files among `modules` that `store` can read, with their load biases.
+    pub fn of_modules(store: &ModuleStore, modules: &[LoadedModule]) -> Vec<MappedFile> {
+        modules
+            .iter()
+            .filter_map(|module| {
+                let file = store.get(&module.path).ok()?;
+                let bias = module.load_bias(file.elf().ok()?);
+                Some(MappedFile {
+                    path: module.path.clone(),
+                    bias,
+                })
+            })
+            .collect()
+    }
 }
 
 /// One module's outcome: its compiled table, or why it has none (a return address into it
