@@ -1,27 +1,33 @@
 #!/usr/bin/env bash
 # memsup's recording engines side by side with native, heaptrack and valgrind massif on
-# churn, a sqlite workload and a compiler run, all tools interleaved in each repetition:
-# the default (hooks walking full stacks), hooks recording the caller only, and int3 with
-# either. See BENCHMARKS.md.
+# churn, a sqlite workload, C and C++ compiler runs, a Python program and a stencil code,
+# all tools interleaved in each repetition: the default (hooks walking full stacks), hooks
+# recording the caller only, and int3 with either. See BENCHMARKS.md.
 #
 # Usage: bench/engines.sh
 #        WORKLOADS="churn-1t sqlite" R=5 MEMSUP=/path/to/memsup OUT=results bench/engines.sh
-#   WORKLOADS  any of: churn-1t churn-4t static-1t static-4t sqlite cc (default: all)
+#   WORKLOADS  any of: churn-1t churn-4t static-1t static-4t sqlite cc gxx python3 stencil
+#              (default: all)
 #   R          repetitions (default 3); medians and ranges are reported
 #   MEMSUP     the memsup binary to measure (default: this tree's release build, built first)
 #   N          malloc/free pairs per churn run (default 1000000)
 #   ROWS       rows the sqlite workload inserts one statement each (default 100000)
-#   FUNCTIONS  functions in the C file the compiler run compiles (default 60)
-#   INT3_N, INT3_ROWS, INT3_FUNCTIONS
+#   FUNCTIONS  functions in the C file the cc run compiles (default 60)
+#   GXX_N      class templates in the C++ file the gxx run compiles (default 10)
+#   PY_N       rounds of bench/python_workload.py (default 200)
+#   STENCIL_N  Jacobi sweeps of bench/stencil.c over its 2000x2000 grids (default 150)
+#   INT3_N, INT3_ROWS, INT3_FUNCTIONS, INT3_GXX_N, INT3_PY_N, INT3_STENCIL_N
 #              the smaller sizes the int3 runs get, since at full size they take minutes
-#              (defaults 20000, 2000, 4); native is re-run at that size for their ratios
+#              (defaults 20000, 2000, 4, 0, 4, 3; gxx at 0 compiles the headers alone, as
+#              the first <regex> use costs seconds); native is re-run at that size for
+#              their ratios
 #   TIMEOUT    seconds before one run counts as hung (default 600)
 #   OUT        directory to keep raw results in (default: a temporary directory)
 # heaptrack, valgrind and sqlite3 are optional: a missing one's column or workload is
 # skipped and says so.
 set -euo pipefail
 
-WORKLOADS=${WORKLOADS:-churn-1t churn-4t static-1t static-4t sqlite cc}
+WORKLOADS=${WORKLOADS:-churn-1t churn-4t static-1t static-4t sqlite cc gxx python3 stencil}
 R=${R:-3}
 N=${N:-1000000}
 ROWS=${ROWS:-100000}
@@ -29,6 +35,12 @@ FUNCTIONS=${FUNCTIONS:-60}
 INT3_N=${INT3_N:-20000}
 INT3_ROWS=${INT3_ROWS:-2000}
 INT3_FUNCTIONS=${INT3_FUNCTIONS:-4}
+GXX_N=${GXX_N:-10}
+INT3_GXX_N=${INT3_GXX_N:-0}
+PY_N=${PY_N:-200}
+INT3_PY_N=${INT3_PY_N:-4}
+STENCIL_N=${STENCIL_N:-150}
+INT3_STENCIL_N=${INT3_STENCIL_N:-3}
 TIMEOUT=${TIMEOUT:-600}
 # The default run must be memsup's default (hooks, full stacks), whatever the caller's shell says.
 unset MEMSUP_ENGINE
@@ -54,6 +66,12 @@ size_of() {
     sqlite:int3) echo "$INT3_ROWS" ;;
     cc:) echo "$FUNCTIONS" ;;
     cc:int3) echo "$INT3_FUNCTIONS" ;;
+    gxx:) echo "$GXX_N" ;;
+    gxx:int3) echo "$INT3_GXX_N" ;;
+    python3:) echo "$PY_N" ;;
+    python3:int3) echo "$INT3_PY_N" ;;
+    stencil:) echo "$STENCIL_N" ;;
+    stencil:int3) echo "$INT3_STENCIL_N" ;;
     esac
 }
 
@@ -67,21 +85,27 @@ command_for() {
     static-1t) program=("$work/churn_static" -n "$2" -t 1) ;;
     static-4t) program=("$work/churn_static" -n "$2" -t 4) ;;
     sqlite) program=(sqlite3 :memory: ".read $work/sqlite.$2.sql") ;;
-    cc)
-        # The compiler proper exactly as `gcc -O2 -c` runs it (from gcc -###): heaptrack and
-        # massif do not follow the driver's children, so the driver itself is not measured.
-        output=$work/scratch/cc.$2.s
-        local line
-        # Read whole, then searched: grep -m1 in the pipe could kill gcc with SIGPIPE.
-        line=$(gcc -O2 -c "$work/cc.$2.c" -o /dev/null -### 2>&1)
-        line=$(grep -m1 '/cc1 ' <<<"$line")
-        read -ra program <<<"${line//\"/}"
-        local i
-        for i in "${!program[@]}"; do
-            if [[ ${program[i]} == -o ]]; then program[i + 1]=$output; fi
-        done
-        ;;
+    cc) compiler_proper gcc cc1 "$work/cc.$2.c" "$work/scratch/cc.$2.s" ;;
+    gxx) compiler_proper g++ cc1plus "$work/gxx.$2.cpp" "$work/scratch/gxx.$2.s" ;;
+    python3) program=("$python" "$repo/bench/python_workload.py" "$2") ;;
+    stencil) program=("$work/stencil" -k "$2") ;;
     esac
+}
+
+# compiler_proper DRIVER COMPILER SOURCE OUTPUT: sets $program to the compiler proper exactly
+# as `DRIVER -O2 -c SOURCE` runs it (from DRIVER -###), writing assembly to OUTPUT, and
+# $output: heaptrack and massif do not follow the driver's children, so the driver itself
+# is not measured.
+compiler_proper() {
+    output=$4
+    local line i
+    # Read whole, then searched: grep -m1 in the pipe could kill the driver with SIGPIPE.
+    line=$("$1" -O2 -c "$3" -o /dev/null -### 2>&1)
+    line=$(grep -m1 "/$2 " <<<"$line")
+    read -ra program <<<"${line//\"/}"
+    for i in "${!program[@]}"; do
+        if [[ ${program[i]} == -o ]]; then program[i + 1]=$output; fi
+    done
 }
 
 # prepare WORKLOAD SIZE: writes its input, runs it once natively (a warm-up) and prints
@@ -90,6 +114,7 @@ prepare() {
     case $1 in
     sqlite) python3 "$repo/bench/sqlite_workload.py" "$2" >"$work/sqlite.$2.sql" ;;
     cc) python3 "$repo/bench/cc_workload.py" "$2" >"$work/cc.$2.c" ;;
+    gxx) python3 "$repo/bench/cxx_workload.py" "$2" >"$work/gxx.$2.cpp" ;;
     esac
     command_for "$1" "$2"
     local stdout
@@ -98,9 +123,15 @@ prepare() {
 }
 
 echo "== preparing (WORKLOADS=\"$WORKLOADS\" R=$R N=$N ROWS=$ROWS FUNCTIONS=$FUNCTIONS" \
-    "INT3_N=$INT3_N INT3_ROWS=$INT3_ROWS INT3_FUNCTIONS=$INT3_FUNCTIONS) in $work" >&2
+    "GXX_N=$GXX_N PY_N=$PY_N STENCIL_N=$STENCIL_N INT3_N=$INT3_N INT3_ROWS=$INT3_ROWS" \
+    "INT3_FUNCTIONS=$INT3_FUNCTIONS INT3_GXX_N=$INT3_GXX_N INT3_PY_N=$INT3_PY_N" \
+    "INT3_STENCIL_N=$INT3_STENCIL_N) in $work" >&2
 gcc -O2 -g -pthread -Wall -o "$work/churn" "$repo/bench/churn.c"
 gcc -O2 -g -pthread -Wall -static -o "$work/churn_static" "$repo/bench/churn.c"
+gcc -O2 -g -Wall -o "$work/stencil" "$repo/bench/stencil.c"
+# The interpreter itself: a launcher such as pyenv's shim is a shell script, which massif
+# would measure instead of Python (it does not follow exec).
+python=$(python3 -c 'import sys; print(sys.executable)')
 declare -A expected
 selected=()
 printf 'workload\tsize\tint3_size\n' >"$out/sizes.tsv"
@@ -119,14 +150,40 @@ for workload in $WORKLOADS; do
     printf '%s\t%s\t%s\n' "$workload" "$(size_of "$workload")" "$(size_of "$workload" int3)" >>"$out/sizes.tsv"
 done
 
-# run_memsup WORKLOAD TOOL REP SIZE OPTIONS...: one memsup run of the workload, profile kept.
+# Calls, engines, probes and hook counters of each process, and the recorder's own
+# figures (top level; newer memsup only), of a memsup profile (the whole JSON report would
+# be megabytes of sites and timeline): written to the file argv[1], and the recorder's
+# peak RSS and CPU printed as two tab-separated fields ("" when the report has none).
+slim='import json, sys
+keep = ("pid", "exe", "engine", "calls", "probes", "probe_sites", "hooks")
+report = json.load(sys.stdin)
+slimmed = {"processes": [{key: process[key] for key in keep if key in process}
+                         for process in report["processes"]]}
+recorder = report.get("recorder") or {}
+if recorder:
+    slimmed["recorder"] = recorder
+with open(sys.argv[1], "w") as f:
+    json.dump(slimmed, f, indent=1)
+print(recorder.get("peak_rss_bytes", ""), recorder.get("cpu_ns", ""), sep="\t")'
+printf 'workload\ttool\trep\tpeak_rss_bytes\tcpu_ns\n' >"$out/recorder.tsv"
+
+# run_memsup WORKLOAD TOOL REP SIZE OPTIONS...: one memsup run of the workload; its profile
+# slimmed to $out/WORKLOAD.TOOL.json (the last repetition's stays) and the recorder's
+# figures appended to recorder.tsv, per repetition for their medians.
 run_memsup() {
     local workload=$1 tool=$2 rep=$3 size=$4
     shift 4
     command_for "$workload" "$size"
-    local profile=$work/profiles/$workload.$tool.msup
+    local profile=$work/profiles/$workload.$tool.msup fields
     MEASURE_PROFILE=$profile MEASURE_OUTPUT=$output measure "$workload" "$tool" "$rep" \
         "${expected[$workload.$size]}" -- "$memsup" run -q -f -o "$profile" "$@" -- "${program[@]}"
+    [[ -s $profile ]] || return 0
+    if fields=$("$memsup" report --format json "$profile" | python3 -c "$slim" "$out/$workload.$tool.json"); then
+        printf '%s\t%s\t%s\t%s\n' "$workload" "$tool" "$rep" "$fields" >>"$out/recorder.tsv"
+    else
+        echo "!! cannot report $profile" >&2
+    fi
+    rm -f "$profile"
 }
 
 # run_other WORKLOAD TOOL REP: heaptrack or massif at full size, on dynamic programs only:
@@ -167,19 +224,6 @@ for rep in $(seq 1 "$R"); do
         run_memsup "$workload" int3-caller "$rep" "$size" --engine int3 --stacks caller
         run_memsup "$workload" int3-full "$rep" "$size" --engine int3
     done
-done
-
-# Calls, engines, probes and hook counters of the last profile of each memsup run (the
-# whole JSON report would be megabytes of sites and timeline).
-slim='import json, sys
-keep = ("pid", "exe", "engine", "calls", "probes", "probe_sites", "hooks")
-report = json.load(sys.stdin)
-json.dump({"processes": [{key: process[key] for key in keep if key in process}
-                         for process in report["processes"]]}, sys.stdout, indent=1)'
-for profile in "$work"/profiles/*.msup; do
-    [[ -e $profile ]] || continue
-    "$memsup" report --format json "$profile" | python3 -c "$slim" >"$out/$(basename "$profile" .msup).json" ||
-        echo "!! cannot report $profile" >&2
 done
 
 python3 "$repo/bench/summarize_engines.py" "$out" "$R" | tee "$out/summary.md"
