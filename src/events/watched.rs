@@ -64,7 +64,7 @@ impl Watched {
         lock(&self.awaiting_start).contains(&pid)
     }
 
-    /// `pid`'s start snapshot was taken.
+    /// `pid`'s first snapshot was taken.
     pub fn started(&self, pid: i32) {
         lock(&self.awaiting_start).remove(&pid);
     }

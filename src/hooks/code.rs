@@ -15,7 +15,8 @@
 //! | 40..88 | rdi, rsi, rdx, rcx, r8, r9 as at entry |
 //! | 88 | the caller's return address; its address is `rsp` at entry |
 //!
-//! The code touches only caller-saved general registers, uses no TLS of its own and no
+//! The code touches only caller-saved general registers (the record routine and the walker
+//! save the callee-saved ones they use), uses no TLS of its own and no
 //! libc, and makes system calls only while waiting: `futex` for room in its ring,
 //! `sched_yield` for the tracer at a rendezvous. All
 //! references are rip-relative except the area's address, an immediate.
@@ -23,7 +24,9 @@
 use iced_x86::code_asm::*;
 use iced_x86::BlockEncoderOptions;
 
-use super::code_record::{emit_record_routine, FRAME_CALLER, SPINS_PER_YIELD, SYS_SCHED_YIELD};
+use super::code_record::{
+    emit_rdtsc, emit_record_routine, FRAME_CALLER, SPINS_PER_YIELD, SYS_SCHED_YIELD,
+};
 use super::layout::{header, record, HookShape, Op};
 use crate::error::{Error, Result};
 
@@ -162,9 +165,7 @@ fn emit_after(
     record: CodeLabel,
     with_out_pointer: bool,
 ) -> std::result::Result<(), IcedError> {
-    a.rdtsc()?;
-    a.shl(rdx, 32)?;
-    a.or(rax, rdx)?;
+    emit_rdtsc(a)?;
     // Seven pushes since entry: rsp is 16-byte aligned at the call, as the ABI wants.
     a.push(rax)?;
     a.mov(rdx, qword_ptr(rsp + 24))?;
@@ -249,9 +250,7 @@ fn emit_rendezvous(
     a.lock().xadd(field(header::RENDEZVOUS_ASKED), r9)?;
     // Served once RENDEZVOUS_DONE reaches the ticket + 1.
     a.inc(r9)?;
-    a.rdtsc()?;
-    a.shl(rdx, 32)?;
-    a.or(rax, rdx)?;
+    emit_rdtsc(a)?;
     a.mov(rdi, rax)?;
     a.set_label(&mut round)?;
     a.mov(r8d, SPINS_PER_YIELD)?;
@@ -264,9 +263,7 @@ fn emit_rendezvous(
     a.jne(spin)?;
     a.cmp(dword_ptr(rsi + header::ENABLED as i32), 0)?;
     a.je(pass_through)?;
-    a.rdtsc()?;
-    a.shl(rdx, 32)?;
-    a.or(rax, rdx)?;
+    emit_rdtsc(a)?;
     a.mov(rcx, rax)?;
     a.sub(rcx, rdi)?;
     a.cmp(rcx, field(header::WAIT_LIMIT_TICKS))?;

@@ -42,11 +42,10 @@ pub(super) fn emit_record_routine(a: &mut CodeAssembler, area: u64, cpu: CpuSour
     let mut walk = a.create_label();
     let mut unwalked = a.create_label();
     let mut untimed = a.create_label();
+    let mut backwards = a.create_label();
     a.push(rbx)?;
     a.push(r12)?;
-    a.rdtsc()?;
-    a.shl(rdx, 32)?;
-    a.or(rax, rdx)?;
+    emit_rdtsc(a)?;
     a.mov(r12, rax)?;
     a.xor(ebx, ebx)?;
     a.mov(eax, r8d)?;
@@ -77,14 +76,15 @@ pub(super) fn emit_record_routine(a: &mut CodeAssembler, area: u64, cpu: CpuSour
     a.jne(untimed)?;
     a.mov(r8, rax)?;
     a.mov(r9, rcx)?;
-    a.rdtsc()?;
-    a.shl(rdx, 32)?;
-    a.or(rax, rdx)?;
+    emit_rdtsc(a)?;
     a.sub(rax, r12)?;
+    // A thread moved to a CPU whose TSC lags: no time to add.
+    a.js(backwards)?;
     a.mov(rdx, area)?;
     a.lock().inc(qword_ptr(rdx + header::TIMED_CALLS as i32))?;
     a.lock()
         .add(qword_ptr(rdx + header::TIMED_TICKS as i32), rax)?;
+    a.set_label(&mut backwards)?;
     a.mov(rax, r8)?;
     a.mov(rcx, r9)?;
     a.set_label(&mut untimed)?;
@@ -95,6 +95,13 @@ pub(super) fn emit_record_routine(a: &mut CodeAssembler, area: u64, cpu: CpuSour
     emit_inner_routine(a, area, cpu)?;
     a.set_label(&mut walk)?;
     emit_walk_routine(a, area)
+}
+
+/// rax = the TSC (rdx clobbered).
+pub(super) fn emit_rdtsc(a: &mut CodeAssembler) -> Emit {
+    a.rdtsc()?;
+    a.shl(rdx, 32)?;
+    a.or(rax, rdx)
 }
 
 /// Claims, writes and publishes, reading the hook's frame `INNER` bytes up.
@@ -200,26 +207,31 @@ fn emit_write(a: &mut CodeAssembler) -> Emit {
     a.ret()
 }
 
-/// Sleeps on the full ring's `TAIL` (a shared futex) until the drain moves it and wakes
-/// the ring's waiters, or for the area's sleep bound; to `claim` if the ring has room
-/// after all. `WAITERS` is set (a locked instruction, a full barrier) before `TAIL` is
-/// read, so either this sees the drain's new `TAIL` or the drain sees `WAITERS`. Keeps
-/// rdi, rsi, r8 and r9.
+/// Sleeps on the full ring's `WAKE` word (a shared futex) until the drain frees room or
+/// the hooks are switched off (either bumps `WAKE` and wakes the ring), or for the area's
+/// sleep bound; to `claim` if the ring has room after all. The producer counts itself in
+/// `WAITERS` (a locked instruction, a full barrier) before it reads `WAKE` and then `TAIL`,
+/// so either it sees the drain's new `TAIL` or the drain sees it waiting and bumps `WAKE`,
+/// which makes the futex wait return at once. Keeps rdi, rsi, r8 and r9.
 fn emit_sleep(a: &mut CodeAssembler, area: u64, claim: CodeLabel) -> Emit {
-    a.lock().or(dword_ptr(r9 + ring::WAITERS as i32), 1)?;
-    a.mov(r11, qword_ptr(r9 + ring::TAIL as i32))?;
+    let mut room = a.create_label();
+    let mut awake = a.create_label();
+    a.lock().inc(dword_ptr(r9 + ring::WAITERS as i32))?;
+    a.mov(r11d, dword_ptr(r9 + ring::WAKE as i32))?;
     a.mov(rax, qword_ptr(r9 + ring::HEAD as i32))?;
-    a.sub(rax, r11)?;
+    a.sub(rax, qword_ptr(r9 + ring::TAIL as i32))?;
     a.cmp(rax, rsi)?;
-    a.jb(claim)?;
+    a.jb(room)?;
     a.mov(rdx, area)?;
+    a.cmp(dword_ptr(rdx + header::ENABLED as i32), 0)?;
+    a.je(awake)?;
     a.lock().inc(qword_ptr(rdx + header::FULL_SLEEPS as i32))?;
     a.push(rdi)?;
     a.push(rsi)?;
     a.push(r8)?;
     a.push(r9)?;
     a.lea(r10, qword_ptr(rdx + header::SLEEP_TIMESPEC as i32))?;
-    a.lea(rdi, qword_ptr(r9 + ring::TAIL as i32))?;
+    a.lea(rdi, qword_ptr(r9 + ring::WAKE as i32))?;
     a.mov(esi, FUTEX_WAIT)?;
     a.mov(edx, r11d)?;
     a.xor(r8d, r8d)?;
@@ -230,7 +242,15 @@ fn emit_sleep(a: &mut CodeAssembler, area: u64, claim: CodeLabel) -> Emit {
     a.pop(r9)?;
     a.pop(r8)?;
     a.pop(rsi)?;
-    a.pop(rdi)
+    a.pop(rdi)?;
+    a.set_label(&mut awake)?;
+    a.lock().dec(dword_ptr(r9 + ring::WAITERS as i32))?;
+    let mut done = a.create_label();
+    a.jmp(done)?;
+    a.set_label(&mut room)?;
+    a.lock().dec(dword_ptr(r9 + ring::WAITERS as i32))?;
+    a.jmp(claim)?;
+    a.set_label(&mut done)
 }
 
 /// The ring is full (rax = head, r10 = now): drop, or wait for room within the limits.
@@ -257,9 +277,7 @@ fn emit_full(a: &mut CodeAssembler, area: u64, claim: CodeLabel) -> Emit {
     a.dec(r11d)?;
     a.jne(spin)?;
     // Signed differences: a heartbeat a little ahead of this CPU's TSC is not stale.
-    a.rdtsc()?;
-    a.shl(rdx, 32)?;
-    a.or(rax, rdx)?;
+    emit_rdtsc(a)?;
     a.mov(rdx, area)?;
     a.cmp(dword_ptr(rdx + header::ENABLED as i32), 0)?;
     a.je(drop)?;

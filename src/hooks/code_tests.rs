@@ -245,6 +245,12 @@ fn waiting_producer_gives_up_after_the_wait_limit_and_stays_enabled() {
 /// A producer on a full ring with a sleep bound far beyond the test: it sleeps once, and
 /// only a wake from the drain (or from switching the hooks off) can bring it back soon.
 fn sleeping_producer() -> (std::sync::Arc<Harness>, std::thread::JoinHandle<()>) {
+    let (harness, mut producers) = sleeping_producers(1);
+    (harness, producers.remove(0))
+}
+
+/// `count` producers asleep on one full ring, each with its own pointer from 64 up.
+fn sleeping_producers(count: u64) -> (std::sync::Arc<Harness>, Vec<std::thread::JoinHandle<()>>) {
     let harness = std::sync::Arc::new(Harness::new(
         CpuSource::Single,
         AreaConfig::waiting(1, 64),
@@ -258,16 +264,18 @@ fn sleeping_producer() -> (std::sync::Arc<Harness>, std::thread::JoinHandle<()>)
     for pointer in 0..64 {
         free(pointer);
     }
-    let producer = std::thread::spawn(move || free(64));
+    let producers = (0..count)
+        .map(|index| std::thread::spawn(move || free(64 + index)))
+        .collect();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while harness.area.full_sleeps() == 0 {
+    while harness.area.full_sleeps() < count {
         assert!(
             std::time::Instant::now() < deadline,
-            "the producer never slept"
+            "the producers never slept"
         );
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
-    (harness, producer)
+    (harness, producers)
 }
 
 /// Joins the producer, which a wake must bring back well within its sleep bound.
@@ -301,6 +309,22 @@ fn a_producer_sleeping_on_a_full_ring_is_woken_by_the_drain() {
         ),
         (1, 1, 0)
     );
+}
+
+#[test]
+fn producers_sleeping_on_one_ring_are_all_woken_as_the_drain_makes_room() {
+    let (harness, producers) = sleeping_producers(3);
+    let mut drainer = Drainer::new(&harness.area);
+    let mut out = Vec::new();
+    drainer.drain_published(&harness.area, rdtsc(), &mut out);
+    for producer in producers {
+        join_woken(producer);
+    }
+    drainer.finish(&harness.area, &mut out);
+    let mut frees: Vec<u64> = out.iter().map(|record| record.arguments[0]).collect();
+    frees.sort_unstable();
+    assert_eq!(frees, (0..67).collect::<Vec<u64>>());
+    assert_eq!((harness.area.full_sleeps(), harness.area.dropped()), (3, 0));
 }
 
 #[test]

@@ -547,8 +547,6 @@ impl EventBatcher<'_> {
     /// The event of one record, with its thread and time; None for an inner call.
     fn event_of(&mut self, record: &RawRecord) -> Option<Event> {
         self.counters.records += 1;
-        self.call_costs.rule_lookups += u64::from(record.lookups);
-        self.call_costs.cache_misses += u64::from(record.misses);
         // A mapping call made inside an allocator call is the program's as well (the int3
         // engine records it too); only allocator calls nest.
         if function_of(record.op).is_some() && in_sorted_spans(self.internal, record.caller) {
@@ -591,6 +589,8 @@ impl EventBatcher<'_> {
         }
         let walked = StackRef(record.stack);
         self.stack_costs.walks += 1;
+        self.call_costs.rule_lookups += u64::from(record.lookups);
+        self.call_costs.cache_misses += u64::from(record.misses);
         self.stack_costs.frames += walked.frames();
         self.stack_costs.truncated += u64::from(walked.truncated());
         if self.known_stacks.contains(&record.stack) && pid == self.pid {

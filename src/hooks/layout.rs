@@ -71,14 +71,15 @@ pub mod header {
     /// A `struct timespec` (seconds, nanoseconds): the longest a producer sleeps on a full
     /// ring before it looks at the heartbeat and its wait limit again.
     pub const SLEEP_TIMESPEC: u64 = 152;
-    /// Times a producer slept on a full ring (atomic increments).
-    pub const FULL_SLEEPS: u64 = 168;
     /// u32: a call is timed when its entry TSC has none of these bits set (`SAMPLE_BITS`).
-    pub const SAMPLE_MASK: u64 = 176;
-    /// Timed calls that did not wait for room, and the TSC ticks they spent in the record
-    /// routine: the walk, the claim and the record's write (atomic additions).
-    pub const TIMED_CALLS: u64 = 184;
-    pub const TIMED_TICKS: u64 = 192;
+    pub const SAMPLE_MASK: u64 = 168;
+    /// Counters the hooks add to now and then, on a cache line of their own (every hook
+    /// reads the lines above): times a producer slept on a full ring, and the timed calls
+    /// that did not wait for room with the TSC ticks they spent in the record routine (the
+    /// walk, the claim and the record's write). Atomic additions.
+    pub const FULL_SLEEPS: u64 = 256;
+    pub const TIMED_CALLS: u64 = 264;
+    pub const TIMED_TICKS: u64 = 272;
 }
 
 /// `header::SAMPLE_MASK` by default: eight TSC bits above the lowest six (which can move in
@@ -94,12 +95,14 @@ pub const RING_HEADER_BYTES: u64 = 128;
 pub mod ring {
     /// Next index to claim (producers, compare-and-swap).
     pub const HEAD: u64 = 0;
-    /// Next index the drain reads (memsup; producers read it to see room). Producers
-    /// waiting for room sleep on its low half (a shared futex).
+    /// Next index the drain reads (memsup; producers read it to see room).
     pub const TAIL: u64 = 64;
-    /// u32: nonzero while a producer sleeps, or is about to, on `TAIL`; the drain clears
-    /// it and wakes them after it moves `TAIL`.
+    /// u32: producers sleeping, or about to, for room in this ring (each adds itself with
+    /// a locked increment and takes itself off after; memsup only reads it).
     pub const WAITERS: u64 = 72;
+    /// u32: the word waiting producers sleep on (a shared futex): memsup bumps it and wakes
+    /// them after it moves `TAIL` with `WAITERS` nonzero, and when it switches the hooks off.
+    pub const WAKE: u64 = 76;
 }
 
 /// Bytes of one record: two cache lines.

@@ -93,6 +93,7 @@ impl Area {
             self.u64_at(start + ring::TAIL).store(0, Ordering::Relaxed);
             self.u32_at(start + ring::WAITERS)
                 .store(0, Ordering::Relaxed);
+            self.u32_at(start + ring::WAKE).store(0, Ordering::Relaxed);
             for slot in 0..capacity {
                 let seq = start + layout::record_offset(slot, capacity) + record::SEQ;
                 self.u64_at(seq).store(0, Ordering::Relaxed);
@@ -171,20 +172,30 @@ impl Area {
             .store(bound.subsec_nanos() as u64, Ordering::Relaxed);
     }
 
-    /// Wakes the producers sleeping on the ring at `start` if any said they would. The
-    /// caller has just moved its `TAIL`; a producer sets `WAITERS` (a locked instruction)
-    /// before it reads `TAIL` to decide to sleep, so one of the two sees the other.
+    /// Wakes the producers sleeping on the ring at `start` if any counted themselves in
+    /// `WAITERS`. The caller has just moved its `TAIL` (or switched the hooks off); a
+    /// producer counts itself (a locked instruction) before it reads `WAKE` and `TAIL`, so
+    /// either it sees the new `TAIL` or this sees it and bumps `WAKE` under its wait.
     fn wake_waiters(&self, start: u64) {
         fence(Ordering::SeqCst);
-        let waiters = self.u32_at(start + ring::WAITERS);
-        if waiters.load(Ordering::Relaxed) == 0 {
+        if self.u32_at(start + ring::WAITERS).load(Ordering::Relaxed) == 0 {
             return;
         }
-        waiters.store(0, Ordering::Relaxed);
-        let tail = self.u32_at(start + ring::TAIL).as_ptr();
+        let wake = self.u32_at(start + ring::WAKE);
+        wake.fetch_add(1, Ordering::SeqCst);
         // SAFETY: FUTEX_WAKE on a word of the live shared mapping; it reads nothing else.
         // Not FUTEX_PRIVATE: the sleepers are in the target, which maps the same memfd.
-        unsafe { libc::syscall(libc::SYS_futex, tail, libc::FUTEX_WAKE, i32::MAX, 0, 0, 0) };
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                wake.as_ptr(),
+                libc::FUTEX_WAKE,
+                i32::MAX,
+                0,
+                0,
+                0,
+            )
+        };
     }
 
     pub fn enabled(&self) -> bool {
@@ -515,7 +526,9 @@ impl Drainer {
         }
         area.u64_at(start + ring::TAIL)
             .store(cursor.next, Ordering::Release);
-        area.wake_waiters(start);
+        if read > 0 {
+            area.wake_waiters(start);
+        }
         (read, stop)
     }
 }

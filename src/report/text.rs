@@ -398,20 +398,26 @@ fn hook_stack_line(costs: &HookStackCosts) -> String {
     )
 }
 
-/// The hooks' rule cache and their time per call, in one line.
+/// The hooks' rule cache (when they walked stacks) and their time per call (when a call
+/// was timed), in one line.
 fn hook_call_line(costs: &HookCallCosts) -> String {
-    let ratio = |part: u64, whole: u64| match whole {
-        0 => 0.0,
-        whole => part as f64 / whole as f64,
-    };
-    let hits = costs.rule_lookups - costs.cache_misses.min(costs.rule_lookups);
-    format!(
-        "rule lookups {} ({:.1} % from the cache); {:.0} ns in the hook per call ({} timed)",
-        costs.rule_lookups,
-        100.0 * ratio(hits, costs.rule_lookups),
-        ratio(costs.timed_ns, costs.timed_calls),
-        costs.timed_calls,
-    )
+    let mut parts = Vec::new();
+    if costs.rule_lookups > 0 {
+        let hits = costs.rule_lookups - costs.cache_misses.min(costs.rule_lookups);
+        parts.push(format!(
+            "rule lookups {} ({:.1} % from the cache)",
+            costs.rule_lookups,
+            100.0 * hits as f64 / costs.rule_lookups as f64
+        ));
+    }
+    parts.push(match costs.timed_calls {
+        0 => "no call timed".to_string(),
+        calls => format!(
+            "{:.0} ns in the hook per call ({calls} timed)",
+            costs.timed_ns as f64 / calls as f64
+        ),
+    });
+    parts.join("; ")
 }
 
 /// The costs users ask about first, then the rest.

@@ -228,9 +228,8 @@ impl Work {
             *delay_ns = now_ns.saturating_sub(*delay_ns);
         }
         let cost = Duration::from_nanos(*cost_ns);
-        if *reason == SnapshotReason::Start {
-            self.watched.started(pid);
-        }
+        // Whatever its reason (an exec or a signal may have replaced a pending start).
+        self.watched.started(pid);
         self.highs.snapshotted(pid, now_ns);
         self.last_cost.insert(pid, cost);
         self.output
