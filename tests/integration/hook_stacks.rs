@@ -61,6 +61,11 @@ fn twenty_libraries_loaded_while_threads_allocate_have_whole_stacks() {
         }
     }
     assert_walk_costs(image);
+    // memsup's own use closes the profile: its peak RSS at least its own code and rings.
+    let recorder = &recording.report["recorder"];
+    let peak = recorder["peak_rss_bytes"].as_u64().unwrap();
+    assert!((4 << 20..4 << 30).contains(&peak), "{recorder}");
+    assert!(recorder["cpu_ns"].as_u64().unwrap() > 0, "{recorder}");
 }
 
 /// Under the hook engine every allocator call but a free was walked to its end, once each.
