@@ -210,4 +210,7 @@ pub trait Residency {
     fn before_snapshots(&self, flush: crate::hooks::drain::Flusher);
     /// The smaps snapshot of `pid` as an event kind; None when it has no address space left.
     fn snapshot_now(&self, pid: i32, reason: SnapshotReason) -> Option<EventKind>;
+    /// `pid` stopped at an exec, whose events are not sent yet: samples the sampler read
+    /// before are of the image it leaves, and are dropped.
+    fn exec_begins(&self, pid: i32);
 }

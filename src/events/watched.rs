@@ -24,6 +24,9 @@ pub struct Watched {
     /// Attached processes whose start snapshot is not taken yet: memsup's own pages (the
     /// scratch page, the hook area) raise their RSS meanwhile, which is no high of theirs.
     awaiting_start: Mutex<BTreeSet<i32>>,
+    /// How many times each process exec'd. A sample read while a process execs can be of
+    /// the image it left; sent after the exec's events it would land in the new one.
+    images: Mutex<BTreeMap<i32, u64>>,
 }
 
 /// A new high of a process's live requested bytes, and when it was reached (monotonic ns).
@@ -80,6 +83,31 @@ impl Watched {
         requests.snapshots.remove(&pid);
         requests.peaks.remove(&pid);
         requests.new_images.remove(&pid);
+    }
+
+    /// Which image of `pid` a sample about to be read belongs to, for `send_if_same_image`.
+    pub fn image(&self, pid: i32) -> u64 {
+        lock(&self.images).get(&pid).copied().unwrap_or(0)
+    }
+
+    /// `pid` stopped at its exec, before the exec's events are sent: samples read earlier
+    /// are of the image it left. The count is kept after the process is gone, so a pid
+    /// reused meanwhile never matches a stale sample.
+    pub fn exec_begins(&self, pid: i32) {
+        *lock(&self.images).entry(pid).or_default() += 1;
+    }
+
+    /// Runs `send` if `pid` has not exec'd since `image` was read, and says whether it ran.
+    /// `send` runs under the lock `exec_begins` takes, so what it sends precedes the exec's
+    /// events; a sample of the new image read before its exec stop is dropped too (the exec
+    /// stop snapshots the new image itself).
+    pub fn send_if_same_image(&self, pid: i32, image: u64, send: impl FnOnce()) -> bool {
+        let images = lock(&self.images);
+        if images.get(&pid).copied().unwrap_or(0) != image {
+            return false;
+        }
+        send();
+        true
     }
 
     /// The sampler's channel, woken at each request.
@@ -297,5 +325,25 @@ mod tests {
         watched.remove(6);
         assert_eq!(watched.take_new_images(), BTreeSet::from([5]));
         assert!(watched.take_new_images().is_empty());
+    }
+
+    #[test]
+    fn a_sample_read_across_an_exec_is_not_sent() {
+        let watched = Watched::default();
+        let mut sent = Vec::new();
+        let before = watched.image(5);
+        assert!(watched.send_if_same_image(5, before, || sent.push("first image")));
+        watched.exec_begins(5);
+        assert!(!watched.send_if_same_image(5, before, || sent.push("read before the exec")));
+        let after = watched.image(5);
+        assert_ne!(after, before);
+        assert!(watched.send_if_same_image(5, after, || sent.push("new image")));
+        // Another process's exec changes nothing of this one's.
+        watched.exec_begins(6);
+        assert!(watched.send_if_same_image(5, after, || sent.push("still new image")));
+        // A pid reused after the process is gone keeps counting: no stale sample matches.
+        watched.remove(5);
+        assert!(!watched.send_if_same_image(5, before, || sent.push("stale")));
+        assert_eq!(sent, ["first image", "new image", "still new image"]);
     }
 }

@@ -123,6 +123,8 @@ impl Tracer<'_> {
     }
 
     pub(crate) fn on_exec(&mut self, pid: i32) -> Result<()> {
+        // Before any event of the exec is sent: samples read until now are the old image's.
+        self.residency.exec_begins(pid);
         self.finish_image(pid);
         if let Some(process) = self.processes.get(&pid) {
             let counters = process.counters;

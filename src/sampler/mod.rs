@@ -210,10 +210,11 @@ impl Work {
     }
 
     /// Takes and sends a snapshot of `pid`; None when the process had none to take.
-    fn send_snapshot(&mut self, pid: i32, reason: SnapshotReason) -> Option<Duration> {
+    fn send_snapshot(&mut self, pid: i32, asked: SnapshotReason) -> Option<Duration> {
         // Blocks recorded by hooks and not yet sent must precede the snapshot.
         self.watched.before_snapshot(pid);
-        let mut snapshot = snapshot::take(pid, reason, &mut self.buffer)?;
+        let image = self.watched.image(pid);
+        let mut snapshot = snapshot::take(pid, asked, &mut self.buffer)?;
         let now_ns = monotonic_ns();
         let EventKind::SmapsSnapshot {
             reason, cost_ns, ..
@@ -228,12 +229,26 @@ impl Work {
             *delay_ns = now_ns.saturating_sub(*delay_ns);
         }
         let cost = Duration::from_nanos(*cost_ns);
+        let output = &self.output;
+        let sent = self.watched.send_if_same_image(pid, image, || {
+            output.send_at(now_ns, pid as u32, pid as u32, snapshot)
+        });
+        if !sent {
+            // The process exec'd during the read: a high was its old image's, while what was
+            // asked of the process (a signal, an interval, an attach) is asked of the new one.
+            let of_the_process = matches!(
+                asked,
+                SnapshotReason::Signal | SnapshotReason::Interval | SnapshotReason::Start
+            );
+            if of_the_process {
+                self.watched.request(pid, asked);
+            }
+            return None;
+        }
         // Whatever its reason (an exec or a signal may have replaced a pending start).
         self.watched.started(pid);
         self.highs.snapshotted(pid, now_ns);
         self.last_cost.insert(pid, cost);
-        self.output
-            .send_at(now_ns, pid as u32, pid as u32, snapshot);
         Some(cost)
     }
 
@@ -270,6 +285,7 @@ impl Work {
             if fast && !self.highs.following(pid, monotonic_ns()) {
                 continue;
             }
+            let image = self.watched.image(pid);
             // A process gone meanwhile, or a zombie, has nothing to sample.
             if read_into(&format!("/proc/{pid}/status"), &mut self.buffer).is_err() {
                 continue;
@@ -286,12 +302,18 @@ impl Work {
                 swap: memory.swap,
             };
             let now_ns = monotonic_ns();
-            self.output.send_at(
-                now_ns,
-                pid as u32,
-                pid as u32,
-                EventKind::StatusSample(counters),
-            );
+            let output = &self.output;
+            let sent = self.watched.send_if_same_image(pid, image, || {
+                output.send_at(
+                    now_ns,
+                    pid as u32,
+                    pid as u32,
+                    EventKind::StatusSample(counters),
+                )
+            });
+            if !sent {
+                continue;
+            }
             let activity = self.activity(pid, memory.running);
             if self.watched.awaiting_start(pid) {
                 // Every read is a first read until the start snapshot: no high yet.
@@ -326,6 +348,7 @@ impl Work {
         let cpu = thread_cpu_ns();
         for index in 0..self.pids.len() {
             let pid = self.pids[index];
+            let image = self.watched.image(pid);
             // Reopened every time: an open smaps_rollup keeps the address space it was
             // opened on, which an exec replaces.
             if read_into(&format!("/proc/{pid}/smaps_rollup"), &mut self.buffer).is_err()
@@ -344,9 +367,10 @@ impl Work {
                 swap: rollup.swap,
                 swap_pss: rollup.swap_pss,
             };
-            let pid = pid as u32;
-            self.output
-                .send(pid, pid, EventKind::RollupSample(counters));
+            let output = &self.output;
+            self.watched.send_if_same_image(pid, image, || {
+                output.send(pid as u32, pid as u32, EventKind::RollupSample(counters))
+            });
         }
         self.costs.rollup_cpu_ns += thread_cpu_ns().saturating_sub(cpu);
     }
@@ -378,5 +402,9 @@ impl Residency for Snapshots {
 
     fn snapshot_now(&self, pid: i32, reason: SnapshotReason) -> Option<EventKind> {
         snapshot::take(pid, reason, &mut Vec::new())
+    }
+
+    fn exec_begins(&self, pid: i32) {
+        self.watched.exec_begins(pid);
     }
 }

@@ -50,6 +50,8 @@ impl Residency for NoResidency {
     fn snapshot_now(&self, _pid: i32, _reason: SnapshotReason) -> Option<EventKind> {
         None
     }
+
+    fn exec_begins(&self, _pid: i32) {}
 }
 
 /// A sink whose events the test reads back with `sent` or `sent_events`.
