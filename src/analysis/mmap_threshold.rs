@@ -133,7 +133,7 @@ impl ThresholdTracker {
 }
 
 /// glibc's `request2size`: the chunk a request of `size` bytes needs.
-fn chunk_size(size: u64) -> u64 {
+pub(crate) fn chunk_size(size: u64) -> u64 {
     (size + 8 + 15).max(32) & !15
 }
 

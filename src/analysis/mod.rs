@@ -157,6 +157,9 @@ pub struct ProcessAnalysis {
     /// memsup joined an address space that was running already (attached to it, or to the
     /// process it was forked from): blocks from before then are unknown.
     pub joined_running: bool,
+    /// Every block live in the image was seen allocated: it was launched, or an exec began
+    /// it (a fork child's inherited blocks, and an attached process's, were not).
+    pub every_block_seen: bool,
     /// Where those unknown frees come from (`unknown_frees`).
     pub unknown_free_sources: unknown_frees::UnknownFrees,
     /// What leak suppressions took out of the live blocks at the end (`suppress`).
@@ -190,6 +193,9 @@ pub struct ProcessAnalysis {
     /// glibc's mmap threshold rose and later blocks came from the arena because of it: a
     /// reason freed memory stays resident (`mmap_threshold`).
     pub mmap_threshold: Option<mmap_threshold::MmapThresholdRise>,
+    /// Free memory inside glibc's arenas where it was most: more reasons memory stays
+    /// resident (`components::arena_free`). None for an attached image.
+    pub arena_free: Option<components::ArenaFree>,
     /// The same merged by source location (`source_location`): sites whose kept frames name
     /// one (function, file, line) chain are one, their numbers added and their local peak
     /// that of their blocks together; what people read (text, HTML, folded, pprof, diff),
@@ -292,6 +298,7 @@ impl ProcessAnalysis {
             null_frees: 0,
             unknown_frees: 0,
             joined_running: cause == StartCause::Attach,
+            every_block_seen: cause == StartCause::Launch,
             unknown_free_sources: unknown_frees::UnknownFrees::default(),
             suppressed: suppress::Suppressed::default(),
             size_histogram: size_histogram::SizeHistogram::default(),
@@ -312,6 +319,7 @@ impl ProcessAnalysis {
             sites: Vec::new(),
             source_sites: Vec::new(),
             mmap_threshold: None,
+            arena_free: None,
             mapping_sites: Vec::new(),
             modules: Vec::new(),
             warnings: Vec::new(),

@@ -453,6 +453,7 @@ impl Replay {
             let mut successor = ProcessAnalysis::new(pid, old.parent_pid, old.cause, time_ns);
             // A new program starts a new heap, every block of it seen.
             successor.joined_running = false;
+            successor.every_block_seen = true;
             self.close_image(pid, ImageExit::Exec, time_ns, None);
             self.open_image(successor);
         }
@@ -466,6 +467,7 @@ impl Replay {
             // taken before the exec, is gone.
             state.components = ImageTracker::default();
             image.modules.clear();
+            image.every_block_seen = true;
             self.samples.drop_snapshots_before(pid, time_ns);
         }
         image.exe = exe.to_string();

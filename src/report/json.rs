@@ -9,6 +9,7 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use super::choose::overview::{self, OverviewRow};
 use super::job::json::JobJson;
+use super::json_arena_free::ArenaFreeJson;
 use super::json_census::CensusJson;
 use super::json_components::{ComponentJson, PeakSplitJson, SnapshotJson, TimelineJson};
 use super::json_mpi::MpiRoleJson;
@@ -203,6 +204,7 @@ struct ProcessJson<'a> {
     residency: ResidencyJson,
     /// glibc's mmap threshold rose and served later blocks from the arena; null otherwise.
     mmap_threshold: Option<MmapThresholdJson>,
+    arena_free: Option<ArenaFreeJson>,
     components: Vec<ComponentJson<'a>>,
     snapshots: Vec<SnapshotJson>,
     peak_split: Option<PeakSplitJson>,
@@ -287,6 +289,7 @@ impl<'a> ProcessJson<'a> {
             probes: &image.probes,
             residency: ResidencyJson::new(&image.residency),
             mmap_threshold: image.mmap_threshold.map(MmapThresholdJson::new),
+            arena_free: image.arena_free.as_ref().map(ArenaFreeJson::new),
             components: ComponentJson::list(&image.components),
             snapshots: image
                 .components

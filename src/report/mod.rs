@@ -9,6 +9,7 @@ pub mod html;
 pub mod html_report;
 pub mod job;
 pub mod json;
+mod json_arena_free;
 mod json_census;
 mod json_components;
 mod json_mpi;

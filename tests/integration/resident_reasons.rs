@@ -3,6 +3,9 @@
 //! (8 MiB and a page) when it is freed, and serves the next two from the arena, which keeps
 //! the memory. The report says so once, with the numbers and the knob; musl (which maps each
 //! block) and a fixed threshold (MALLOC_MMAP_THRESHOLD_) give no such line.
+//! fixtures/arena_gaps.c frees every other one of 1,024 blocks of 16 KiB, in the main arena
+//! or in 4 threads' arenas: 512 free chunks of 16,400 bytes among live blocks, named once
+//! as free chunks of the main arena, or as thread arenas, each with its knob.
 
 use serde_json::{json, Value};
 
@@ -75,4 +78,129 @@ fn a_fixed_threshold_gives_no_reason() {
     let image = launched_image(&recording.report, &program, &[]);
     assert_eq!(image["mmap_threshold"], Value::Null);
     assert!(why_resident_lines(&recording.profile).is_empty());
+}
+
+/// glibc's chunks of the 512 freed blocks of 16 KiB: 16,400 bytes each.
+const FREED_CHUNKS: u64 = 512;
+const FREED_BYTES: u64 = FREED_CHUNKS * 16_400;
+/// glibc's thread cache, allocated inside malloc (no call memsup records) from the arena of
+/// each thread's first malloc: among live blocks when the threads share the main arena.
+const THREAD_CACHE_CHUNK: u64 = 656;
+
+fn record_arena_gaps(
+    program: &std::path::Path,
+    threads: &str,
+    environment: &[(&str, &str)],
+) -> Recording {
+    let recording = record_with_environment(&[], environment, program, &[threads], None);
+    assert_eq!(
+        String::from_utf8_lossy(&recording.native.stdout),
+        format!("kept 512 of 1024 blocks of 16 KiB in {threads} threads\n")
+    );
+    assert_eq!(recording.native.status.code(), Some(0));
+    recording
+}
+
+/// The part of a line after its time (" at 57.28 ms,"), which the run decides.
+fn after_the_time(line: &str) -> (&str, &str) {
+    let (before, rest) = line.split_once(" at ").expect("a time");
+    let after = rest.split_once([',', ':']).map_or("", |(_, after)| after);
+    (before, after)
+}
+
+#[test]
+fn free_chunks_among_live_blocks_are_named_once_with_their_knob() {
+    for_each_variant("arena_gaps", |variant, program| {
+        let what = format!("arena_gaps {variant:?}");
+        let recording = record_arena_gaps(program, "0", &[]);
+        let image = launched_image(&recording.report, program, &["0"]);
+        let lines = why_resident_lines(&recording.profile);
+        if variant == Variant::Musl {
+            // musl's blocks are not glibc's chunks in a [heap]: nothing to say.
+            assert_eq!(image["arena_free"], Value::Null, "{what}");
+            assert!(lines.is_empty(), "{what}: {lines:?}");
+            return;
+        }
+        let free = &image["arena_free"];
+        assert_eq!(
+            (&free["main"]["free_chunks"], &free["main"]["free_bytes"]),
+            (&json!(FREED_CHUNKS), &json!(FREED_BYTES)),
+            "{what}: {free}"
+        );
+        assert_eq!(free["main"]["main_class"], json!([16384, 32768]), "{what}");
+        assert_eq!(free["thread_arenas"], 0, "{what}");
+        assert_eq!(lines.len(), 1, "{what}: {lines:?}");
+        assert_eq!(
+            after_the_time(&lines[0]),
+            (
+                "  why resident         8.01 MiB free in 512 chunks (most in 16 KiB–32 KiB \
+                 ones) among live blocks in the main arena",
+                " glibc reuses them for requests that fit, but cannot give back a page a live \
+                 block shares; malloc_trim(0) returns their whole free pages"
+            ),
+            "{what}"
+        );
+    });
+}
+
+#[test]
+fn thread_arenas_are_named_once_with_their_knob() {
+    let program = fixture("arena_gaps", Variant::Dynamic);
+    let recording = record_arena_gaps(&program, "4", &[]);
+    let image = launched_image(&recording.report, &program, &["4"]);
+    let free = &image["arena_free"];
+    assert_eq!(free["thread_arenas"], 4, "{free}");
+    assert_eq!(
+        (
+            &free["threads"]["free_chunks"],
+            &free["threads"]["free_bytes"]
+        ),
+        (&json!(FREED_CHUNKS), &json!(FREED_BYTES)),
+        "{free}"
+    );
+    // The freed chunks are resident, and the arenas' own pages too.
+    let overhead = free["thread_overhead_rss_bytes"].as_u64().unwrap();
+    assert!(
+        (FREED_BYTES..FREED_BYTES + (1 << 20)).contains(&overhead),
+        "{free}"
+    );
+    assert_eq!(free["main"]["free_bytes"], 0, "{free}");
+    let lines = why_resident_lines(&recording.profile);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let (before, after) = after_the_time(&lines[0]);
+    assert!(
+        before.starts_with("  why resident         4 thread arenas hold ")
+            && before.ends_with(" that no live block accounts for"),
+        "{before}"
+    );
+    assert_eq!(
+        after,
+        " 8.01 MiB free in 512 chunks (most in 16 KiB–32 KiB ones): glibc gives threads arenas \
+         of their own, up to 8 per core, and reuses free memory only within its arena; \
+         MALLOC_ARENA_MAX caps how many there are (1: every thread shares the main arena)"
+    );
+}
+
+#[test]
+fn threads_sharing_the_main_arena_leave_its_free_chunks() {
+    let program = fixture("arena_gaps", Variant::Dynamic);
+    let recording = record_arena_gaps(&program, "4", &[("MALLOC_ARENA_MAX", "1")]);
+    let image = launched_image(&recording.report, &program, &["4"]);
+    let free = &image["arena_free"];
+    assert_eq!(free["thread_arenas"], 0, "{free}");
+    // Neighbours' freed blocks merge into one chunk: the bytes are exact, not the count.
+    let main = &free["main"];
+    assert_eq!(
+        main["free_bytes"],
+        FREED_BYTES + 4 * THREAD_CACHE_CHUNK,
+        "{free}"
+    );
+    let chunks = main["free_chunks"].as_u64().unwrap();
+    assert!((1..=FREED_CHUNKS + 4).contains(&chunks), "{free}");
+    let lines = why_resident_lines(&recording.profile);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains(" among live blocks in the main arena at "),
+        "{lines:?}"
+    );
 }

@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::arena::{split, Residency};
+use super::arena_free::ArenaFree;
 use super::attribution::{holder, Holder, ImageFacts};
 use super::classify::{is_libc_file, Classifier, MPI, UNKNOWN};
 use super::fragmentation::FragmentationWatch;
@@ -139,6 +140,15 @@ pub(in crate::analysis) fn build(
     {
         image.warnings.push(warning);
     }
+    // Blocks from before an attach or a fork are not known: what lies between the known
+    // ones is not free. The snapshot where the arenas held the most no block accounts for
+    // says why.
+    if image.every_block_seen {
+        image.arena_free = (tracker.snapshots.iter().zip(&snapshots))
+            .filter(|(_, attributed)| !attributed.free.is_empty())
+            .max_by_key(|(pending, _)| (pending.free_score, std::cmp::Reverse(pending.time_ns)))
+            .map(|(_, attributed)| attributed.free.clone());
+    }
     let snapshots: Vec<SnapshotSummary> = snapshots.into_iter().map(|s| s.summary).collect();
     image.components = Components {
         components,
@@ -262,6 +272,7 @@ fn follow(series: &mut StepSeries, step: GroupStep) {
 struct Attributed {
     summary: SnapshotSummary,
     held: BTreeMap<String, Residency>,
+    free: ArenaFree,
 }
 
 fn attribute(
@@ -299,6 +310,10 @@ fn attribute(
     let mut add = |name: &str, residency: Residency| {
         held.entry(name.to_string()).or_default().add(residency);
     };
+    let mut free = ArenaFree {
+        time_ns: snapshot.time_ns,
+        ..ArenaFree::default()
+    };
     for mapping in &snapshot.mappings {
         let residency = Residency {
             rss: mapping.rss,
@@ -327,11 +342,16 @@ fn attribute(
                 summary.arena_rss += mapping.rss;
                 summary.arena_requested += arena.requested;
                 summary.arena_overhead_rss += arena.overhead.rss;
+                free.add(mapping, arena.overhead.rss);
             }
         }
     }
     summary.high = high_at(&summary);
-    Attributed { summary, held }
+    Attributed {
+        summary,
+        held,
+        free,
+    }
 }
 
 /// The high a snapshot was taken for, and whether the snapshot still shows it.

@@ -4,8 +4,10 @@
 //! arenas split by the live requested bytes inside them with the rest shown as `overhead`.
 
 mod arena;
+mod arena_free;
 mod attribution;
 mod build;
+mod chunk_gaps;
 mod classify;
 mod fragmentation;
 mod loaded_by_mpi;
@@ -18,7 +20,9 @@ mod tests;
 mod timeline;
 mod tracker;
 
+pub use arena_free::ArenaFree;
 pub(super) use build::{build, ClosedImage, ImageSamples};
+pub use chunk_gaps::ChunkGaps;
 pub(super) use replay::{Sample, Samples};
 pub(super) use resolve::Images;
 pub use rules::{ComponentRule, ComponentRules};

@@ -383,6 +383,52 @@ fn an_arena_with_fewer_live_bytes_than_resident_ones_shows_overhead() {
 }
 
 #[test]
+fn free_space_between_blocks_is_known_only_when_every_block_was_seen() {
+    // The app's chunk ends at 0x10_0bc0 (3000 bytes asked, 3008 for glibc), MPI's starts at
+    // 0x10_7ff0 and ends at 0x10_83e0, 1008 bytes later; the heap ends at 0x20_0000.
+    let launched = analyzed(&arena_image(8192, 4096, 1));
+    let free = launched.arena_free.expect("free space in the heap");
+    assert_eq!(
+        (
+            free.time_ns,
+            free.main.chunks,
+            free.main.bytes,
+            free.main.top
+        ),
+        (100, 1, 0x10_7ff0 - 0x10_0bc0, 0x20_0000 - 0x10_83e0)
+    );
+    assert_eq!(free.thread_arenas, 0);
+    let mut attached = arena_image(8192, 4096, 1);
+    for record in &mut attached {
+        if let Record::ProcessStart { cause, .. } = record {
+            *cause = StartCause::Attach;
+        }
+    }
+    assert_eq!(analyzed(&attached).arena_free, None);
+    // A fork child's blocks from before the fork are its parent's, unknown to it.
+    let rw = MAPPING_READ | MAPPING_WRITE;
+    let child = fork_child(
+        Vec::new(),
+        vec![
+            Record::Alloc {
+                time_ns: 200,
+                pid: CHILD,
+                tid: CHILD,
+                function: AllocFunction::Malloc,
+                address: 0x10_0010,
+                size: 3000,
+                stack: APP,
+            },
+            child_snapshot(
+                300,
+                vec![region(0x10_0000, 0x20_0000, rw, "[heap]", 8192, 8192)],
+            ),
+        ],
+    );
+    assert_eq!(child.arena_free, None);
+}
+
+#[test]
 fn after_an_attach_what_no_known_block_explains_is_unknown() {
     let mut records = arena_image(8192, 4096, 1);
     for record in &mut records {

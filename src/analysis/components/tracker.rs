@@ -4,8 +4,10 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use super::arena_free::{arena_kind, ArenaKind};
+use super::chunk_gaps::ChunkGaps;
 use super::ranges::{CreatedRanges, Creator};
-use crate::events::heap::LiveHeap;
+use crate::events::heap::{Block, LiveHeap};
 use crate::trace::format::{MapCall, MappingResidency, SnapshotReason};
 use crate::trace::stacks::StackId;
 
@@ -23,6 +25,12 @@ pub(super) struct PendingMapping {
     pub creator: Option<Creator>,
     /// Live requested bytes of the blocks starting inside, by allocating stack.
     pub live: Vec<(StackId, u64)>,
+    /// Which of glibc's arenas the mapping looks like.
+    pub arena: Option<ArenaKind>,
+    /// The free space between those blocks, as glibc lays them out: for an arena of the
+    /// image's snapshot with the highest `free_score` (the first of equal ones, and some
+    /// before it); else None.
+    pub gaps: Option<ChunkGaps>,
     /// For anonymous memory right after a file's mapping: that file (a module's `.bss`).
     pub follows: Option<String>,
     /// A thread's stack top lies in (start, end]: the mapping holds that thread's stack.
@@ -36,6 +44,8 @@ pub(super) struct PendingSnapshot {
     pub cost_ns: u64,
     /// The image's live requested bytes at the snapshot.
     pub requested: u64,
+    /// Resident bytes of the arenas that the blocks inside do not account for.
+    pub free_score: u64,
     pub mappings: Vec<PendingMapping>,
 }
 
@@ -50,6 +60,8 @@ pub(in crate::analysis) struct ImageTracker {
     /// The recorded call that mapped each module's first page (the dlopen that loaded it).
     pub(super) module_creators: HashMap<String, Creator>,
     pub(super) snapshots: Vec<PendingSnapshot>,
+    /// The highest `free_score` of the snapshots so far.
+    best_free_score: u64,
 }
 
 impl ImageTracker {
@@ -111,6 +123,24 @@ impl ImageTracker {
         heap: &LiveHeap,
     ) {
         let mut live = live_by_mapping(mappings, heap);
+        let arenas: Vec<Option<ArenaKind>> = (0..mappings.len())
+            .map(|index| arena_kind(mappings, index))
+            .collect();
+        // Free space between blocks takes a sort of them: worked out only for a snapshot
+        // where the arenas hold more that no block accounts for than at any before.
+        let free_score: u64 = (0..mappings.len())
+            .filter(|&index| arenas[index].is_some())
+            .map(|index| {
+                let live: u64 = live[index].iter().map(|&(_, bytes)| bytes).sum();
+                mappings[index].rss.saturating_sub(live)
+            })
+            .sum();
+        let mut gaps = if free_score > self.best_free_score {
+            self.best_free_score = free_score;
+            gaps_by_mapping(mappings, &arenas, heap)
+        } else {
+            vec![None; mappings.len()]
+        };
         let follows = |index: usize| {
             let (mapping, previous) = (&mappings[index], &mappings[index.checked_sub(1)?]);
             let file = !previous.path.is_empty() && !previous.path.starts_with('[');
@@ -136,6 +166,8 @@ impl ImageTracker {
                 swap: mapping.swap,
                 creator: self.ranges.creator(mapping.start),
                 live: std::mem::take(&mut live[index]),
+                arena: arenas[index],
+                gaps: gaps[index].take(),
             })
             .collect();
         self.snapshots.push(PendingSnapshot {
@@ -143,6 +175,7 @@ impl ImageTracker {
             reason,
             cost_ns,
             requested: heap.live_bytes(),
+            free_score,
             mappings,
         });
     }
@@ -150,9 +183,46 @@ impl ImageTracker {
 
 /// Live requested bytes of the blocks starting inside each mapping, by allocating stack.
 fn live_by_mapping(mappings: &[MappingResidency], heap: &LiveHeap) -> Vec<Vec<(StackId, u64)>> {
+    let mut sums: Vec<HashMap<StackId, u64>> = vec![HashMap::new(); mappings.len()];
+    for_each_block_inside(mappings, heap, |index, block| {
+        *sums[index].entry(block.stack).or_default() += block.size;
+    });
+    sums.into_iter()
+        .map(|by_stack| {
+            let mut live: Vec<(StackId, u64)> = by_stack.into_iter().collect();
+            live.sort_unstable();
+            live
+        })
+        .collect()
+}
+
+/// The free space between the live blocks of each of the `arenas` mappings.
+fn gaps_by_mapping(
+    mappings: &[MappingResidency],
+    arenas: &[Option<ArenaKind>],
+    heap: &LiveHeap,
+) -> Vec<Option<ChunkGaps>> {
+    let mut blocks: Vec<Vec<(u64, u64)>> = vec![Vec::new(); mappings.len()];
+    for_each_block_inside(mappings, heap, |index, block| {
+        if arenas[index].is_some() {
+            blocks[index].push((block.address, block.size));
+        }
+    });
+    blocks
+        .iter_mut()
+        .zip(mappings)
+        .map(|(blocks, mapping)| ChunkGaps::between(blocks, mapping.end))
+        .collect()
+}
+
+/// Calls `each` with the index of the mapping each live block starts in.
+fn for_each_block_inside(
+    mappings: &[MappingResidency],
+    heap: &LiveHeap,
+    mut each: impl FnMut(usize, &Block),
+) {
     let mut by_start: Vec<usize> = (0..mappings.len()).collect();
     by_start.sort_unstable_by_key(|&index| mappings[index].start);
-    let mut sums: Vec<HashMap<StackId, u64>> = vec![HashMap::new(); mappings.len()];
     for block in heap.blocks() {
         let after = by_start.partition_point(|&index| mappings[index].start <= block.address);
         let Some(&index) = after
@@ -162,14 +232,7 @@ fn live_by_mapping(mappings: &[MappingResidency], heap: &LiveHeap) -> Vec<Vec<(S
             continue;
         };
         if block.address < mappings[index].end {
-            *sums[index].entry(block.stack).or_default() += block.size;
+            each(index, &block);
         }
     }
-    sums.into_iter()
-        .map(|by_stack| {
-            let mut live: Vec<(StackId, u64)> = by_stack.into_iter().collect();
-            live.sort_unstable();
-            live
-        })
-        .collect()
 }

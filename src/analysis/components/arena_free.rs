@@ -1,0 +1,183 @@
+//! Free memory inside glibc's arenas, from the live blocks in each arena mapping: the
+//! reasons arena pages no live block accounts for stay resident (free chunks among live
+//! ones, the top, a thread arena per thread).
+
+use super::chunk_gaps::ChunkGaps;
+use super::tracker::PendingMapping;
+use crate::trace::format::MappingResidency;
+
+/// glibc's `HEAP_MAX_SIZE` on 64-bit: a thread arena's heap is a mapping of this size,
+/// aligned to it, made writable as it grows (the rest shows as a mapping without access).
+const THREAD_HEAP_SIZE: u64 = 64 << 20;
+
+/// Free memory inside the arenas at one snapshot.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ArenaFree {
+    /// The snapshot's time: the one where arena pages no live block accounts for were most.
+    pub time_ns: u64,
+    /// The main arena (`[heap]`).
+    pub main: ChunkGaps,
+    /// Thread arenas holding live blocks, and the free space between those blocks.
+    pub thread_arenas: u64,
+    pub threads: ChunkGaps,
+    /// Resident bytes of the thread arenas that no live block accounts for.
+    pub thread_overhead_rss: u64,
+}
+
+/// Which of glibc's arenas a mapping is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ArenaKind {
+    /// `[heap]`.
+    Main,
+    Thread,
+}
+
+impl ArenaFree {
+    /// Adds an arena mapping whose resident bytes no live block accounts for are
+    /// `overhead_rss`.
+    pub(super) fn add(&mut self, mapping: &PendingMapping, overhead_rss: u64) {
+        let Some(gaps) = &mapping.gaps else {
+            return;
+        };
+        match mapping.arena {
+            Some(ArenaKind::Main) => self.main.add(gaps),
+            Some(ArenaKind::Thread) => {
+                self.thread_arenas += 1;
+                self.threads.add(gaps);
+                self.thread_overhead_rss += overhead_rss;
+            }
+            None => {}
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.main == ChunkGaps::default() && self.thread_arenas == 0
+    }
+}
+
+/// What `mappings[index]` is of glibc's arenas (`mappings` in address order, as smaps lists
+/// them): `[heap]` is the main arena's; a thread arena's heap is an anonymous mapping at a
+/// multiple of `THREAD_HEAP_SIZE`, either that long or followed at once by the inaccessible
+/// rest of its reservation.
+pub(super) fn arena_kind(mappings: &[MappingResidency], index: usize) -> Option<ArenaKind> {
+    let mapping = &mappings[index];
+    if mapping.path == "[heap]" {
+        return Some(ArenaKind::Main);
+    }
+    let next = mappings.get(index + 1);
+    let length = mapping.end - mapping.start;
+    let reserved_rest = next.is_some_and(|next| {
+        next.start == mapping.end
+            && next.flags == 0
+            && next.path.is_empty()
+            && next.end - mapping.start == THREAD_HEAP_SIZE
+    });
+    let thread = mapping.path.is_empty()
+        && mapping.start % THREAD_HEAP_SIZE == 0
+        && (length == THREAD_HEAP_SIZE || reserved_rest);
+    thread.then_some(ArenaKind::Thread)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::format::{MAPPING_READ, MAPPING_WRITE};
+
+    const RW: u8 = MAPPING_READ | MAPPING_WRITE;
+
+    fn mapping(start: u64, end: u64, flags: u8, path: &str) -> MappingResidency {
+        MappingResidency {
+            start,
+            end,
+            flags,
+            offset: 0,
+            inode: 0,
+            path: path.to_string(),
+            rss: 0,
+            pss: 0,
+            shared: 0,
+            private_dirty: 0,
+            anonymous: 0,
+            swap: 0,
+            swap_pss: 0,
+        }
+    }
+
+    #[test]
+    fn the_heap_is_the_main_arena_and_aligned_reservations_are_thread_arenas() {
+        let base = 0x7f00_0000_0000;
+        let block_base = base + 3 * THREAD_HEAP_SIZE;
+        let mappings = [
+            mapping(0x55_0000, 0x95_0000, RW, "[heap]"),
+            mapping(base, base + (1 << 20), RW, ""),
+            mapping(base + (1 << 20), base + THREAD_HEAP_SIZE, 0, ""),
+            mapping(base + THREAD_HEAP_SIZE, base + 2 * THREAD_HEAP_SIZE, RW, ""),
+            // A large block's own mapping: not aligned, or not followed by a reservation.
+            mapping(block_base + 4096, block_base + (9 << 20), RW, ""),
+            mapping(
+                block_base + THREAD_HEAP_SIZE,
+                block_base + THREAD_HEAP_SIZE + (2 << 20),
+                RW,
+                "",
+            ),
+            mapping(0x7fff_0000_0000, 0x7fff_0002_1000, RW, "[stack]"),
+        ];
+        let kinds: Vec<Option<ArenaKind>> = (0..mappings.len())
+            .map(|index| arena_kind(&mappings, index))
+            .collect();
+        use ArenaKind::{Main, Thread};
+        assert_eq!(
+            kinds,
+            [
+                Some(Main),
+                Some(Thread),
+                None,
+                Some(Thread),
+                None,
+                None,
+                None
+            ]
+        );
+    }
+
+    #[test]
+    fn arenas_add_up_by_kind() {
+        let gaps = |bytes: u64| ChunkGaps {
+            chunks: 1,
+            bytes,
+            top: 100,
+            classes: vec![(bytes.ilog2() as u8, bytes)],
+        };
+        let pending = |arena: Option<ArenaKind>, gaps: Option<ChunkGaps>| PendingMapping {
+            start: 0,
+            end: 0,
+            flags: RW,
+            path: String::new(),
+            rss: 0,
+            pss: 0,
+            swap: 0,
+            creator: None,
+            live: Vec::new(),
+            arena,
+            gaps,
+            follows: None,
+            thread_stack: false,
+        };
+        let mut free = ArenaFree::default();
+        assert!(free.is_empty());
+        free.add(&pending(Some(ArenaKind::Main), Some(gaps(4096))), 10);
+        free.add(&pending(Some(ArenaKind::Thread), Some(gaps(8192))), 20);
+        free.add(&pending(Some(ArenaKind::Thread), Some(gaps(64))), 30);
+        // Not an arena, or an arena of a snapshot whose gaps were not worked out.
+        free.add(&pending(None, Some(gaps(1 << 20))), 40);
+        free.add(&pending(Some(ArenaKind::Thread), None), 50);
+        assert_eq!(free.main, gaps(4096));
+        assert_eq!(free.thread_arenas, 2);
+        assert_eq!(
+            (free.threads.chunks, free.threads.bytes, free.threads.top),
+            (2, 8192 + 64, 200)
+        );
+        assert_eq!(free.thread_overhead_rss, 50);
+        assert!(!free.is_empty());
+    }
+}

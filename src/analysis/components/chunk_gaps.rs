@@ -1,0 +1,139 @@
+//! The free space between the live blocks of one mapping, as glibc lays its chunks out: each
+//! block's chunk starts 16 bytes before it and spans `request2size` of its requested size,
+//! so what lies between one live chunk's end and the next one's start is free to the
+//! program (free chunks in the bins, or cached by the allocator), and what lies after the
+//! last live chunk up to the mapping's end is the arena's top.
+
+use crate::analysis::mmap_threshold::chunk_size;
+
+/// glibc's chunk header before a block.
+const CHUNK_HEADER: u64 = 16;
+/// glibc's `MINSIZE`: no free chunk is smaller.
+const MINIMUM_CHUNK: u64 = 32;
+
+/// What one mapping's live blocks leave free between them, or a sum of such.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChunkGaps {
+    /// Runs of free space between two live chunks.
+    pub chunks: u64,
+    pub bytes: u64,
+    /// After the last live chunk, to the mapping's end.
+    pub top: u64,
+    /// Free bytes by size class: (log2 of the run's size, bytes), by class.
+    pub classes: Vec<(u8, u64)>,
+}
+
+impl ChunkGaps {
+    /// The gaps between `blocks` (address, requested size) inside a mapping that ends at
+    /// `end`; sorts `blocks`. None without blocks.
+    pub fn between(blocks: &mut [(u64, u64)], end: u64) -> Option<ChunkGaps> {
+        blocks.sort_unstable();
+        let mut gaps = ChunkGaps::default();
+        let mut previous_end: Option<u64> = None;
+        for &(address, size) in blocks.iter() {
+            let start = address.saturating_sub(CHUNK_HEADER);
+            if let Some(previous_end) = previous_end {
+                let gap = start.saturating_sub(previous_end);
+                if gap >= MINIMUM_CHUNK {
+                    gaps.add_run(gap);
+                }
+            }
+            let chunk_end = start + chunk_size(size);
+            previous_end = Some(previous_end.map_or(chunk_end, |e| e.max(chunk_end)));
+        }
+        gaps.top = end.saturating_sub(previous_end?);
+        Some(gaps)
+    }
+
+    fn add_run(&mut self, bytes: u64) {
+        self.chunks += 1;
+        self.bytes += bytes;
+        let class = bytes.ilog2() as u8;
+        match self.classes.binary_search_by_key(&class, |&(c, _)| c) {
+            Ok(index) => self.classes[index].1 += bytes,
+            Err(index) => self.classes.insert(index, (class, bytes)),
+        }
+    }
+
+    pub fn add(&mut self, other: &ChunkGaps) {
+        self.chunks += other.chunks;
+        self.bytes += other.bytes;
+        self.top += other.top;
+        for &(class, bytes) in &other.classes {
+            match self.classes.binary_search_by_key(&class, |&(c, _)| c) {
+                Ok(index) => self.classes[index].1 += bytes,
+                Err(index) => self.classes.insert(index, (class, bytes)),
+            }
+        }
+    }
+
+    /// The size class holding the most free bytes, as its bounds [2^k, 2^(k+1)).
+    pub fn main_class(&self) -> Option<(u64, u64)> {
+        let &(class, _) = self
+            .classes
+            .iter()
+            .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))?;
+        Some((1 << class, 1 << (class + 1)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_other_freed_block_is_a_free_chunk_and_the_rest_is_top() {
+        // A fence, then four 16 KiB blocks of which the first and third were freed.
+        let base = 0x1000_0010;
+        let fence = (base, 24);
+        let block = |index: u64| base + 32 + index * 16400;
+        let mut blocks = vec![(block(3), 16384), fence, (block(1), 16384)];
+        let end = block(3) - 16 + 16400 + 4096;
+        let gaps = ChunkGaps::between(&mut blocks, end).unwrap();
+        assert_eq!(
+            gaps,
+            ChunkGaps {
+                chunks: 2,
+                bytes: 2 * 16400,
+                top: 4096,
+                classes: vec![(14, 2 * 16400)],
+            }
+        );
+        assert_eq!(gaps.main_class(), Some((16 << 10, 32 << 10)));
+        // Adjacent chunks leave nothing between them.
+        let mut packed = vec![(base, 24), (base + 32, 100)];
+        let packed = ChunkGaps::between(&mut packed, base + 32 + 112 - 16).unwrap();
+        assert_eq!((packed.chunks, packed.bytes, packed.top), (0, 0, 0));
+        assert_eq!(ChunkGaps::between(&mut [], 0), None);
+    }
+
+    #[test]
+    fn sums_keep_their_classes_apart() {
+        let mut total = ChunkGaps::default();
+        let small = ChunkGaps {
+            chunks: 3,
+            bytes: 3 * 48,
+            top: 10,
+            classes: vec![(5, 3 * 48)],
+        };
+        let large = ChunkGaps {
+            chunks: 1,
+            bytes: 1 << 20,
+            top: 20,
+            classes: vec![(20, 1 << 20)],
+        };
+        total.add(&large);
+        total.add(&small);
+        total.add(&small);
+        assert_eq!(
+            total,
+            ChunkGaps {
+                chunks: 7,
+                bytes: 6 * 48 + (1 << 20),
+                top: 40,
+                classes: vec![(5, 6 * 48), (20, 1 << 20)],
+            }
+        );
+        assert_eq!(total.main_class(), Some((1 << 20, 2 << 20)));
+    }
+}
