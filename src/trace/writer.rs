@@ -350,15 +350,16 @@ mod tests {
         let path = directory.path().join("p.msup");
         let mut writer = ProfileWriter::create(&path, &sample_header()).unwrap();
         let threads = MAX_BLOCK_THREADS as u32 + 10;
-        for tid in 0..threads {
-            let record = Record::Free {
+        let records: Vec<Record> = (0..threads)
+            .map(|tid| Record::Free {
                 time_ns: 1,
                 pid: 7,
                 tid,
                 address: 8,
-            };
-            writer.push(&record).unwrap();
-        }
+            })
+            .collect();
+        // In one call: one clock reading, so a slow machine cannot flush by time meanwhile.
+        writer.push_all(&records).unwrap();
         assert_eq!(writer.records_written(), MAX_BLOCK_THREADS as u64);
         writer.finish().unwrap();
         let profile = read_profile(&path).unwrap();
