@@ -374,6 +374,9 @@ impl Replay {
             let snapshots = &image.components.snapshots;
             residency_at_stops(&mut image.mpi_calls, snapshots, &self.mpi_names);
             if let Some((threads, stopped_ns, heap_census)) = self.snapshots.remove(&index) {
+                if let Some(HeapCensus::Walked(totals)) = &heap_census {
+                    components::split_by_census(&mut image.components, &totals.residency);
+                }
                 image.snapshot = Some(ProcessSnapshot {
                     stopped_ns,
                     groups: thread_groups(&threads, stacks),

@@ -220,6 +220,21 @@ fn check_census(
     );
 }
 
+/// What the census found free in the arenas (free chunks, caches, tops) is the allocator's
+/// `overhead` in the snapshot's components, taken from what no known block accounted for.
+fn check_overhead(process: &Value, census: &Value) {
+    let residency = &census["residency"];
+    let part = |name: &str| residency[name].as_u64().unwrap();
+    let free = part("free") + part("cache") + part("top");
+    let components = process["components"].as_array().unwrap();
+    let overhead = components
+        .iter()
+        .find(|component| component["name"] == "overhead")
+        .unwrap_or_else(|| panic!("no overhead in {components:#?}"));
+    assert_eq!(overhead["peak_rss_bytes"], free, "{residency} {overhead}");
+    assert_eq!(overhead["peak_pss_bytes"], free, "private pages: {overhead}");
+}
+
 #[test]
 fn the_census_counts_every_class_and_equals_mallinfo2_with_and_without_debug_symbols() {
     for variant in variants(NAME) {
@@ -270,6 +285,7 @@ fn the_census_counts_every_class_and_equals_mallinfo2_with_and_without_debug_sym
                         mallinfo["keepcost"]
                     );
                     assert!(text.contains(&line), "{text}");
+                    check_overhead(process, &census);
                 }
             }
             censuses.push(census);

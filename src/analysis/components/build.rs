@@ -123,11 +123,7 @@ pub(in crate::analysis) fn build(
             c.peak_requested_bytes + c.peak_rss_bytes + c.peak_pss_bytes + c.peak_swap_bytes > 0
         })
         .collect();
-    components.sort_by(|a, b| {
-        (b.peak_rss_bytes, b.peak_requested_bytes)
-            .cmp(&(a.peak_rss_bytes, a.peak_requested_bytes))
-            .then_with(|| a.name.cmp(&b.name))
-    });
+    sort_components(&mut components);
 
     let samples = &closed.samples;
     let overhead_after = |time_ns: u64| {
@@ -161,6 +157,15 @@ pub(in crate::analysis) fn build(
             swap: sampled(buckets, samples.swap.points()),
         },
     };
+}
+
+/// By peak RSS, then peak requested bytes (highest first), then name.
+pub(super) fn sort_components(components: &mut [Component]) {
+    components.sort_by(|a, b| {
+        (b.peak_rss_bytes, b.peak_requested_bytes)
+            .cmp(&(a.peak_rss_bytes, a.peak_requested_bytes))
+            .then_with(|| a.name.cmp(&b.name))
+    });
 }
 
 /// The modules of the image that MPI brought in (`loaded_by_mpi`): the roots are MPI by

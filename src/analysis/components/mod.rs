@@ -7,6 +7,7 @@ mod arena;
 mod arena_free;
 mod attribution;
 mod build;
+mod census_split;
 mod chunk_gaps;
 mod classify;
 mod fragmentation;
@@ -22,6 +23,7 @@ mod tracker;
 
 pub use arena_free::ArenaFree;
 pub(super) use build::{build, ClosedImage, ImageSamples};
+pub(super) use census_split::split_by_census;
 pub use chunk_gaps::ChunkGaps;
 pub(super) use replay::{Sample, Samples};
 pub(super) use resolve::Images;

@@ -1,0 +1,73 @@
+//! A snapshot's arenas split by the heap census. Without history the arena pages no known
+//! block accounts for are `unknown`; the census tells which of them glibc holds free (free
+//! chunks in its bins, its caches, the tops): those are the allocator's `overhead`, and
+//! what stays `unknown` is in use by the program.
+
+use super::build::sort_components;
+use super::classify::UNKNOWN;
+use super::{Component, Components, ResidentPoint, OVERHEAD};
+use crate::trace::census_format::CensusResidency;
+
+/// Moves what the census found free in the arenas from `unknown` to `overhead` in the last
+/// snapshot (the one taken with the census), at most the arena pages `unknown` holds there.
+pub(in crate::analysis) fn split_by_census(
+    components: &mut Components,
+    residency: &CensusResidency,
+) {
+    let Some(summary) = components.snapshots.last() else {
+        return;
+    };
+    let point = components.snapshots.len() - 1;
+    let list = &mut components.components;
+    let Some(unknown) = list.iter().position(|component| component.name == UNKNOWN) else {
+        return;
+    };
+    let Some(&held) = list[unknown].resident.get(point) else {
+        return;
+    };
+    let free = residency.free + residency.cache + residency.top;
+    let moved_rss = free.min(summary.arena_overhead_rss).min(held.rss);
+    if moved_rss == 0 {
+        return;
+    }
+    let moved_pss = (u128::from(held.pss) * u128::from(moved_rss) / u128::from(held.rss)) as u64;
+    let times: Vec<u64> = components.snapshots.iter().map(|s| s.time_ns).collect();
+    {
+        let point = &mut list[unknown].resident[point];
+        point.rss -= moved_rss;
+        point.pss -= moved_pss;
+    }
+    let overhead = match list.iter().position(|component| component.name == OVERHEAD) {
+        Some(index) => index,
+        None => {
+            list.push(Component {
+                name: OVERHEAD.to_string(),
+                resident: times
+                    .iter()
+                    .map(|&time_ns| ResidentPoint {
+                        time_ns,
+                        rss: 0,
+                        pss: 0,
+                        swap: 0,
+                    })
+                    .collect(),
+                ..Component::default()
+            });
+            list.len() - 1
+        }
+    };
+    {
+        let point = &mut list[overhead].resident[point];
+        point.rss += moved_rss;
+        point.pss += moved_pss;
+    }
+    for component in [unknown, overhead] {
+        let component = &mut list[component];
+        component.peak_rss_bytes = component.resident.iter().map(|p| p.rss).max().unwrap_or(0);
+        component.peak_pss_bytes = component.resident.iter().map(|p| p.pss).max().unwrap_or(0);
+    }
+    list.retain(|c| {
+        c.peak_requested_bytes + c.peak_rss_bytes + c.peak_pss_bytes + c.peak_swap_bytes > 0
+    });
+    sort_components(list);
+}
