@@ -196,6 +196,9 @@ pub struct ProcessAnalysis {
     /// Free memory inside glibc's arenas where it was most: more reasons memory stays
     /// resident (`components::arena_free`). None for an attached image.
     pub arena_free: Option<components::ArenaFree>,
+    /// glibc's heap as `attach` found it, before memsup joined (a snapshot's is in
+    /// `snapshot`).
+    pub census_at_attach: Option<crate::trace::census_format::HeapCensus>,
     /// The same merged by source location (`source_location`): sites whose kept frames name
     /// one (function, file, line) chain are one, their numbers added and their local peak
     /// that of their blocks together; what people read (text, HTML, folded, pprof, diff),
@@ -320,6 +323,7 @@ impl ProcessAnalysis {
             source_sites: Vec::new(),
             mmap_threshold: None,
             arena_free: None,
+            census_at_attach: None,
             mapping_sites: Vec::new(),
             modules: Vec::new(),
             warnings: Vec::new(),

@@ -76,7 +76,7 @@ pub(super) struct Replay {
     last_time_ns: u64,
     /// What snapshots recorded of each image's threads (by position in `processes`), and
     /// how long they stopped it.
-    snapshots: HashMap<usize, (Vec<RecordedThread>, u64, Option<HeapCensus>)>,
+    snapshots: HashMap<usize, (Vec<RecordedThread>, u64, Option<(u64, HeapCensus)>)>,
     /// The recording's MPI function names, by number.
     mpi_names: HashMap<u32, String>,
 }
@@ -271,7 +271,7 @@ impl Replay {
                 census,
             } => {
                 let index = self.image_of(*time_ns, *pid);
-                self.snapshots.entry(index).or_default().2 = Some(census.clone());
+                self.snapshots.entry(index).or_default().2 = Some((*time_ns, census.clone()));
             }
             Record::ProcessRole { time_ns, pid, role } => {
                 let index = self.image_of(*time_ns, *pid);
@@ -373,15 +373,22 @@ impl Replay {
             image.moments = moments::moments(image, &stacks.heap.changes, &site_of_stack);
             let snapshots = &image.components.snapshots;
             residency_at_stops(&mut image.mpi_calls, snapshots, &self.mpi_names);
-            if let Some((threads, stopped_ns, heap_census)) = self.snapshots.remove(&index) {
-                if let Some(HeapCensus::Walked(totals)) = &heap_census {
-                    components::split_by_census(&mut image.components, &totals.residency);
+            if let Some((threads, stopped_ns, census)) = self.snapshots.remove(&index) {
+                if let Some((time_ns, HeapCensus::Walked(totals))) = &census {
+                    components::split_by_census(&mut image.components, totals, *time_ns);
                 }
-                image.snapshot = Some(ProcessSnapshot {
-                    stopped_ns,
-                    groups: thread_groups(&threads, stacks),
-                    heap_census,
-                });
+                let heap_census = census.map(|(_, census)| census);
+                // A snapshot shows its threads; an attached recording has only the census
+                // taken at the attach.
+                if threads.is_empty() {
+                    image.census_at_attach = heap_census;
+                } else {
+                    image.snapshot = Some(ProcessSnapshot {
+                        stopped_ns,
+                        groups: thread_groups(&threads, stacks),
+                        heap_census,
+                    });
+                }
             }
         }
         self.processes

@@ -317,6 +317,7 @@ impl Tracer<'_> {
             ));
         }
         let maps = read_maps(pid).map_err(|e| Error::io(format!("/proc/{pid}/maps"), e))?;
+        self.census_at_attach(pid, &maps, &tids);
         let anchor = maps
             .iter()
             .find(|m| m.executable && m.path.as_deref().is_some_and(|p| p.contains("libc.so")))

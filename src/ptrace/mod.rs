@@ -1,5 +1,6 @@
 //! The ptrace engine: launch, attach, the event loop, detach. One thread owns every ptrace call.
 pub mod attach;
+mod attach_census;
 pub mod capture;
 pub mod detach;
 mod exit_snapshot;

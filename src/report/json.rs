@@ -311,6 +311,7 @@ impl<'a> ProcessJson<'a> {
                 .snapshot
                 .as_ref()
                 .and_then(|snapshot| snapshot.heap_census.as_ref())
+                .or(image.census_at_attach.as_ref())
                 .map(CensusJson::new),
         }
     }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::common::announced::{start_announced, Running, Start};
-use crate::common::live_process::tracer_pid;
+use crate::common::live_process::{thread_states, tracer_pid, wait_until};
 use crate::common::report::{report_json, report_output};
 use crate::common::run::{clean_command, memsup_binary, spawn_piped, wait_within};
 use crate::common::tools::require_file;
@@ -232,7 +232,10 @@ fn check_overhead(process: &Value, census: &Value) {
         .find(|component| component["name"] == "overhead")
         .unwrap_or_else(|| panic!("no overhead in {components:#?}"));
     assert_eq!(overhead["peak_rss_bytes"], free, "{residency} {overhead}");
-    assert_eq!(overhead["peak_pss_bytes"], free, "private pages: {overhead}");
+    assert_eq!(
+        overhead["peak_pss_bytes"], free,
+        "private pages: {overhead}"
+    );
 }
 
 #[test]
@@ -379,4 +382,72 @@ fn without_symbols_a_lone_main_arena_is_found_by_its_top_and_bins() {
     program.write_stdin(b"\n");
     let rest = program.finish_cleanly();
     assert_eq!(rest, format!("{NAME}: released\n"));
+}
+
+/// `memsup attach` starts from a census: the fixture's heap exactly as a snapshot sees it,
+/// "live before attach" counts its chunks in use, and what glibc holds free is `overhead`
+/// in the start snapshot, not `unknown`.
+#[test]
+fn an_attach_starts_from_a_census_of_the_heap() {
+    for variant in variants(NAME) {
+        let path = fixture(NAME, variant);
+        let (mut program, announced) = start(&path, &[]);
+        let pid = program.pid;
+        let directory = tempfile::tempdir().unwrap();
+        let profile = directory.path().join("attach.msup");
+        let mut command = clean_command(memsup_binary());
+        command.args(["attach", "-q", "-o"]);
+        command.arg(&profile).arg(pid.to_string());
+        let (memsup, description) = spawn_piped(command);
+        let memsup_pid = memsup.id();
+        wait_until("memsup traces the fixture", Duration::from_secs(30), || {
+            tracer_pid(pid) == memsup_pid
+        });
+        // Joined and let go: both threads wait again (stdin, the condition).
+        wait_until("the fixture runs on", Duration::from_secs(30), || {
+            thread_states(pid).iter().all(|state| state == "S")
+        });
+        program.write_stdin(b"\n");
+        let rest = program.finish_cleanly();
+        assert_eq!(rest, format!("{NAME}: released\n"), "{variant:?}");
+        let output = wait_within(memsup, &description, Duration::from_secs(60));
+        assert_eq!(output.status.code(), Some(0), "{variant:?}: {output:?}");
+        let report = report_json(&profile);
+        let process = &report["processes"][0];
+        assert_eq!(process["cause"], "attach");
+        let census = &process["heap_census"];
+        let text = report_output(&profile, &[]);
+        let line = text
+            .lines()
+            .find(|line| line.starts_with("  live before attach "))
+            .unwrap_or_else(|| panic!("{variant:?}: no line for the census:\n{text}"));
+        let Some(mallinfo) = &announced.mallinfo else {
+            assert_eq!(census["walked"], false, "{census}");
+            let reason = census["reason"].as_str().unwrap();
+            assert!(line.ends_with(&format!(" not counted: {reason}")), "{line}");
+            continue;
+        };
+        check_census(census, variant, &path, announced.big_chunk, mallinfo);
+        check_overhead(process, census);
+        let count = |blocks: &Value| {
+            (
+                blocks["count"].as_u64().unwrap(),
+                blocks["bytes"].as_u64().unwrap(),
+            )
+        };
+        let (mut blocks, mut bytes) = count(&census["totals"]["mmapped"]);
+        for arena in census["arenas"].as_array().unwrap() {
+            let (arena_blocks, arena_bytes) = count(&arena["in_use"]);
+            blocks += arena_blocks;
+            bytes += arena_bytes;
+        }
+        assert!(
+            line.contains(&format!(" {blocks} blocks, "))
+                && line.ends_with(&format!(
+                    "({bytes} bytes) (glibc's chunks in use when memsup attached, by its heap \
+                     census)"
+                )),
+            "{variant:?}: {line}"
+        );
+    }
 }

@@ -6,18 +6,24 @@
 use super::build::sort_components;
 use super::classify::UNKNOWN;
 use super::{Component, Components, ResidentPoint, OVERHEAD};
-use crate::trace::census_format::CensusResidency;
+use crate::trace::census_format::CensusTotals;
 
-/// Moves what the census found free in the arenas from `unknown` to `overhead` in the last
-/// snapshot (the one taken with the census), at most the arena pages `unknown` holds there.
+/// Moves what the census taken at `census_ns` found free in the arenas from `unknown` to
+/// `overhead` in the snapshot taken with it (the first at or after it: an attach's start
+/// snapshot; else the last: a snapshot's), at most the arena pages `unknown` holds there.
 pub(in crate::analysis) fn split_by_census(
     components: &mut Components,
-    residency: &CensusResidency,
+    census: &CensusTotals,
+    census_ns: u64,
 ) {
-    let Some(summary) = components.snapshots.last() else {
+    let snapshots = &components.snapshots;
+    let Some(point) = (snapshots.iter().position(|s| s.time_ns >= census_ns))
+        .or_else(|| snapshots.len().checked_sub(1))
+    else {
         return;
     };
-    let point = components.snapshots.len() - 1;
+    let summary = &snapshots[point];
+    let residency = &census.residency;
     let list = &mut components.components;
     let Some(unknown) = list.iter().position(|component| component.name == UNKNOWN) else {
         return;

@@ -11,6 +11,7 @@ use super::{
 };
 use crate::analysis::live_end::LiveEnd;
 use crate::analysis::{ProcessAnalysis, ProfileInfo};
+use crate::trace::census_format::HeapCensus;
 
 /// The components named on the summary line; the others are counted.
 const COMPONENTS_SHOWN: usize = 6;
@@ -53,6 +54,7 @@ fn summary_rows(image: &ProcessAnalysis) -> Rows {
         human_duration(image.start_ns)
     );
     let mut rows = vec![("command", command), ("exit", exit)];
+    rows.extend(before_attach_row(image));
     let calls = calls_summary(image);
     if calls.is_empty() {
         rows.push(("calls", "none".to_string()));
@@ -62,6 +64,26 @@ fn summary_rows(image: &ProcessAnalysis) -> Rows {
     rows.extend(resident_row(image));
     rows.extend(mapping_row(image));
     rows
+}
+
+/// What glibc's heap held when memsup attached, by its census.
+fn before_attach_row(image: &ProcessAnalysis) -> Rows {
+    let value = match &image.census_at_attach {
+        None => return Vec::new(),
+        Some(HeapCensus::Untrusted { reason }) => format!("not counted: {reason}"),
+        Some(HeapCensus::Walked(census)) => {
+            let mut live = census.mmapped;
+            for arena in &census.arenas {
+                live.merge(arena.in_use);
+            }
+            format!(
+                "{}, {} (glibc's chunks in use when memsup attached, by its heap census)",
+                plural(live.count, "block"),
+                human_bytes(live.bytes)
+            )
+        }
+    };
+    vec![("live before attach", value)]
 }
 
 /// Peak, leaks, then what made them.

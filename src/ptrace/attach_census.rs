@@ -1,0 +1,30 @@
+//! The heap census at an attach: what glibc's heap held before memsup joined, so that blocks
+//! allocated before the attach are counted by size class, and the arena pages glibc holds
+//! free are told from those in use, instead of all being `unknown`.
+
+use crate::census::{self, ThreadPointer};
+use crate::events::EventKind;
+use crate::proc::maps::MapEntry;
+use crate::ptrace::regs;
+use crate::ptrace::tracer::Tracer;
+
+impl Tracer<'_> {
+    /// Reads the heap of `pid` while its threads `tids` are stopped at the attach, before
+    /// memsup maps anything in it; nothing is written to the process.
+    pub(crate) fn census_at_attach(&mut self, pid: i32, maps: &[MapEntry], tids: &[i32]) {
+        let allocator = census::locate(pid, maps, &self.modules);
+        let mut pointers = Vec::new();
+        let mut stack_pointers = Vec::new();
+        for &tid in tids {
+            if let Ok(registers) = regs::get_registers(tid) {
+                pointers.push(ThreadPointer {
+                    tid,
+                    fs_base: registers.fs_base,
+                });
+                stack_pointers.push(registers.rsp);
+            }
+        }
+        let census = census::take(pid, maps, &allocator, &pointers, &stack_pointers);
+        self.send(pid, pid, EventKind::HeapCensus(census));
+    }
+}
