@@ -26,6 +26,14 @@ use crate::trace::format::{
 };
 use crate::trace::stacks::{StackId, StackNode};
 
+/// What a snapshot (or an attach's census) recorded of one image: its threads, how long
+/// it was stopped, and glibc's heap with the time it was read.
+#[derive(Default)]
+struct SnapshotParts {
+    threads: Vec<RecordedThread>,
+    stopped_ns: u64,
+    census: Option<(u64, HeapCensus)>,
+}
 /// Replay state of an image that has not ended yet.
 #[derive(Debug)]
 struct OpenImage {
@@ -76,7 +84,7 @@ pub(super) struct Replay {
     last_time_ns: u64,
     /// What snapshots recorded of each image's threads (by position in `processes`), and
     /// how long they stopped it.
-    snapshots: HashMap<usize, (Vec<RecordedThread>, u64, Option<(u64, HeapCensus)>)>,
+    snapshots: HashMap<usize, SnapshotParts>,
     /// The recording's MPI function names, by number.
     mpi_names: HashMap<u32, String>,
 }
@@ -254,7 +262,7 @@ impl Replay {
                     thread,
                     stack: *stack,
                 };
-                self.snapshots.entry(index).or_default().0.push(recorded);
+                self.snapshots.entry(index).or_default().threads.push(recorded);
             }
             Record::SnapshotStop {
                 time_ns,
@@ -263,7 +271,7 @@ impl Replay {
                 ..
             } => {
                 let index = self.image_of(*time_ns, *pid);
-                self.snapshots.entry(index).or_default().1 = *stopped_ns;
+                self.snapshots.entry(index).or_default().stopped_ns = *stopped_ns;
             }
             Record::HeapCensus {
                 time_ns,
@@ -271,7 +279,7 @@ impl Replay {
                 census,
             } => {
                 let index = self.image_of(*time_ns, *pid);
-                self.snapshots.entry(index).or_default().2 = Some((*time_ns, census.clone()));
+                self.snapshots.entry(index).or_default().census = Some((*time_ns, census.clone()));
             }
             Record::ProcessRole { time_ns, pid, role } => {
                 let index = self.image_of(*time_ns, *pid);
@@ -373,7 +381,12 @@ impl Replay {
             image.moments = moments::moments(image, &stacks.heap.changes, &site_of_stack);
             let snapshots = &image.components.snapshots;
             residency_at_stops(&mut image.mpi_calls, snapshots, &self.mpi_names);
-            if let Some((threads, stopped_ns, census)) = self.snapshots.remove(&index) {
+            if let Some(parts) = self.snapshots.remove(&index) {
+                let SnapshotParts {
+                    threads,
+                    stopped_ns,
+                    census,
+                } = parts;
                 if let Some((time_ns, HeapCensus::Walked(totals))) = &census {
                     components::split_by_census(&mut image.components, totals, *time_ns);
                 }
