@@ -387,7 +387,10 @@ impl Replay {
                     stopped_ns,
                     census,
                 } = parts;
-                if let Some((time_ns, HeapCensus::Walked(totals))) = &census {
+                // Only where the arena pages no known block accounts for are `unknown`.
+                if let (false, Some((time_ns, HeapCensus::Walked(totals)))) =
+                    (image.every_block_seen, &census)
+                {
                     components::split_by_census(&mut image.components, totals, *time_ns);
                 }
                 let heap_census = census.map(|(_, census)| census);

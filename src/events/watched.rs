@@ -91,8 +91,9 @@ impl Watched {
     }
 
     /// `pid` stopped at its exec, before the exec's events are sent: samples read earlier
-    /// are of the image it left. The count is kept after the process is gone, so a pid
-    /// reused meanwhile never matches a stale sample.
+    /// are of the image it left. (A sample read between the kernel's switch to the new
+    /// program and this stop still goes to the old image: a fork child that execs at once
+    /// has no old image to receive it, as the analysis drops what precedes such an exec.)
     pub fn exec_begins(&self, pid: i32) {
         *lock(&self.images).entry(pid).or_default() += 1;
     }
@@ -136,6 +137,12 @@ impl Watched {
     /// Asks for a snapshot of `pid` at once.
     pub fn request(&self, pid: i32, reason: SnapshotReason) {
         lock(&self.requests).snapshots.insert(pid, reason);
+        self.wake();
+    }
+
+    /// Asks for a snapshot of `pid` unless one is pending already (whose reason stays).
+    pub fn request_unless_pending(&self, pid: i32, reason: SnapshotReason) {
+        lock(&self.requests).snapshots.entry(pid).or_insert(reason);
         self.wake();
     }
 
@@ -308,6 +315,15 @@ mod tests {
                 (7, SnapshotReason::Exec)
             ]
         );
+        // Asked again after an exec: a pending reason stays.
+        watched.request(5, SnapshotReason::Signal);
+        watched.request_unless_pending(5, SnapshotReason::Interval);
+        watched.request_unless_pending(6, SnapshotReason::Interval);
+        watched.take_requests(&mut snapshots, &mut peaks);
+        assert_eq!(
+            snapshots,
+            [(5, SnapshotReason::Signal), (6, SnapshotReason::Interval)]
+        );
     }
 
     #[test]
@@ -341,9 +357,13 @@ mod tests {
         // Another process's exec changes nothing of this one's.
         watched.exec_begins(6);
         assert!(watched.send_if_same_image(5, after, || sent.push("still new image")));
-        // A pid reused after the process is gone keeps counting: no stale sample matches.
+        // Gone and back (a reused pid): the count goes on.
         watched.remove(5);
         assert!(!watched.send_if_same_image(5, before, || sent.push("stale")));
-        assert_eq!(sent, ["first image", "new image", "still new image"]);
+        assert!(watched.send_if_same_image(5, after, || sent.push("reused")));
+        assert_eq!(
+            sent,
+            ["first image", "new image", "still new image", "reused"]
+        );
     }
 }

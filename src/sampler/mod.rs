@@ -126,8 +126,7 @@ impl Work {
                 next_interval_snapshot = Some((next + interval).max(now));
             }
             for pid in self.watched.take_new_images() {
-                self.highs.forget(pid);
-                self.cpu_ns.remove(&pid);
+                self.forget_image(pid);
             }
             self.snapshot_round(next_status);
             if now >= next_status {
@@ -241,8 +240,9 @@ impl Work {
                 SnapshotReason::Signal | SnapshotReason::Interval | SnapshotReason::Start
             );
             if of_the_process {
-                self.watched.request(pid, asked);
+                self.watched.request_unless_pending(pid, asked);
             }
+            self.forget_image(pid);
             return None;
         }
         // Whatever its reason (an exec or a signal may have replaced a pending start).
@@ -250,6 +250,13 @@ impl Work {
         self.highs.snapshotted(pid, now_ns);
         self.last_cost.insert(pid, cost);
         Some(cost)
+    }
+
+    /// `pid` exec'd: the highs and CPU time of its old image say nothing about the new one
+    /// (the interpret stage says so too, later).
+    fn forget_image(&mut self, pid: i32) {
+        self.highs.forget(pid);
+        self.cpu_ns.remove(&pid);
     }
 
     /// Snapshots `pid` for `high` when the credit for highs allows; else the high waits for
@@ -312,6 +319,7 @@ impl Work {
                 )
             });
             if !sent {
+                self.forget_image(pid);
                 continue;
             }
             let activity = self.activity(pid, memory.running);

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeSet;
 
+use super::arena_free::ArenaKind;
 use super::classify::{LIBC, MEMSUP, MPI, MPI_SHM, SHM, STACKS, UNKNOWN};
 use super::resolve::Resolver;
 use super::tracker::PendingMapping;
@@ -53,7 +54,8 @@ pub(super) fn holder(
     if file_backed {
         return file_holder(mapping, facts, resolver);
     }
-    if !mapping.live.is_empty() {
+    // A thread arena's heap is the allocator's, blocks inside or not, whoever mapped it.
+    if !mapping.live.is_empty() || mapping.arena == Some(ArenaKind::Thread) {
         return Holder::Arena;
     }
     // A module's zero-filled data: mapped by the kernel at exec or by the dynamic linker,

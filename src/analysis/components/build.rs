@@ -117,12 +117,7 @@ pub(in crate::analysis) fn build(
             component.peak_swap_bytes = component.peak_swap_bytes.max(held.swap);
         }
     }
-    let mut components: Vec<Component> = components
-        .into_values()
-        .filter(|c| {
-            c.peak_requested_bytes + c.peak_rss_bytes + c.peak_pss_bytes + c.peak_swap_bytes > 0
-        })
-        .collect();
+    let mut components: Vec<Component> = components.into_values().filter(holds_anything).collect();
     sort_components(&mut components);
 
     let samples = &closed.samples;
@@ -157,6 +152,17 @@ pub(in crate::analysis) fn build(
             swap: sampled(buckets, samples.swap.points()),
         },
     };
+}
+
+/// Whether a component held anything at some point.
+pub(super) fn holds_anything(component: &Component) -> bool {
+    let peaks = [
+        component.peak_requested_bytes,
+        component.peak_rss_bytes,
+        component.peak_pss_bytes,
+        component.peak_swap_bytes,
+    ];
+    peaks.iter().any(|&peak| peak > 0)
 }
 
 /// By peak RSS, then peak requested bytes (highest first), then name.

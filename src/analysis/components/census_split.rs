@@ -3,7 +3,7 @@
 //! chunks in its bins, its caches, the tops): those are the allocator's `overhead`, and
 //! what stays `unknown` is in use by the program.
 
-use super::build::sort_components;
+use super::build::{holds_anything, sort_components};
 use super::classify::UNKNOWN;
 use super::{Component, Components, ResidentPoint, OVERHEAD};
 use crate::trace::census_format::CensusTotals;
@@ -37,12 +37,11 @@ pub(in crate::analysis) fn split_by_census(
         return;
     }
     let moved_pss = (u128::from(held.pss) * u128::from(moved_rss) / u128::from(held.rss)) as u64;
-    let times: Vec<u64> = components.snapshots.iter().map(|s| s.time_ns).collect();
-    {
-        let point = &mut list[unknown].resident[point];
-        point.rss -= moved_rss;
-        point.pss -= moved_pss;
-    }
+    let times: Vec<u64> = components
+        .snapshots
+        .iter()
+        .map(|snapshot| snapshot.time_ns)
+        .collect();
     let overhead = match list.iter().position(|component| component.name == OVERHEAD) {
         Some(index) => index,
         None => {
@@ -62,18 +61,22 @@ pub(in crate::analysis) fn split_by_census(
             list.len() - 1
         }
     };
-    {
-        let point = &mut list[overhead].resident[point];
-        point.rss += moved_rss;
-        point.pss += moved_pss;
+    // A user rule named `overhead` may hold requested bytes only: no resident points.
+    if list[overhead].resident.len() <= point {
+        return;
     }
+    let unknown_point = &mut list[unknown].resident[point];
+    unknown_point.rss -= moved_rss;
+    unknown_point.pss -= moved_pss;
+    let overhead_point = &mut list[overhead].resident[point];
+    overhead_point.rss += moved_rss;
+    overhead_point.pss += moved_pss;
     for component in [unknown, overhead] {
         let component = &mut list[component];
-        component.peak_rss_bytes = component.resident.iter().map(|p| p.rss).max().unwrap_or(0);
-        component.peak_pss_bytes = component.resident.iter().map(|p| p.pss).max().unwrap_or(0);
+        let points = &component.resident;
+        component.peak_rss_bytes = points.iter().map(|point| point.rss).max().unwrap_or(0);
+        component.peak_pss_bytes = points.iter().map(|point| point.pss).max().unwrap_or(0);
     }
-    list.retain(|c| {
-        c.peak_requested_bytes + c.peak_rss_bytes + c.peak_pss_bytes + c.peak_swap_bytes > 0
-    });
+    list.retain(holds_anything);
     sort_components(list);
 }

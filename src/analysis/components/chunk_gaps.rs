@@ -39,17 +39,31 @@ impl ChunkGaps {
                 }
             }
             let chunk_end = start + chunk_size(size);
-            previous_end = Some(previous_end.map_or(chunk_end, |e| e.max(chunk_end)));
+            previous_end = Some(previous_end.map_or(chunk_end, |end| end.max(chunk_end)));
         }
         gaps.top = end.saturating_sub(previous_end?);
         Some(gaps)
     }
 
+    /// A mapping with no live block: all of it is top.
+    pub fn empty(length: u64) -> ChunkGaps {
+        ChunkGaps {
+            top: length,
+            ..ChunkGaps::default()
+        }
+    }
+
     fn add_run(&mut self, bytes: u64) {
         self.chunks += 1;
         self.bytes += bytes;
-        let class = bytes.ilog2() as u8;
-        match self.classes.binary_search_by_key(&class, |&(c, _)| c) {
+        self.add_to_class(bytes.ilog2() as u8, bytes);
+    }
+
+    fn add_to_class(&mut self, class: u8, bytes: u64) {
+        match self
+            .classes
+            .binary_search_by_key(&class, |&(known, _)| known)
+        {
             Ok(index) => self.classes[index].1 += bytes,
             Err(index) => self.classes.insert(index, (class, bytes)),
         }
@@ -60,10 +74,7 @@ impl ChunkGaps {
         self.bytes += other.bytes;
         self.top += other.top;
         for &(class, bytes) in &other.classes {
-            match self.classes.binary_search_by_key(&class, |&(c, _)| c) {
-                Ok(index) => self.classes[index].1 += bytes,
-                Err(index) => self.classes.insert(index, (class, bytes)),
-            }
+            self.add_to_class(class, bytes);
         }
     }
 
@@ -72,7 +83,7 @@ impl ChunkGaps {
         let &(class, _) = self
             .classes
             .iter()
-            .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))?;
+            .max_by(|one, other| one.1.cmp(&other.1).then(other.0.cmp(&one.0)))?;
         Some((1 << class, 1 << (class + 1)))
     }
 }

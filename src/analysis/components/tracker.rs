@@ -27,7 +27,8 @@ pub(super) struct PendingMapping {
     pub live: Vec<(StackId, u64)>,
     /// Which of glibc's arenas the mapping looks like.
     pub arena: Option<ArenaKind>,
-    /// The free space between those blocks, as glibc lays them out: for an arena of the
+    /// The free space between those blocks, as glibc lays them out (all of a thread arena's
+    /// heap without blocks): for an arena of the
     /// image's snapshot with the highest `free_score` (the first of equal ones, and some
     /// before it); else None.
     pub gaps: Option<ChunkGaps>,
@@ -208,10 +209,20 @@ fn gaps_by_mapping(
             blocks[index].push((block.address, block.size));
         }
     });
+    // A thread arena's heap without live blocks is free from end to end (the thread freed
+    // everything); a `[heap]` without any need not be glibc's (musl's holds no blocks).
     blocks
         .iter_mut()
         .zip(mappings)
-        .map(|(blocks, mapping)| ChunkGaps::between(blocks, mapping.end))
+        .zip(arenas)
+        .map(|((blocks, mapping), arena)| match arena {
+            Some(ArenaKind::Main) => ChunkGaps::between(blocks, mapping.end),
+            Some(ArenaKind::Thread) => Some(
+                ChunkGaps::between(blocks, mapping.end)
+                    .unwrap_or_else(|| ChunkGaps::empty(mapping.end - mapping.start)),
+            ),
+            None => None,
+        })
         .collect()
 }
 

@@ -56,13 +56,16 @@ fn arena_lines(free: &ArenaFree, start_ns: u64) -> Vec<String> {
             1 => "1 thread arena".to_string(),
             count => format!("{count} thread arenas"),
         };
+        let chunks = match free.threads.chunks {
+            0 => String::new(),
+            _ => format!(", {}", free_chunks(&free.threads)),
+        };
         lines.push(format!(
-            "{arenas} hold {} that no live block accounts for at {at}, {}: glibc gives threads \
-             arenas of their own, up to 8 per core, and reuses free memory only within its \
-             arena; MALLOC_ARENA_MAX caps how many there are (1: every thread shares the \
+            "{arenas} hold {} that no live block accounts for at {at}{chunks}: glibc gives \
+             threads arenas of their own, up to 8 per core, and reuses free memory only within \
+             its arena; MALLOC_ARENA_MAX caps how many there are (1: every thread shares the \
              main arena)",
             short_bytes(free.thread_overhead_rss),
-            free_chunks(&free.threads),
         ));
     }
     lines
@@ -134,6 +137,21 @@ mod tests {
             ..free
         };
         assert!(arena_lines(&small, 0).is_empty());
+        // Arenas whose threads freed everything: no free chunks to name.
+        let emptied = ArenaFree {
+            main: ChunkGaps::default(),
+            threads: ChunkGaps::empty(1 << 20),
+            ..free
+        };
+        assert_eq!(
+            arena_lines(&emptied, 500_000_000),
+            [
+                "4 thread arenas hold 2.00 MiB that no live block accounts for at 1.00 s: glibc \
+              gives threads arenas of their own, up to 8 per core, and reuses free memory only \
+              within its arena; MALLOC_ARENA_MAX caps how many there are (1: every thread \
+              shares the main arena)"
+            ]
+        );
         assert_eq!(power_of_two(1 << 30), "1 GiB");
         assert_eq!(power_of_two(32), "32 bytes");
     }
