@@ -80,27 +80,14 @@ pub(super) fn arena_kind(mappings: &[MappingResidency], index: usize) -> Option<
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::region;
     use super::*;
     use crate::trace::format::{MAPPING_READ, MAPPING_WRITE};
 
     const RW: u8 = MAPPING_READ | MAPPING_WRITE;
 
     fn mapping(start: u64, end: u64, flags: u8, path: &str) -> MappingResidency {
-        MappingResidency {
-            start,
-            end,
-            flags,
-            offset: 0,
-            inode: 0,
-            path: path.to_string(),
-            rss: 0,
-            pss: 0,
-            shared: 0,
-            private_dirty: 0,
-            anonymous: 0,
-            swap: 0,
-            swap_pss: 0,
-        }
+        region(start, end, flags, path, 0, 0)
     }
 
     #[test]

@@ -151,7 +151,14 @@ fn mmap(time_ns: u64, address: u64, length: u64, flags: u64, stack: StackId) -> 
 }
 
 /// A mapping of a snapshot: rss and pss given, no swap.
-fn region(start: u64, end: u64, flags: u8, path: &str, rss: u64, pss: u64) -> MappingResidency {
+pub(super) fn region(
+    start: u64,
+    end: u64,
+    flags: u8,
+    path: &str,
+    rss: u64,
+    pss: u64,
+) -> MappingResidency {
     MappingResidency {
         start,
         end,
