@@ -213,4 +213,8 @@ pub trait Residency {
     /// `pid` stopped at an exec, whose events are not sent yet: samples the sampler read
     /// before are of the image it leaves, and are dropped.
     fn exec_begins(&self, pid: i32);
+    /// `pid` runs `exe`, as recorded at its launch, attach or exec.
+    fn program_is(&self, pid: i32, exe: &str);
+    /// Fork child `child` runs its parent's program.
+    fn forked(&self, parent: i32, child: i32);
 }

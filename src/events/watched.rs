@@ -11,7 +11,7 @@ use crossbeam_channel::Sender;
 
 use crate::failure::lock;
 use crate::hooks::drain::Flusher;
-use crate::trace::format::SnapshotReason;
+use crate::trace::format::{MappingResidency, SnapshotReason};
 
 #[derive(Debug, Default)]
 pub struct Watched {
@@ -27,6 +27,9 @@ pub struct Watched {
     /// How many times each process exec'd. A sample read while a process execs can be of
     /// the image it left; sent after the exec's events it would land in the new one.
     images: Mutex<BTreeMap<i32, u64>>,
+    /// The program each process runs, as the tracer last recorded it: a snapshot that does
+    /// not map it was read after an exec the tracer has not handled yet.
+    programs: Mutex<BTreeMap<i32, String>>,
 }
 
 /// A new high of a process's live requested bytes, and when it was reached (monotonic ns).
@@ -91,11 +94,35 @@ impl Watched {
     }
 
     /// `pid` stopped at its exec, before the exec's events are sent: samples read earlier
-    /// are of the image it left. (A sample read between the kernel's switch to the new
-    /// program and this stop still goes to the old image: a fork child that execs at once
-    /// has no old image to receive it, as the analysis drops what precedes such an exec.)
+    /// are of the image it left. (A snapshot read between the kernel's switch to the new
+    /// program and this stop does not map the old program: `maps_program` refuses it.)
     pub fn exec_begins(&self, pid: i32) {
         *lock(&self.images).entry(pid).or_default() += 1;
+        // Unknown until the exec is recorded: no snapshot is refused meanwhile.
+        lock(&self.programs).remove(&pid);
+    }
+
+    /// `pid` runs `exe` (recorded at its launch, attach or exec).
+    pub fn program_is(&self, pid: i32, exe: &str) {
+        lock(&self.programs).insert(pid, exe.to_string());
+    }
+
+    /// Fork child `child` runs its parent's program until it execs.
+    pub fn forked(&self, parent: i32, child: i32) {
+        let mut programs = lock(&self.programs);
+        if let Some(exe) = programs.get(&parent).cloned() {
+            programs.insert(child, exe);
+        }
+    }
+
+    /// Whether snapshot `mappings` of `pid` map its program (" (deleted)" may follow the
+    /// path); true when the program is not known or nothing is mapped.
+    pub fn maps_program(&self, pid: i32, mappings: &[MappingResidency]) -> bool {
+        let programs = lock(&self.programs);
+        let Some(exe) = programs.get(&pid).filter(|exe| !exe.is_empty()) else {
+            return true;
+        };
+        mappings.is_empty() || mappings.iter().any(|mapping| mapping.path.starts_with(exe))
     }
 
     /// Runs `send` if `pid` has not exec'd since `image` was read, and says whether it ran.
@@ -341,6 +368,44 @@ mod tests {
         watched.remove(6);
         assert_eq!(watched.take_new_images(), BTreeSet::from([5]));
         assert!(watched.take_new_images().is_empty());
+    }
+
+    #[test]
+    fn a_snapshot_must_map_the_program_last_recorded() {
+        let mapping = |path: &str| MappingResidency {
+            start: 0x1000,
+            end: 0x2000,
+            flags: 0,
+            offset: 0,
+            inode: 0,
+            path: path.to_string(),
+            rss: 0,
+            pss: 0,
+            shared: 0,
+            private_dirty: 0,
+            anonymous: 0,
+            swap: 0,
+            swap_pss: 0,
+        };
+        let proxy = [mapping("/usr/bin/hydra_pmi_proxy"), mapping("[heap]")];
+        let rank = [mapping("/tmp/rank"), mapping("[stack]")];
+        let replaced = [mapping("/tmp/rank (deleted)")];
+        let watched = Watched::default();
+        // Nothing recorded yet: anything goes.
+        assert!(watched.maps_program(7, &rank));
+        watched.program_is(7, "/usr/bin/hydra_pmi_proxy");
+        watched.forked(7, 8);
+        watched.forked(99, 9);
+        assert!(watched.maps_program(8, &proxy));
+        // Read after the kernel ran the new program, before the tracer saw the exec.
+        assert!(!watched.maps_program(8, &rank));
+        assert!(watched.maps_program(9, &rank));
+        watched.exec_begins(8);
+        assert!(watched.maps_program(8, &proxy));
+        watched.program_is(8, "/tmp/rank");
+        assert!(watched.maps_program(8, &rank) && watched.maps_program(8, &replaced));
+        assert!(!watched.maps_program(8, &proxy));
+        assert!(watched.maps_program(8, &[]));
     }
 
     #[test]

@@ -110,6 +110,7 @@ impl Tracer<'_> {
                 },
             );
             self.inherit_launcher_role(parent_pid, child);
+            self.residency.forked(parent_pid, child);
             // The child has the parent's scratch page at the same address.
             if let Some(scratch) = &self.process(child)?.scratch {
                 let address = scratch.base;
@@ -169,6 +170,7 @@ impl Tracer<'_> {
                 argv,
             },
         );
+        self.residency.program_is(pid, &exe);
         self.record_role(pid, &exe);
     }
 

@@ -216,11 +216,18 @@ impl Work {
         let mut snapshot = snapshot::take(pid, asked, &mut self.buffer)?;
         let now_ns = monotonic_ns();
         let EventKind::SmapsSnapshot {
-            reason, cost_ns, ..
+            reason,
+            cost_ns,
+            mappings,
         } = &mut snapshot
         else {
             return None;
         };
+        // Read after the kernel ran a new program, before the tracer handled that exec (its
+        // stop snapshots the new image): of neither image as the stream stands.
+        if !self.watched.maps_program(pid, mappings) {
+            return None;
+        }
         // A high's delay runs to the snapshot's time, the end of its read.
         if let SnapshotReason::RequestedHigh { delay_ns, .. }
         | SnapshotReason::RssHigh { delay_ns, .. } = reason
@@ -414,5 +421,13 @@ impl Residency for Snapshots {
 
     fn exec_begins(&self, pid: i32) {
         self.watched.exec_begins(pid);
+    }
+
+    fn program_is(&self, pid: i32, exe: &str) {
+        self.watched.program_is(pid, exe);
+    }
+
+    fn forked(&self, parent: i32, child: i32) {
+        self.watched.forked(parent, child);
     }
 }

@@ -52,6 +52,10 @@ impl Residency for NoResidency {
     }
 
     fn exec_begins(&self, _pid: i32) {}
+
+    fn program_is(&self, _pid: i32, _exe: &str) {}
+
+    fn forked(&self, _parent: i32, _child: i32) {}
 }
 
 /// A sink whose events the test reads back with `sent` or `sent_events`.
