@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use nix::errno::Errno;
 
+use crate::census;
 use crate::error::{Error, Result};
 use crate::events::EventKind;
 use crate::proc::maps::read_maps;
@@ -283,6 +284,10 @@ impl Tracer<'_> {
         if self.processes.contains_key(&pid) {
             return Ok(());
         }
+        // Where glibc's malloc is and its symbols: files read before the stop, not during it.
+        let allocator = read_maps(pid)
+            .map_err(|error| error.to_string())
+            .and_then(|maps| census::locate(pid, &maps, &self.modules));
         let threads = seize_all_threads(pid)?;
         let process = self.new_process(pid, true);
         self.processes.start(process);
@@ -317,7 +322,7 @@ impl Tracer<'_> {
             ));
         }
         let maps = read_maps(pid).map_err(|e| Error::io(format!("/proc/{pid}/maps"), e))?;
-        self.census_at_attach(pid, &maps, &tids);
+        self.census_at_attach(pid, &maps, &allocator, &tids);
         let anchor = maps
             .iter()
             .find(|m| m.executable && m.path.as_deref().is_some_and(|p| p.contains("libc.so")))

@@ -2,7 +2,7 @@
 //! allocated before the attach are counted by size class, and the arena pages glibc holds
 //! free are told from those in use, instead of all being `unknown`.
 
-use crate::census::{self, ThreadPointer};
+use crate::census::{self, Allocator, ThreadPointer};
 use crate::events::EventKind;
 use crate::proc::maps::MapEntry;
 use crate::ptrace::regs;
@@ -10,9 +10,15 @@ use crate::ptrace::tracer::Tracer;
 
 impl Tracer<'_> {
     /// Reads the heap of `pid` while its threads `tids` are stopped at the attach, before
-    /// memsup maps anything in it; nothing is written to the process.
-    pub(crate) fn census_at_attach(&mut self, pid: i32, maps: &[MapEntry], tids: &[i32]) {
-        let allocator = census::locate(pid, maps, &self.modules);
+    /// memsup maps anything in it; nothing is written to the process. `allocator` was found
+    /// before the stop, so that only the heap's reads lengthen it.
+    pub(crate) fn census_at_attach(
+        &mut self,
+        pid: i32,
+        maps: &[MapEntry],
+        allocator: &Result<Allocator, String>,
+        tids: &[i32],
+    ) {
         let mut pointers = Vec::new();
         let mut stack_pointers = Vec::new();
         for &tid in tids {
@@ -24,7 +30,7 @@ impl Tracer<'_> {
                 stack_pointers.push(registers.rsp);
             }
         }
-        let census = census::take(pid, maps, &allocator, &pointers, &stack_pointers);
+        let census = census::take(pid, maps, allocator, &pointers, &stack_pointers);
         self.send(pid, pid, EventKind::HeapCensus(census));
     }
 }
