@@ -341,7 +341,7 @@ impl Tracer<'_> {
             self.joining.remove(&joined.tid);
             if !joined.group_stopped {
                 let _ = self.resume(joined.tid);
-            } else if regs::listen(joined.tid).is_err() {
+            } else if self.listen(joined.tid).is_err() {
                 // Not in its group-stop any more (it ran the scratch page's mmap): stop it
                 // again the way job control did.
                 let _ = regs::resume(joined.tid, libc::SIGSTOP);

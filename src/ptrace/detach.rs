@@ -144,7 +144,7 @@ impl Tracer<'_> {
     }
 
     /// Brings a thread that reported something other than our interrupt to a clean stop.
-    fn settle_for_detach(&mut self, stop: Stop, deadline: &Deadline) -> Result<()> {
+    pub(super) fn settle_for_detach(&mut self, stop: Stop, deadline: &Deadline) -> Result<()> {
         let tid = stop.tid();
         if matches!(stop, Stop::Syscall { .. })
             || matches!(stop, Stop::Event { event, .. } if event != Event::Stop)
@@ -308,19 +308,25 @@ impl Tracer<'_> {
         }
         self.processes.put_back(process);
         self.finish_image(pid);
-        let shares_parent_memory = self.process(pid).is_ok_and(|p| p.shares_parent_memory);
-        if !shares_parent_memory {
-            self.remove_hooks(pid, &tids);
-        }
-        let Some(mut process) = self.processes.end(pid) else {
+        let Ok(process) = self.process_mut(pid) else {
             return;
         };
-        if process.shares_parent_memory {
+        let shares_parent_memory = process.shares_parent_memory;
+        if shares_parent_memory {
             // The parent's detach restores the one memory they share.
             process.breakpoints.clear();
         } else {
+            // Before the hooks go: their threads may run out of the hook code, past no int3.
             process.counters.foreign_patches +=
                 process.breakpoints.restore_all(&mut process.memory);
+            self.remove_hooks(pid);
+        }
+        // Threads may have started or ended while running out of the hook code.
+        let tids = self.threads.of(pid);
+        let Some(mut process) = self.processes.end(pid) else {
+            return;
+        };
+        if !process.shares_parent_memory {
             self.unmap_scratch(&mut process, &tids);
         }
         for &tid in &tids {

@@ -13,7 +13,7 @@ use crate::hooks::inject::Injector;
 use crate::hooks::layout::{area_bytes, header, rings_end, Op};
 use crate::hooks::placement::{page_bytes, plan, Target};
 use crate::module::loaded::LoadedModule;
-use crate::ptrace::inside::InsideCheck;
+use crate::ptrace::leave_hooks::HookCode;
 use crate::ptrace::regs;
 use crate::ptrace::state::{PatchedEntry, ProcessHooks};
 use crate::ptrace::tracer::Tracer;
@@ -404,9 +404,10 @@ impl Tracer<'_> {
         self.send(pid, pid, EventKind::HookCalls(finished.calls));
     }
 
-    /// Detach: every entry gets its bytes back; the code pages and the area go only when no
-    /// thread can still be in them, else the hooks are left switched off.
-    pub(crate) fn remove_hooks(&mut self, pid: i32, tids: &[i32]) {
+    /// Detach (every int3 already removed): every entry gets its bytes back; the code pages
+    /// and the area go once no thread can be in them (the threads run out of them first),
+    /// else the hooks are left switched off.
+    pub(crate) fn remove_hooks(&mut self, pid: i32) {
         let Some(hooks) = self.processes.get_mut(&pid).and_then(|p| p.hooks.take()) else {
             return;
         };
@@ -427,19 +428,19 @@ impl Tracer<'_> {
             };
             let _ = process.memory.write_code(entry.address, &bytes);
         }
-        let check = InsideCheck::for_process(pid, &self.modules);
-        let process = self.processes.get_mut(&pid).expect("checked");
-        let inside = tids
-            .iter()
-            .any(|&tid| check.may_be_inside(tid, &process.memory, &hooks.pages));
-        if inside {
-            self.warn(
-                pid,
-                "a thread may still be inside memsup's hook code: it stays mapped, switched off"
-                    .into(),
-            );
-            return;
+        match self.leave_hook_code(pid, &hooks.pages) {
+            HookCode::Unused => {}
+            HookCode::ImageGone => return,
+            HookCode::MaybeInUse => {
+                self.warn(
+                    pid,
+                    "a thread may still be inside memsup's hook code: it stays mapped, switched off"
+                        .into(),
+                );
+                return;
+            }
         }
+        let tids = self.threads.of(pid);
         let Some(&tid) = tids.iter().find(|tid| !self.inside_event.contains(tid)) else {
             return;
         };

@@ -12,6 +12,7 @@ pub mod hooks;
 pub mod inject;
 mod inside;
 pub mod launch;
+mod leave_hooks;
 mod leftovers;
 pub mod lifecycle;
 pub mod memory;

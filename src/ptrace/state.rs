@@ -28,6 +28,9 @@ pub struct Thread {
     /// Signals that arrived while memsup ran code in the thread, delivered at the next resume.
     pub(super) pending_signals: Vec<i32>,
     pub(super) stack_copy: StackCopyState,
+    /// Left in its group-stop by job control (`PTRACE_LISTEN`) until it reports SIGCONT:
+    /// detach must not run it.
+    pub(super) job_stopped: bool,
 }
 
 impl Thread {
@@ -38,6 +41,7 @@ impl Thread {
             pending_syscall: None,
             pending_signals: Vec::new(),
             stack_copy: StackCopyState::default(),
+            job_stopped: false,
         }
     }
 }

@@ -314,7 +314,7 @@ impl<'a> Tracer<'a> {
             Event::Clone | Event::Fork | Event::Vfork => self.on_new_child(tid, event),
             Event::Exec => self.on_exec(tid),
             Event::Seccomp => self.on_seccomp(tid),
-            Event::Stop if GROUP_STOP_SIGNALS.contains(&signal) => self.tracee.listen(tid),
+            Event::Stop if GROUP_STOP_SIGNALS.contains(&signal) => self.listen(tid),
             Event::Exit => {
                 self.snapshot_at_exit(tid);
                 self.resume(tid)
@@ -341,12 +341,21 @@ impl<'a> Tracer<'a> {
             return self.tracee.resume(tid, 0);
         };
         let held = std::mem::take(&mut thread.pending_signals);
+        thread.job_stopped = false;
         let pid = thread.pid;
         self.tracee.resume(tid, 0)?;
         for signal in held {
             self.tracee.signal_thread(pid, tid, signal);
         }
         Ok(())
+    }
+
+    /// Leaves a group-stopped thread in its stop, to report SIGCONT.
+    pub(super) fn listen(&mut self, tid: i32) -> Result<()> {
+        if let Some(thread) = self.threads.get_mut(&tid) {
+            thread.job_stopped = true;
+        }
+        self.tracee.listen(tid)
     }
 
     pub(super) fn process(&self, pid: i32) -> Result<&Process> {

@@ -83,6 +83,7 @@ fn twenty_kills_of_an_attached_memsup_leave_the_target_running_unchanged() {
         memsup.wait().expect("reaping memsup");
         std::thread::sleep(Duration::from_millis(run_on));
         let (_, output) = program.finish();
+        let what = format!("{what}; the target ended with {}", output.status);
         assert_eq!(
             after_pid(&output.stdout),
             after_pid(&native.stdout),

@@ -30,6 +30,7 @@ mod exports_pprof;
 mod fork_exec;
 mod heap_census;
 mod hook_chaos;
+mod hook_detach;
 mod hook_stacks;
 mod html_moments;
 mod html_report;
