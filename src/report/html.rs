@@ -38,6 +38,7 @@ pub mod moment_graphs;
 pub mod palette;
 pub mod site_stacks;
 pub mod site_table;
+pub mod thread_groups;
 
 use std::io::Write;
 

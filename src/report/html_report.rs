@@ -9,6 +9,7 @@ use super::html::moment_graphs::moment_graphs;
 use super::html::palette::Palette;
 use super::html::site_stacks::{detailed_graph, mapped_graph};
 use super::html::site_table::site_table_section;
+use super::html::thread_groups;
 use super::html::{render_detailed, DetailedGraph, FlameGraph};
 use super::text::human_bytes;
 use crate::analysis::live_end::LiveEnd;
@@ -60,12 +61,21 @@ pub fn render(analysis: &Analysis, out: &mut dyn Write) -> std::io::Result<()> {
     let graphs = detailed_graphs(analysis);
     let title = analysis.profile.target.join(" ");
     let palette = Palette::of_images(&analysis.processes);
+    // A snapshot's threads first: where each thread is, is what a snapshot is taken for.
     let mut sections: Vec<String> = analysis
         .processes
         .iter()
         .enumerate()
-        .map(|(index, image)| process_section_in(image, index, &palette))
+        .map(|(index, image)| thread_groups::html_section(image, index))
+        .filter(|section| !section.is_empty())
         .collect();
+    sections.extend(
+        analysis
+            .processes
+            .iter()
+            .enumerate()
+            .map(|(index, image)| process_section_in(image, index, &palette)),
+    );
     let sizes = analysis.processes.iter().enumerate();
     sections.extend(sizes.map(|(index, image)| super::size_classes::html_section(image, index)));
     let selector = super::choose::html_selector::selector_section(std::slice::from_ref(analysis));

@@ -19,8 +19,8 @@ use crate::analysis::components::{
     SnapshotSummary, TimePoint, OVERHEAD,
 };
 use crate::analysis::tests::heap_profile;
-use crate::analysis::{analyze, Analysis};
-use crate::trace::format::SnapshotReason;
+use crate::analysis::{analyze, Analysis, Frame, ProcessSnapshot, SnapshotThread, ThreadGroup};
+use crate::trace::format::{SnapshotReason, ThreadActivity};
 
 pub(crate) fn points(values: &[(u64, u64)]) -> Vec<TimePoint> {
     values
@@ -132,4 +132,42 @@ pub(crate) fn components_analysis() -> Analysis {
     assert_eq!(analysis.processes[0].start_ns, 1000);
     analysis.processes[0].components = sample_components();
     analysis
+}
+
+/// A snapshot of three threads in two stacks: threads 5 and 6 in `futex` under
+/// `wait_here` (t.c:3) and `worker` (t.c:9), thread 4 running in `spin` (t.c:20), stopped
+/// 1.5 ms.
+pub(crate) fn two_stack_snapshot() -> ProcessSnapshot {
+    let thread = |tid, activity, wchan: &str| SnapshotThread {
+        tid,
+        activity,
+        kernel_state: 'S',
+        wchan: wchan.to_string(),
+    };
+    let frame = |function: &str, line| Frame {
+        function: function.to_string(),
+        file: Some("t.c".to_string()),
+        line: Some(line),
+        module: "/bin/t".to_string(),
+        address: 0x1000,
+        offset: 0,
+        inlined: false,
+    };
+    ProcessSnapshot {
+        stopped_ns: 1_500_000,
+        groups: vec![
+            ThreadGroup {
+                stack: vec![frame("wait_here", 3), frame("worker", 9)],
+                threads: vec![
+                    thread(5, ThreadActivity::SystemCall(202), "futex_wait_queue"),
+                    thread(6, ThreadActivity::SystemCall(202), "futex_wait_queue"),
+                ],
+            },
+            ThreadGroup {
+                stack: vec![frame("spin", 20)],
+                threads: vec![thread(4, ThreadActivity::Running, "")],
+            },
+        ],
+        heap_census: None,
+    }
 }

@@ -13,6 +13,8 @@ mod threads;
 
 pub use components::short_bytes;
 pub use role::role_description;
+pub use sites::frame_line;
+pub use threads::thread_line;
 
 use std::io::Write;
 

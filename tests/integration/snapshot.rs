@@ -260,6 +260,18 @@ fn a_snapshot_names_each_thread_s_function_and_state() {
             text.contains(&format!("== process {pid} (snapshot) ==\n")),
             "{text}"
         );
+        // The HTML page shows the same groups, the spinner's stack innermost first.
+        let html = report_output(&profile, &["--format", "html", "-o", "-"]);
+        let spinner_group = format!(
+            "<li>thread {}: running (kernel state R)</li>\n</ul>\n\
+             <ol class=\"stack\" start=\"0\">\n<li>spin_until_released at ",
+            fixture.spinner
+        );
+        assert!(html.contains(&spinner_group), "{html}");
+        assert!(
+            html.contains("<p>5 threads in 5 distinct stacks</p>"),
+            "{html}"
+        );
         let dump = dump_text(&profile);
         let states = dump
             .lines()

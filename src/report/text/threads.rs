@@ -59,43 +59,11 @@ pub fn thread_line(thread: &SnapshotThread) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::{Frame, ThreadGroup};
-    use crate::trace::format::ThreadActivity;
+    use crate::report::test_data::two_stack_snapshot;
 
     #[test]
     fn each_stack_is_shown_once_with_its_threads() {
-        let thread = |tid, activity, wchan: &str| SnapshotThread {
-            tid,
-            activity,
-            kernel_state: 'S',
-            wchan: wchan.to_string(),
-        };
-        let frame = |function: &str, line| Frame {
-            function: function.to_string(),
-            file: Some("t.c".to_string()),
-            line: Some(line),
-            module: "/bin/t".to_string(),
-            address: 0x1000,
-            offset: 0,
-            inlined: false,
-        };
-        let snapshot = ProcessSnapshot {
-            stopped_ns: 1_500_000,
-            groups: vec![
-                ThreadGroup {
-                    stack: vec![frame("wait_here", 3), frame("worker", 9)],
-                    threads: vec![
-                        thread(5, ThreadActivity::SystemCall(202), "futex_wait_queue"),
-                        thread(6, ThreadActivity::SystemCall(202), "futex_wait_queue"),
-                    ],
-                },
-                ThreadGroup {
-                    stack: vec![frame("spin", 20)],
-                    threads: vec![thread(4, ThreadActivity::Running, "")],
-                },
-            ],
-            heap_census: None,
-        };
+        let snapshot = two_stack_snapshot();
         let mut out = Vec::new();
         render_threads(&snapshot, &mut out).unwrap();
         assert_eq!(
