@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 use crate::events::EventKind;
 use crate::ptrace::hits::return_event;
 use crate::ptrace::inject::{choose_live_injector, remote_syscall, RemoteSyscall, PAGE_SIZE};
+use crate::ptrace::leave_hooks::is_job_control_stop;
 use crate::ptrace::memory::RemoteMemory;
 use crate::ptrace::regs;
 use crate::ptrace::state::Process;
@@ -99,8 +100,8 @@ impl Tracer<'_> {
             let consumed = self.consume_pending_trap(tid, &deadline);
             keep_first_error(&mut first_error, consumed);
         }
-        let pids: Vec<i32> = self.processes.keys().copied().collect();
-        for pid in pids {
+        // A process forked while the threads ran out of the hook code is detached too.
+        while let Some(pid) = self.processes.keys().copied().min() {
             self.detach_process(pid);
         }
         self.joining.clear();
@@ -146,6 +147,12 @@ impl Tracer<'_> {
     /// Brings a thread that reported something other than our interrupt to a clean stop.
     pub(super) fn settle_for_detach(&mut self, stop: Stop, deadline: &Deadline) -> Result<()> {
         let tid = stop.tid();
+        if is_job_control_stop(&stop) {
+            // Not to be run before the detach hands it back to its group-stop.
+            if let Some(thread) = self.threads.get_mut(&tid) {
+                thread.job_stopped = true;
+            }
+        }
         if matches!(stop, Stop::Syscall { .. })
             || matches!(stop, Stop::Event { event, .. } if event != Event::Stop)
         {

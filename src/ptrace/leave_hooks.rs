@@ -2,12 +2,26 @@
 //! call a hook made, or in a hook's wait) must leave it before the code is unmapped. With the
 //! hooks switched off, the entries restored and every int3 gone, the process runs in short
 //! turns, stopped again after each, until no thread may be inside or the turns run out.
+//!
+//! During a turn the process runs as it would untraced: a signal is delivered at its
+//! signal-delivery stop as soon as it is seen, with its own siginfo (a fault handled by the
+//! program sees its fault once). A clone or fork joins the new thread or process, stopped,
+//! and the turns go on. Whatever else stops a thread (a job-control stop, a vfork, an exec or
+//! exit, a thread that does not stop in time) ends the turns with the thread settled as at
+//! the detach's own stop.
 
-use std::time::Duration;
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
 
+use nix::sys::wait::{waitpid, WaitPidFlag};
+use nix::unistd::Pid;
+
+use crate::ptrace::detach::thread_is_zombie;
 use crate::ptrace::inside::InsideCheck;
 use crate::ptrace::regs;
-use crate::ptrace::stop::{Deadline, STOP_TIMEOUT};
+use crate::ptrace::stop::{
+    wait_for_thread_until, Deadline, Event, Stop, WaitFailure, GROUP_STOP_SIGNALS, STOP_TIMEOUT,
+};
 use crate::ptrace::tracer::Tracer;
 
 /// Turns of running before the code is given up as still in use (left mapped, switched off).
@@ -15,6 +29,17 @@ const TURNS: u32 = 20;
 /// How long each turn runs: an allocator call returns in microseconds; a turn also lets a
 /// preempted thread be scheduled.
 const TURN: Duration = Duration::from_millis(2);
+
+/// How often a turn looks for signals to deliver.
+const POLL: Duration = Duration::from_micros(100);
+
+/// A thread's state after a stop during the turns.
+enum TurnStop {
+    /// Given its signal, running again.
+    Running,
+    /// Stopped; `go_on` is false when the turns must end.
+    Stopped { go_on: bool },
+}
 
 /// Where the hook code stands once the threads had their turns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,9 +55,10 @@ pub(crate) enum HookCode {
 impl Tracer<'_> {
     /// Whether a thread of `pid` (stopped) may still be inside `pages`, after up to `TURNS`
     /// turns of running. A process left in its group-stop by job control is not run, nor one
-    /// with a thread stopped in the middle of an event (a clone, an exec).
+    /// with a thread stopped in the middle of an event (a clone, an exec) or not stopped.
     pub(crate) fn leave_hook_code(&mut self, pid: i32, pages: &[(u64, u64)]) -> HookCode {
-        let deadline = Deadline::after(STOP_TIMEOUT);
+        let processes_before: HashSet<i32> = self.processes.keys().copied().collect();
+        let mut outcome = HookCode::MaybeInUse;
         for turn in 0..=TURNS {
             // An exec makes the process anew, without its scratch page.
             if !self
@@ -40,45 +66,190 @@ impl Tracer<'_> {
                 .get(&pid)
                 .is_some_and(|p| p.scratch.is_some())
             {
-                return HookCode::ImageGone;
-            }
-            if !self.may_be_inside(pid, pages) {
-                return HookCode::Unused;
+                outcome = HookCode::ImageGone;
+                break;
             }
             let tids = self.threads.of(pid);
-            let held = tids.iter().any(|tid| {
-                self.inside_event.contains(tid)
-                    || self.unresponsive.contains(tid)
-                    || self
-                        .threads
-                        .get(tid)
-                        .is_some_and(|thread| thread.job_stopped)
-            });
-            if turn == TURNS || held {
-                return HookCode::MaybeInUse;
+            // A thread still running (not stopped in time) has no registers to read: it
+            // counts as maybe inside.
+            if !self.may_be_inside(pid, &tids, pages) {
+                outcome = HookCode::Unused;
+                break;
             }
-            for &tid in &tids {
-                // A held signal stays held: it is sent again after the detach.
-                let _ = regs::resume(tid, 0);
+            if turn == TURNS || tids.iter().any(|&tid| self.held(tid)) {
+                break;
             }
-            std::thread::sleep(TURN);
-            let _ = self.stop_threads(&tids, &deadline);
-            while let Some(stop) = self.deferred.pop_front() {
-                let _ = self.settle_for_detach(stop, &deadline);
+            if !self.run_one_turn(pid, &tids) {
+                break;
             }
         }
-        HookCode::MaybeInUse
+        if !self
+            .processes
+            .get(&pid)
+            .is_some_and(|p| p.scratch.is_some())
+        {
+            outcome = HookCode::ImageGone;
+        }
+        for child in self.processes.keys().copied().collect::<Vec<_>>() {
+            if !processes_before.contains(&child) {
+                self.warn(
+                    child,
+                    "forked while memsup detached: memsup's hook pages, switched off, stay \
+                     mapped in it"
+                        .into(),
+                );
+            }
+        }
+        outcome
     }
 
-    /// Whether a stopped thread of `pid` runs in `pages` or has a frame returning into them.
-    fn may_be_inside(&self, pid: i32, pages: &[(u64, u64)]) -> bool {
+    /// Whether thread `tid` must not be run: stopped by job control, in the middle of an
+    /// event, or not stopped at all.
+    fn held(&self, tid: i32) -> bool {
+        self.inside_event.contains(&tid)
+            || self.unresponsive.contains(&tid)
+            || self
+                .threads
+                .get(&tid)
+                .is_some_and(|thread| thread.job_stopped)
+    }
+
+    /// Runs `tids` for one turn and stops them again; false when a thread reported
+    /// something that ends the turns. Signals are delivered as they come, during the turn
+    /// too: a timer signal pending at each resume would otherwise stop the thread before it
+    /// ran any code, turn after turn.
+    fn run_one_turn(&mut self, pid: i32, tids: &[i32]) -> bool {
+        // A zombie thread (a main thread ended by pthread_exit) never stops again.
+        let mut running: Vec<i32> = tids
+            .iter()
+            .copied()
+            .filter(|&tid| !thread_is_zombie(pid, tid))
+            .collect();
+        for &tid in &running {
+            // A held signal stays held: it is sent again after the detach.
+            let _ = regs::resume(tid, 0);
+        }
+        let deadline = Deadline::after(STOP_TIMEOUT);
+        let mut go_on = true;
+        let turn_end = Instant::now() + TURN;
+        while Instant::now() < turn_end {
+            let mut index = 0;
+            while index < running.len() {
+                let tid = running[index];
+                let flags = WaitPidFlag::__WALL | WaitPidFlag::WNOHANG;
+                let stop = match waitpid(Pid::from_raw(tid), Some(flags)) {
+                    Ok(status) => Stop::from_wait_status(status),
+                    Err(_) => None,
+                };
+                match stop.map(|stop| self.on_turn_stop(tid, stop, &deadline)) {
+                    None | Some(TurnStop::Running) => index += 1,
+                    Some(TurnStop::Stopped { go_on: more }) => {
+                        go_on &= more;
+                        running.swap_remove(index);
+                    }
+                }
+            }
+            std::thread::sleep(POLL);
+        }
+        let interrupted: Vec<i32> = running
+            .into_iter()
+            .filter(|&tid| regs::interrupt(tid).is_ok())
+            .collect();
+        for tid in interrupted {
+            go_on &= self.collect_interrupt(tid, &deadline);
+        }
+        go_on
+    }
+
+    /// Waits for the interrupt stop of `tid`, delivering the signals that come first; false
+    /// when anything else stopped it (settled for the detach).
+    fn collect_interrupt(&mut self, tid: i32, deadline: &Deadline) -> bool {
+        loop {
+            let status = match wait_for_thread_until(tid, deadline) {
+                Ok(status) => status,
+                Err(WaitFailure::TimedOut) => {
+                    self.unresponsive.push(tid);
+                    return false;
+                }
+                // Gone, reaped elsewhere.
+                Err(_) => return true,
+            };
+            let Some(stop) = Stop::from_wait_status(status) else {
+                continue;
+            };
+            match self.on_turn_stop(tid, stop, deadline) {
+                // Any stop drops a pending interrupt: interrupt again.
+                TurnStop::Running => {
+                    if regs::interrupt(tid).is_err() {
+                        return true;
+                    }
+                }
+                TurnStop::Stopped { go_on } => return go_on,
+            }
+        }
+    }
+
+    /// What a stop of `tid` during the turns means: a signal is delivered and the thread
+    /// runs on; our interrupt, or a clone or fork (the new thread or process joined,
+    /// stopped; the creating thread goes on from its event stop at the next turn), leave it
+    /// stopped and the turns go on; anything else is settled for the detach and ends them (a
+    /// vfork's parent, for one, could not stop again until its child runs).
+    fn on_turn_stop(&mut self, tid: i32, stop: Stop, deadline: &Deadline) -> TurnStop {
+        match stop {
+            Stop::Event {
+                event: Event::Stop,
+                signal,
+                ..
+            } if signal == libc::SIGTRAP => TurnStop::Stopped { go_on: true },
+            Stop::Signal { signal, .. } if !GROUP_STOP_SIGNALS.contains(&signal) => {
+                if regs::resume(tid, signal).is_err() {
+                    return TurnStop::Stopped { go_on: true };
+                }
+                TurnStop::Running
+            }
+            Stop::Exited { .. } | Stop::Killed { .. } => {
+                let _ = self.settle_for_detach(stop, deadline);
+                TurnStop::Stopped { go_on: true }
+            }
+            Stop::Event {
+                event: Event::Clone | Event::Fork,
+                ..
+            } => {
+                let _ = self.settle_for_detach(stop, deadline);
+                self.inside_event.remove(&tid);
+                TurnStop::Stopped { go_on: true }
+            }
+            other => {
+                let _ = self.settle_for_detach(other, deadline);
+                self.inside_event.insert(tid);
+                TurnStop::Stopped { go_on: false }
+            }
+        }
+    }
+
+    /// Whether a stopped thread of `pid` runs in `pages` or has a frame returning into them;
+    /// a thread whose registers cannot be read, and is no zombie, may be.
+    fn may_be_inside(&self, pid: i32, tids: &[i32], pages: &[(u64, u64)]) -> bool {
         let Some(process) = self.processes.get(&pid) else {
             return false;
         };
         let check = InsideCheck::for_process(pid, &self.modules);
-        self.threads
-            .of(pid)
-            .iter()
-            .any(|&tid| check.may_be_inside(tid, &process.memory, pages))
+        tids.iter().any(|&tid| {
+            let unreadable = regs::get_registers(tid).is_err() && !thread_is_zombie(pid, tid);
+            unreadable || check.may_be_inside(tid, &process.memory, pages)
+        })
+    }
+}
+
+/// A stop job control caused: a stop signal at its delivery, or the group-stop it starts.
+pub(crate) fn is_job_control_stop(stop: &Stop) -> bool {
+    match *stop {
+        Stop::Signal { signal, .. } => GROUP_STOP_SIGNALS.contains(&signal),
+        Stop::Event {
+            event: Event::Stop,
+            signal,
+            ..
+        } => GROUP_STOP_SIGNALS.contains(&signal),
+        _ => false,
     }
 }
