@@ -13,6 +13,7 @@ use crate::hooks::inject::Injector;
 use crate::hooks::layout::{area_bytes, header, rings_end, Op};
 use crate::hooks::placement::{page_bytes, plan, Target};
 use crate::module::loaded::LoadedModule;
+use crate::ptrace::detach::thread_is_zombie;
 use crate::ptrace::leave_hooks::HookCode;
 use crate::ptrace::regs;
 use crate::ptrace::state::{PatchedEntry, ProcessHooks};
@@ -441,7 +442,10 @@ impl Tracer<'_> {
             }
         }
         let tids = self.threads.of(pid);
-        let Some(&tid) = tids.iter().find(|tid| !self.inside_event.contains(tid)) else {
+        let injector = tids
+            .iter()
+            .find(|&&tid| !self.inside_event.contains(&tid) && !thread_is_zombie(pid, tid));
+        let Some(&tid) = injector else {
             return;
         };
         let _ = self.with_injector(pid, tid, |injector| {

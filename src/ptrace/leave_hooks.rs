@@ -19,9 +19,7 @@ use nix::unistd::Pid;
 use crate::ptrace::detach::thread_is_zombie;
 use crate::ptrace::inside::InsideCheck;
 use crate::ptrace::regs;
-use crate::ptrace::stop::{
-    wait_for_thread_until, Deadline, Event, Stop, WaitFailure, GROUP_STOP_SIGNALS, STOP_TIMEOUT,
-};
+use crate::ptrace::stop::{Deadline, Event, Stop, GROUP_STOP_SIGNALS, STOP_TIMEOUT};
 use crate::ptrace::tracer::Tracer;
 
 /// Turns of running before the code is given up as still in use (left mapped, switched off).
@@ -29,6 +27,9 @@ const TURNS: u32 = 20;
 /// How long each turn runs: an allocator call returns in microseconds; a turn also lets a
 /// preempted thread be scheduled.
 const TURN: Duration = Duration::from_millis(2);
+
+/// Signals a faulting instruction raises: they come again when it runs again.
+const FAULTS: [i32; 4] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGFPE];
 
 /// How often a turn looks for signals to deliver.
 const POLL: Duration = Duration::from_micros(100);
@@ -89,6 +90,11 @@ impl Tracer<'_> {
             .is_some_and(|p| p.scratch.is_some())
         {
             outcome = HookCode::ImageGone;
+        } else if outcome == HookCode::MaybeInUse
+            && !self.may_be_inside(pid, &self.threads.of(pid), pages)
+        {
+            // The turns ended early, but every thread had left by then.
+            outcome = HookCode::Unused;
         }
         for child in self.processes.keys().copied().collect::<Vec<_>>() {
             if !processes_before.contains(&child) {
@@ -126,67 +132,68 @@ impl Tracer<'_> {
             .filter(|&tid| !thread_is_zombie(pid, tid))
             .collect();
         for &tid in &running {
-            // A held signal stays held: it is sent again after the detach.
+            if let Some(thread) = self.threads.get_mut(&tid) {
+                // A fault held at the detach's stop comes again, with its own siginfo, when
+                // the instruction runs again: sent after the detach too, it would be seen
+                // twice. Other held signals are sent again after the detach.
+                thread
+                    .pending_signals
+                    .retain(|signal| !FAULTS.contains(signal));
+            }
             let _ = regs::resume(tid, 0);
         }
+        let mut go_on = self.poll_stops(pid, &mut running, Instant::now() + TURN, false);
+        running.retain(|&tid| regs::interrupt(tid).is_ok());
+        go_on &= self.poll_stops(pid, &mut running, Instant::now() + STOP_TIMEOUT, true);
+        if !running.is_empty() {
+            self.unresponsive.extend(running);
+            return false;
+        }
+        go_on
+    }
+
+    /// Serves the stops of `running` until `until` or until none runs: each thread that
+    /// stops for good leaves the list. With `interrupting`, a thread given its signal is
+    /// interrupted again (any stop drops a pending interrupt). Threads that end as zombies
+    /// or are gone leave the list too. False when a stop ends the turns.
+    fn poll_stops(
+        &mut self,
+        pid: i32,
+        running: &mut Vec<i32>,
+        until: Instant,
+        interrupting: bool,
+    ) -> bool {
         let deadline = Deadline::after(STOP_TIMEOUT);
         let mut go_on = true;
-        let turn_end = Instant::now() + TURN;
-        while Instant::now() < turn_end {
+        while !running.is_empty() && Instant::now() < until {
             let mut index = 0;
             while index < running.len() {
                 let tid = running[index];
                 let flags = WaitPidFlag::__WALL | WaitPidFlag::WNOHANG;
                 let stop = match waitpid(Pid::from_raw(tid), Some(flags)) {
                     Ok(status) => Stop::from_wait_status(status),
-                    Err(_) => None,
+                    Err(_) => {
+                        running.swap_remove(index);
+                        continue;
+                    }
                 };
-                match stop.map(|stop| self.on_turn_stop(tid, stop, &deadline)) {
-                    None | Some(TurnStop::Running) => index += 1,
+                let still_running = match stop.map(|stop| self.on_turn_stop(tid, stop, &deadline)) {
+                    None => !thread_is_zombie(pid, tid),
+                    Some(TurnStop::Running) => !interrupting || regs::interrupt(tid).is_ok(),
                     Some(TurnStop::Stopped { go_on: more }) => {
                         go_on &= more;
-                        running.swap_remove(index);
+                        false
                     }
+                };
+                if still_running {
+                    index += 1;
+                } else {
+                    running.swap_remove(index);
                 }
             }
             std::thread::sleep(POLL);
         }
-        let interrupted: Vec<i32> = running
-            .into_iter()
-            .filter(|&tid| regs::interrupt(tid).is_ok())
-            .collect();
-        for tid in interrupted {
-            go_on &= self.collect_interrupt(tid, &deadline);
-        }
         go_on
-    }
-
-    /// Waits for the interrupt stop of `tid`, delivering the signals that come first; false
-    /// when anything else stopped it (settled for the detach).
-    fn collect_interrupt(&mut self, tid: i32, deadline: &Deadline) -> bool {
-        loop {
-            let status = match wait_for_thread_until(tid, deadline) {
-                Ok(status) => status,
-                Err(WaitFailure::TimedOut) => {
-                    self.unresponsive.push(tid);
-                    return false;
-                }
-                // Gone, reaped elsewhere.
-                Err(_) => return true,
-            };
-            let Some(stop) = Stop::from_wait_status(status) else {
-                continue;
-            };
-            match self.on_turn_stop(tid, stop, deadline) {
-                // Any stop drops a pending interrupt: interrupt again.
-                TurnStop::Running => {
-                    if regs::interrupt(tid).is_err() {
-                        return true;
-                    }
-                }
-                TurnStop::Stopped { go_on } => return go_on,
-            }
-        }
     }
 
     /// What a stop of `tid` during the turns means: a signal is delivered and the thread
@@ -210,6 +217,14 @@ impl Tracer<'_> {
             Stop::Exited { .. } | Stop::Killed { .. } => {
                 let _ = self.settle_for_detach(stop, deadline);
                 TurnStop::Stopped { go_on: true }
+            }
+            // An exiting thread goes on to its end (the process may be ending: its other
+            // threads would never stop again for an interrupt).
+            Stop::Event {
+                event: Event::Exit, ..
+            } => {
+                let _ = regs::resume(tid, 0);
+                TurnStop::Stopped { go_on: false }
             }
             Stop::Event {
                 event: Event::Clone | Event::Fork,
@@ -235,7 +250,9 @@ impl Tracer<'_> {
         };
         let check = InsideCheck::for_process(pid, &self.modules);
         tids.iter().any(|&tid| {
-            let unreadable = regs::get_registers(tid).is_err() && !thread_is_zombie(pid, tid);
+            let gone = thread_is_zombie(pid, tid)
+                || !std::path::Path::new(&format!("/proc/{pid}/task/{tid}")).exists();
+            let unreadable = regs::get_registers(tid).is_err() && !gone;
             unreadable || check.may_be_inside(tid, &process.memory, pages)
         })
     }
