@@ -25,32 +25,18 @@ KEEP=${KEEP:-$work/failed}
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$KEEP"
 
-gcc -O2 -g -pthread -Wall -I"$repo/fixtures" -o "$work/hook_chaos" "$repo/fixtures/hook_chaos.c" -ldl
-gcc -O2 -g -Wall -shared -fPIC -o "$work/dlopen_arena.so" "$repo/fixtures/dlopen_arena.c"
-expected=$'hook_chaos: ready\nhook_chaos: 5 threads, every check passed\nexit 0'
+# shellcheck source=bench/hook_chaos_target.sh
+source "$repo/bench/hook_chaos_target.sh"
+build_target "$work" "$repo"
 
 RANDOM=$SEED
 echo "kill campaign: N=$N MAX_MS=$MAX_MS AFTER_MS=$AFTER_MS SEED=$SEED memsup=$MEMSUP" >&2
 
-# Milliseconds as a sleep(1) argument.
-seconds() { printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)); }
 
 survived=0
 for run in $(seq 1 "$N"); do
     dir=$work/run$run
-    mkdir -p "$dir"
-    mkfifo "$dir/stdin"
-    (
-        "$work/hook_chaos" "$work/dlopen_arena.so" <"$dir/stdin" >"$dir/stdout" 2>"$dir/stderr"
-        echo "exit $?" >>"$dir/stdout"
-    ) &
-    target_shell=$!
-    exec 3>"$dir/stdin"
-    for _ in $(seq 1 2000); do
-        grep -q ready "$dir/stdout" 2>/dev/null && break
-        sleep 0.005
-    done
-    pid=$(awk 'NR == 1 { print $3 }' "$dir/stdout")
+    start_target "$dir"
     kill_ms=$(((RANDOM * 32768 + RANDOM) % (MAX_MS + 1)))
     after_ms=$((RANDOM % (AFTER_MS + 1)))
     "$MEMSUP" attach -q --engine hooks -o "$dir/profile.msup" "$pid" 2>"$dir/memsup.stderr" &
