@@ -4,6 +4,7 @@
 
 use crate::error::{Error, Result};
 use crate::events::EventKind;
+use crate::proc::maps::{mapping_containing, read_maps};
 use crate::ptrace::hits::return_event;
 use crate::ptrace::inject::{choose_live_injector, remote_syscall, RemoteSyscall, PAGE_SIZE};
 use crate::ptrace::leave_hooks::is_job_control_stop;
@@ -275,6 +276,9 @@ impl Tracer<'_> {
             number: libc::SYS_munmap as u64,
             args: [scratch.base, PAGE_SIZE, 0, 0, 0, 0],
         };
+        if !stub_is_mapped(process.pid, scratch.syscall_stub()) {
+            return;
+        }
         // From the page's own stub: the result is taken at the syscall-exit stop, before
         // the thread could run on in the page.
         let stub = Some(scratch.syscall_stub());
@@ -389,4 +393,12 @@ pub(crate) fn thread_is_zombie(pid: i32, tid: i32) -> bool {
     stat.rfind(')')
         .and_then(|end| stat[end + 1..].split_whitespace().next())
         == Some("Z")
+}
+
+/// Whether the scratch page's stub is still mapped executable in process `pid`: a detach
+/// runs a remote call from it only then (an exec during the detach's turns, reported under a
+/// main thread that had ended, would go unseen and leave no page there).
+pub(crate) fn stub_is_mapped(pid: i32, stub: u64) -> bool {
+    read_maps(pid)
+        .is_ok_and(|maps| mapping_containing(&maps, stub).is_some_and(|mapping| mapping.executable))
 }

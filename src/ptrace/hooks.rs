@@ -13,7 +13,7 @@ use crate::hooks::inject::Injector;
 use crate::hooks::layout::{area_bytes, header, rings_end, Op};
 use crate::hooks::placement::{page_bytes, plan, Target};
 use crate::module::loaded::LoadedModule;
-use crate::ptrace::detach::thread_is_zombie;
+use crate::ptrace::detach::{stub_is_mapped, thread_is_zombie};
 use crate::ptrace::leave_hooks::HookCode;
 use crate::ptrace::regs;
 use crate::ptrace::state::{PatchedEntry, ProcessHooks};
@@ -448,6 +448,14 @@ impl Tracer<'_> {
         let Some(&tid) = injector else {
             return;
         };
+        let stub = self
+            .process(pid)
+            .ok()
+            .and_then(|p| p.scratch.as_ref())
+            .map(|s| s.syscall_stub());
+        if !stub.is_some_and(|stub| stub_is_mapped(pid, stub)) {
+            return;
+        }
         let _ = self.with_injector(pid, tid, |injector| {
             for &(base, length) in &hooks.pages {
                 injector.unmap(base, length)?;
