@@ -595,7 +595,7 @@ impl Replay {
     ) {
         self.reach(pid, time_ns);
         let state = self.open.get_mut(&pid).expect("opened by reach");
-        state.components.mapping(call, args, result, stack);
+        state.components.mapping(time_ns, call, args, result, stack);
         state.threshold.mapping(call, args, result);
         state.mapped.apply(call, args, result, stack);
         let length = args[1];

@@ -1,5 +1,7 @@
 //! The address ranges an image's recorded mapping calls created, so that a mapping of a later
-//! smaps snapshot can be traced to the call (and stack) that made it.
+//! smaps snapshot can be traced to the call (and stack) that made it; and the ranges unmapped
+//! lately, because a snapshot is read over a while and sent at its end: a range unmapped
+//! during the read can still be in it, after its unmapping in the stream.
 
 use std::collections::BTreeMap;
 
@@ -31,18 +33,37 @@ impl Creator {
     }
 }
 
+/// How long a range unmapped is remembered for the snapshots read meanwhile: longer than
+/// any snapshot read takes.
+const REMOVED_KEPT_NS: u64 = 1_000_000_000;
+/// Unmapped ranges kept before the ones older than `REMOVED_KEPT_NS` are dropped.
+const REMOVED_PRUNED_AT: usize = 4096;
+
 /// Non-overlapping ranges by start address: (end, creator).
 #[derive(Debug, Default, Clone)]
 pub(super) struct CreatedRanges {
     ranges: BTreeMap<u64, (u64, Creator)>,
+    /// Ranges unmapped lately, non-overlapping by start address: (end, creator, when).
+    removed: BTreeMap<u64, (u64, (Creator, u64))>,
+    /// The time of the latest call applied.
+    now_ns: u64,
 }
 
 impl CreatedRanges {
-    /// Applies one recorded mapping call; failed calls and brk change nothing.
-    pub fn apply(&mut self, call: MapCall, args: &[u64; 6], result: i64, stack: StackId) {
+    /// Applies one recorded mapping call made at `time_ns`; failed calls and brk change
+    /// nothing.
+    pub fn apply(
+        &mut self,
+        time_ns: u64,
+        call: MapCall,
+        args: &[u64; 6],
+        result: i64,
+        stack: StackId,
+    ) {
         if (-4095..=-1).contains(&result) {
             return;
         }
+        self.now_ns = self.now_ns.max(time_ns);
         let address = result as u64;
         match call {
             MapCall::Mmap => {
@@ -59,17 +80,20 @@ impl CreatedRanges {
             MapCall::Shmat => self.insert(address, PAGE, Creator::new(stack, true)),
             MapCall::Munmap => self.remove(args[0], args[1]),
             MapCall::Shmdt => {
-                if self.ranges.get(&args[0]).is_some_and(|(_, c)| c.shared) {
+                if let Some(&(end, creator)) = self.ranges.get(&args[0]).filter(|(_, c)| c.shared) {
                     self.ranges.remove(&args[0]);
+                    self.note_removed(args[0], end, creator);
                 }
             }
             MapCall::Brk => {}
         }
     }
 
-    /// The ranges as a fork child of image `parent` inherits them: its own calls made none.
+    /// The ranges as a fork child of image `parent` inherits them: its own calls made none,
+    /// and what the parent unmapped is not in the child's address space.
     pub fn inherited(&self, parent: usize) -> CreatedRanges {
         let mut ranges = self.clone();
+        ranges.removed.clear();
         for (_, creator) in ranges.ranges.values_mut() {
             creator.owner.get_or_insert(parent);
         }
@@ -82,44 +106,135 @@ impl CreatedRanges {
         (address < end).then_some(creator)
     }
 
+    /// The creator of the range containing `address` in a snapshot whose read began at
+    /// `read_from_ns`: the range's now, or else that of a range unmapped since then.
+    pub fn creator_in_snapshot(&self, address: u64, read_from_ns: u64) -> Option<Creator> {
+        self.creator(address).or_else(|| {
+            let (_, &(end, (creator, removed_ns))) = self.removed.range(..=address).next_back()?;
+            (address < end && removed_ns >= read_from_ns).then_some(creator)
+        })
+    }
+
     /// A new mapping replaces whatever overlapped it (MAP_FIXED).
     fn insert(&mut self, start: u64, length: u64, creator: Creator) {
         let end = start.saturating_add(page_round(length));
         if end <= start {
             return;
         }
-        self.remove_span(start, end);
+        cut_span(&mut self.ranges, start, end);
         self.ranges.insert(start, (end, creator));
     }
 
     fn remove(&mut self, start: u64, length: u64) {
-        self.remove_span(start, start.saturating_add(page_round(length)));
+        let end = start.saturating_add(page_round(length));
+        for (piece_start, piece_end, creator) in cut_span(&mut self.ranges, start, end) {
+            self.note_removed(piece_start, piece_end, creator);
+        }
     }
 
-    /// Removes [start, end), cutting ranges that straddle either end.
-    fn remove_span(&mut self, start: u64, end: u64) {
-        if end <= start {
-            return;
+    /// Remembers that [start, end), made by `creator`, was unmapped now.
+    fn note_removed(&mut self, start: u64, end: u64, creator: Creator) {
+        if self.removed.len() >= REMOVED_PRUNED_AT {
+            let oldest_kept = self.now_ns.saturating_sub(REMOVED_KEPT_NS);
+            self.removed
+                .retain(|_, &mut (_, (_, when))| when >= oldest_kept);
         }
-        let overlapping: Vec<(u64, u64, Creator)> = self
-            .ranges
-            .range(..end)
-            .rev()
-            .take_while(|(_, &(range_end, _))| range_end > start)
-            .map(|(&range_start, &(range_end, creator))| (range_start, range_end, creator))
-            .collect();
-        for (range_start, range_end, creator) in overlapping {
-            self.ranges.remove(&range_start);
-            if range_start < start {
-                self.ranges.insert(range_start, (start, creator));
-            }
-            if range_end > end {
-                self.ranges.insert(end, (range_end, creator));
-            }
-        }
+        cut_span(&mut self.removed, start, end);
+        self.removed.insert(start, (end, (creator, self.now_ns)));
     }
+}
+
+/// Removes [start, end) from `ranges` (by start: end first in each value), cutting ranges
+/// that straddle either end; returns the pieces removed, as (start, end, the rest).
+fn cut_span<T: Copy>(
+    ranges: &mut BTreeMap<u64, (u64, T)>,
+    start: u64,
+    end: u64,
+) -> Vec<(u64, u64, T)> {
+    let mut removed = Vec::new();
+    if end <= start {
+        return removed;
+    }
+    let overlapping: Vec<(u64, u64, T)> = ranges
+        .range(..end)
+        .rev()
+        .take_while(|(_, &(range_end, _))| range_end > start)
+        .map(|(&range_start, &(range_end, rest))| (range_start, range_end, rest))
+        .collect();
+    for (range_start, range_end, rest) in overlapping {
+        ranges.remove(&range_start);
+        if range_start < start {
+            ranges.insert(range_start, (start, rest));
+        }
+        if range_end > end {
+            ranges.insert(end, (range_end, rest));
+        }
+        removed.push((range_start.max(start), range_end.min(end), rest));
+    }
+    removed
 }
 
 fn page_round(length: u64) -> u64 {
     length.saturating_add(PAGE - 1) & !(PAGE - 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mmap(ranges: &mut CreatedRanges, time_ns: u64, start: u64, length: u64, stack: StackId) {
+        let args = [0, length, 3, 0x02, 3, 0];
+        ranges.apply(time_ns, MapCall::Mmap, &args, start as i64, stack);
+    }
+
+    fn munmap(ranges: &mut CreatedRanges, time_ns: u64, start: u64, length: u64) {
+        let args = [start, length, 0, 0, 0, 0];
+        ranges.apply(time_ns, MapCall::Munmap, &args, 0, 0);
+    }
+
+    fn stack_of(creator: Option<Creator>) -> Option<StackId> {
+        creator.map(|creator| creator.stack)
+    }
+
+    #[test]
+    fn an_unmapped_range_keeps_its_creator_for_snapshots_read_since() {
+        let mut ranges = CreatedRanges::default();
+        mmap(&mut ranges, 10, 0x10000, 0x3000, 1);
+        mmap(&mut ranges, 20, 0x20000, 0x1000, 2);
+        munmap(&mut ranges, 30, 0x11000, 0x1000);
+        // The middle page is gone now; a read begun before 30 may still have seen it.
+        assert_eq!(stack_of(ranges.creator(0x11000)), None);
+        assert_eq!(stack_of(ranges.creator(0x12000)), Some(1));
+        assert_eq!(stack_of(ranges.creator_in_snapshot(0x11800, 25)), Some(1));
+        assert_eq!(stack_of(ranges.creator_in_snapshot(0x11800, 30)), Some(1));
+        assert_eq!(stack_of(ranges.creator_in_snapshot(0x11800, 31)), None);
+        // What is mapped now wins over what was unmapped there.
+        mmap(&mut ranges, 40, 0x11000, 0x1000, 3);
+        assert_eq!(stack_of(ranges.creator_in_snapshot(0x11000, 0)), Some(3));
+        munmap(&mut ranges, 50, 0x10000, 0x20000);
+        assert_eq!(stack_of(ranges.creator_in_snapshot(0x10000, 45)), Some(1));
+        assert_eq!(stack_of(ranges.creator_in_snapshot(0x11000, 45)), Some(3));
+        assert_eq!(stack_of(ranges.creator_in_snapshot(0x20000, 45)), Some(2));
+        assert_eq!(stack_of(ranges.creator_in_snapshot(0x30000, 0)), None);
+        // A fork child's address space never held what its parent unmapped.
+        let child = ranges.inherited(7);
+        assert_eq!(stack_of(child.creator_in_snapshot(0x10000, 0)), None);
+    }
+
+    #[test]
+    fn unmapped_ranges_are_forgotten_once_many_and_old() {
+        let mut ranges = CreatedRanges::default();
+        for index in 0..REMOVED_PRUNED_AT as u64 {
+            let start = 0x100000 + index * 0x2000;
+            mmap(&mut ranges, index, start, 0x1000, 1);
+            munmap(&mut ranges, index, start, 0x1000);
+        }
+        assert_eq!(ranges.removed.len(), REMOVED_PRUNED_AT);
+        let late = REMOVED_KEPT_NS + 10;
+        mmap(&mut ranges, late, 0x10, 0x1000, 2);
+        munmap(&mut ranges, late, 0x10, 0x1000);
+        // Those removed before `late - REMOVED_KEPT_NS` are gone: 10 of them remain, and
+        // the new one.
+        assert_eq!(ranges.removed.len(), REMOVED_PRUNED_AT - 10 + 1);
+    }
 }

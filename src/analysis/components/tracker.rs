@@ -86,8 +86,15 @@ impl ImageTracker {
         }
     }
 
-    pub fn mapping(&mut self, call: MapCall, args: &[u64; 6], result: i64, stack: StackId) {
-        self.ranges.apply(call, args, result, stack);
+    pub fn mapping(
+        &mut self,
+        time_ns: u64,
+        call: MapCall,
+        args: &[u64; 6],
+        result: i64,
+        stack: StackId,
+    ) {
+        self.ranges.apply(time_ns, call, args, result, stack);
         if call == MapCall::Munmap && result == 0 {
             let (start, length) = (args[0], args[1]);
             let end = start.saturating_add(length.saturating_add(4095) & !4095);
@@ -116,7 +123,8 @@ impl ImageTracker {
         }
     }
 
-    /// Takes a snapshot in at the current heap and mapping state.
+    /// Takes a snapshot in at the current heap and mapping state. Its time is the end of
+    /// its read: a range unmapped during the read keeps its creator for it.
     pub fn snapshot(
         &mut self,
         (time_ns, reason, cost_ns): (u64, SnapshotReason, u64),
@@ -148,6 +156,7 @@ impl ImageTracker {
             (mapping.path.is_empty() && file && previous.end == mapping.start)
                 .then(|| previous.path.clone())
         };
+        let read_from_ns = time_ns.saturating_sub(read_window_ns(cost_ns));
         let mappings = mappings
             .iter()
             .enumerate()
@@ -165,7 +174,7 @@ impl ImageTracker {
                 rss: mapping.rss,
                 pss: mapping.pss,
                 swap: mapping.swap,
-                creator: self.ranges.creator(mapping.start),
+                creator: self.ranges.creator_in_snapshot(mapping.start, read_from_ns),
                 live: std::mem::take(&mut live[index]),
                 arena: arenas[index],
                 gaps: gaps[index].take(),
@@ -180,6 +189,13 @@ impl ImageTracker {
             mappings,
         });
     }
+}
+
+/// How long before its time a snapshot that cost `cost_ns` of CPU may have begun its read:
+/// the reader may have waited for a CPU meanwhile, on a busy node many times its cost.
+fn read_window_ns(cost_ns: u64) -> u64 {
+    const AT_LEAST_NS: u64 = 100_000_000;
+    cost_ns.saturating_mul(20).max(AT_LEAST_NS)
 }
 
 /// Live requested bytes of the blocks starting inside each mapping, by allocating stack.

@@ -315,3 +315,51 @@ fn a_user_rule_still_names_what_mpi_brought_in() {
     assert_eq!(component(&image, "gl").peak_rss_bytes, 1 << 14);
     assert_eq!(component(&image, "mpi:shm").peak_pss_bytes, 1020);
 }
+
+const X_LIBRARY: &str = "/opt/x/libxfake.so.1";
+
+fn munmap(time_ns: u64, address: u64, length: u64) -> Record {
+    Record::Mapping {
+        time_ns,
+        pid: PID,
+        tid: PID,
+        call: MapCall::Munmap,
+        args: [address, length, 0, 0, 0, 0],
+        result: 0,
+        stack: MPI,
+    }
+}
+
+/// A library dlopened from MPI code without a module record (a static program's dlopen that
+/// failed), unmapped at 2 ms; a snapshot ending at `snapshot_ns` still shows it.
+fn unloaded_library_image(snapshot_ns: u64) -> Vec<Record> {
+    let library = region(
+        0x6100_0000,
+        0x6101_0000,
+        MAPPING_EXECUTE,
+        X_LIBRARY,
+        1 << 14,
+        1 << 13,
+    );
+    image(
+        10_000_000_000,
+        vec![
+            mmap(1_000_000, 0x6100_0000, 0x10000, 0x02, MPI),
+            munmap(2_000_000, 0x6100_0000, 0x10000),
+            snapshot(snapshot_ns, vec![library]),
+        ],
+    )
+}
+
+#[test]
+fn a_library_unmapped_while_a_snapshot_was_read_keeps_its_creator_in_it() {
+    // The read began before the unmapping, and ended 1 ms after it.
+    let during = analyzed(&unloaded_library_image(3_000_000));
+    assert_eq!(first_snapshot(&during), held(&[("mpi", 1 << 14, 1 << 13)]));
+    // Read long after: no recorded call made what holds that range now.
+    let after = analyzed(&unloaded_library_image(2_000_000_000));
+    assert_eq!(
+        first_snapshot(&after),
+        held(&[("libxfake.so", 1 << 14, 1 << 13)])
+    );
+}
