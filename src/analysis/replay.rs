@@ -281,6 +281,15 @@ impl Replay {
                 let index = self.image_of(*time_ns, *pid);
                 self.snapshots.entry(index).or_default().census = Some((*time_ns, census.clone()));
             }
+            Record::BlocksAtAttach {
+                time_ns,
+                pid,
+                blocks,
+            } => {
+                self.ensure_open(*time_ns, *pid);
+                let state = self.open.get_mut(pid).expect("opened above");
+                state.unknown_frees.census_blocks(blocks);
+            }
             Record::ProcessRole { time_ns, pid, role } => {
                 let index = self.image_of(*time_ns, *pid);
                 let image = &mut self.processes[index];

@@ -9,6 +9,9 @@ pub const LAST_KNOWN_VERSION: (u32, u32) = (2, 39);
 
 /// Chunk header: prev_size then size; user data follows it.
 pub const CHUNK_HEADER: u64 = 16;
+/// A chunk in use lends its next chunk's prev_size field: its usable bytes are its size
+/// less one size field (less the whole header for an mmapped chunk).
+pub const SIZE_FIELD: u64 = 8;
 pub const MINIMUM_CHUNK: u64 = 0x20;
 pub const PREV_INUSE: u64 = 1;
 pub const IS_MMAPPED: u64 = 2;

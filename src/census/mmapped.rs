@@ -10,7 +10,7 @@ use nix::sys::uio::{process_vm_readv, RemoteIoVec};
 use nix::unistd::Pid;
 
 use super::arenas::HeapRange;
-use super::layout::{IS_MMAPPED, PAGE, SIZE_FLAGS};
+use super::layout::{CHUNK_HEADER, IS_MMAPPED, PAGE, SIZE_FLAGS};
 use super::residency::Pages;
 use crate::proc::maps::MapEntry;
 use crate::trace::census_format::Blocks;
@@ -24,7 +24,14 @@ pub struct Excluded<'a> {
     pub stack_pointers: &'a [u64],
 }
 
-pub fn find_mmapped(pid: i32, maps: &[MapEntry], excluded: &Excluded) -> Blocks {
+/// The mmapped chunks' totals; each chunk goes into `blocks` too, as (user address, usable
+/// bytes).
+pub fn find_mmapped(
+    pid: i32,
+    maps: &[MapEntry],
+    excluded: &Excluded,
+    blocks: &mut Vec<(u64, u64)>,
+) -> Blocks {
     let mut found = Blocks::default();
     for entry in maps.iter().filter(|entry| scanned(entry, excluded)) {
         // Only resident pages: a header was written there; reading others would map them.
@@ -48,6 +55,7 @@ pub fn find_mmapped(pid: i32, maps: &[MapEntry], excluded: &Excluded) -> Blocks 
                     if size_field & SIZE_FLAGS == IS_MMAPPED && is_chunk_size(size, page, entry.end)
                     {
                         found.add(size);
+                        blocks.push((page + CHUNK_HEADER, size - CHUNK_HEADER));
                         inside_until = page + size;
                     }
                 }

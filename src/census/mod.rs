@@ -21,7 +21,7 @@ pub use caches::ThreadPointer;
 
 use crate::proc::maps::MapEntry;
 use crate::ptrace::memory::ProcessMemory;
-use crate::trace::census_format::{CensusTotals, HeapCensus};
+use crate::trace::census_format::{CensusTotals, HeapCensus, LiveBlocks};
 
 /// The census of process `pid`, stopped, whose mappings are `maps`; `allocator` is what
 /// `locate` found (or why it found nothing).
@@ -32,13 +32,24 @@ pub fn take(
     threads: &[ThreadPointer],
     stack_pointers: &[u64],
 ) -> HeapCensus {
+    take_with_blocks(pid, maps, allocator, threads, stack_pointers).0
+}
+
+/// As `take`, with the blocks the program had in use (none when the heap was not walked).
+pub fn take_with_blocks(
+    pid: i32,
+    maps: &[MapEntry],
+    allocator: &Result<Allocator, String>,
+    threads: &[ThreadPointer],
+    stack_pointers: &[u64],
+) -> (HeapCensus, LiveBlocks) {
     let census = allocator
         .as_ref()
         .map_err(String::clone)
         .and_then(|allocator| walk_heap(pid, maps, allocator, threads, stack_pointers));
     match census {
-        Ok(totals) => HeapCensus::Walked(Box::new(totals)),
-        Err(reason) => HeapCensus::Untrusted { reason },
+        Ok((totals, blocks)) => (HeapCensus::Walked(Box::new(totals)), blocks),
+        Err(reason) => (HeapCensus::Untrusted { reason }, LiveBlocks::default()),
     }
 }
 
@@ -48,7 +59,7 @@ fn walk_heap(
     allocator: &Allocator,
     threads: &[ThreadPointer],
     stack_pointers: &[u64],
-) -> Result<CensusTotals, String> {
+) -> Result<(CensusTotals, LiveBlocks), String> {
     let memory = ProcessMemory::new(nix::unistd::Pid::from_raw(pid));
     let mut reader = reader::WindowReader::new(&memory, pid);
     let parameters = arenas::read_parameters(&mut reader, allocator);
@@ -60,7 +71,8 @@ fn walk_heap(
         threads,
         parameters.tcache_count,
     );
-    let tally = tally::tally(pid, &mut reader, &found, &caches)?;
+    let mut tally = tally::tally(pid, &mut reader, &found, &caches)?;
+    let mut blocks = std::mem::take(&mut tally.in_use);
     let heaps: Vec<arenas::HeapRange> = found
         .iter()
         .filter(|arena| !arena.main)
@@ -71,12 +83,13 @@ fn walk_heap(
         data: &allocator.data,
         stack_pointers,
     };
-    let mmapped = mmapped::find_mmapped(pid, maps, &excluded);
-    Ok(totals::totals(
+    let mmapped = mmapped::find_mmapped(pid, maps, &excluded, &mut blocks);
+    let totals = totals::totals(
         allocator.source,
         tally,
         caches.doubts,
         mmapped,
         parameters.mmaps,
-    ))
+    );
+    Ok((totals, LiveBlocks::new(blocks)))
 }

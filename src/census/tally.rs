@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use super::arenas::Arena;
 use super::caches::{Cached, Caches};
-use super::layout::{MINIMUM_CHUNK, PAGE};
+use super::layout::{CHUNK_HEADER, MINIMUM_CHUNK, PAGE, SIZE_FIELD};
 use super::reader::WindowReader;
 use super::residency::Pages;
 use super::walk::{walk, Piece};
@@ -18,6 +18,8 @@ pub struct Tally {
     pub histogram: BTreeMap<u64, SizeClass>,
     pub residency: CensusResidency,
     pub doubts: Vec<String>,
+    /// The chunks in use by the program: (user address, usable bytes).
+    pub in_use: Vec<(u64, u64)>,
 }
 
 /// glibc's smallest header after which a free chunk's pages can be given back: the
@@ -103,6 +105,9 @@ pub fn tally(
                             }
                         }
                         None => {
+                            tally
+                                .in_use
+                                .push((address + CHUNK_HEADER, size - SIZE_FIELD));
                             census.in_use.add(size);
                             class(&mut tally.histogram, size).in_use.add(size);
                             tally.residency.in_use += on_pages;

@@ -151,6 +151,8 @@ pub enum EventKind {
     },
     /// The glibc heap census a snapshot took (see `Record::HeapCensus`).
     HeapCensus(crate::trace::census_format::HeapCensus),
+    /// The blocks an attach's census found in use (see `Record::BlocksAtAttach`).
+    BlocksAtAttach(crate::trace::census_format::LiveBlocks),
     /// The recording ends: nothing follows.
     End,
 }

@@ -103,6 +103,11 @@ fn snapshot_record(
             pid,
             census,
         },
+        EventKind::BlocksAtAttach(blocks) => Record::BlocksAtAttach {
+            time_ns,
+            pid,
+            blocks,
+        },
         other => return Err(other),
     })
 }

@@ -1,6 +1,7 @@
 //! The heap census at an attach: what glibc's heap held before memsup joined, so that blocks
 //! allocated before the attach are counted by size class, and the arena pages glibc holds
-//! free are told from those in use, instead of all being `unknown`.
+//! free are told from those in use, instead of all being `unknown`; and each block it
+//! found in use, so that its free while attached is known by size.
 
 use crate::census::{self, Allocator, ThreadPointer};
 use crate::events::EventKind;
@@ -30,7 +31,11 @@ impl Tracer<'_> {
                 stack_pointers.push(registers.rsp);
             }
         }
-        let census = census::take(pid, maps, allocator, &pointers, &stack_pointers);
+        let (census, blocks) =
+            census::take_with_blocks(pid, maps, allocator, &pointers, &stack_pointers);
         self.send(pid, pid, EventKind::HeapCensus(census));
+        if !blocks.is_empty() {
+            self.send(pid, pid, EventKind::BlocksAtAttach(blocks));
+        }
     }
 }

@@ -240,7 +240,7 @@ fn heap_rows(image: &ProcessAnalysis) -> Rows {
 /// How many frees were of blocks never seen allocated, and where those come from.
 fn unknown_frees_value(image: &ProcessAnalysis) -> String {
     let sources = &image.unknown_free_sources;
-    match sources.explained() {
+    match sources.explained_with(&human_bytes) {
         // A profile whose frees cannot all be placed still counts them all.
         Some(explained) if sources.total() == image.unknown_frees => explained,
         _ => image.unknown_frees.to_string(),

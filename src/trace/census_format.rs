@@ -129,12 +129,74 @@ pub struct CensusResidency {
     pub trimmable: u64,
 }
 
+/// The blocks glibc held in use for the program when memsup attached, sorted by address.
+/// Each is kept as its distance from the block before (the first from 0) and its usable
+/// bytes: a profile carries a large heap's blocks in a few bytes each.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq)]
+pub struct LiveBlocks {
+    deltas: Vec<(u64, u64)>,
+}
+
+impl LiveBlocks {
+    /// From (user address, usable bytes) in any order.
+    pub fn new(mut blocks: Vec<(u64, u64)>) -> LiveBlocks {
+        blocks.sort_unstable();
+        let mut previous = 0;
+        let deltas = blocks
+            .into_iter()
+            .map(|(address, bytes)| {
+                let delta = address - previous;
+                previous = address;
+                (delta, bytes)
+            })
+            .collect();
+        LiveBlocks { deltas }
+    }
+
+    /// (user address, usable bytes), by address.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.deltas.iter().scan(0u64, |address, &(delta, bytes)| {
+            *address += delta;
+            Some((*address, bytes))
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.deltas.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.deltas.is_empty()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use bincode::Options;
 
     use super::*;
     use crate::trace::format::Record;
+
+    #[test]
+    fn blocks_at_an_attach_round_trip_sorted_and_after_every_older_kind() {
+        let blocks = LiveBlocks::new(vec![(0x5600_0000_2010, 24), (0x5600_0000_1010, 1000)]);
+        assert_eq!(
+            blocks.iter().collect::<Vec<_>>(),
+            [(0x5600_0000_1010, 1000), (0x5600_0000_2010, 24)]
+        );
+        let record = Record::BlocksAtAttach {
+            time_ns: 9_000,
+            pid: 40,
+            blocks,
+        };
+        let encoding = crate::trace::writer::encoding();
+        let bytes = encoding.serialize(&record).unwrap();
+        assert_eq!(bytes[0], 33);
+        // The second block is a short distance from the first: a few bytes, not eight.
+        assert!(bytes.len() < 24, "{bytes:?}");
+        let back: Record = encoding.deserialize(&bytes).unwrap();
+        assert_eq!(back, record);
+    }
 
     fn census_record(census: HeapCensus) -> Record {
         Record::HeapCensus {

@@ -494,6 +494,13 @@ pub enum Record {
     },
     /// What memsup itself used over the recording, written just before `End`.
     RecorderCosts(RecorderCosts),
+    /// The blocks the heap census at an attach found in use (after its `HeapCensus`), so
+    /// that their frees are known by size.
+    BlocksAtAttach {
+        time_ns: u64,
+        pid: u32,
+        blocks: crate::trace::census_format::LiveBlocks,
+    },
 }
 
 /// A process image's part in an MPI job.
@@ -781,6 +788,7 @@ impl Record {
             | Record::MpiFunction { pid, .. }
             | Record::MpiCall { pid, .. }
             | Record::HeapCensus { pid, .. }
+            | Record::BlocksAtAttach { pid, .. }
             | Record::HookStacks { pid, .. }
             | Record::HookCalls { pid, .. } => Some(*pid),
             Record::End { .. }
@@ -817,6 +825,7 @@ impl Record {
             | Record::ProcessRole { time_ns, .. }
             | Record::MpiCall { time_ns, .. }
             | Record::HeapCensus { time_ns, .. }
+            | Record::BlocksAtAttach { time_ns, .. }
             | Record::HookStacks { time_ns, .. }
             | Record::HookCalls { time_ns, .. } => Some(*time_ns),
             Record::Symbol { .. }

@@ -101,6 +101,28 @@ fn chunk_size(bytes: u64) -> u64 {
     ((bytes + 8 + 15) & !15).max(0x20)
 }
 
+/// The blocks the fixture keeps, (requested bytes, count), and frees after its release:
+/// the worker's, then main's.
+const KEPT: [(u64, u64); 7] = [
+    (64, 5),
+    (600, 2),
+    (24, 5),
+    (100, 7),
+    (1000, 3),
+    (5000, 2),
+    (200_000, 3),
+];
+
+/// What glibc's heap gives the program for a request of `bytes`: a heap chunk's size less
+/// its size field, or (at the mmap threshold, 128 KiB) whole pages less the header.
+fn usable_size(bytes: u64) -> u64 {
+    if bytes >= 128 << 10 {
+        ((bytes + 16 + 4095) & !4095) - 16
+    } else {
+        chunk_size(bytes) - 8
+    }
+}
+
 /// Static glibc keeps the program's directory (`_dl_origin_path`) in a block of its own: its
 /// chunk depends on where the fixture was built.
 fn origin_chunk(fixture: &Path) -> u64 {
@@ -429,6 +451,33 @@ fn an_attach_starts_from_a_census_of_the_heap() {
         };
         check_census(census, variant, &path, announced.big_chunk, mallinfo);
         check_overhead(process, census);
+        // Its kept blocks, freed after the release, are the census's: known by their size.
+        let kept = KEPT.iter().map(|&(_, count)| count).sum::<u64>();
+        let kept_bytes: u64 = KEPT
+            .iter()
+            .map(|&(bytes, count)| count * usable_size(bytes))
+            .sum();
+        assert_eq!((kept, kept_bytes), (27, 617_472));
+        let sources = &process["unknown_free_sources"];
+        assert_eq!(
+            (
+                &sources["before_attach_in_census"],
+                &sources["before_attach_bytes"]
+            ),
+            (&json!(kept), &json!(kept_bytes)),
+            "{variant:?}: {sources}"
+        );
+        let frees = text
+            .lines()
+            .find(|line| line.starts_with("  unknown frees "))
+            .unwrap_or_else(|| panic!("{variant:?}: no unknown frees:\n{text}"));
+        assert!(
+            frees.ends_with(&format!(
+                " 27 of blocks from before the attach, 603.00 KiB ({kept_bytes} bytes) by the \
+                 heap census at the attach"
+            )),
+            "{variant:?}: {frees}"
+        );
         let count = |blocks: &Value| {
             (
                 blocks["count"].as_u64().unwrap(),
