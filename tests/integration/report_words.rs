@@ -1,6 +1,7 @@
 //! Words that mean what they say, on fixtures/attach_hold.c: blocks still live when memsup
 //! detaches are "live at detach", never leaks; a process that exits while attached leaks
-//! what it never freed, and the report says the blocks from before the attach are unknown.
+//! what it never freed, and the report says the blocks from before the attach are unknown
+//! (their frees sized by the heap census at the attach).
 
 use serde_json::Value;
 
@@ -84,8 +85,10 @@ fn blocks_held_at_a_detach_are_live_at_detach() {
         assert_eq!(number(image, "/frees"), 1);
         assert_eq!(number(image, "/unknown_frees"), 1);
         let sources = &image["unknown_free_sources"];
+        // malloc(700): a 720-byte chunk, 712 usable bytes, in the census at the attach.
         let expected = serde_json::json!({
-            "thread_exit": 0, "before_attach": 1, "before_fork": 0, "not_seen": 0
+            "thread_exit": 0, "before_attach": 1, "before_attach_in_census": 1,
+            "before_attach_bytes": 712, "before_fork": 0, "not_seen": 0
         });
         assert_eq!(
             sources, &expected,
@@ -105,7 +108,8 @@ fn blocks_held_at_a_detach_are_live_at_detach() {
     );
     assert_eq!(
         text_row(&text, "unknown frees"),
-        "  unknown frees        1 of blocks from before the attach"
+        "  unknown frees        1 of blocks from before the attach, 712 bytes by the heap \
+         census at the attach"
     );
     let header = text.lines().find(|line| line.ends_with("  site"));
     assert_eq!(
