@@ -45,7 +45,9 @@ long all(struct shape *shapes, int count) {
 /// Templates nested into one another, std::map and std::string through operator new,
 /// recursion, a qsort comparator that allocates, a signal handler that allocates on
 /// raise(), 3 threads (one after the other) doing the same, and timer signals that
-/// interrupt plain code and libc calls through the PLT while the handler allocates.
+/// interrupt plain code and libc calls through the PLT while the handler allocates. The
+/// timer counts the program's own CPU time (ITIMER_VIRTUAL): on wall time, a handler traced
+/// more slowly than the period would leave the program no time between signals.
 pub const CXX_FIXTURE: &str = r#"
 #include <csignal>
 #include <cstdlib>
@@ -126,7 +128,7 @@ static void worker(int id) {
 
 int main() {
     signal(SIGUSR1, handler);
-    signal(SIGALRM, handler);
+    signal(SIGVTALRM, handler);
     // One thread at a time: while the tracer steps one over malloc's int3, others would
     // pass malloc unseen.
     for (int id = 1; id <= 3; id++) std::thread(worker, id).join();
@@ -141,12 +143,12 @@ int main() {
         may_allocate = 0;
     }
     struct itimerval timer = {{0, 500}, {0, 500}};
-    setitimer(ITIMER_REAL, &timer, nullptr);
+    setitimer(ITIMER_VIRTUAL, &timer, nullptr);
     may_allocate = 1;
     for (int round = 0; round < 4; round++) sink += compute(1000000) + measure(1000000);
     may_allocate = 0;
     timer = {};
-    setitimer(ITIMER_REAL, &timer, nullptr);
+    setitimer(ITIMER_VIRTUAL, &timer, nullptr);
     return 0;
 }
 "#;
