@@ -33,10 +33,11 @@ impl Creator {
     }
 }
 
-/// How long a range unmapped is remembered for the snapshots read meanwhile: longer than
-/// any snapshot read takes.
-const REMOVED_KEPT_NS: u64 = 1_000_000_000;
-/// Unmapped ranges kept before the ones older than `REMOVED_KEPT_NS` are dropped.
+/// How long a range unmapped is remembered for the snapshots read meanwhile (a read window
+/// is at most this long).
+pub(super) const REMOVED_KEPT_NS: u64 = 1_000_000_000;
+/// Unmapped ranges kept before the ones older than `REMOVED_KEPT_NS` are first dropped;
+/// after a prune the next one waits until twice as many remain.
 const REMOVED_PRUNED_AT: usize = 4096;
 
 /// Non-overlapping ranges by start address: (end, creator).
@@ -47,6 +48,8 @@ pub(super) struct CreatedRanges {
     removed: BTreeMap<u64, (u64, (Creator, u64))>,
     /// The time of the latest call applied.
     now_ns: u64,
+    /// How many unmapped ranges make the next prune.
+    prune_at: usize,
 }
 
 impl CreatedRanges {
@@ -106,12 +109,15 @@ impl CreatedRanges {
         (address < end).then_some(creator)
     }
 
-    /// The creator of the range containing `address` in a snapshot whose read began at
-    /// `read_from_ns`: the range's now, or else that of a range unmapped since then.
-    pub fn creator_in_snapshot(&self, address: u64, read_from_ns: u64) -> Option<Creator> {
-        self.creator(address).or_else(|| {
-            let (_, &(end, (creator, removed_ns))) = self.removed.range(..=address).next_back()?;
-            (address < end && removed_ns >= read_from_ns).then_some(creator)
+    /// The creator of snapshot mapping [start, end), whose read began at `read_from_ns`:
+    /// that of the range holding `start` now, or else that of one range unmapped since
+    /// then that held the whole mapping (a mapping an unrecorded call made where a larger
+    /// one was unmapped gets none).
+    pub fn creator_in_snapshot(&self, start: u64, end: u64, read_from_ns: u64) -> Option<Creator> {
+        self.creator(start).or_else(|| {
+            let (_, &(removed_end, (creator, removed_ns))) =
+                self.removed.range(..=start).next_back()?;
+            (end <= removed_end && removed_ns >= read_from_ns).then_some(creator)
         })
     }
 
@@ -134,10 +140,11 @@ impl CreatedRanges {
 
     /// Remembers that [start, end), made by `creator`, was unmapped now.
     fn note_removed(&mut self, start: u64, end: u64, creator: Creator) {
-        if self.removed.len() >= REMOVED_PRUNED_AT {
+        if self.removed.len() >= self.prune_at.max(REMOVED_PRUNED_AT) {
             let oldest_kept = self.now_ns.saturating_sub(REMOVED_KEPT_NS);
             self.removed
                 .retain(|_, &mut (_, (_, when))| when >= oldest_kept);
+            self.prune_at = 2 * self.removed.len();
         }
         cut_span(&mut self.removed, start, end);
         self.removed.insert(start, (end, (creator, self.now_ns)));
@@ -205,20 +212,52 @@ mod tests {
         // The middle page is gone now; a read begun before 30 may still have seen it.
         assert_eq!(stack_of(ranges.creator(0x11000)), None);
         assert_eq!(stack_of(ranges.creator(0x12000)), Some(1));
-        assert_eq!(stack_of(ranges.creator_in_snapshot(0x11800, 25)), Some(1));
-        assert_eq!(stack_of(ranges.creator_in_snapshot(0x11800, 30)), Some(1));
-        assert_eq!(stack_of(ranges.creator_in_snapshot(0x11800, 31)), None);
+        assert_eq!(
+            stack_of(ranges.creator_in_snapshot(0x11800, 0x11900, 25)),
+            Some(1)
+        );
+        assert_eq!(
+            stack_of(ranges.creator_in_snapshot(0x11800, 0x11900, 30)),
+            Some(1)
+        );
+        assert_eq!(
+            stack_of(ranges.creator_in_snapshot(0x11800, 0x11900, 31)),
+            None
+        );
         // What is mapped now wins over what was unmapped there.
         mmap(&mut ranges, 40, 0x11000, 0x1000, 3);
-        assert_eq!(stack_of(ranges.creator_in_snapshot(0x11000, 0)), Some(3));
+        assert_eq!(
+            stack_of(ranges.creator_in_snapshot(0x11000, 0x12000, 0)),
+            Some(3)
+        );
         munmap(&mut ranges, 50, 0x10000, 0x20000);
-        assert_eq!(stack_of(ranges.creator_in_snapshot(0x10000, 45)), Some(1));
-        assert_eq!(stack_of(ranges.creator_in_snapshot(0x11000, 45)), Some(3));
-        assert_eq!(stack_of(ranges.creator_in_snapshot(0x20000, 45)), Some(2));
-        assert_eq!(stack_of(ranges.creator_in_snapshot(0x30000, 0)), None);
+        assert_eq!(
+            stack_of(ranges.creator_in_snapshot(0x10000, 0x11000, 45)),
+            Some(1)
+        );
+        assert_eq!(
+            stack_of(ranges.creator_in_snapshot(0x11000, 0x12000, 45)),
+            Some(3)
+        );
+        assert_eq!(
+            stack_of(ranges.creator_in_snapshot(0x20000, 0x21000, 45)),
+            Some(2)
+        );
+        assert_eq!(
+            stack_of(ranges.creator_in_snapshot(0x30000, 0x31000, 0)),
+            None
+        );
+        // A mapping reaching past what was unmapped was made by a call not recorded.
+        assert_eq!(
+            stack_of(ranges.creator_in_snapshot(0x20000, 0x22000, 45)),
+            None
+        );
         // A fork child's address space never held what its parent unmapped.
         let child = ranges.inherited(7);
-        assert_eq!(stack_of(child.creator_in_snapshot(0x10000, 0)), None);
+        assert_eq!(
+            stack_of(child.creator_in_snapshot(0x10000, 0x11000, 0)),
+            None
+        );
     }
 
     #[test]
@@ -233,8 +272,9 @@ mod tests {
         let late = REMOVED_KEPT_NS + 10;
         mmap(&mut ranges, late, 0x10, 0x1000, 2);
         munmap(&mut ranges, late, 0x10, 0x1000);
-        // Those removed before `late - REMOVED_KEPT_NS` are gone: 10 of them remain, and
-        // the new one.
+        // The 10 removed before `late - REMOVED_KEPT_NS` are gone, the rest and the new one
+        // stay; the next prune waits until twice as many as were kept.
         assert_eq!(ranges.removed.len(), REMOVED_PRUNED_AT - 10 + 1);
+        assert_eq!(ranges.prune_at, 2 * (REMOVED_PRUNED_AT - 10));
     }
 }

@@ -174,7 +174,9 @@ impl ImageTracker {
                 rss: mapping.rss,
                 pss: mapping.pss,
                 swap: mapping.swap,
-                creator: self.ranges.creator_in_snapshot(mapping.start, read_from_ns),
+                creator: self
+                    .ranges
+                    .creator_in_snapshot(mapping.start, mapping.end, read_from_ns),
                 live: std::mem::take(&mut live[index]),
                 arena: arenas[index],
                 gaps: gaps[index].take(),
@@ -192,10 +194,13 @@ impl ImageTracker {
 }
 
 /// How long before its time a snapshot that cost `cost_ns` of CPU may have begun its read:
-/// the reader may have waited for a CPU meanwhile, on a busy node many times its cost.
+/// the reader may have waited for a CPU meanwhile, on a busy node many times its cost
+/// (no longer than unmapped ranges are remembered).
 fn read_window_ns(cost_ns: u64) -> u64 {
     const AT_LEAST_NS: u64 = 100_000_000;
-    cost_ns.saturating_mul(20).max(AT_LEAST_NS)
+    cost_ns
+        .saturating_mul(20)
+        .clamp(AT_LEAST_NS, super::ranges::REMOVED_KEPT_NS)
 }
 
 /// Live requested bytes of the blocks starting inside each mapping, by allocating stack.
