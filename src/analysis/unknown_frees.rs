@@ -57,6 +57,10 @@ impl UnknownFreeTracker {
 
     /// Counts what allocator call `outcome` of thread `tid` did.
     pub fn heap(&mut self, tid: u32, outcome: &Outcome) {
+        if let Some(block) = &outcome.created {
+            // Handed out again (its free was missed): no longer the census's block.
+            self.census.remove(&block.address);
+        }
         let census_bytes = outcome
             .unknown_free
             .and_then(|address| self.census.remove(&address));
@@ -226,11 +230,15 @@ mod tests {
         // the census's.
         tracker.heap(1, &free_of(0x100));
         tracker.heap(1, &free_of(0x500));
+        // Handed out again by an allocation memsup saw, then freed as unknown (a missed
+        // free in between): not the census's block any more.
+        tracker.census_blocks(&LiveBlocks::new(vec![(0x200, 40)]));
         tracker.heap(1, &outcome(false, true));
+        tracker.heap(1, &free_of(0x200));
         let image = ProcessAnalysis::new(1, None, StartCause::Attach, 0);
         let frees = tracker.finish(&image);
         let expected = UnknownFrees {
-            before_attach: 4,
+            before_attach: 5,
             before_attach_in_census: 2,
             before_attach_bytes: 200_712,
             ..UnknownFrees::default()
@@ -238,7 +246,7 @@ mod tests {
         assert_eq!(frees, expected);
         assert_eq!(
             frees.explained().unwrap(),
-            "4 of blocks from before the attach (2 in the heap census at the attach: 200712 \
+            "5 of blocks from before the attach (2 in the heap census at the attach: 200712 \
              bytes)"
         );
         let all_known = UnknownFrees {

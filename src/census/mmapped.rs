@@ -24,13 +24,13 @@ pub struct Excluded<'a> {
     pub stack_pointers: &'a [u64],
 }
 
-/// The mmapped chunks' totals; each chunk goes into `blocks` too, as (user address, usable
-/// bytes).
+/// The mmapped chunks' totals; each chunk goes into `blocks` too when given, as (user
+/// address, usable bytes).
 pub fn find_mmapped(
     pid: i32,
     maps: &[MapEntry],
     excluded: &Excluded,
-    blocks: &mut Vec<(u64, u64)>,
+    mut blocks: Option<&mut Vec<(u64, u64)>>,
 ) -> Blocks {
     let mut found = Blocks::default();
     for entry in maps.iter().filter(|entry| scanned(entry, excluded)) {
@@ -55,7 +55,9 @@ pub fn find_mmapped(
                     if size_field & SIZE_FLAGS == IS_MMAPPED && is_chunk_size(size, page, entry.end)
                     {
                         found.add(size);
-                        blocks.push((page + CHUNK_HEADER, size - CHUNK_HEADER));
+                        if let Some(blocks) = blocks.as_deref_mut() {
+                            blocks.push((page + CHUNK_HEADER, size - CHUNK_HEADER));
+                        }
                         inside_until = page + size;
                     }
                 }

@@ -21,7 +21,7 @@ pub use caches::ThreadPointer;
 
 use crate::proc::maps::MapEntry;
 use crate::ptrace::memory::ProcessMemory;
-use crate::trace::census_format::{CensusTotals, HeapCensus, LiveBlocks};
+use crate::trace::census_format::{CensusTotals, HeapCensus};
 
 /// The census of process `pid`, stopped, whose mappings are `maps`; `allocator` is what
 /// `locate` found (or why it found nothing).
@@ -32,34 +32,73 @@ pub fn take(
     threads: &[ThreadPointer],
     stack_pointers: &[u64],
 ) -> HeapCensus {
-    take_with_blocks(pid, maps, allocator, threads, stack_pointers).0
+    let stopped = Stopped {
+        pid,
+        maps,
+        threads,
+        stack_pointers,
+    };
+    census(&stopped, allocator, None)
 }
 
-/// As `take`, with the blocks the program had in use (none when the heap was not walked).
+/// As `take`, with the blocks the program had in use, (user address, usable bytes) in no
+/// order (none when the heap was not walked).
 pub fn take_with_blocks(
     pid: i32,
     maps: &[MapEntry],
     allocator: &Result<Allocator, String>,
     threads: &[ThreadPointer],
     stack_pointers: &[u64],
-) -> (HeapCensus, LiveBlocks) {
-    let census = allocator
+) -> (HeapCensus, Vec<(u64, u64)>) {
+    let stopped = Stopped {
+        pid,
+        maps,
+        threads,
+        stack_pointers,
+    };
+    let mut blocks = Vec::new();
+    let census = census(&stopped, allocator, Some(&mut blocks));
+    if matches!(census, HeapCensus::Untrusted { .. }) {
+        blocks.clear();
+    }
+    (census, blocks)
+}
+
+/// The stopped process a census reads.
+struct Stopped<'a> {
+    pid: i32,
+    maps: &'a [MapEntry],
+    threads: &'a [ThreadPointer],
+    stack_pointers: &'a [u64],
+}
+
+fn census(
+    stopped: &Stopped,
+    allocator: &Result<Allocator, String>,
+    blocks: Option<&mut Vec<(u64, u64)>>,
+) -> HeapCensus {
+    let walked = allocator
         .as_ref()
         .map_err(String::clone)
-        .and_then(|allocator| walk_heap(pid, maps, allocator, threads, stack_pointers));
-    match census {
-        Ok((totals, blocks)) => (HeapCensus::Walked(Box::new(totals)), blocks),
-        Err(reason) => (HeapCensus::Untrusted { reason }, LiveBlocks::default()),
+        .and_then(|allocator| walk_heap(stopped, allocator, blocks));
+    match walked {
+        Ok(totals) => HeapCensus::Walked(Box::new(totals)),
+        Err(reason) => HeapCensus::Untrusted { reason },
     }
 }
 
+/// Walks the heap; each chunk in use by the program goes into `blocks` when given.
 fn walk_heap(
-    pid: i32,
-    maps: &[MapEntry],
+    stopped: &Stopped,
     allocator: &Allocator,
-    threads: &[ThreadPointer],
-    stack_pointers: &[u64],
-) -> Result<(CensusTotals, LiveBlocks), String> {
+    mut blocks: Option<&mut Vec<(u64, u64)>>,
+) -> Result<CensusTotals, String> {
+    let Stopped {
+        pid,
+        maps,
+        threads,
+        stack_pointers,
+    } = *stopped;
     let memory = ProcessMemory::new(nix::unistd::Pid::from_raw(pid));
     let mut reader = reader::WindowReader::new(&memory, pid);
     let parameters = arenas::read_parameters(&mut reader, allocator);
@@ -71,8 +110,7 @@ fn walk_heap(
         threads,
         parameters.tcache_count,
     );
-    let mut tally = tally::tally(pid, &mut reader, &found, &caches)?;
-    let mut blocks = std::mem::take(&mut tally.in_use);
+    let tally = tally::tally(pid, &mut reader, &found, &caches, blocks.as_deref_mut())?;
     let heaps: Vec<arenas::HeapRange> = found
         .iter()
         .filter(|arena| !arena.main)
@@ -83,7 +121,7 @@ fn walk_heap(
         data: &allocator.data,
         stack_pointers,
     };
-    let mmapped = mmapped::find_mmapped(pid, maps, &excluded, &mut blocks);
+    let mmapped = mmapped::find_mmapped(pid, maps, &excluded, blocks);
     let totals = totals::totals(
         allocator.source,
         tally,
@@ -91,5 +129,5 @@ fn walk_heap(
         mmapped,
         parameters.mmaps,
     );
-    Ok((totals, LiveBlocks::new(blocks)))
+    Ok(totals)
 }

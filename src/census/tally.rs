@@ -18,19 +18,20 @@ pub struct Tally {
     pub histogram: BTreeMap<u64, SizeClass>,
     pub residency: CensusResidency,
     pub doubts: Vec<String>,
-    /// The chunks in use by the program: (user address, usable bytes).
-    pub in_use: Vec<(u64, u64)>,
 }
 
 /// glibc's smallest header after which a free chunk's pages can be given back: the
 /// `malloc_chunk` links (fd, bk, fd_nextsize, bk_nextsize) that stay.
 const FREE_CHUNK_HEADER: u64 = 48;
 
+/// Counts every arena's chunks; each chunk in use by the program goes into `blocks` when
+/// given, as (user address, usable bytes).
 pub fn tally(
     pid: i32,
     reader: &mut WindowReader,
     arenas: &[Arena],
     caches: &Caches,
+    mut blocks: Option<&mut Vec<(u64, u64)>>,
 ) -> Result<Tally, String> {
     let mut tally = Tally::default();
     let mut seen_cached = HashSet::new();
@@ -105,9 +106,9 @@ pub fn tally(
                             }
                         }
                         None => {
-                            tally
-                                .in_use
-                                .push((address + CHUNK_HEADER, size - SIZE_FIELD));
+                            if let Some(blocks) = blocks.as_deref_mut() {
+                                blocks.push((address + CHUNK_HEADER, size - SIZE_FIELD));
+                            }
                             census.in_use.add(size);
                             class(&mut tally.histogram, size).in_use.add(size);
                             tally.residency.in_use += on_pages;

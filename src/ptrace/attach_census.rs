@@ -8,6 +8,11 @@ use crate::events::EventKind;
 use crate::proc::maps::MapEntry;
 use crate::ptrace::regs;
 use crate::ptrace::tracer::Tracer;
+use crate::trace::census_format::LiveBlocks;
+
+/// Blocks per `BlocksAtAttach` record: a few hundred KiB encoded, far below what a profile
+/// block holds, however large the heap.
+const BLOCKS_PER_RECORD: usize = 100_000;
 
 impl Tracer<'_> {
     /// Reads the heap of `pid` while its threads `tids` are stopped at the attach, before
@@ -34,8 +39,8 @@ impl Tracer<'_> {
         let (census, blocks) =
             census::take_with_blocks(pid, maps, allocator, &pointers, &stack_pointers);
         self.send(pid, pid, EventKind::HeapCensus(census));
-        if !blocks.is_empty() {
-            self.send(pid, pid, EventKind::BlocksAtAttach(blocks));
+        for piece in LiveBlocks::pieces(blocks, BLOCKS_PER_RECORD) {
+            self.send(pid, pid, EventKind::BlocksAtAttach(piece));
         }
     }
 }

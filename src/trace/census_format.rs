@@ -153,10 +153,21 @@ impl LiveBlocks {
         LiveBlocks { deltas }
     }
 
-    /// (user address, usable bytes), by address.
+    /// From (user address, usable bytes) in any order, in pieces of at most `per_piece`
+    /// blocks: one record each, however large the heap (a profile block has a size limit).
+    pub fn pieces(mut blocks: Vec<(u64, u64)>, per_piece: usize) -> Vec<LiveBlocks> {
+        blocks.sort_unstable();
+        blocks
+            .chunks(per_piece.max(1))
+            .map(|piece| LiveBlocks::new(piece.to_vec()))
+            .collect()
+    }
+
+    /// (user address, usable bytes), by address (a damaged record gives wrong addresses,
+    /// never a panic).
     pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.deltas.iter().scan(0u64, |address, &(delta, bytes)| {
-            *address += delta;
+            *address = address.wrapping_add(delta);
             Some((*address, bytes))
         })
     }
@@ -196,6 +207,9 @@ mod tests {
         assert!(bytes.len() < 24, "{bytes:?}");
         let back: Record = encoding.deserialize(&bytes).unwrap();
         assert_eq!(back, record);
+        let pieces = LiveBlocks::pieces(vec![(0x30, 3), (0x10, 1), (0x20, 2)], 2);
+        let listed: Vec<Vec<(u64, u64)>> = pieces.iter().map(|p| p.iter().collect()).collect();
+        assert_eq!(listed, [vec![(0x10, 1), (0x20, 2)], vec![(0x30, 3)]]);
     }
 
     fn census_record(census: HeapCensus) -> Record {
