@@ -267,7 +267,9 @@ impl Tracer<'_> {
         let candidates: Vec<i32> = tids
             .iter()
             .copied()
-            .filter(|tid| !self.inside_event.contains(tid))
+            .filter(|tid| {
+                !self.inside_event.contains(tid) && !process.exiting_threads.contains(tid)
+            })
             .collect();
         let Some(tid) = choose_live_injector(&candidates, Some(&scratch)) else {
             return;

@@ -442,9 +442,15 @@ impl Tracer<'_> {
             }
         }
         let tids = self.threads.of(pid);
-        let injector = tids
-            .iter()
-            .find(|&&tid| !self.inside_event.contains(&tid) && !thread_is_zombie(pid, tid));
+        let exiting = self
+            .process(pid)
+            .map(|process| process.exiting_threads.clone())
+            .unwrap_or_default();
+        let injector = tids.iter().find(|&&tid| {
+            !self.inside_event.contains(&tid)
+                && !exiting.contains(&tid)
+                && !thread_is_zombie(pid, tid)
+        });
         let Some(&tid) = injector else {
             return;
         };

@@ -8,7 +8,8 @@
 //! program sees its fault once). A clone or fork joins the new thread or process, stopped,
 //! and the turns go on. Whatever else stops a thread (a job-control stop, a vfork, an exec or
 //! exit, a thread that does not stop in time) ends the turns with the thread settled as at
-//! the detach's own stop.
+//! the detach's own stop. A thread at its exit event never runs the program's code again:
+//! it is not in the hook code, and a process whose threads all exit takes the code with it.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -62,11 +63,7 @@ impl Tracer<'_> {
         let mut outcome = HookCode::MaybeInUse;
         for turn in 0..=TURNS {
             // An exec makes the process anew, without its scratch page.
-            if !self
-                .processes
-                .get(&pid)
-                .is_some_and(|p| p.scratch.is_some())
-            {
+            if !self.image_stays(pid) {
                 outcome = HookCode::ImageGone;
                 break;
             }
@@ -84,11 +81,7 @@ impl Tracer<'_> {
                 break;
             }
         }
-        if !self
-            .processes
-            .get(&pid)
-            .is_some_and(|p| p.scratch.is_some())
-        {
+        if !self.image_stays(pid) {
             outcome = HookCode::ImageGone;
         } else if outcome == HookCode::MaybeInUse
             && !self.may_be_inside(pid, &self.threads.of(pid), pages)
@@ -107,6 +100,20 @@ impl Tracer<'_> {
             }
         }
         outcome
+    }
+
+    /// Whether `pid` still has the image the hooks were in, with a thread that will run its
+    /// code again: not exec'd (an exec makes the process anew, without its scratch page),
+    /// and not every thread at its exit.
+    fn image_stays(&self, pid: i32) -> bool {
+        let Some(process) = self.processes.get(&pid) else {
+            return false;
+        };
+        let tids = self.threads.of(pid);
+        process.scratch.is_some()
+            && tids
+                .iter()
+                .any(|tid| !process.exiting_threads.contains(tid))
     }
 
     /// Whether thread `tid` must not be run: stopped by job control, in the middle of an
@@ -223,6 +230,10 @@ impl Tracer<'_> {
             Stop::Event {
                 event: Event::Exit, ..
             } => {
+                let pid = self.threads.get(&tid).map(|thread| thread.pid);
+                if let Some(process) = pid.and_then(|pid| self.processes.get_mut(&pid)) {
+                    process.exiting_threads.insert(tid);
+                }
                 let _ = regs::resume(tid, 0);
                 TurnStop::Stopped { go_on: false }
             }
@@ -249,12 +260,15 @@ impl Tracer<'_> {
             return false;
         };
         let check = InsideCheck::for_process(pid, &self.modules);
-        tids.iter().any(|&tid| {
-            let gone = thread_is_zombie(pid, tid)
-                || !std::path::Path::new(&format!("/proc/{pid}/task/{tid}")).exists();
-            let unreadable = regs::get_registers(tid).is_err() && !gone;
-            unreadable || check.may_be_inside(tid, &process.memory, pages)
-        })
+        let exiting = &process.exiting_threads;
+        tids.iter()
+            .filter(|tid| !exiting.contains(tid))
+            .any(|&tid| {
+                let gone = thread_is_zombie(pid, tid)
+                    || !std::path::Path::new(&format!("/proc/{pid}/task/{tid}")).exists();
+                let unreadable = regs::get_registers(tid).is_err() && !gone;
+                unreadable || check.may_be_inside(tid, &process.memory, pages)
+            })
     }
 }
 

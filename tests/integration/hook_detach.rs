@@ -3,7 +3,7 @@
 //! of the hook code, then unmaps every page memsup placed: the program's code and mappings
 //! are as before the attach, and it ends as a native run does. A thread blocked inside a
 //! hooked call keeps the pages mapped, switched off; it returns through them later, and the
-//! next attach removes them.
+//! next attach removes them. A process that ends as it leaves them takes them along.
 
 use std::path::Path;
 
@@ -97,6 +97,26 @@ fn a_detach_lets_a_thread_leave_the_hook_code_then_removes_it() {
         assert_code_unchanged(program.pid, &code_before);
         program.write_stdin(b"plain\n");
         finish(program);
+    });
+}
+
+/// A process that ends while the detach runs it out of the hook code takes the code with it:
+/// no warning that it stayed mapped.
+#[test]
+fn a_process_ending_while_it_leaves_the_hook_code_takes_the_code_with_it() {
+    for_each_variant("hook_detach", |_, fixture| {
+        let (mut program, _) = start(fixture);
+        // The call waits inside the hook until the entry is back, then ends the process.
+        let (memsup_lines, image) = detach_inside_a_call(&mut program, b"exit\n");
+        assert_profile_line_only(&memsup_lines);
+        assert_eq!(image["warnings"], serde_json::json!([]), "{image}");
+        let (_, output) = program.finish();
+        assert_eq!(
+            after_pid(&output.stdout),
+            "hook_detach: ready\nhook_detach: inside\nhook_detach: leaving\n"
+        );
+        assert_eq!(output.status.code(), Some(3));
+        assert_eq!(String::from_utf8_lossy(&output.stderr), "");
     });
 }
 
