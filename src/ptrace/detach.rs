@@ -252,8 +252,19 @@ impl Tracer<'_> {
         } else if process.breakpoints.get(address).is_some() {
             regs.rip = address;
             regs::set_registers(tid, &regs)?;
-        } else if let Some(thread) = self.threads.get_mut(&tid) {
-            thread.pending_signals.push(libc::SIGTRAP);
+        } else {
+            match trap_kind(tid, &process.memory, address) {
+                Trap::Int3Gone => {
+                    regs.rip = address;
+                    regs::set_registers(tid, &regs)?;
+                }
+                Trap::Step => {}
+                Trap::Program => {
+                    if let Some(thread) = self.threads.get_mut(&tid) {
+                        thread.pending_signals.push(libc::SIGTRAP);
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -371,6 +382,36 @@ impl Tracer<'_> {
 fn keep_first_error(first: &mut Option<Error>, outcome: Result<()>) {
     if let Err(error) = outcome {
         first.get_or_insert(error);
+    }
+}
+
+/// Where a SIGTRAP that no breakpoint of memsup's explains came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Trap {
+    /// An int3 the kernel reported (SI_KERNEL) where no int3 is now: one of memsup's, taken
+    /// out (put back, or replaced by a hook) after the thread hit it. Rewound, the thread
+    /// runs what is there now.
+    Int3Gone,
+    /// A single step's trap: memsup's, to be dropped.
+    Step,
+    /// The program's own: an int3 of its code, or a signal sent to it.
+    Program,
+}
+
+/// Which trap thread `tid` is stopped with, `address` being the byte before its rip.
+pub(crate) fn trap_kind(tid: i32, memory: &dyn RemoteMemory, address: u64) -> Trap {
+    const SI_KERNEL: i32 = 0x80;
+    const TRAP_BRKPT: i32 = 1;
+    const TRAP_TRACE: i32 = 2;
+    let Ok(info) = nix::sys::ptrace::getsiginfo(nix::unistd::Pid::from_raw(tid)) else {
+        return Trap::Program;
+    };
+    let mut byte = [0u8; 1];
+    let int3_there = memory.read(address, &mut byte).is_ok() && byte[0] == 0xcc;
+    match info.si_code {
+        SI_KERNEL | TRAP_BRKPT if !int3_there => Trap::Int3Gone,
+        TRAP_TRACE => Trap::Step,
+        _ => Trap::Program,
     }
 }
 

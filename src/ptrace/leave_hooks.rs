@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use nix::sys::wait::{waitpid, WaitPidFlag};
 use nix::unistd::Pid;
 
-use crate::ptrace::detach::thread_is_zombie;
+use crate::ptrace::detach::{thread_is_zombie, trap_kind, Trap};
 use crate::ptrace::inside::InsideCheck;
 use crate::ptrace::regs;
 use crate::ptrace::stop::{Deadline, Event, Stop, GROUP_STOP_SIGNALS, STOP_TIMEOUT};
@@ -100,6 +100,29 @@ impl Tracer<'_> {
             }
         }
         outcome
+    }
+
+    /// Whether thread `tid`'s SIGTRAP is memsup's (`Trap`); an int3's is rewound.
+    fn our_trap(&self, tid: i32) -> bool {
+        let Some(process) = self
+            .threads
+            .process_of(tid)
+            .and_then(|pid| self.processes.get(&pid))
+        else {
+            return false;
+        };
+        let Ok(mut registers) = regs::get_registers(tid) else {
+            return false;
+        };
+        let address = registers.rip.wrapping_sub(1);
+        match trap_kind(tid, &process.memory, address) {
+            Trap::Int3Gone => {
+                registers.rip = address;
+                regs::set_registers(tid, &registers).is_ok()
+            }
+            Trap::Step => true,
+            Trap::Program => false,
+        }
     }
 
     /// Whether `pid` still has the image the hooks were in, with a thread that will run its
@@ -215,6 +238,14 @@ impl Tracer<'_> {
                 signal,
                 ..
             } if signal == libc::SIGTRAP => TurnStop::Stopped { go_on: true },
+            // A trap of an int3 of memsup's taken out after the thread hit it is not the
+            // program's: rewound, the thread runs what is there now.
+            Stop::Signal { signal, .. } if signal == libc::SIGTRAP && self.our_trap(tid) => {
+                if regs::resume(tid, 0).is_err() {
+                    return TurnStop::Stopped { go_on: true };
+                }
+                TurnStop::Running
+            }
             Stop::Signal { signal, .. } if !GROUP_STOP_SIGNALS.contains(&signal) => {
                 if regs::resume(tid, signal).is_err() {
                     return TurnStop::Stopped { go_on: true };

@@ -100,6 +100,12 @@ fn fifty_detaches_at_random_moments_leave_the_program_unchanged() {
             };
             let what = format!("seed {seed}, cycle {cycle}, SIGINT {delay} ms after attach");
             attach_then_interrupt(pid, Duration::from_millis(delay), &what);
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let state = stat.rsplit_once(") ").map(|(_, rest)| &rest[..1]);
+            if matches!(state, None | Some("Z") | Some("X")) {
+                let (_, ended) = process.finish();
+                panic!("{what}: {variant:?}: the program ended: {ended:?}");
+            }
             assert_code_unchanged(pid, &code_before);
             let (hook_pages, maps_now): (Vec<String>, Vec<String>) = steady_maps(pid, variant)
                 .into_iter()
