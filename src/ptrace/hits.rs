@@ -6,7 +6,6 @@ use libc::user_regs_struct;
 use crate::breakpoints::probes::needs_return;
 use crate::breakpoints::returns::PendingReturn;
 use crate::breakpoints::table::{Breakpoint, ProbeKind, StepOver, INT3};
-use crate::ptrace::detach::{trap_kind, Trap};
 use crate::error::{Error, Result};
 use crate::events::calls::{mapping_result, returned_call};
 use crate::events::{EventKind, RawStack};
@@ -52,18 +51,8 @@ impl Tracer<'_> {
                 let breakpoint = breakpoint.clone();
                 self.on_entry(tid, pid, regs, &breakpoint)
             }
-            None => match trap_kind(tid, &process.memory, address) {
-                // One of ours, taken out (put back, or replaced by a hook) after the thread
-                // hit it: rewound, the thread runs what is there now.
-                Trap::Int3Gone => {
-                    let mut regs = regs;
-                    regs.rip = address;
-                    self.tracee.set_registers(tid, &regs)?;
-                    self.tracee.resume(tid, 0)
-                }
-                Trap::Step => self.tracee.resume(tid, 0),
-                Trap::Program => self.tracee.resume(tid, libc::SIGTRAP),
-            },
+            // Not ours: the program's own SIGTRAP.
+            None => self.tracee.resume(tid, libc::SIGTRAP),
         }
     }
 
