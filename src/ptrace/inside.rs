@@ -52,8 +52,9 @@ impl InsideCheck {
             .any(|address| in_ranges(pages, address))
     }
 
-    /// The addresses thread `tid` (stopped) may go on at: its rip and the return address
-    /// of each frame of a complete walk, or else every word of its stack copy.
+    /// The addresses thread `tid` (stopped) may go on at: its rip first, then the return
+    /// address of each frame and the instruction each signal interrupted, of a complete
+    /// walk, or else every word of its stack copy too.
     pub(crate) fn code_references(&self, tid: i32, memory: &dyn RemoteMemory) -> Vec<u64> {
         let Ok(registers) = regs::get_registers(tid) else {
             return Vec::new();
@@ -65,11 +66,12 @@ impl InsideCheck {
             bp: registers.rbp,
             stack: read_stack(memory, registers.rsp),
         };
-        let mut references = vec![registers.rip];
-        let walk = self.unwinder.unwind(&snapshot, &mut |address| {
-            references.push(address);
-            None
-        });
+        let walk = self.unwinder.unwind(&snapshot, &mut |_| None);
+        // The rip, each return address and each instruction a signal interrupted.
+        let mut references = walk.frames.clone();
+        if references.first() != Some(&registers.rip) {
+            references.insert(0, registers.rip);
+        }
         let guessed = walk_was_guessed(&walk, |address| {
             self.unwinder.has_cfi(address) || self.unwinder.is_entry_code(address)
         });
