@@ -15,6 +15,7 @@ use crate::hooks::placement::{page_bytes, plan, Target};
 use crate::module::loaded::LoadedModule;
 use crate::ptrace::detach::{stub_is_mapped, thread_is_zombie};
 use crate::ptrace::leave_hooks::HookCode;
+use crate::ptrace::patch_clearance::PatchedBytes;
 use crate::ptrace::regs;
 use crate::ptrace::state::{PatchedEntry, ProcessHooks};
 use crate::ptrace::tracer::Tracer;
@@ -126,13 +127,26 @@ impl Tracer<'_> {
         let bytes = page_bytes(&ops, cpu)?;
         let base =
             self.with_injector(pid, tid, |injector| injector.map_code(module.start, bytes))?;
+        let mut page = plan(base, area, cpu, &targets)?;
+        let patched_bytes: Vec<PatchedBytes> = page
+            .patches
+            .iter()
+            .map(|patch| {
+                let start = candidates[patch.target].address + patch.patch.offset;
+                (start, patch.patch.length as u64)
+            })
+            .collect();
+        let blocked = self.clear_patched_bytes(pid, &patched_bytes);
         let process = self.process_mut(pid)?;
-        let page = plan(base, area, cpu, &targets)?;
         process.memory.write_code(base, &page.bytes)?;
         let hooks = process.hooks.as_mut().expect("ensured above");
         hooks.pages.push((base, page.bytes.len() as u64));
         let mut internal = vec![(base, base + page.bytes.len() as u64)];
-        for patch in &page.patches {
+        for (patch, blocked) in page.patches.iter().zip(blocked) {
+            if let Some(reason) = blocked {
+                page.refused.push((patch.target, reason));
+                continue;
+            }
             let candidate = &candidates[patch.target];
             let address = candidate.address + patch.patch.offset;
             process.memory.write_code(address, &patch.jump)?;

@@ -19,6 +19,7 @@ pub mod memory;
 pub mod modules;
 pub mod mpi;
 mod padding;
+mod patch_clearance;
 pub mod regs;
 mod rendezvous;
 pub mod roles;
