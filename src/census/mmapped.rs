@@ -1,6 +1,7 @@
 //! Chunks glibc mapped on their own. They are in no list, so they are found by their
 //! header: at a page boundary of an anonymous writable mapping, prev_size 0 and a size that
-//! is a whole number of pages with only IS_MMAPPED set, fitting in the mapping. Headers are
+//! is a whole number of pages with only IS_MMAPPED set, fitting in the mapping (memalign may
+//! have moved the program's chunk further up: see `realigned_offset`). Headers are
 //! read 512 pages to a `process_vm_readv`, of resident pages only. Mappings that hold no such chunk (heaps of the
 //! arenas, libc's data, the threads' stacks) are left out.
 
@@ -10,7 +11,7 @@ use nix::sys::uio::{process_vm_readv, RemoteIoVec};
 use nix::unistd::Pid;
 
 use super::arenas::HeapRange;
-use super::layout::{CHUNK_HEADER, IS_MMAPPED, PAGE, SIZE_FLAGS};
+use super::layout::{CHUNK_HEADER, IS_MMAPPED, MINIMUM_CHUNK, PAGE, SIZE_FLAGS};
 use super::residency::Pages;
 use crate::proc::maps::MapEntry;
 use crate::trace::census_format::Blocks;
@@ -56,7 +57,9 @@ pub fn find_mmapped(
                     {
                         found.add(size);
                         if let Some(blocks) = blocks.as_deref_mut() {
-                            blocks.push((page + CHUNK_HEADER, size - CHUNK_HEADER));
+                            let offset = realigned_offset(pid, page, size, &resident);
+                            let chunk = page + offset;
+                            blocks.push((chunk + CHUNK_HEADER, size - offset - CHUNK_HEADER));
                         }
                         inside_until = page + size;
                     }
@@ -65,6 +68,47 @@ pub fn find_mmapped(
         }
     }
     found
+}
+
+/// Where the program's chunk starts in the mmapped chunk at `page` of `size` bytes: 0, or
+/// further up when memalign moved it to an aligned address. glibc then writes a new header
+/// there (prev_size: the distance from the mapping's start; size: the rest, IS_MMAPPED) and
+/// leaves the old one at the start. The new chunk is the first aligned spot at least
+/// `MINIMUM_CHUNK` up, for some power-of-two alignment; the bytes below it are untouched.
+fn realigned_offset(pid: i32, page: u64, size: u64, resident: &Pages) -> u64 {
+    let offsets: Vec<u64> = memalign_offsets(page, size)
+        .into_iter()
+        .filter(|&offset| resident.is_present(page + offset))
+        .collect();
+    let addresses: Vec<u64> = offsets.iter().map(|&offset| page + offset).collect();
+    let headers = read_headers(pid, &addresses);
+    offsets
+        .into_iter()
+        .zip(headers)
+        .find(|&(offset, header)| header == Some((offset, (size - offset) | IS_MMAPPED)))
+        .map_or(0, |(offset, _)| offset)
+}
+
+/// The offsets memalign can move a chunk mapped at `page` to, smallest first: for each
+/// power-of-two alignment above malloc's own, the first aligned user address whose chunk
+/// starts at least a minimal chunk above the mapping's start (glibc's `_int_memalign`).
+fn memalign_offsets(page: u64, size: u64) -> Vec<u64> {
+    let mut offsets: Vec<u64> = Vec::new();
+    let mut alignment = 2 * CHUNK_HEADER;
+    while alignment < size {
+        let mut chunk = (page + CHUNK_HEADER).next_multiple_of(alignment) - CHUNK_HEADER;
+        if chunk - page < MINIMUM_CHUNK {
+            chunk += alignment;
+        }
+        let offset = chunk - page;
+        if offset + MINIMUM_CHUNK <= size {
+            offsets.push(offset);
+        }
+        alignment *= 2;
+    }
+    offsets.sort_unstable();
+    offsets.dedup();
+    offsets
 }
 
 fn is_chunk_size(size: u64, page: u64, end: u64) -> bool {
@@ -115,4 +159,23 @@ fn read_headers(pid: i32, pages: &[u64]) -> Vec<Option<(u64, u64)>> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memalign_moves_a_page_aligned_chunk_to_the_first_aligned_spot_a_chunk_above() {
+        let page = 0x7f00_0000_1000;
+        let offsets = memalign_offsets(page, 50 * PAGE);
+        // 32 and 64 both give 48 (16 is too close); 4096 gives 4080; a 64 KiB alignment
+        // depends on where the page is.
+        assert_eq!(&offsets[..4], &[48, 112, 240, 496]);
+        assert!(offsets.contains(&4080));
+        assert!(offsets.contains(&(0x7f00_0001_0000 - 16 - page)));
+        assert!(offsets
+            .iter()
+            .all(|&offset| offset + MINIMUM_CHUNK <= 50 * PAGE));
+    }
 }
