@@ -443,7 +443,20 @@ impl Tracer<'_> {
             };
             let _ = process.memory.write_code(entry.address, &bytes);
         }
-        match self.leave_hook_code(pid, &hooks.pages) {
+        let (code, forked) = self.leave_hook_code(pid, &hooks.pages);
+        // A process forked during the turns has copies of the pages and the area, its
+        // entries already put back: its own detach removes them.
+        for child in forked {
+            if let Some(process) = self.processes.get_mut(&child) {
+                if !process.shares_parent_memory {
+                    process.hooks = Some(ProcessHooks {
+                        patched: Vec::new(),
+                        ..hooks.clone()
+                    });
+                }
+            }
+        }
+        match code {
             HookCode::Unused => {}
             HookCode::ImageGone => return,
             HookCode::MaybeInUse => {

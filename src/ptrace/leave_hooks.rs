@@ -6,7 +6,8 @@
 //! During a turn the process runs as it would untraced: a signal is delivered at its
 //! signal-delivery stop as soon as it is seen, with its own siginfo (a fault handled by the
 //! program sees its fault once). A clone or fork joins the new thread or process, stopped,
-//! and the turns go on. Whatever else stops a thread (a job-control stop, a vfork, an exec or
+//! and the turns go on (a forked process is detached after it, its copies of the hook code
+//! removed the same way). Whatever else stops a thread (a job-control stop, a vfork, an exec or
 //! exit, a thread that does not stop in time) ends the turns with the thread settled as at
 //! the detach's own stop. A thread at its exit event never runs the program's code again:
 //! it is not in the hook code, and a process whose threads all exit takes the code with it.
@@ -56,9 +57,14 @@ pub(crate) enum HookCode {
 
 impl Tracer<'_> {
     /// Whether a thread of `pid` (stopped) may still be inside `pages`, after up to `TURNS`
-    /// turns of running. A process left in its group-stop by job control is not run, nor one
-    /// with a thread stopped in the middle of an event (a clone, an exec) or not stopped.
-    pub(crate) fn leave_hook_code(&mut self, pid: i32, pages: &[(u64, u64)]) -> HookCode {
+    /// turns of running, and the processes forked meanwhile (joined, stopped). A process
+    /// left in its group-stop by job control is not run, nor one with a thread stopped in
+    /// the middle of an event (a clone, an exec) or not stopped.
+    pub(crate) fn leave_hook_code(
+        &mut self,
+        pid: i32,
+        pages: &[(u64, u64)],
+    ) -> (HookCode, Vec<i32>) {
         let processes_before: HashSet<i32> = self.processes.keys().copied().collect();
         let mut outcome = HookCode::MaybeInUse;
         for turn in 0..=TURNS {
@@ -89,17 +95,13 @@ impl Tracer<'_> {
             // The turns ended early, but every thread had left by then.
             outcome = HookCode::Unused;
         }
-        for child in self.processes.keys().copied().collect::<Vec<_>>() {
-            if !processes_before.contains(&child) {
-                self.warn(
-                    child,
-                    "forked while memsup detached: memsup's hook pages, switched off, stay \
-                     mapped in it"
-                        .into(),
-                );
-            }
-        }
-        outcome
+        let forked: Vec<i32> = self
+            .processes
+            .keys()
+            .copied()
+            .filter(|child| !processes_before.contains(child))
+            .collect();
+        (outcome, forked)
     }
 
     /// Whether thread `tid`'s SIGTRAP is memsup's (`Trap`); an int3's is rewound.

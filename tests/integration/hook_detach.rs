@@ -3,7 +3,8 @@
 //! of the hook code, then unmaps every page memsup placed: the program's code and mappings
 //! are as before the attach, and it ends as a native run does. A thread blocked inside a
 //! hooked call keeps the pages mapped, switched off; it returns through them later, and the
-//! next attach removes them. A process that ends as it leaves them takes them along.
+//! next attach removes them. A process that ends as it leaves them takes them along; one
+//! forked meanwhile has its copies removed too.
 
 use std::path::Path;
 
@@ -146,4 +147,37 @@ fn pages_a_blocked_thread_is_in_stay_switched_off_and_the_next_attach_removes_th
     assert_eq!(hook_mappings(program.pid), Vec::<String>::new());
     assert_code_unchanged(program.pid, &code_before);
     finish(program);
+}
+
+/// A process forked while the detach runs its parent out of the hook code has copies of the
+/// pages and the ring area: its own detach removes them, without a warning.
+#[test]
+fn a_process_forked_while_the_threads_leave_the_hook_code_loses_its_copies_too() {
+    for_each_variant("hook_detach", |_, fixture| {
+        let (mut program, code_before) = start(fixture);
+        // The call waits inside the hook until the entry is back and a thread has forked.
+        let (memsup_lines, image) = detach_inside_a_call(&mut program, b"fork\n");
+        let forked = program.next_line("the fork");
+        let child: u32 = forked
+            .strip_prefix("hook_detach: forked ")
+            .and_then(|pid| pid.parse().ok())
+            .unwrap_or_else(|| panic!("the fork line: {forked:?}"));
+        assert_eq!(program.next_line("the call's end"), "hook_detach: out");
+        assert_profile_line_only(&memsup_lines);
+        assert_eq!(image["warnings"], serde_json::json!([]), "{image}");
+        assert_eq!(hook_mappings(program.pid), Vec::<String>::new());
+        assert_eq!(hook_mappings(child), Vec::<String>::new(), "the child's");
+        assert_code_unchanged(program.pid, &code_before);
+        let (_, output) = program.finish();
+        assert_eq!(
+            after_pid(&output.stdout),
+            format!(
+                "hook_detach: ready\nhook_detach: inside\nhook_detach: forked {child}\n\
+                 hook_detach: out\nhook_detach: child exited 0\n\
+                 hook_detach: 1 calls, every block returned\n"
+            )
+        );
+        assert_eq!(output.status.code(), Some(0));
+        assert_eq!(String::from_utf8_lossy(&output.stderr), "");
+    });
 }
