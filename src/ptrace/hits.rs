@@ -9,6 +9,7 @@ use crate::breakpoints::table::{Breakpoint, ProbeKind, StepOver, INT3};
 use crate::error::{Error, Result};
 use crate::events::calls::{mapping_result, returned_call};
 use crate::events::{EventKind, RawStack};
+use crate::ptrace::detach::{trap_kind, Trap};
 use crate::ptrace::memory::{RemoteMemory, RemoteMemoryMut};
 use crate::ptrace::regs;
 use crate::ptrace::state::PendingSyscall;
@@ -50,6 +51,13 @@ impl Tracer<'_> {
             Some(breakpoint) => {
                 let breakpoint = breakpoint.clone();
                 self.on_entry(tid, pid, regs, &breakpoint)
+            }
+            // A step memsup gave up waiting for ends late: its trap is not the program's.
+            None if self.late_steps.contains(&tid)
+                && trap_kind(tid, &process.memory, address) == Trap::Step =>
+            {
+                self.late_steps.remove(&tid);
+                self.tracee.resume(tid, 0)
             }
             // Not ours: the program's own SIGTRAP.
             None => self.tracee.resume(tid, libc::SIGTRAP),

@@ -68,6 +68,9 @@ pub struct Tracer<'a> {
     /// that will complete on resume (a fork writes the child's id into rax): never used to
     /// run a remote call.
     pub(super) inside_event: HashSet<i32>,
+    /// Threads single-stepped out of bytes a hook's jump overwrites whose step did not end in
+    /// time: their step's trap, when it comes, is memsup's.
+    pub(super) late_steps: HashSet<i32>,
     /// Threads joined by an attach still in progress: stopped, their stop already collected,
     /// so a detach after a failed attach must not wait for another.
     pub(super) joining: HashSet<i32>,
@@ -123,6 +126,7 @@ impl<'a> Tracer<'a> {
             in_hand: None,
             unresponsive: Vec::new(),
             inside_event: HashSet::new(),
+            late_steps: HashSet::new(),
             joining: HashSet::new(),
             engine: Engine::Int3,
             hook_tables: Default::default(),
