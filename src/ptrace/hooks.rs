@@ -445,15 +445,19 @@ impl Tracer<'_> {
         }
         let (code, forked) = self.leave_hook_code(pid, &hooks.pages);
         // A process forked during the turns has copies of the pages and the area, its
-        // entries already put back: its own detach removes them.
+        // entries already put back: its own detach removes them. It recorded nothing through
+        // them, so it lists no hooked site. One sharing this memory has no copies.
         for child in forked {
+            if shares_memory(pid, child) {
+                continue;
+            }
             if let Some(process) = self.processes.get_mut(&child) {
-                if !process.shares_parent_memory {
-                    process.hooks = Some(ProcessHooks {
-                        patched: Vec::new(),
-                        ..hooks.clone()
-                    });
-                }
+                process.hooks = Some(ProcessHooks {
+                    patched: Vec::new(),
+                    sites: Vec::new(),
+                    refusals: Default::default(),
+                    ..hooks.clone()
+                });
             }
         }
         match code {
@@ -496,4 +500,14 @@ impl Tracer<'_> {
             injector.unmap(hooks.area, hooks.area_bytes)
         });
     }
+}
+
+/// Whether processes `a` and `b` share one address space (a vfork, or a clone with CLONE_VM
+/// and without CLONE_THREAD), as the kernel's kcmp tells; when it cannot tell, they may.
+fn shares_memory(a: i32, b: i32) -> bool {
+    const KCMP_VM: libc::c_long = 1;
+    // SAFETY: kcmp only compares two processes' kernel objects; it has no memory effects.
+    let order = unsafe { libc::syscall(libc::SYS_kcmp, a, b, KCMP_VM, 0, 0) };
+    // 1 and 2 order two different objects; 3: different, without an order.
+    !(1..=3).contains(&order)
 }

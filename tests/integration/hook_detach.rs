@@ -55,8 +55,8 @@ fn hook_mappings(pid: u32) -> Vec<String> {
 
 /// Attaches with hooks, sends `line` (the fixture waits until mi_malloc is hooked, then
 /// calls it, which announces it is inside) and detaches while the call is inside the hook.
-/// Returns memsup's own lines and the image.
-fn detach_inside_a_call(program: &mut Running, line: &[u8]) -> (Vec<String>, Value) {
+/// Returns memsup's own lines, the program's image and the report.
+fn detach_inside_a_call(program: &mut Running, line: &[u8]) -> (Vec<String>, Value, Value) {
     let window = AttachWindow::open(&[program.pid], &["--engine", "hooks"]);
     program.write_stdin(line);
     assert_eq!(program.next_line("the held call"), "hook_detach: inside");
@@ -65,7 +65,7 @@ fn detach_inside_a_call(program: &mut Running, line: &[u8]) -> (Vec<String>, Val
     let image = processes(&report)[0].clone();
     // mi_malloc was hooked: the fixture waited for its entry to become a jump.
     assert_eq!(image["engine"], "hooks", "{image}");
-    (memsup_lines, image)
+    (memsup_lines, image, report)
 }
 
 /// memsup said only where it wrote the profile: no warning.
@@ -90,7 +90,7 @@ fn a_detach_lets_a_thread_leave_the_hook_code_then_removes_it() {
     for_each_variant("hook_detach", |_, fixture| {
         let (mut program, code_before) = start(fixture);
         // The call waits inside the hook until the detach has put mi_malloc's entry back.
-        let (memsup_lines, image) = detach_inside_a_call(&mut program, b"hooked\n");
+        let (memsup_lines, image, _) = detach_inside_a_call(&mut program, b"hooked\n");
         assert_eq!(program.next_line("the call's end"), "hook_detach: out");
         assert_profile_line_only(&memsup_lines);
         assert_eq!(image["warnings"], serde_json::json!([]), "{image}");
@@ -108,7 +108,7 @@ fn a_process_ending_while_it_leaves_the_hook_code_takes_the_code_with_it() {
     for_each_variant("hook_detach", |_, fixture| {
         let (mut program, _) = start(fixture);
         // The call waits inside the hook until the entry is back, then ends the process.
-        let (memsup_lines, image) = detach_inside_a_call(&mut program, b"exit\n");
+        let (memsup_lines, image, _) = detach_inside_a_call(&mut program, b"exit\n");
         assert_profile_line_only(&memsup_lines);
         assert_eq!(image["warnings"], serde_json::json!([]), "{image}");
         let (_, output) = program.finish();
@@ -126,7 +126,7 @@ fn pages_a_blocked_thread_is_in_stay_switched_off_and_the_next_attach_removes_th
     let fixture = fixture("hook_detach", Variant::Dynamic);
     let (mut program, code_before) = start(&fixture);
     // The call reads a line inside the hook: no turn of the detach gets it out.
-    let (memsup_lines, image) = detach_inside_a_call(&mut program, b"stuck\n");
+    let (memsup_lines, image, _) = detach_inside_a_call(&mut program, b"stuck\n");
     assert_eq!(memsup_lines[0], HOOK_PAGES_LEFT, "{memsup_lines:?}");
     let warning = HOOK_PAGES_LEFT.trim_start_matches("memsup: warning: ");
     assert_eq!(image["warnings"], serde_json::json!([warning]), "{image}");
@@ -137,7 +137,7 @@ fn pages_a_blocked_thread_is_in_stay_switched_off_and_the_next_attach_removes_th
     program.write_stdin(b"go\n");
     assert_eq!(program.next_line("the call's end"), "hook_detach: out");
 
-    let (memsup_lines, image) = detach_inside_a_call(&mut program, b"hooked\n");
+    let (memsup_lines, image, _) = detach_inside_a_call(&mut program, b"hooked\n");
     assert_eq!(program.next_line("the call's end"), "hook_detach: out");
     assert_profile_line_only(&memsup_lines);
     let warnings = image["warnings"].as_array().expect("warnings");
@@ -156,7 +156,7 @@ fn a_process_forked_while_the_threads_leave_the_hook_code_loses_its_copies_too()
     for_each_variant("hook_detach", |_, fixture| {
         let (mut program, code_before) = start(fixture);
         // The call waits inside the hook until the entry is back and a thread has forked.
-        let (memsup_lines, image) = detach_inside_a_call(&mut program, b"fork\n");
+        let (memsup_lines, image, report) = detach_inside_a_call(&mut program, b"fork\n");
         let forked = program.next_line("the fork");
         let child: u32 = forked
             .strip_prefix("hook_detach: forked ")
@@ -165,6 +165,18 @@ fn a_process_forked_while_the_threads_leave_the_hook_code_loses_its_copies_too()
         assert_eq!(program.next_line("the call's end"), "hook_detach: out");
         assert_profile_line_only(&memsup_lines);
         assert_eq!(image["warnings"], serde_json::json!([]), "{image}");
+        let child_image = processes(&report)
+            .iter()
+            .find(|image| image["pid"] == child)
+            .unwrap_or_else(|| panic!("no image of the child {child}: {report:#}"));
+        // Born during the detach: it ran nothing under memsup, hooks or warnings.
+        assert_eq!(child_image["cause"], "fork", "{child_image}");
+        assert_eq!(child_image["engine"], "int3", "{child_image}");
+        assert_eq!(
+            child_image["warnings"],
+            serde_json::json!([]),
+            "{child_image}"
+        );
         assert_eq!(hook_mappings(program.pid), Vec::<String>::new());
         assert_eq!(hook_mappings(child), Vec::<String>::new(), "the child's");
         assert_code_unchanged(program.pid, &code_before);
