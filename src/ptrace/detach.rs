@@ -12,7 +12,7 @@ use crate::ptrace::memory::RemoteMemory;
 use crate::ptrace::regs;
 use crate::ptrace::state::Process;
 use crate::ptrace::stop::{
-    wait_for_thread, wait_for_thread_until, Deadline, Event, Stop, WaitFailure, STOP_TIMEOUT,
+    wait_for_thread_until, Deadline, Event, Stop, WaitFailure, STOP_TIMEOUT,
 };
 use crate::ptrace::tracer::Tracer;
 use crate::trace::format::ExitKind;
@@ -56,12 +56,25 @@ impl Tracer<'_> {
         stopped
     }
 
-    /// Waits for the single-step trap of `tid`; other signals are kept for later delivery.
-    pub(crate) fn wait_for_trap(&mut self, tid: i32) -> Result<()> {
+    /// Waits, until `deadline`, for the trap of the single step `tid` was just given; a
+    /// signal that comes first is held for the thread and the step asked again. A thread that
+    /// ends fails (its end kept for the event loop); so does one that does not stop in time,
+    /// and its trap, when it comes, is dropped (`late_steps`).
+    pub(crate) fn wait_for_step(&mut self, tid: i32, deadline: &Deadline) -> Result<()> {
         loop {
-            let status = wait_for_thread(tid).map_err(|e| Error::ptrace("waitpid", tid, e))?;
+            let status = match wait_for_thread_until(tid, deadline) {
+                Ok(status) => status,
+                Err(failure) => {
+                    if matches!(failure, WaitFailure::TimedOut) {
+                        self.late_steps.insert(tid);
+                    }
+                    return Err(failure.into_error(tid, deadline, "single-stepping"));
+                }
+            };
             match Stop::from_wait_status(status) {
                 Some(Stop::Signal { signal, .. }) if signal == libc::SIGTRAP => return Ok(()),
+                // Held and sent again once the thread runs free (a stop signal too: the
+                // thread is not to stop in the middle of a step).
                 Some(Stop::Signal { signal, .. }) => {
                     if let Some(thread) = self.threads.get_mut(&tid) {
                         thread.pending_signals.push(signal);
@@ -269,19 +282,25 @@ impl Tracer<'_> {
         Ok(())
     }
 
+    /// The threads among `tids` of `process` a detach may run a remote call in: none held
+    /// in the middle of an event (its system call completes on resume) and none at its exit
+    /// (it never runs the program's code again).
+    pub(crate) fn remote_call_threads(&self, process: &Process, tids: &[i32]) -> Vec<i32> {
+        tids.iter()
+            .copied()
+            .filter(|tid| {
+                !self.inside_event.contains(tid) && !process.exiting_threads.contains(tid)
+            })
+            .collect()
+    }
+
     /// Removes the scratch page, run from any stopped thread whose rip is outside it: one
     /// interrupted inside a system call gets its restart state back (see `remote_syscall`).
     fn unmap_scratch(&mut self, process: &mut Process, tids: &[i32]) {
         let Some(scratch) = process.scratch.take() else {
             return;
         };
-        let candidates: Vec<i32> = tids
-            .iter()
-            .copied()
-            .filter(|tid| {
-                !self.inside_event.contains(tid) && !process.exiting_threads.contains(tid)
-            })
-            .collect();
+        let candidates = self.remote_call_threads(process, tids);
         let Some(tid) = choose_live_injector(&candidates, Some(&scratch)) else {
             return;
         };

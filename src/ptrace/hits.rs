@@ -301,7 +301,7 @@ impl Tracer<'_> {
         process
             .memory
             .write_code(breakpoint.address, &[breakpoint.original_byte])?;
-        let step = regs::single_step(tid).and_then(|_| self.wait_for_trap(tid));
+        let step = regs::single_step(tid).and_then(|_| self.wait_for_step(tid, &deadline));
         self.process_mut(pid)?
             .memory
             .write_code(breakpoint.address, &[INT3])?;

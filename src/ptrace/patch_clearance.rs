@@ -9,7 +9,7 @@
 use crate::ptrace::detach::thread_is_zombie;
 use crate::ptrace::inside::InsideCheck;
 use crate::ptrace::regs;
-use crate::ptrace::stop::{wait_for_thread_until, Deadline, Stop, WaitFailure, STOP_TIMEOUT};
+use crate::ptrace::stop::{Deadline, STOP_TIMEOUT};
 use crate::ptrace::tracer::Tracer;
 
 /// Steps a thread takes at most to leave the bytes: a patch covers at most five instructions
@@ -90,46 +90,14 @@ impl Tracer<'_> {
             if !strictly_inside(bytes, registers.rip) {
                 return true;
             }
-            if regs::single_step(tid).is_err() || !self.step_done(tid, &deadline) {
+            if regs::single_step(tid)
+                .and_then(|_| self.wait_for_step(tid, &deadline))
+                .is_err()
+            {
                 return false;
             }
         }
         regs::get_registers(tid).is_ok_and(|registers| !strictly_inside(bytes, registers.rip))
-    }
-
-    /// Waits, until `deadline`, for the trap of `tid`'s step; a signal that comes first is
-    /// held for the thread and the step asked again. False when the thread ended (its end
-    /// kept for the event loop) or did not stop in time (its trap, when it comes, is
-    /// dropped).
-    fn step_done(&mut self, tid: i32, deadline: &Deadline) -> bool {
-        loop {
-            let status = match wait_for_thread_until(tid, deadline) {
-                Ok(status) => status,
-                Err(WaitFailure::TimedOut) => {
-                    self.late_steps.insert(tid);
-                    return false;
-                }
-                Err(_) => return false,
-            };
-            match Stop::from_wait_status(status) {
-                Some(Stop::Signal { signal, .. }) if signal == libc::SIGTRAP => return true,
-                // Held and sent again once the thread runs free, as every signal memsup
-                // holds while it steps (a stop signal too: the thread is not to stop now).
-                Some(Stop::Signal { signal, .. }) => {
-                    if let Some(thread) = self.threads.get_mut(&tid) {
-                        thread.pending_signals.push(signal);
-                    }
-                    if regs::single_step(tid).is_err() {
-                        return false;
-                    }
-                }
-                Some(stop) => {
-                    self.deferred.push_back(stop);
-                    return false;
-                }
-                None => {}
-            }
-        }
     }
 }
 
