@@ -13,7 +13,8 @@ use crate::hooks::inject::Injector;
 use crate::hooks::layout::{area_bytes, header, rings_end, Op};
 use crate::hooks::placement::{page_bytes, plan, Target};
 use crate::module::loaded::LoadedModule;
-use crate::ptrace::detach::{stub_is_mapped, thread_is_zombie};
+use crate::ptrace::detach::stub_is_mapped;
+use crate::ptrace::inject::choose_live_injector;
 use crate::ptrace::leave_hooks::HookCode;
 use crate::ptrace::patch_clearance::PatchedBytes;
 use crate::ptrace::regs;
@@ -473,16 +474,11 @@ impl Tracer<'_> {
             }
         }
         let tids = self.threads.of(pid);
-        let exiting = self
+        let candidates = self
             .process(pid)
-            .map(|process| process.exiting_threads.clone())
+            .map(|process| self.remote_call_threads(process, &tids))
             .unwrap_or_default();
-        let injector = tids.iter().find(|&&tid| {
-            !self.inside_event.contains(&tid)
-                && !exiting.contains(&tid)
-                && !thread_is_zombie(pid, tid)
-        });
-        let Some(&tid) = injector else {
+        let Some(tid) = choose_live_injector(&candidates, None) else {
             return;
         };
         let stub = self
