@@ -10,7 +10,8 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::common::announced::{start_announced, Start};
 use crate::common::attach_cycle::{attach_then_interrupt, maps};
 use crate::common::live_process::{
-    assert_code_unchanged, executable_mappings, is_hook_engine_mapping, wait_until, HOOK_AREA,
+    assert_code_unchanged, executable_mappings, has_ended, is_hook_engine_mapping, wait_until,
+    HOOK_AREA,
 };
 use crate::common::report::report_json;
 use crate::common::run::{clean_command, memsup_binary, spawn_piped, wait_with_timeout};
@@ -100,9 +101,7 @@ fn fifty_detaches_at_random_moments_leave_the_program_unchanged() {
             };
             let what = format!("seed {seed}, cycle {cycle}, SIGINT {delay} ms after attach");
             attach_then_interrupt(pid, Duration::from_millis(delay), &what);
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let state = stat.rsplit_once(") ").map(|(_, rest)| &rest[..1]);
-            if matches!(state, None | Some("Z") | Some("X")) {
+            if has_ended(pid) {
                 let (_, ended) = process.finish();
                 panic!("{what}: {variant:?}: the program ended: {ended:?}");
             }

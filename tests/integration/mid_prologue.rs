@@ -13,7 +13,7 @@ use nix::sys::ptrace;
 use nix::sys::signal::Signal;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::common::announced::{start_announced, Running, Start};
 use crate::common::attach_window::AttachWindow;
@@ -151,6 +151,16 @@ fn malloc_site(image: &Value) -> String {
 /// The other unknown free is the worker's thread cache, freed at its exit.
 fn assert_calls(image: &Value) {
     assert_eq!(number(image, "/calls/malloc"), 99, "{image:#}");
+    // Those 99 blocks of 4000 bytes, each freed.
+    let class = image["size_histogram"]
+        .as_array()
+        .and_then(|classes| classes.iter().find(|class| class["min_bytes"] == 2048))
+        .unwrap_or_else(|| panic!("no 2-4 KiB class: {:#}", image["size_histogram"]));
+    assert_eq!(
+        (&class["allocations"], &class["bytes"], &class["live"]),
+        (&json!(99), &json!(396_000), &json!(0)),
+        "{class}"
+    );
     assert_eq!(number(image, "/unknown_frees"), 2, "{image:#}");
     let sources = "/unknown_free_sources";
     assert_eq!(number(image, &format!("{sources}/before_attach")), 1);

@@ -203,6 +203,16 @@ mod tests {
         creator.map(|creator| creator.stack)
     }
 
+    /// The stack that made snapshot mapping [start, end) read from `read_from_ns`.
+    fn in_snapshot(
+        ranges: &CreatedRanges,
+        start: u64,
+        end: u64,
+        read_from_ns: u64,
+    ) -> Option<StackId> {
+        stack_of(ranges.creator_in_snapshot(start, end, read_from_ns))
+    }
+
     #[test]
     fn an_unmapped_range_keeps_its_creator_for_snapshots_read_since() {
         let mut ranges = CreatedRanges::default();
@@ -212,52 +222,22 @@ mod tests {
         // The middle page is gone now; a read begun before 30 may still have seen it.
         assert_eq!(stack_of(ranges.creator(0x11000)), None);
         assert_eq!(stack_of(ranges.creator(0x12000)), Some(1));
-        assert_eq!(
-            stack_of(ranges.creator_in_snapshot(0x11800, 0x11900, 25)),
-            Some(1)
-        );
-        assert_eq!(
-            stack_of(ranges.creator_in_snapshot(0x11800, 0x11900, 30)),
-            Some(1)
-        );
-        assert_eq!(
-            stack_of(ranges.creator_in_snapshot(0x11800, 0x11900, 31)),
-            None
-        );
+        assert_eq!(in_snapshot(&ranges, 0x11800, 0x11900, 25), Some(1));
+        assert_eq!(in_snapshot(&ranges, 0x11800, 0x11900, 30), Some(1));
+        assert_eq!(in_snapshot(&ranges, 0x11800, 0x11900, 31), None);
         // What is mapped now wins over what was unmapped there.
         mmap(&mut ranges, 40, 0x11000, 0x1000, 3);
-        assert_eq!(
-            stack_of(ranges.creator_in_snapshot(0x11000, 0x12000, 0)),
-            Some(3)
-        );
+        assert_eq!(in_snapshot(&ranges, 0x11000, 0x12000, 0), Some(3));
         munmap(&mut ranges, 50, 0x10000, 0x20000);
-        assert_eq!(
-            stack_of(ranges.creator_in_snapshot(0x10000, 0x11000, 45)),
-            Some(1)
-        );
-        assert_eq!(
-            stack_of(ranges.creator_in_snapshot(0x11000, 0x12000, 45)),
-            Some(3)
-        );
-        assert_eq!(
-            stack_of(ranges.creator_in_snapshot(0x20000, 0x21000, 45)),
-            Some(2)
-        );
-        assert_eq!(
-            stack_of(ranges.creator_in_snapshot(0x30000, 0x31000, 0)),
-            None
-        );
+        assert_eq!(in_snapshot(&ranges, 0x10000, 0x11000, 45), Some(1));
+        assert_eq!(in_snapshot(&ranges, 0x11000, 0x12000, 45), Some(3));
+        assert_eq!(in_snapshot(&ranges, 0x20000, 0x21000, 45), Some(2));
+        assert_eq!(in_snapshot(&ranges, 0x30000, 0x31000, 0), None);
         // A mapping reaching past what was unmapped was made by a call not recorded.
-        assert_eq!(
-            stack_of(ranges.creator_in_snapshot(0x20000, 0x22000, 45)),
-            None
-        );
+        assert_eq!(in_snapshot(&ranges, 0x20000, 0x22000, 45), None);
         // A fork child's address space never held what its parent unmapped.
         let child = ranges.inherited(7);
-        assert_eq!(
-            stack_of(child.creator_in_snapshot(0x10000, 0x11000, 0)),
-            None
-        );
+        assert_eq!(in_snapshot(&child, 0x10000, 0x11000, 0), None);
     }
 
     #[test]

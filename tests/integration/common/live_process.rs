@@ -63,6 +63,11 @@ pub fn thread_states(pid: u32) -> Vec<String> {
         .collect()
 }
 
+/// Whether process `pid` has ended: gone, or a zombie waiting to be reaped.
+pub fn has_ended(pid: u32) -> bool {
+    stat_state(&format!("/proc/{pid}/stat")).map_or(true, |state| state == "Z" || state == "X")
+}
+
 fn stat_state(path: &str) -> Result<String, String> {
     let stat = fs::read_to_string(path).map_err(|error| format!("reading {path}: {error}"))?;
     let after_name = &stat[stat
