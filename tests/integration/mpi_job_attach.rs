@@ -103,8 +103,9 @@ fn site_of(image: &Value, function: &str) -> (u64, u64) {
     assert_eq!(
         sites.len(),
         1,
-        "sites of {function} in pid {}",
-        image["pid"]
+        "sites of {function} in pid {}: {:#}",
+        image["pid"],
+        image["sites"]
     );
     (
         sites[0]["allocations"].as_u64().unwrap(),
@@ -285,7 +286,7 @@ fn thread_of(image: &Value, tid: u64) -> (Vec<&str>, &str) {
 }
 
 /// `snapshot --job` of a rank takes the whole job: its launchers and both ranks, each rank
-/// labelled, its main thread shown waiting in sigwait under the fixture's main.
+/// labelled, its main thread shown waiting in sigsuspend under the fixture's main.
 #[test]
 fn a_snapshot_of_a_job_shows_where_each_rank_waits() {
     for library in mpi_libraries() {
@@ -317,7 +318,7 @@ fn a_snapshot_of_a_job_shows_where_each_rank_waits() {
             assert_eq!(image["rank"], rank, "{what}");
             let (stack, state) = thread_of(image, u64::from(pid));
             assert!(stack.contains(&"main"), "{what}: rank {rank}: {stack:?}");
-            assert_eq!(state, "in system call rt_sigtimedwait", "{what}: {stack:?}");
+            assert_eq!(state, "in system call rt_sigsuspend", "{what}: {stack:?}");
         }
     }
 }
