@@ -27,7 +27,7 @@ use iced_x86::BlockEncoderOptions;
 use super::code_record::{
     emit_rdtsc, emit_record_routine, FRAME_CALLER, SPINS_PER_YIELD, SYS_SCHED_YIELD,
 };
-use super::layout::{header, record, HookShape, Op};
+use super::layout::{header, record, Hook, HookShape, Op};
 use crate::error::{Error, Result};
 
 /// Where the record routine finds the CPU that picks its ring.
@@ -46,10 +46,13 @@ pub enum CpuSource {
 pub struct AssembledHooks {
     /// The code, to be placed at `base`.
     pub bytes: Vec<u8>,
-    /// Absolute address of each operation's entry, in the order of `ops`.
+    /// Where each call of a hooked function returns into its hook, with the CFA there
+    /// (rsp + this many bytes: the caller's frame): the rows of the page's unwind table.
+    pub return_sites: Vec<(u64, i64)>,
+    /// Absolute address of each hook's entry, in the order of the hooks given.
     pub entries: Vec<u64>,
     /// Absolute address of each operation's 8-byte slot holding where its hook continues
-    /// into the real function (the relocated prologue), in the order of `ops`.
+    /// into the real function (the relocated prologue), in the order of the hooks given.
     pub continuation_slots: Vec<u64>,
 }
 
@@ -57,8 +60,8 @@ fn asm_error(error: IcedError) -> Error {
     Error::Internal(format!("assembling hooks: {error}"))
 }
 
-/// Assembles one hook per operation in `ops`, recording into the area at `area`.
-pub fn assemble(base: u64, area: u64, cpu: CpuSource, ops: &[Op]) -> Result<AssembledHooks> {
+/// Assembles one hook per entry of `hooks`, recording into the area at `area`.
+pub fn assemble(base: u64, area: u64, cpu: CpuSource, hooks: &[Hook]) -> Result<AssembledHooks> {
     if let CpuSource::Rseq { offset } = cpu {
         if i32::try_from(offset + 4).is_err() {
             return Err(Error::Internal(format!(
@@ -68,19 +71,20 @@ pub fn assemble(base: u64, area: u64, cpu: CpuSource, ops: &[Op]) -> Result<Asse
     }
     let mut a = CodeAssembler::new(64).map_err(asm_error)?;
     // The slots first: `base` is page-aligned, so each slot is 8-byte aligned.
-    let mut slots = Vec::with_capacity(ops.len());
-    for _ in ops {
+    let mut slots = Vec::with_capacity(hooks.len());
+    for _ in hooks {
         let mut slot = a.create_label();
         a.set_label(&mut slot).map_err(asm_error)?;
         a.dq(&[0]).map_err(asm_error)?;
         slots.push(slot);
     }
     let mut record = a.create_label();
-    let mut entries = Vec::with_capacity(ops.len());
-    for (op, slot) in ops.iter().zip(&slots) {
+    let mut entries = Vec::with_capacity(hooks.len());
+    let mut returns = ReturnSites::default();
+    for (hook, slot) in hooks.iter().zip(&slots) {
         let mut entry = a.create_label();
         a.set_label(&mut entry).map_err(asm_error)?;
-        emit_hook(&mut a, *op, area, *slot, record).map_err(asm_error)?;
+        emit_hook(&mut a, *hook, area, *slot, record, &mut returns).map_err(asm_error)?;
         entries.push(entry);
     }
     a.set_label(&mut record).map_err(asm_error)?;
@@ -90,20 +94,49 @@ pub fn assemble(base: u64, area: u64, cpu: CpuSource, ops: &[Op]) -> Result<Asse
         .assemble_options(base, BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS)
         .map_err(asm_error)?;
     let address = |label: &CodeLabel| result.label_ip(label).map_err(asm_error);
+    let return_sites = returns
+        .0
+        .iter()
+        .map(|(label, cfa)| Ok((address(label)?, *cfa)))
+        .collect::<Result<_>>()?;
     Ok(AssembledHooks {
+        return_sites,
         entries: entries.iter().map(address).collect::<Result<_>>()?,
         continuation_slots: slots.iter().map(address).collect::<Result<_>>()?,
         bytes: result.inner.code_buffer,
     })
 }
 
+/// The labels just after each call of a hooked function, with the CFA's offset from rsp there.
+#[derive(Default)]
+struct ReturnSites(Vec<(CodeLabel, i64)>);
+
+impl ReturnSites {
+    /// Calls the function through `slot` and marks where it returns, rsp being `cfa` bytes
+    /// under the CFA there.
+    fn call(
+        &mut self,
+        a: &mut CodeAssembler,
+        slot: CodeLabel,
+        cfa: i64,
+    ) -> std::result::Result<(), IcedError> {
+        a.call(qword_ptr(slot))?;
+        let mut site = a.create_label();
+        a.set_label(&mut site)?;
+        self.0.push((site, cfa));
+        Ok(())
+    }
+}
+
 fn emit_hook(
     a: &mut CodeAssembler,
-    op: Op,
+    hook: Hook,
     area: u64,
     slot: CodeLabel,
     record: CodeLabel,
+    returns: &mut ReturnSites,
 ) -> std::result::Result<(), IcedError> {
+    let op = hook.op;
     if op.shape() == HookShape::Rendezvous {
         return emit_rendezvous(a, area, slot);
     }
@@ -114,9 +147,10 @@ fn emit_hook(
     push_arguments(a)?;
     match op.shape() {
         HookShape::Before => emit_before(a, op, slot, record)?,
-        HookShape::After => emit_after(a, op, slot, record, false)?,
-        HookShape::AfterWithOutPointer => emit_after(a, op, slot, record, true)?,
-        HookShape::Around => emit_around(a, op, slot, record)?,
+        HookShape::After => emit_after(a, op, slot, record, false, returns)?,
+        HookShape::AfterWithOutPointer => emit_after(a, op, slot, record, true, returns)?,
+        HookShape::Around => emit_around(a, op, slot, record, returns)?,
+        HookShape::Mpi => emit_mpi(a, hook.function, slot, record, returns)?,
         HookShape::Rendezvous => unreachable!("emitted above"),
     }
     a.set_label(&mut pass_through)?;
@@ -164,12 +198,13 @@ fn emit_after(
     slot: CodeLabel,
     record: CodeLabel,
     with_out_pointer: bool,
+    returns: &mut ReturnSites,
 ) -> std::result::Result<(), IcedError> {
     emit_rdtsc(a)?;
     // Seven pushes since entry: rsp is 16-byte aligned at the call, as the ABI wants.
     a.push(rax)?;
     a.mov(rdx, qword_ptr(rsp + 24))?;
-    a.call(qword_ptr(slot))?;
+    returns.call(a, slot, 8 * 7 + 8)?;
     if with_out_pointer {
         let mut failed = a.create_label();
         a.xor(ecx, ecx)?;
@@ -199,6 +234,7 @@ fn emit_around(
     op: Op,
     slot: CodeLabel,
     record_routine: CodeLabel,
+    returns: &mut ReturnSites,
 ) -> std::result::Result<(), IcedError> {
     let mut dropped = a.create_label();
     a.xor(eax, eax)?;
@@ -217,7 +253,7 @@ fn emit_around(
     }
     // Ten pushes since entry: eight more bytes align rsp to 16 at the call.
     a.sub(rsp, 8)?;
-    a.call(qword_ptr(slot))?;
+    returns.call(a, slot, 8 * 11 + 8)?;
     a.add(rsp, 8)?;
     a.mov(rcx, qword_ptr(rsp))?;
     a.test(rcx, rcx)?;
@@ -227,6 +263,65 @@ fn emit_around(
     a.mov(qword_ptr(rcx + record::SEQ as i32), rsi)?;
     a.set_label(&mut dropped)?;
     a.add(rsp, (FRAME_CALLER - 8) as i32)?;
+    a.ret()
+}
+
+/// Words above the return address an MPI hook copies for the function it calls: the
+/// arguments passed on the stack (after the first six). The MPI function with the most has
+/// 13 (`MPI_Isendrecv`: 7 on the stack); odd, so that the call stays 16-byte aligned.
+pub const MPI_STACK_WORDS: i32 = 11;
+
+/// Publishes `MpiEntry`, calls the function with the words above the caller's return
+/// address copied under its own (the arguments passed on the stack, where the function looks
+/// for them), then publishes `MpiReturn` and returns the function's rax, rdx and xmm0
+/// untouched (the record routine uses general registers only). Both records carry
+/// `function` in `OUT`. The copy reads `MPI_STACK_WORDS` words of the caller's frame and of
+/// those above it: a stack always holds more than that above a call.
+fn emit_mpi(
+    a: &mut CodeAssembler,
+    function: u32,
+    slot: CodeLabel,
+    record_routine: CodeLabel,
+    returns: &mut ReturnSites,
+) -> std::result::Result<(), IcedError> {
+    a.xor(eax, eax)?;
+    a.push(rax)?; // entry tsc
+    a.mov(eax, function)?;
+    a.push(rax)?; // out: the function
+    a.xor(eax, eax)?;
+    a.push(rax)?; // result
+    a.push(rax)?; // spare
+    a.mov(r8d, Op::MpiEntry as u32)?;
+    a.call(record_routine)?;
+    a.add(rsp, 32)?;
+    a.pop(rdi)?;
+    a.pop(rsi)?;
+    a.pop(rdx)?;
+    a.pop(rcx)?;
+    a.pop(r8)?;
+    a.pop(r9)?;
+    // rsp is as at entry, 8 past a 16-byte boundary; an odd number of words aligns the call.
+    let copied = 8 * MPI_STACK_WORDS;
+    a.sub(rsp, copied)?;
+    for word in 0..MPI_STACK_WORDS {
+        a.mov(r11, qword_ptr(rsp + (copied + 8 + 8 * word)))?;
+        a.mov(qword_ptr(rsp + 8 * word), r11)?;
+    }
+    returns.call(a, slot, i64::from(copied) + 8)?;
+    a.add(rsp, copied)?;
+    // The return's frame: no arguments, the function, its result; rdx kept in the spare.
+    for _ in 0..7 {
+        a.push(0)?; // six arguments, the entry tsc
+    }
+    a.mov(ecx, function)?;
+    a.push(rcx)?; // out: the function
+    a.push(rax)?; // result
+    a.push(rdx)?; // spare
+    a.mov(r8d, Op::MpiReturn as u32)?;
+    a.call(record_routine)?;
+    a.pop(rdx)?;
+    a.pop(rax)?;
+    a.add(rsp, (FRAME_CALLER - 24) as i32)?;
     a.ret()
 }
 

@@ -1,5 +1,5 @@
-//! The record routine every hook calls: walks the caller's stack (`code_walk`, not for a
-//! free), then picks a ring by CPU, claims a slot, writes the record from the hook's frame
+//! The record routine every hook calls: walks the caller's stack (`code_walk`, unless the
+//! operation says not: `Op::walks_stack`), then picks a ring by CPU, claims a slot, writes the record from the hook's frame
 //! (layout in `code`) and publishes it.
 //!
 //! Registers while claiming: r9 the ring, rsi its capacity, r8 the op in the low half and
@@ -50,8 +50,10 @@ pub(super) fn emit_record_routine(a: &mut CodeAssembler, area: u64, cpu: CpuSour
     a.xor(ebx, ebx)?;
     a.mov(eax, r8d)?;
     a.and(eax, 0xffff)?;
-    a.cmp(eax, Op::Free as i32)?;
-    a.je(unwalked)?;
+    for op in Op::ALL.into_iter().filter(|op| !op.walks_stack()) {
+        a.cmp(eax, op as i32)?;
+        a.je(unwalked)?;
+    }
     a.push(r8)?;
     // rsp at the allocator's entry: the caller slot of the hook's frame, three pushes up.
     a.lea(rdi, qword_ptr(rsp + (24 + FRAME_CALLER) as i32))?;

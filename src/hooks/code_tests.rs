@@ -3,7 +3,7 @@
 
 use super::clock::rdtsc;
 use super::code::{assemble, CpuSource};
-use super::layout::{self, HookShape, Op};
+use super::layout::{self, Hook, HookShape, Op};
 use super::ring::{Drainer, RawRecord};
 use super::test_support::*;
 
@@ -116,7 +116,7 @@ fn every_operation_assembles_with_its_shape() {
         0x7000_0000_0000,
         0x7100_0000_0000,
         CpuSource::Single,
-        &Op::ALL,
+        &Op::ALL.map(Hook::from),
     )
     .unwrap();
     assert_eq!(hooks.entries.len(), Op::ALL.len());
@@ -143,6 +143,96 @@ fn every_operation_assembles_with_its_shape() {
         shape_size(HookShape::AfterWithOutPointer),
         hooks.bytes.len() as u64 - last_entry,
     );
+}
+
+/// The MPI stand-in's hook; the caller holds `FAKE_MPI_USE`.
+fn mpi_harness(function: u32) -> Harness {
+    let hook = Hook {
+        op: Op::MpiEntry,
+        function,
+    };
+    Harness::with_hooks(
+        CpuSource::Single,
+        AreaConfig::waiting(1, 64),
+        &[hook],
+        &[memsup_test_fake_mpi as *const () as u64],
+    )
+}
+
+#[test]
+fn mpi_shape_records_entry_before_the_call_and_return_after() {
+    const FUNCTION: u32 = 0x00ab_cdef;
+    let _fake = FAKE_MPI_USE.lock().unwrap();
+    let harness = mpi_harness(FUNCTION);
+    let before = rdtsc();
+    let observed = call_observed(harness.entry(Op::MpiEntry), ARGUMENTS);
+    let after = rdtsc();
+    assert_eq!(observed.callee_saved, CALLEE_SAVED_MARKS);
+    // The function ran with the ABI's alignment, its stack arguments copied under the hook.
+    let callee_rsp = observed.result;
+    assert_eq!(callee_rsp % 16, 8);
+    let copied = 8 * super::code::MPI_STACK_WORDS as u64;
+    assert_eq!(callee_rsp, observed.stack_pointer - copied - 8);
+    let records = records(&harness);
+    assert_eq!(records.len(), 2);
+    let (entry, exit) = (records[0], records[1]);
+    assert_common(&observed, &entry, Op::MpiEntry, ARGUMENTS);
+    assert_common(&observed, &exit, Op::MpiReturn, [0; 6]);
+    assert_eq!((entry.out, exit.out), (FUNCTION as u64, FUNCTION as u64));
+    assert_eq!((entry.result, exit.result), (0, callee_rsp));
+    assert_eq!(entry.stack, 0, "no walk for an MPI call");
+    assert!(before < entry.tsc && entry.tsc < exit.tsc && exit.tsc < after);
+}
+
+#[test]
+fn mpi_shape_passes_the_arguments_on_the_stack() {
+    let _fake = FAKE_MPI_USE.lock().unwrap();
+    let harness = mpi_harness(7);
+    let stack = [0x1111, 0x2222_0000, 0x3333_0000_0000, 0x4444_0000_0000_0004];
+    let callee_rsp = call_with_stack_arguments(harness.entry(Op::MpiEntry), stack);
+    assert_eq!(callee_rsp % 16, 8);
+    assert_eq!(fake_mpi_stack()[1..], stack);
+    assert_eq!(records(&harness).len(), 2);
+}
+
+/// What `memsup_test_fake_mpi` saw last: its return address, then four words above it.
+fn fake_mpi_stack() -> [u64; 5] {
+    FAKE_MPI_STACK
+        .each_ref()
+        .map(|word| word.load(std::sync::atomic::Ordering::Relaxed))
+}
+
+/// Each hook that calls its function tells where the call returns and the CFA there: the
+/// caller's frame (the hook's entry rsp + 8), found from rsp after the return.
+#[test]
+fn return_sites_give_the_caller_s_frame() {
+    let _fake = FAKE_MPI_USE.lock().unwrap();
+    for hook in [
+        Hook::from(Op::Malloc),
+        Hook::from(Op::Munmap),
+        Hook {
+            op: Op::MpiEntry,
+            function: 3,
+        },
+    ] {
+        let harness = Harness::with_hooks(
+            CpuSource::Single,
+            AreaConfig::waiting(1, 64),
+            &[hook],
+            &[memsup_test_fake_mpi as *const () as u64],
+        );
+        let observed = call_observed(harness.entry(hook.op), ARGUMENTS);
+        let return_address = fake_mpi_stack()[0];
+        let rsp_after_return = observed.result + 8;
+        let sites = &harness.hooks.return_sites;
+        assert_eq!(sites.len(), 1, "{hook:?}");
+        assert_eq!(sites[0].0, return_address, "{hook:?}");
+        assert_eq!(
+            rsp_after_return + sites[0].1 as u64,
+            observed.stack_pointer + 8,
+            "{hook:?}"
+        );
+    }
 }
 
 #[test]

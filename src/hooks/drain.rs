@@ -91,6 +91,8 @@ struct Image {
     known_stacks: std::collections::HashSet<u64>,
     stack_costs: HookStackCosts,
     call_costs: HookCallCosts,
+    /// MPI functions whose name was sent, by pid: this image's, and its vfork children's.
+    mpi_declared: std::collections::HashSet<(u32, u32)>,
 }
 
 struct AreaHandle {
@@ -112,6 +114,8 @@ struct Shared {
     /// (15 ms); whoever needs it first waits for it.
     clock: OnceLock<TscClock>,
     caller_only: bool,
+    /// The names of the MPI functions hooked so far, by their recording-wide numbers.
+    mpi_names: Mutex<HashMap<u32, String>>,
 }
 
 /// Sends a process's published records at once, from any thread: a snapshot must come after
@@ -160,6 +164,7 @@ impl Drain {
             sink,
             clock: OnceLock::new(),
             caller_only,
+            mpi_names: Mutex::new(HashMap::new()),
         });
         let drainer = Arc::clone(&shared);
         let beater = Arc::clone(&shared);
@@ -223,8 +228,15 @@ impl Drain {
             known_stacks: std::collections::HashSet::new(),
             stack_costs: HookStackCosts::default(),
             call_costs: HookCallCosts::default(),
+            mpi_declared: std::collections::HashSet::new(),
         };
         lock(&self.shared.images).insert(pid, image);
+    }
+
+    /// MPI function `function` is hooked under `name` (in some image): an image's first
+    /// record of it is preceded by its `MpiFunction` event.
+    pub fn name_mpi_function(&self, function: u32, name: &str) {
+        lock(&self.shared.mpi_names).insert(function, name.to_string());
     }
 
     /// Thread `tid` of `pid` runs on the stack `[low, high)` (None: it ended): hooks
@@ -476,6 +488,7 @@ fn drain_image(shared: &Shared, pid: u32, image: &mut Image, pass: Pass) -> usiz
         known_stacks,
         stack_costs,
         call_costs,
+        mpi_declared,
     } = image;
     let mut batcher = EventBatcher {
         shared,
@@ -488,6 +501,7 @@ fn drain_image(shared: &Shared, pid: u32, image: &mut Image, pass: Pass) -> usiz
         known_stacks,
         stack_costs,
         call_costs,
+        mpi_declared,
         area: &area.area,
         batch: Vec::new(),
     };
@@ -517,6 +531,7 @@ struct EventBatcher<'a> {
     known_stacks: &'a mut std::collections::HashSet<u64>,
     stack_costs: &'a mut HookStackCosts,
     call_costs: &'a mut HookCallCosts,
+    mpi_declared: &'a mut std::collections::HashSet<(u32, u32)>,
     area: &'a Area,
     batch: Vec<Event>,
 }
@@ -564,6 +579,14 @@ impl EventBatcher<'_> {
             ),
         };
         let time_ns = self.shared.clock().to_monotonic_ns(record.tsc);
+        if let Some(kind) = self.mpi_event(record, pid, tid, time_ns) {
+            return Some(Event {
+                time_ns,
+                pid,
+                tid,
+                kind,
+            });
+        }
         let stack = self.stack_of(record, pid, tid, time_ns);
         let kind = event_of(record, stack)?;
         Some(Event {
@@ -572,6 +595,37 @@ impl EventBatcher<'_> {
             tid,
             kind,
         })
+    }
+
+    /// The `MpiCall` of an MPI record (None for the others), its function's name sent
+    /// first when this image has not named it yet. Every call is sent, nested or not: the
+    /// interpret stage keeps the outermost, with the int3 engine's.
+    fn mpi_event(
+        &mut self,
+        record: &RawRecord,
+        pid: u32,
+        tid: u32,
+        time_ns: u64,
+    ) -> Option<EventKind> {
+        let entry = match record.op {
+            Op::MpiEntry => true,
+            Op::MpiReturn => false,
+            _ => return None,
+        };
+        let function = record.out as u32;
+        if self.mpi_declared.insert((pid, function)) {
+            let name = lock(&self.shared.mpi_names)
+                .get(&function)
+                .cloned()
+                .unwrap_or_default();
+            self.batch.push(Event {
+                time_ns,
+                pid,
+                tid,
+                kind: EventKind::MpiFunction { function, name },
+            });
+        }
+        Some(EventKind::MpiCall { function, entry })
     }
 
     /// The stack of a record: what its hook walked, registered with the interpret stage the

@@ -136,7 +136,8 @@ pub mod record {
     /// The six integer arguments at entry: rdi, rsi, rdx, rcx, r8, r9 (6 × u64).
     pub const ARGUMENTS: u64 = 56;
     /// For `posix_memalign`: the pointer stored through its first argument when it returned
-    /// 0, else 0. Unused by other operations.
+    /// 0, else 0. For `MpiEntry` and `MpiReturn`: the MPI function's number (`Hook`).
+    /// Unused by other operations.
     pub const OUT: u64 = 104;
     /// `rdtsc` at entry, for calls recorded after they return (0 for a free).
     pub const ENTRY_TSC: u64 = 112;
@@ -166,10 +167,15 @@ pub enum Op {
     Shmdt = 16,
     /// The dynamic linker's rendezvous: writes no record (see `HookShape::Rendezvous`).
     Rendezvous = 17,
+    /// A thread entered an MPI function (the hook of every MPI entry point).
+    MpiEntry = 18,
+    /// A thread left an MPI function: the second record of its hook, never a hook's own op.
+    MpiReturn = 19,
 }
 
 impl Op {
-    pub const ALL: [Op; 17] = [
+    /// Every operation; the rendezvous last (it is the one hook that records nothing).
+    pub const ALL: [Op; 19] = [
         Op::Malloc,
         Op::Calloc,
         Op::Realloc,
@@ -186,6 +192,8 @@ impl Op {
         Op::Brk,
         Op::Shmat,
         Op::Shmdt,
+        Op::MpiEntry,
+        Op::MpiReturn,
         Op::Rendezvous,
     ];
 
@@ -200,8 +208,30 @@ impl Op {
             Op::PosixMemalign => HookShape::AfterWithOutPointer,
             Op::Munmap | Op::Shmdt => HookShape::Around,
             Op::Rendezvous => HookShape::Rendezvous,
+            Op::MpiEntry | Op::MpiReturn => HookShape::Mpi,
             _ => HookShape::After,
         }
+    }
+
+    /// Whether the record routine walks the caller's stack for this operation: not for a
+    /// free (its block's stack is its allocation's) nor for MPI calls (their allocations
+    /// carry the stacks).
+    pub fn walks_stack(self) -> bool {
+        !matches!(self, Op::Free | Op::MpiEntry | Op::MpiReturn)
+    }
+}
+
+/// One hook to assemble: its operation and, for an MPI entry point (`Op::MpiEntry`), the
+/// number of its function, which both its records carry in `record::OUT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hook {
+    pub op: Op,
+    pub function: u32,
+}
+
+impl From<Op> for Hook {
+    fn from(op: Op) -> Hook {
+        Hook { op, function: 0 }
     }
 }
 
@@ -230,6 +260,10 @@ pub enum HookShape {
     /// `ENABLED`) or after `WAIT_LIMIT_TICKS`. No record, no TLS: it runs before the dynamic
     /// linker has set up the thread pointer.
     Rendezvous,
+    /// An MPI entry point: publishes `MpiEntry` at entry (so that what the call allocates
+    /// comes after it), calls the function with a copy of the caller's stack arguments
+    /// (MPI functions take up to 13 arguments) and publishes `MpiReturn` after.
+    Mpi,
 }
 
 /// Bytes of an area's header and rings, which every hook touches: mapped populated.

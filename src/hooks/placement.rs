@@ -4,10 +4,13 @@
 
 use super::code::{assemble, CpuSource};
 use super::inject::page_align;
-use super::layout::Op;
+use super::layout::{Hook, Op};
 use super::relocate::{jump_bytes, relocate_entry, EntryPatch, Relocation, MAX_RELOCATED_BYTES};
+use super::stack_section::SegmentTable;
 use super::trailer::{trailer_bytes, SavedEntry, Trailer};
 use crate::breakpoints::probes::direct_jump_target;
+use crate::unwind::tables::rule::{CfaRegister, Kind, ModuleTable, Rule};
+use std::sync::Arc;
 
 /// `jmp rel32`, and its length.
 const JUMP_REL32: u8 = 0xe9;
@@ -19,7 +22,7 @@ use crate::error::Result;
 #[derive(Debug, Clone)]
 pub struct Target {
     pub address: u64,
-    pub op: Op,
+    pub hook: Hook,
     /// The whole function, as its symbol's size gives it.
     pub code: Vec<u8>,
 }
@@ -40,6 +43,32 @@ pub struct PagePlan {
     pub patches: Vec<Patch>,
     /// Targets that keep an int3 probe, with the reason.
     pub refused: Vec<(usize, String)>,
+    /// The page's unwind table: how the hooks' stack walker goes on from a hooked
+    /// function's return into its hook to the function's caller.
+    pub unwind: SegmentTable,
+}
+
+/// The unwind table of a page of hooks at `base`, `length` bytes long, whose calls return at
+/// `return_sites` (address, CFA offset from rsp): each call's last byte (a walk looks up a
+/// return address less one) has its rule, and every other byte of the page stops a walk.
+pub fn page_unwind_table(base: u64, length: u64, return_sites: &[(u64, i64)]) -> SegmentTable {
+    let mut rows: Vec<(u32, Rule)> = vec![(0, Rule::UNSUPPORTED)];
+    let mut sites = return_sites.to_vec();
+    sites.sort_unstable();
+    for (address, cfa) in sites {
+        let offset = (address - base) as u32;
+        rows.retain(|&(start, _)| start < offset - 1);
+        rows.push((offset - 1, Rule::cfa(Kind::Sp, CfaRegister::Rsp, cfa, None)));
+        rows.push((offset, Rule::UNSUPPORTED));
+    }
+    let (starts, rules) = rows.into_iter().unzip();
+    SegmentTable {
+        start: base,
+        end: base + length,
+        bias: base,
+        table: Arc::new(ModuleTable { starts, rules }),
+        sigreturn: None,
+    }
 }
 
 /// A function that is one `jmp rel32` to another (musl's `malloc` to its implementation,
@@ -68,7 +97,7 @@ fn forwarder(target: &Target) -> Option<Relocation> {
 /// continues to a `ret` of its own.
 fn lone_return(target: &Target) -> Option<Relocation> {
     use iced_x86::{Decoder, DecoderOptions, Mnemonic};
-    if target.op != Op::Rendezvous || target.code.first() != Some(&RET) {
+    if target.hook.op != Op::Rendezvous || target.code.first() != Some(&RET) {
         return None;
     }
     let mut decoder = Decoder::with_ip(
@@ -96,11 +125,11 @@ fn lone_return(target: &Target) -> Option<Relocation> {
     })
 }
 
-/// Bytes a page for hooks of `ops` takes, to map it before it is planned: the hooks, each
+/// Bytes a page for `hooks` takes, to map it before it is planned: the hooks, each
 /// relocated prologue, and the trailer that ends it.
-pub fn page_bytes(ops: &[Op], cpu: CpuSource) -> Result<u64> {
-    let count = ops.len();
-    let hooks = assemble(0x1000_0000, 0x2000_0000, cpu, ops)?.bytes.len();
+pub fn page_bytes(hooks: &[Hook], cpu: CpuSource) -> Result<u64> {
+    let count = hooks.len();
+    let hooks = assemble(0x1000_0000, 0x2000_0000, cpu, hooks)?.bytes.len();
     let hooks = hooks.next_multiple_of(16);
     Ok(page_align(
         (hooks + count * (MAX_RELOCATED_BYTES + 16) + trailer_bytes(count)) as u64,
@@ -110,8 +139,8 @@ pub fn page_bytes(ops: &[Op], cpu: CpuSource) -> Result<u64> {
 /// The page at `base` for `targets` (`page_bytes` of their operations long), its hooks
 /// writing to the area at `area`; it ends with its trailer.
 pub fn plan(base: u64, area: u64, cpu: CpuSource, targets: &[Target]) -> Result<PagePlan> {
-    let ops: Vec<Op> = targets.iter().map(|t| t.op).collect();
-    let hooks = assemble(base, area, cpu, &ops)?;
+    let kinds: Vec<Hook> = targets.iter().map(|t| t.hook).collect();
+    let hooks = assemble(base, area, cpu, &kinds)?;
     let mut bytes = hooks.bytes;
     bytes.resize(bytes.len().next_multiple_of(16), 0xcc);
     let mut patches = Vec::new();
@@ -144,7 +173,7 @@ pub fn plan(base: u64, area: u64, cpu: CpuSource, targets: &[Target]) -> Result<
             jump,
         });
     }
-    let length = page_bytes(&ops, cpu)?;
+    let length = page_bytes(&kinds, cpu)?;
     let trailer = Trailer {
         base,
         length,
@@ -165,9 +194,11 @@ pub fn plan(base: u64, area: u64, cpu: CpuSource, targets: &[Target]) -> Result<
     );
     bytes.resize(code_end, 0xcc);
     bytes.extend_from_slice(&trailer);
+    let unwind = page_unwind_table(base, length, &hooks.return_sites);
     Ok(PagePlan {
         bytes,
         patches,
         refused,
+        unwind,
     })
 }

@@ -5,7 +5,7 @@ use std::arch::asm;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::code::{assemble, AssembledHooks, CpuSource};
-use super::layout::{self, Op};
+use super::layout::{self, Hook, Op};
 use super::ring::Area;
 
 /// Pointers the fake allocator hands out: distinct, 16-byte aligned, never dereferenced.
@@ -36,6 +36,61 @@ pub extern "C" fn fake_six(a: u64, b: u64, c: u64, d: u64, e: u64, f: u64) -> u6
     a ^ b.rotate_left(8) ^ c.rotate_left(16) ^ d.rotate_left(24) ^ e.rotate_left(32) ^ f << 1
 }
 
+/// An MPI function's stand-in: returns rsp at its entry and keeps its return address and
+/// the four words above it (where a function finds its arguments passed on the stack) in
+/// `FAKE_MPI_STACK`.
+pub static FAKE_MPI_STACK: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
+/// Held by a test while it calls the stand-in and reads what it saw.
+pub static FAKE_MPI_USE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+std::arch::global_asm!(
+    ".globl memsup_test_fake_mpi",
+    "memsup_test_fake_mpi:",
+    "mov rax, [rsp]",
+    "mov [rip + {stack}], rax",
+    "mov rax, [rsp + 8]",
+    "mov [rip + {stack} + 8], rax",
+    "mov rax, [rsp + 16]",
+    "mov [rip + {stack} + 16], rax",
+    "mov rax, [rsp + 24]",
+    "mov [rip + {stack} + 24], rax",
+    "mov rax, [rsp + 32]",
+    "mov [rip + {stack} + 32], rax",
+    "mov rax, rsp",
+    "ret",
+    stack = sym FAKE_MPI_STACK,
+);
+
+extern "C" {
+    pub fn memsup_test_fake_mpi() -> u64;
+}
+
+/// Calls `entry` with four arguments on the stack (the seventh to tenth of a C function);
+/// returns its rax.
+pub fn call_with_stack_arguments(entry: u64, stack: [u64; 4]) -> u64 {
+    let result: u64;
+    // SAFETY: the callee follows the C ABI; rsp is 16-byte aligned in the block, and again
+    // at the call after four pushes.
+    unsafe {
+        asm!(
+            "push {d}",
+            "push {c}",
+            "push {b}",
+            "push {a}",
+            "call r11",
+            "add rsp, 32",
+            a = in(reg) stack[0],
+            b = in(reg) stack[1],
+            c = in(reg) stack[2],
+            d = in(reg) stack[3],
+            in("r11") entry,
+            lateout("rax") result,
+            clobber_abi("C"),
+        );
+    }
+    result
+}
+
 /// posix_memalign: alignment 3 fails with EINVAL and stores nothing.
 pub extern "C" fn fake_posix_memalign(out: *mut u64, alignment: u64, _size: u64) -> u32 {
     if alignment == 3 {
@@ -54,7 +109,7 @@ pub struct Harness {
     area_len: usize,
     pub area: Area,
     pub hooks: AssembledHooks,
-    ops: Vec<Op>,
+    given: Vec<Hook>,
 }
 
 // SAFETY: the mappings live as long as the harness; the area is shared memory by design.
@@ -101,6 +156,17 @@ fn map(len: usize, protection: i32) -> *mut libc::c_void {
 impl Harness {
     /// Hooks `ops`, each continuing into the function at the same position in `targets`.
     pub fn new(cpu: CpuSource, config: AreaConfig, ops: &[Op], targets: &[u64]) -> Harness {
+        let hooks: Vec<Hook> = ops.iter().map(|&op| op.into()).collect();
+        Harness::with_hooks(cpu, config, &hooks, targets)
+    }
+
+    /// As `new`, for hooks that need more than their operation (MPI entry points).
+    pub fn with_hooks(
+        cpu: CpuSource,
+        config: AreaConfig,
+        given: &[Hook],
+        targets: &[u64],
+    ) -> Harness {
         let area_len = layout::area_bytes(config.ring_count as u64, config.capacity) as usize;
         let area_base = map(area_len, libc::PROT_READ | libc::PROT_WRITE);
         // SAFETY: the mapping lives as long as the harness.
@@ -115,7 +181,7 @@ impl Harness {
         let code_len = 1 << 16;
         let rwx = libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC;
         let code = map(code_len, rwx);
-        let hooks = assemble(code as u64, area_base as u64, cpu, ops).expect("assembles");
+        let hooks = assemble(code as u64, area_base as u64, cpu, given).expect("assembles");
         assert!(hooks.bytes.len() <= code_len);
         // SAFETY: the code page is writable and large enough.
         unsafe {
@@ -131,7 +197,7 @@ impl Harness {
             area_len,
             area,
             hooks,
-            ops: ops.to_vec(),
+            given: given.to_vec(),
         }
     }
 
@@ -141,7 +207,11 @@ impl Harness {
     }
 
     pub fn entry(&self, op: Op) -> u64 {
-        let position = self.ops.iter().position(|o| *o == op).expect("op hooked");
+        let position = self
+            .given
+            .iter()
+            .position(|h| h.op == op)
+            .expect("op hooked");
         self.hooks.entries[position]
     }
 

@@ -6,6 +6,7 @@
 //! shows. Events arrive in time order (the sink stamps them as it queues them), and no record
 //! it writes goes back in time.
 
+mod mpi_nesting;
 mod records;
 mod requested_peaks;
 mod stacks;
@@ -27,6 +28,7 @@ use crate::module::ModuleStore;
 use crate::trace::format::{Record, UnwindCosts};
 use crate::trace::stacks::{StackId, StackNode, EMPTY_STACK};
 use crate::trace::writer::RecordBatch;
+use mpi_nesting::MpiNesting;
 use requested_peaks::RequestedPeaks;
 use stacks::{Image, StackWalk};
 use symbolize::{DebugPreloader, ImageSymbolizer};
@@ -73,6 +75,8 @@ struct Interpreter {
     heaps: IntegerMap<u32, LiveHeap>,
     /// New highs of live requested bytes, passed on to the sampler.
     peaks: RequestedPeaks,
+    /// Open MPI calls per thread: only the outermost are recorded.
+    mpi_nesting: MpiNesting,
     symbolizer: ImageSymbolizer,
     preloader: DebugPreloader,
     stats: Arc<LiveStats>,
@@ -150,6 +154,7 @@ impl Interpreter {
             images: IntegerMap::default(),
             heaps: IntegerMap::default(),
             peaks: RequestedPeaks::new(Arc::clone(&shared.watched)),
+            mpi_nesting: MpiNesting::default(),
             symbolizer: ImageSymbolizer::new(shared.bars, Arc::clone(&shared.modules)),
             preloader: DebugPreloader::new(shared.modules),
             stats: shared.stats,
@@ -246,6 +251,16 @@ impl Interpreter {
             }
             _ => EMPTY_STACK,
         };
+        match kind {
+            EventKind::MpiCall { entry, .. } if !self.mpi_nesting.is_outermost(pid, tid, entry) => {
+                return;
+            }
+            EventKind::ThreadExit => self.mpi_nesting.thread_ended(pid, tid),
+            EventKind::Exec { .. } | EventKind::ProcessExit { .. } => {
+                self.mpi_nesting.image_ended(pid)
+            }
+            _ => {}
+        }
         self.before(pid, &kind);
         let Some(record) = records::record_of(time_ns, pid, tid, kind, stack) else {
             return;

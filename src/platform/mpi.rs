@@ -35,6 +35,14 @@ pub const FINALIZE: &str = "MPI_Finalize";
 /// waits: once each per image, they bracket what starting and ending MPI makes resident.
 pub const SNAPSHOTTED_AT_ENTRY_AND_RETURN: [&str; 3] = ["MPI_Init", "MPI_Init_thread", FINALIZE];
 
+/// Whether MPI function `name` keeps its int3 probe under the hook engine: memsup acts while
+/// the thread waits at its entry or return (the snapshots above; the rank and world size
+/// read through `MPI_Comm_rank`'s and `MPI_Comm_size`'s out pointer). Each is called a few
+/// times per rank, so their stops cost little.
+pub fn keeps_int3(name: &str) -> bool {
+    SNAPSHOTTED_AT_ENTRY_AND_RETURN.contains(&name) || name == COMM_RANK || name == COMM_SIZE
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -63,12 +63,17 @@ impl Tracer<'_> {
         }
         let files = MappedFile::of_modules(&self.modules, modules);
         let tables = table_set(&self.modules, &mut self.hook_tables.cache, &files);
-        let segments = tables
+        let mut segments: Vec<SegmentTable> = tables
             .set
             .segments()
             .iter()
             .map(SegmentTable::from)
             .collect();
+        // Walks go on through the hooks of calls that are still running (an allocation
+        // inside a hooked MPI call).
+        if let Some(hooks) = self.process(pid).ok().and_then(|p| p.hooks.as_ref()) {
+            segments.extend(hooks.page_tables.iter().cloned());
+        }
         if let Some(drain) = self.drain.as_ref() {
             drain.publish_segments(pid as u32, segments);
         }

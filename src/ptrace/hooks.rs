@@ -10,7 +10,7 @@ use crate::events::EventKind;
 use crate::hooks::code::CpuSource;
 use crate::hooks::drain::{op_of, op_of_map_call, ring_capacity, ring_count};
 use crate::hooks::inject::Injector;
-use crate::hooks::layout::{area_bytes, header, rings_end, Op};
+use crate::hooks::layout::{area_bytes, header, rings_end, Hook, Op};
 use crate::hooks::placement::{page_bytes, plan, Target};
 use crate::module::loaded::LoadedModule;
 use crate::ptrace::detach::stub_is_mapped;
@@ -38,13 +38,17 @@ pub struct Candidate {
     pub kind: ProbeKind,
 }
 
-/// The hook operation of a probe.
-fn op_of_probe(kind: ProbeKind) -> Option<Op> {
+/// The hook of a probe.
+fn hook_of_probe(kind: ProbeKind) -> Option<Hook> {
     match kind {
-        ProbeKind::Alloc(function) => Some(op_of(function)),
-        ProbeKind::Map(call) => Some(op_of_map_call(call)),
-        ProbeKind::Rendezvous => Some(Op::Rendezvous),
-        ProbeKind::IfuncResolver(_) | ProbeKind::Mpi(_) => None,
+        ProbeKind::Alloc(function) => Some(op_of(function).into()),
+        ProbeKind::Map(call) => Some(op_of_map_call(call).into()),
+        ProbeKind::Rendezvous => Some(Op::Rendezvous.into()),
+        ProbeKind::Mpi(function) => Some(Hook {
+            op: Op::MpiEntry,
+            function,
+        }),
+        ProbeKind::IfuncResolver(_) => None,
     }
 }
 
@@ -116,16 +120,16 @@ impl Tracer<'_> {
             };
             let mut code = vec![0u8; length.min(MAX_FUNCTION_BYTES) as usize];
             process.memory.read(candidate.address, &mut code)?;
-            let op = op_of_probe(candidate.kind)
+            let hook = hook_of_probe(candidate.kind)
                 .ok_or_else(|| Error::Internal("an IFUNC resolver is not hooked".into()))?;
             targets.push(Target {
                 address: candidate.address,
-                op,
+                hook,
                 code,
             });
         }
-        let ops: Vec<Op> = targets.iter().map(|target| target.op).collect();
-        let bytes = page_bytes(&ops, cpu)?;
+        let hooks: Vec<Hook> = targets.iter().map(|target| target.hook).collect();
+        let bytes = page_bytes(&hooks, cpu)?;
         let base =
             self.with_injector(pid, tid, |injector| injector.map_code(module.start, bytes))?;
         let mut page = plan(base, area, cpu, &targets)?;
@@ -138,10 +142,18 @@ impl Tracer<'_> {
             })
             .collect();
         let blocked = self.clear_patched_bytes(pid, &patched_bytes);
+        let names: Vec<String> = candidates
+            .iter()
+            .map(|candidate| match candidate.kind {
+                ProbeKind::Mpi(function) => self.mpi_names.name(function).to_string(),
+                kind => kind.name().to_string(),
+            })
+            .collect();
         let process = self.process_mut(pid)?;
         process.memory.write_code(base, &page.bytes)?;
         let hooks = process.hooks.as_mut().expect("ensured above");
         hooks.pages.push((base, page.bytes.len() as u64));
+        hooks.page_tables.push(page.unwind.clone());
         let mut internal = vec![(base, base + page.bytes.len() as u64)];
         for (patch, blocked) in page.patches.iter().zip(blocked) {
             if let Some(reason) = blocked {
@@ -157,14 +169,25 @@ impl Tracer<'_> {
                 original: patch.patch.original.clone(),
                 written: patch.jump.clone(),
             });
+            let hooks = process.hooks.as_mut().expect("ensured above");
             hooks.sites.push(ProbeSite {
-                function: candidate.kind.name().to_string(),
+                function: names[patch.target].clone(),
                 address: candidate.address,
                 implementation: "hook".to_string(),
             });
         }
-        internal.extend(candidates.iter().map(|c| (c.address, c.address + c.size)));
+        // An allocator call from inside an MPI function is the program's, not an inner call.
+        let allocator_bodies = candidates
+            .iter()
+            .filter(|c| !matches!(c.kind, ProbeKind::Mpi(_)))
+            .map(|c| (c.address, c.address + c.size));
+        internal.extend(allocator_bodies);
         let drain = self.drain.as_ref().expect("the hook engine has a drain");
+        for candidate in candidates {
+            if let ProbeKind::Mpi(function) = candidate.kind {
+                drain.name_mpi_function(function, self.mpi_names.name(function));
+            }
+        }
         for (start, end) in internal {
             drain.add_internal_range(pid as u32, start, end);
         }

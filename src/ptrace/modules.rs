@@ -275,8 +275,16 @@ impl Tracer<'_> {
             }
         }
         if LibraryKind::of(&module.path) != LibraryKind::DynamicLinker {
-            // MPI entry points keep int3 probes under both engines.
-            targets.extend(self.mpi_probes(pid, module, elf, bias));
+            // Hooked in run mode only: a detach would have to wait for every thread blocked
+            // in an MPI call (a hung job's) to leave its hook before the page could go.
+            let hook_mpi = self.mode == Mode::Run;
+            for entry in self.mpi_probes(pid, module, elf, bias) {
+                if hook_mpi && entry.hookable {
+                    probe(entry.address, entry.size, entry.kind);
+                } else {
+                    targets.push((entry.address, entry.kind));
+                }
+            }
         }
         // One entry under several names (malloc, __libc_malloc) is one probe.
         candidates.sort_by_key(|c| c.address);

@@ -1,7 +1,8 @@
-//! MPI entry points: an int3 probe on each (under both engines) whose return is hijacked like
-//! an allocator's, so a thread's outermost MPI call is recorded at entry and at return. The
-//! hook rings are flushed first, so every allocation the thread made before the stop comes
-//! before it in the profile. `MPI_Comm_rank(MPI_COMM_WORLD)` tells the process's rank.
+//! MPI entry points: an int3 probe on each whose return is hijacked like an allocator's, so a
+//! thread's outermost MPI call is recorded at entry and at return. The hook rings are flushed
+//! first, so every allocation the thread made before the stop comes before it in the
+//! profile. `MPI_Comm_rank(MPI_COMM_WORLD)` tells the process's rank. In run mode the hook
+//! engine hooks the others instead (`HookShape::Mpi`): their records need no stop.
 
 use std::collections::{HashMap, HashSet};
 
@@ -9,7 +10,7 @@ use crate::breakpoints::table::ProbeKind;
 use crate::events::EventKind;
 use crate::module::loaded::LoadedModule;
 use crate::platform::mpi::{
-    is_mpi_entry_point, recorded_name, COMM_RANK, COMM_SIZE, MPICH_COMM_WORLD,
+    is_mpi_entry_point, keeps_int3, recorded_name, COMM_RANK, COMM_SIZE, MPICH_COMM_WORLD,
     OPEN_MPI_COMM_WORLD_SYMBOL, SNAPSHOTTED_AT_ENTRY_AND_RETURN,
 };
 use crate::ptrace::memory::RemoteMemory;
@@ -67,8 +68,8 @@ impl ProcessMpi {
 }
 
 /// The MPI entry points a module defines, one per address (`MPI_X` and its alias `PMPI_X`
-/// share one), each with its recorded name. Runtime addresses.
-pub fn mpi_entry_points(elf: &ElfFile, bias: u64) -> Vec<(u64, String)> {
+/// share one), each with its size and recorded name. Runtime addresses.
+pub fn mpi_entry_points(elf: &ElfFile, bias: u64) -> Vec<(u64, u64, String)> {
     let mut symbols = elf.find_functions_matching(is_mpi_entry_point);
     // At one address the `MPI_` name first: it is the one kept.
     symbols.sort_by_key(|symbol| (symbol.address, symbol.name.starts_with('P')));
@@ -77,9 +78,18 @@ pub fn mpi_entry_points(elf: &ElfFile, bias: u64) -> Vec<(u64, String)> {
         .into_iter()
         .map(|symbol| {
             let name = recorded_name(&symbol.name).to_string();
-            (symbol.address.wrapping_add(bias), name)
+            (symbol.address.wrapping_add(bias), symbol.size, name)
         })
         .collect()
+}
+
+/// An MPI entry point to probe: where, its function's size, and its probe.
+pub(crate) struct MpiEntry {
+    pub address: u64,
+    pub size: u64,
+    pub kind: ProbeKind,
+    /// Whether the hook engine may hook it (`keeps_int3`).
+    pub hookable: bool,
 }
 
 impl Tracer<'_> {
@@ -92,7 +102,7 @@ impl Tracer<'_> {
         module: &LoadedModule,
         elf: &ElfFile,
         bias: u64,
-    ) -> Vec<(u64, ProbeKind)> {
+    ) -> Vec<MpiEntry> {
         let open_mpi_world = self
             .modules
             .get(&module.path)
@@ -108,7 +118,12 @@ impl Tracer<'_> {
         }
         entry_points
             .into_iter()
-            .map(|(address, name)| (address, ProbeKind::Mpi(self.mpi_names.number(&name))))
+            .map(|(address, size, name)| MpiEntry {
+                address,
+                size,
+                kind: ProbeKind::Mpi(self.mpi_names.number(&name)),
+                hookable: !keeps_int3(&name),
+            })
             .collect()
     }
 

@@ -83,6 +83,8 @@ pub struct ProcessHooks {
     pub sites: Vec<ProbeSite>,
     /// Allocator entries that kept an int3, and why.
     pub refusals: HashMap<u64, String>,
+    /// Each code page's unwind table, published with the modules' for the stack walker.
+    pub page_tables: Vec<crate::hooks::stack_section::SegmentTable>,
 }
 
 impl ProcessHooks {
@@ -95,6 +97,7 @@ impl ProcessHooks {
             patched: Vec::new(),
             sites: Vec::new(),
             refusals: HashMap::new(),
+            page_tables: Vec::new(),
         }
     }
 }

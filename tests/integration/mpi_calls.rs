@@ -3,7 +3,8 @@
 //! allocations inside each call are those the profile holds between the call's entry and
 //! return on that thread, each function's delta is the change of live bytes the records
 //! give across its calls, the program's own buffers belong to no MPI function, and the rank
-//! is the one MPI_Comm_rank returned.
+//! is the one MPI_Comm_rank returned. Under the hook engine MPI_Alltoall and MPI_Barrier are
+//! hooked, and their calls still counted exactly.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -214,6 +215,31 @@ fn assert_rank(image: &Value, profile: &Path, printed: &[String], context: &str)
     assert_residency_at_stops(image, context);
 }
 
+/// How each MPI function of the fixture is probed: under the hook engine the functions
+/// memsup acts on while the thread waits (MPI_Init, MPI_Finalize, MPI_Comm_rank and
+/// MPI_Comm_size) keep an int3 and the others are hooked; under the int3 engine every one is
+/// an int3.
+fn assert_mpi_probes(image: &Value, engine: &str, context: &str) {
+    let implementation = |name: &str| {
+        let sites: Vec<&str> = image["probe_sites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|site| site["function"] == name)
+            .map(|site| site["implementation"].as_str().unwrap())
+            .collect();
+        assert_eq!(sites.len(), 1, "{context}: {name}: {sites:?}");
+        sites[0].split([',', ' ']).next().unwrap().to_string()
+    };
+    for name in ["MPI_Init", "MPI_Finalize", "MPI_Comm_rank", "MPI_Comm_size"] {
+        assert_eq!(implementation(name), "int3", "{context}: {name}");
+    }
+    let hooked = if engine == "hooks" { "hook" } else { "int3" };
+    for name in ["MPI_Alltoall", "MPI_Barrier"] {
+        assert_eq!(implementation(name), hooked, "{context}: {name}");
+    }
+}
+
 /// MPI_Init and MPI_Finalize are snapshotted at their entry and return, in that order, and
 /// their RSS and PSS before and after are those snapshots'; other functions' are sampled.
 fn assert_residency_at_stops(image: &Value, context: &str) {
@@ -291,6 +317,7 @@ fn each_rank_counts_its_mpi_calls_and_what_they_allocated() {
             for image in ranks {
                 assert_eq!(image["engine"], engine, "{context}");
                 assert_rank(image, &profile, &printed, &context);
+                assert_mpi_probes(image, engine, &context);
             }
         }
     }
