@@ -87,8 +87,8 @@ for mpi in ("openmpi", "mpich"):
         med = (statistics.median(latency), statistics.median(rate))
         if tool == "native":
             native = med
-        ratio = f"{med[0] / native[0]:.0f}x" if native else ""
-        share = f"{100 * med[1] / native[1]:.3f} %" if native else ""
+        ratio = f"{med[0] / native[0]:.2f}x" if native else ""
+        share = f"{100 * med[1] / native[1]:.3g} %" if native else ""
         print(f"| {mpi} | {tool} | {med[0]:.2f} ({min(latency):.2f}-{max(latency):.2f}) | {ratio} "
               f"| {med[1]:.0f} ({min(rate):.0f}-{max(rate):.0f}) | {share} |")
 PY

@@ -38,14 +38,46 @@ pub const SNAPSHOTTED_AT_ENTRY_AND_RETURN: [&str; 3] = ["MPI_Init", "MPI_Init_th
 /// Whether MPI function `name` keeps its int3 probe under the hook engine: memsup acts while
 /// the thread waits at its entry or return (the snapshots above; the rank and world size
 /// read through `MPI_Comm_rank`'s and `MPI_Comm_size`'s out pointer). Each is called a few
-/// times per rank, so their stops cost little.
+/// times per rank, so their stops cost little. `MPI_Pcontrol` is variadic: al holds the
+/// number of vector registers its caller passed, which a hook does not keep.
 pub fn keeps_int3(name: &str) -> bool {
-    SNAPSHOTTED_AT_ENTRY_AND_RETURN.contains(&name) || name == COMM_RANK || name == COMM_SIZE
+    SNAPSHOTTED_AT_ENTRY_AND_RETURN.contains(&name)
+        || [COMM_RANK, COMM_SIZE, "MPI_Pcontrol"].contains(&name)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_functions_memsup_stops_at_and_the_variadic_one_keep_an_int3() {
+        let kept: Vec<&str> = [
+            "MPI_Init",
+            "MPI_Init_thread",
+            "MPI_Finalize",
+            "MPI_Comm_rank",
+            "MPI_Comm_size",
+            "MPI_Pcontrol",
+            "MPI_Send",
+            "MPI_Alltoall",
+            "MPI_Comm_dup",
+            "MPI_Finalized",
+        ]
+        .into_iter()
+        .filter(|name| keeps_int3(name))
+        .collect();
+        assert_eq!(
+            kept,
+            [
+                "MPI_Init",
+                "MPI_Init_thread",
+                "MPI_Finalize",
+                "MPI_Comm_rank",
+                "MPI_Comm_size",
+                "MPI_Pcontrol"
+            ]
+        );
+    }
 
     #[test]
     fn mpi_entry_points_are_told_from_internals_and_named_by_their_mpi_name() {
