@@ -49,6 +49,8 @@ pub struct AssembledHooks {
     /// Where each call of a hooked function returns into its hook, with the CFA there
     /// (rsp + this many bytes: the caller's frame): the rows of the page's unwind table.
     pub return_sites: Vec<(u64, i64)>,
+    /// Those of MPI hooks: a thread blocked inside an MPI call has one on its stack.
+    pub mpi_return_sites: Vec<u64>,
     /// Absolute address of each hook's entry, in the order of the hooks given.
     pub entries: Vec<u64>,
     /// Absolute address of each operation's 8-byte slot holding where its hook continues
@@ -95,12 +97,14 @@ pub fn assemble(base: u64, area: u64, cpu: CpuSource, hooks: &[Hook]) -> Result<
         .map_err(asm_error)?;
     let address = |label: &CodeLabel| result.label_ip(label).map_err(asm_error);
     let return_sites = returns
-        .0
+        .all
         .iter()
         .map(|(label, cfa)| Ok((address(label)?, *cfa)))
         .collect::<Result<_>>()?;
+    let mpi_return_sites = returns.mpi.iter().map(address).collect::<Result<_>>()?;
     Ok(AssembledHooks {
         return_sites,
+        mpi_return_sites,
         entries: entries.iter().map(address).collect::<Result<_>>()?,
         continuation_slots: slots.iter().map(address).collect::<Result<_>>()?,
         bytes: result.inner.code_buffer,
@@ -109,7 +113,11 @@ pub fn assemble(base: u64, area: u64, cpu: CpuSource, hooks: &[Hook]) -> Result<
 
 /// The labels just after each call of a hooked function, with the CFA's offset from rsp there.
 #[derive(Default)]
-struct ReturnSites(Vec<(CodeLabel, i64)>);
+struct ReturnSites {
+    all: Vec<(CodeLabel, i64)>,
+    /// The MPI hooks' among them.
+    mpi: Vec<CodeLabel>,
+}
 
 impl ReturnSites {
     /// Calls the function through `slot` and marks where it returns, rsp being `cfa` bytes
@@ -123,7 +131,19 @@ impl ReturnSites {
         a.call(qword_ptr(slot))?;
         let mut site = a.create_label();
         a.set_label(&mut site)?;
-        self.0.push((site, cfa));
+        self.all.push((site, cfa));
+        Ok(())
+    }
+
+    /// As `call`, for an MPI hook.
+    fn call_mpi(
+        &mut self,
+        a: &mut CodeAssembler,
+        slot: CodeLabel,
+        cfa: i64,
+    ) -> std::result::Result<(), IcedError> {
+        self.call(a, slot, cfa)?;
+        self.mpi.push(self.all.last().expect("just pushed").0);
         Ok(())
     }
 }
@@ -307,7 +327,7 @@ fn emit_mpi(
         a.mov(r11, qword_ptr(rsp + (copied + 8 + 8 * word)))?;
         a.mov(qword_ptr(rsp + 8 * word), r11)?;
     }
-    returns.call(a, slot, i64::from(copied) + 8)?;
+    returns.call_mpi(a, slot, i64::from(copied) + 8)?;
     a.add(rsp, copied)?;
     // The return's frame: no arguments, the function, its result; rdx kept in the spare.
     for _ in 0..7 {

@@ -46,6 +46,8 @@ pub struct PagePlan {
     /// The page's unwind table: how the hooks' stack walker goes on from a hooked
     /// function's return into its hook to the function's caller.
     pub unwind: SegmentTable,
+    /// Where the page's MPI hooks' calls return (`AssembledHooks::mpi_return_sites`).
+    pub mpi_return_sites: Vec<u64>,
 }
 
 /// The unwind table of a page of hooks at `base`, `length` bytes long, whose calls return at
@@ -200,5 +202,6 @@ pub fn plan(base: u64, area: u64, cpu: CpuSource, targets: &[Target]) -> Result<
         patches,
         refused,
         unwind,
+        mpi_return_sites: hooks.mpi_return_sites,
     })
 }

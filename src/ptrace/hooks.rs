@@ -154,6 +154,9 @@ impl Tracer<'_> {
         let hooks = process.hooks.as_mut().expect("ensured above");
         hooks.pages.push((base, page.bytes.len() as u64));
         hooks.page_tables.push(page.unwind.clone());
+        hooks
+            .mpi_return_sites
+            .extend_from_slice(&page.mpi_return_sites);
         let mut internal = vec![(base, base + page.bytes.len() as u64)];
         for (patch, blocked) in page.patches.iter().zip(blocked) {
             if let Some(reason) = blocked {
@@ -467,6 +470,7 @@ impl Tracer<'_> {
             };
             let _ = process.memory.write_code(entry.address, &bytes);
         }
+        self.send_mpi_calls_home(pid, &hooks.mpi_return_sites);
         let (code, forked) = self.leave_hook_code(pid, &hooks.pages);
         // A process forked during the turns has copies of the pages and the area, its
         // entries already put back: its own detach removes them. It recorded nothing through

@@ -18,6 +18,7 @@ pub mod lifecycle;
 pub mod memory;
 pub mod modules;
 pub mod mpi;
+mod mpi_hooks;
 mod padding;
 mod patch_clearance;
 pub mod regs;

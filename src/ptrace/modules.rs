@@ -275,10 +275,9 @@ impl Tracer<'_> {
             }
         }
         if LibraryKind::of(&module.path) != LibraryKind::DynamicLinker {
-            // Hooked in run mode only: a detach would have to wait for every thread blocked
-            // in an MPI call (a hung job's) to leave its hook before the page could go.
-            let hook_mpi = self.mode == Mode::Run;
-            for entry in self.mpi_probes(pid, module, elf, bias) {
+            let entries = self.mpi_probes(pid, module, elf, bias);
+            let hook_mpi = !entries.is_empty() && self.may_hook_mpi(pid, module);
+            for entry in entries {
                 if hook_mpi && entry.hookable {
                     probe(entry.address, entry.size, entry.kind);
                 } else {

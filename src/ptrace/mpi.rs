@@ -1,8 +1,8 @@
 //! MPI entry points: an int3 probe on each whose return is hijacked like an allocator's, so a
 //! thread's outermost MPI call is recorded at entry and at return. The hook rings are flushed
 //! first, so every allocation the thread made before the stop comes before it in the
-//! profile. `MPI_Comm_rank(MPI_COMM_WORLD)` tells the process's rank. In run mode the hook
-//! engine hooks the others instead (`HookShape::Mpi`): their records need no stop.
+//! profile. `MPI_Comm_rank(MPI_COMM_WORLD)` tells the process's rank. The hook engine hooks
+//! the others instead (`HookShape::Mpi`, `mpi_hooks`): their records need no stop.
 
 use std::collections::{HashMap, HashSet};
 
@@ -55,6 +55,9 @@ pub struct ProcessMpi {
     world_size: Option<u32>,
     /// The rank was sent, with its world size or without.
     sent: Option<Option<u32>>,
+    /// Where the process holds the bytes a detach sends a blocked MPI call home through
+    /// (`mpi_hooks`), once looked for.
+    pub(super) return_past_copy: Option<Option<u64>>,
 }
 
 impl ProcessMpi {
@@ -62,6 +65,7 @@ impl ProcessMpi {
     pub fn forked(&self) -> ProcessMpi {
         ProcessMpi {
             world_handles: self.world_handles.clone(),
+            return_past_copy: self.return_past_copy,
             ..ProcessMpi::default()
         }
     }

@@ -85,6 +85,8 @@ pub struct ProcessHooks {
     pub refusals: HashMap<u64, String>,
     /// Each code page's unwind table, published with the modules' for the stack walker.
     pub page_tables: Vec<crate::hooks::stack_section::SegmentTable>,
+    /// Where the MPI hooks' calls return (what a blocked MPI call's stack holds).
+    pub mpi_return_sites: Vec<u64>,
 }
 
 impl ProcessHooks {
@@ -98,6 +100,7 @@ impl ProcessHooks {
             sites: Vec::new(),
             refusals: HashMap::new(),
             page_tables: Vec::new(),
+            mpi_return_sites: Vec::new(),
         }
     }
 }

@@ -46,6 +46,7 @@ mod module_reads;
 mod mpi_both_ways;
 mod mpi_calls;
 mod mpi_components;
+mod mpi_hook_detach;
 mod mpi_job_attach;
 mod mpi_jobs;
 mod mpi_ranks;

@@ -20,15 +20,16 @@ const LIMIT: Duration = Duration::from_secs(120);
 const MIB: u64 = 1 << 20;
 
 /// A running job and the lines it prints, as they come.
-struct Job {
-    launcher: KillOnDrop,
-    lines: Receiver<String>,
+pub struct Job {
+    pub launcher: KillOnDrop,
+    pub lines: Receiver<String>,
     /// Pid of rank 0, rank 1.
-    ranks: Vec<u32>,
+    pub ranks: Vec<u32>,
 }
 
-/// Starts `mpirun -n 2 mpi_wait` and waits until both ranks are ready.
-fn start(library: MpiLibrary, fixture: &std::path::Path) -> Job {
+/// Starts `mpirun -n 2 FIXTURE` (mpi_wait, mpi_recv_wait) and waits until both ranks are
+/// ready ("rank R of 2 ready, pid P").
+pub fn start(library: MpiLibrary, fixture: &std::path::Path) -> Job {
     let mut command = library.launch(2, fixture, &[]);
     command
         .stdin(Stdio::null())
@@ -50,8 +51,13 @@ fn start(library: MpiLibrary, fixture: &std::path::Path) -> Job {
         lines,
         ranks: vec![0, 0],
     };
-    for _ in 0..2 {
+    let mut ready = 0;
+    while ready < 2 {
         let line = job.lines.recv_timeout(LIMIT).expect("a rank's ready line");
+        if !line.contains(" ready, pid ") {
+            continue;
+        }
+        ready += 1;
         // "rank R of 2 ready, pid P"
         let (rank, pid) = line
             .strip_prefix("rank ")
