@@ -194,21 +194,32 @@ fn emit_before(
     slot: CodeLabel,
     record: CodeLabel,
 ) -> std::result::Result<(), IcedError> {
+    emit_entry_record(a, op, 0, record)?;
+    a.jmp(qword_ptr(slot))
+}
+
+/// Publishes `op`'s record at entry, `out` in the frame's out slot, then restores the
+/// arguments (pushed by `push_arguments`): rsp is as at entry again.
+fn emit_entry_record(
+    a: &mut CodeAssembler,
+    op: Op,
+    out: u32,
+    record: CodeLabel,
+) -> std::result::Result<(), IcedError> {
     a.xor(eax, eax)?;
     a.push(rax)?; // entry tsc
+    a.mov(eax, out)?;
     a.push(rax)?; // out
+    a.xor(eax, eax)?;
     a.push(rax)?; // result
     a.push(rax)?; // spare
     a.mov(r8d, op as u32)?;
     a.call(record)?;
     a.add(rsp, 32)?;
-    a.pop(rdi)?;
-    a.pop(rsi)?;
-    a.pop(rdx)?;
-    a.pop(rcx)?;
-    a.pop(r8)?;
-    a.pop(r9)?;
-    a.jmp(qword_ptr(slot))
+    for register in [rdi, rsi, rdx, rcx, r8, r9] {
+        a.pop(register)?;
+    }
+    Ok(())
 }
 
 /// Calls the function, then records with its result and returns to the caller.
@@ -304,22 +315,7 @@ fn emit_mpi(
     record_routine: CodeLabel,
     returns: &mut ReturnSites,
 ) -> std::result::Result<(), IcedError> {
-    a.xor(eax, eax)?;
-    a.push(rax)?; // entry tsc
-    a.mov(eax, function)?;
-    a.push(rax)?; // out: the function
-    a.xor(eax, eax)?;
-    a.push(rax)?; // result
-    a.push(rax)?; // spare
-    a.mov(r8d, Op::MpiEntry as u32)?;
-    a.call(record_routine)?;
-    a.add(rsp, 32)?;
-    a.pop(rdi)?;
-    a.pop(rsi)?;
-    a.pop(rdx)?;
-    a.pop(rcx)?;
-    a.pop(r8)?;
-    a.pop(r9)?;
+    emit_entry_record(a, Op::MpiEntry, function, record_routine)?;
     // rsp is as at entry, 8 past a 16-byte boundary; an odd number of words aligns the call.
     let copied = 8 * MPI_STACK_WORDS;
     a.sub(rsp, copied)?;

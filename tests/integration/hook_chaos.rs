@@ -14,8 +14,8 @@ use crate::common::attach_cycle::maps;
 use crate::common::attach_window::AttachWindow;
 use crate::common::interactive::send_signal;
 use crate::common::live_process::{
-    assert_code_unchanged, executable_mappings_except, is_hook_engine_mapping, tracer_pid,
-    wait_until, HOOK_AREA,
+    assert_code_unchanged, executable_mappings_except, hook_mappings, tracer_pid, wait_until,
+    HOOK_AREA,
 };
 use crate::common::report::processes;
 use crate::common::run::{clean_command, memsup_binary, split_stderr};
@@ -117,15 +117,6 @@ fn run_round(program: &Running, round: u32) {
     );
 }
 
-/// The memsup-hooks areas and anonymous executable mappings of `pid`.
-fn memsup_mappings(pid: u32) -> Vec<String> {
-    maps(pid)
-        .lines()
-        .filter(|line| is_hook_engine_mapping(line))
-        .map(str::to_string)
-        .collect()
-}
-
 /// The warning of `image` about an earlier memsup's leftovers (empty when there is none).
 fn leftover_note(image: &Value) -> String {
     image["warnings"]
@@ -152,7 +143,7 @@ fn a_later_attach_removes_what_a_killed_memsup_left_and_records_exactly() {
     wait_until("memsup is gone", Duration::from_secs(10), || {
         tracer_pid(program.pid) == 0
     });
-    let left = memsup_mappings(program.pid);
+    let left = hook_mappings(program.pid);
     assert!(
         left.iter().any(|line| line.contains(HOOK_AREA)),
         "the killed memsup's area: {left:#?}"
@@ -188,7 +179,7 @@ fn a_later_attach_removes_what_a_killed_memsup_left_and_records_exactly() {
         assert_eq!(arena_blocks(image), 2 * ROUNDS as u64);
     });
     assert_eq!(image["engine"], "hooks", "{image}");
-    let remaining = memsup_mappings(program.pid);
+    let remaining = hook_mappings(program.pid);
     let before: Vec<&str> = maps_before.lines().collect();
     let added: Vec<String> = maps(program.pid)
         .lines()

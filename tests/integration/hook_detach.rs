@@ -11,10 +11,9 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::common::announced::{start_announced, Running, Start};
-use crate::common::attach_cycle::maps;
 use crate::common::attach_window::AttachWindow;
 use crate::common::live_process::{
-    assert_code_unchanged, executable_mappings, is_hook_engine_mapping, CodeSnapshot,
+    assert_code_unchanged, executable_mappings, hook_mappings, CodeSnapshot,
 };
 use crate::common::report::processes;
 use crate::common::*;
@@ -42,15 +41,6 @@ fn start(fixture: &Path) -> (Running, CodeSnapshot) {
     let program = start_announced(fixture, "hook_detach", start);
     let code = executable_mappings(program.pid);
     (program, code)
-}
-
-/// The hook engine's mappings in the process.
-fn hook_mappings(pid: u32) -> Vec<String> {
-    maps(pid)
-        .lines()
-        .filter(|line| is_hook_engine_mapping(line))
-        .map(str::to_string)
-        .collect()
 }
 
 /// Attaches with hooks, sends `line` (the fixture waits until mi_malloc is hooked, then

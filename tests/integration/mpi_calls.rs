@@ -13,8 +13,8 @@ use serde_json::Value;
 
 use crate::common::mpi::mpi_fixture;
 use crate::common::mpi::{job_lines, mpi_builds};
-use crate::common::report::{number, processes, report_json};
-use crate::common::run::{memsup_binary, run_command, run_memsup};
+use crate::common::report::{dump_records, number, processes, report_json};
+use crate::common::run::{memsup_binary, run_command};
 
 const RANKS: u32 = 2;
 const ALLTOALLS: u64 = 3;
@@ -36,28 +36,11 @@ struct RecordedCalls {
 
 /// Reads `memsup dump --format json` of `profile` for process `pid`.
 fn recorded_calls(profile: &Path, pid: u64) -> RecordedCalls {
-    let output = run_memsup(
-        [
-            "dump".as_ref(),
-            "--format".as_ref(),
-            "json".as_ref(),
-            profile.as_os_str(),
-        ],
-        None,
-    );
-    assert!(output.status.success(), "{output:?}");
     let mut names: HashMap<u64, String> = HashMap::new();
     let mut open: HashMap<u64, (String, i64)> = HashMap::new();
     let mut recorded = RecordedCalls::default();
     let mut live = LiveBlocks::default();
-    for line in String::from_utf8_lossy(&output.stdout).lines() {
-        let record: Value = serde_json::from_str(line).unwrap();
-        let Some((kind, fields)) = record.as_object().and_then(|o| o.iter().next()) else {
-            continue;
-        };
-        if fields["pid"].as_u64() != Some(pid) {
-            continue;
-        }
+    for (kind, fields) in dump_records(profile, pid) {
         let tid = fields["tid"].as_u64().unwrap_or(0);
         let created = match kind.as_str() {
             "MpiFunction" => {
@@ -82,7 +65,7 @@ fn recorded_calls(profile: &Path, pid: u64) -> RecordedCalls {
                 }
                 None
             }
-            "Alloc" | "Realloc" | "Free" => live.apply(kind, fields),
+            "Alloc" | "Realloc" | "Free" => live.apply(&kind, &fields),
             _ => None,
         };
         let Some(size) = created else { continue };

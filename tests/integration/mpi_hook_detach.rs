@@ -3,33 +3,21 @@
 //! caller past the hook, so the hook pages go with memsup, and the call, completed after the
 //! detach, returns to the program as if it had never been hooked.
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
-
-use serde_json::Value;
 
 use crate::common::attach_cycle::maps;
 use crate::common::live_process::{
-    is_hook_engine_mapping, thread_states, tracer_pid, wait_until, KillOnDrop, HOOK_AREA,
+    hook_mappings, thread_states, tracer_pid, wait_until, HOOK_AREA,
 };
 use crate::common::mpi::{mpi_fixture, mpi_libraries, MpiLibrary, MpiLinking};
-use crate::common::report::{processes, report_json};
-use crate::common::run::{memsup_binary, run_memsup, wait_within};
-use crate::mpi_job_attach::{start, Job};
+use crate::common::report::{dump_records, processes, report_json};
+use crate::common::run::wait_within;
+use crate::mpi_job_attach::{attach_to_job, start, Job};
 
 const LIMIT: Duration = Duration::from_secs(120);
 /// Time for rank 0 to go from its "waits" line into MPI_Recv; that it did is checked in
 /// the profile afterwards.
 const SETTLE: Duration = Duration::from_millis(500);
-
-/// The hook engine's mappings of `pid`, as /proc/PID/maps lines.
-fn hook_mappings(pid: u32) -> Vec<String> {
-    maps(pid)
-        .lines()
-        .filter(|line| is_hook_engine_mapping(line))
-        .map(str::to_string)
-        .collect()
-}
 
 /// Waits for the job's next line, which must be `expected` (rank 0's line before its first
 /// MPI_Recv may come first: it can follow rank 1's ready line).
@@ -48,26 +36,9 @@ fn send_usr1(pid: u32) {
 
 /// The `MpiCall` records of `pid` in the profile: (function name, entry) in order.
 fn mpi_call_records(profile: &std::path::Path, pid: u32) -> Vec<(String, bool)> {
-    let output = run_memsup(
-        [
-            "dump".as_ref(),
-            "--format".as_ref(),
-            "json".as_ref(),
-            profile.as_os_str(),
-        ],
-        None,
-    );
-    assert!(output.status.success(), "{output:?}");
     let mut names = std::collections::HashMap::new();
     let mut calls = Vec::new();
-    for line in String::from_utf8_lossy(&output.stdout).lines() {
-        let record: Value = serde_json::from_str(line).unwrap();
-        let Some((kind, fields)) = record.as_object().and_then(|o| o.iter().next()) else {
-            continue;
-        };
-        if fields["pid"].as_u64() != Some(u64::from(pid)) {
-            continue;
-        }
+    for (kind, fields) in dump_records(profile, u64::from(pid)) {
         match kind.as_str() {
             "MpiFunction" => {
                 let name = fields["name"].as_str().unwrap().to_string();
@@ -91,14 +62,7 @@ fn detach_inside_mpi_recv(library: MpiLibrary) {
     let before = [hook_mappings(rank0), hook_mappings(rank1)];
     let directory = tempfile::tempdir().unwrap();
     let profile = directory.path().join("job.msup");
-    let mut attach: Command = library.command(memsup_binary());
-    attach.args(["attach", "-q", "--engine", "hooks", "--job"]);
-    attach.arg(rank1.to_string()).arg("-o").arg(&profile);
-    attach
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut memsup = KillOnDrop(Some(attach.spawn().expect("starting memsup")));
+    let mut memsup = attach_to_job(library, rank1, &profile, &["-q", "--engine", "hooks"]);
     let memsup_pid = memsup.0.as_ref().unwrap().id();
     for rank in [rank0, rank1] {
         // Joined, hooked and let go: traced, the ring area mapped, no thread stopped.

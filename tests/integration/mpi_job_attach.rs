@@ -68,6 +68,23 @@ pub fn start(library: MpiLibrary, fixture: &std::path::Path) -> Job {
     job
 }
 
+/// Starts `memsup attach OPTIONS --job PID -o PROFILE`, its output piped.
+pub fn attach_to_job(
+    library: MpiLibrary,
+    pid: u32,
+    profile: &std::path::Path,
+    options: &[&str],
+) -> KillOnDrop {
+    let mut attach: Command = library.command(memsup_binary());
+    attach.arg("attach").args(options).arg("--job");
+    attach.arg(pid.to_string()).arg("-o").arg(profile);
+    attach
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    KillOnDrop(Some(attach.spawn().expect("starting memsup")))
+}
+
 /// Tells the ranks to finish; their lines (sorted, pids taken out) and the job's status.
 fn finish(mut job: Job) -> (Vec<String>, bool) {
     for &pid in &job.ranks {
@@ -130,18 +147,7 @@ fn attach_job_records_the_launchers_and_both_ranks() {
         let job = start(library, &fixture);
         let directory = tempfile::tempdir().unwrap();
         let profile = directory.path().join("job.msup");
-        let mut attach: Command = library.command(memsup_binary());
-        attach
-            .arg("attach")
-            .arg("--job")
-            .arg(job.ranks[1].to_string())
-            .arg("-o")
-            .arg(&profile);
-        attach
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut memsup = KillOnDrop(Some(attach.spawn().expect("starting memsup")));
+        let mut memsup = attach_to_job(library, job.ranks[1], &profile, &[]);
         let memsup_pid = memsup.0.as_ref().unwrap().id();
         for &rank in &job.ranks {
             wait_until("memsup traces the rank", LIMIT, || {

@@ -180,6 +180,16 @@ pub fn assert_code_unchanged_except(pid: u32, before: &CodeSnapshot, changed: &[
 /// The name the hook engine's ring area has in /proc/PID/maps.
 pub const HOOK_AREA: &str = "/memfd:memsup-hooks";
 
+/// The hook engine's mappings of `pid`, as /proc/PID/maps lines.
+pub fn hook_mappings(pid: u32) -> Vec<String> {
+    fs::read_to_string(format!("/proc/{pid}/maps"))
+        .unwrap_or_else(|error| panic!("reading /proc/{pid}/maps: {error}"))
+        .lines()
+        .filter(|line| is_hook_engine_mapping(line))
+        .map(str::to_string)
+        .collect()
+}
+
 /// Whether a line of /proc/PID/maps is the hook engine's: its ring area, or an anonymous
 /// executable mapping (its code pages; no fixture maps such a page itself).
 pub fn is_hook_engine_mapping(line: &str) -> bool {

@@ -23,6 +23,23 @@ pub fn report_json_with(profile: &Path, options: &[&str]) -> Value {
     report
 }
 
+/// The records of `pid` in `memsup dump --format json PROFILE`: each record's kind and
+/// fields, in profile order.
+pub fn dump_records(profile: &Path, pid: u64) -> Vec<(String, Value)> {
+    let mut command = clean_command(memsup_binary());
+    command.args(["dump", "--format", "json"]).arg(profile);
+    let output = run_command(command, None);
+    assert!(output.status.success(), "memsup dump: {output:?}");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| {
+            let record: Value = serde_json::from_str(line).unwrap();
+            let (kind, fields) = record.as_object()?.iter().next()?;
+            (fields["pid"].as_u64() == Some(pid)).then(|| (kind.clone(), fields.clone()))
+        })
+        .collect()
+}
+
 /// Runs `memsup report OPTIONS PROFILE`, requires success and returns stdout.
 pub fn report_output(profile: &Path, options: &[&str]) -> String {
     let mut command = clean_command(memsup_binary());
