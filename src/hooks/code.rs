@@ -208,9 +208,13 @@ fn emit_entry_record(
 ) -> std::result::Result<(), IcedError> {
     a.xor(eax, eax)?;
     a.push(rax)?; // entry tsc
-    a.mov(eax, out)?;
-    a.push(rax)?; // out
-    a.xor(eax, eax)?;
+    if out != 0 {
+        a.mov(eax, out)?;
+        a.push(rax)?; // out
+        a.xor(eax, eax)?;
+    } else {
+        a.push(rax)?; // out
+    }
     a.push(rax)?; // result
     a.push(rax)?; // spare
     a.mov(r8d, op as u32)?;

@@ -184,19 +184,43 @@ fn mpi_shape_records_entry_before_the_call_and_return_after() {
     assert!(before < entry.tsc && entry.tsc < exit.tsc && exit.tsc < after);
 }
 
+/// The function finds the caller's stack arguments above its return address: the
+/// `MPI_STACK_WORDS` the hook copies (and not one more: the next word is the hook's).
 #[test]
 fn mpi_shape_passes_the_arguments_on_the_stack() {
     let _fake = FAKE_MPI_USE.lock().unwrap();
     let harness = mpi_harness(7);
-    let stack = [0x1111, 0x2222_0000, 0x3333_0000_0000, 0x4444_0000_0000_0004];
+    let stack: [u64; 12] = std::array::from_fn(|word| 0x1111_0000_0000 * (word as u64 + 1));
     let callee_rsp = call_with_stack_arguments(harness.entry(Op::MpiEntry), stack);
     assert_eq!(callee_rsp % 16, 8);
-    assert_eq!(fake_mpi_stack()[1..], stack);
+    let copied = super::code::MPI_STACK_WORDS as usize;
+    let seen = fake_mpi_stack();
+    assert_eq!(seen[1..=copied], stack[..copied]);
+    assert_ne!(seen[copied + 1], stack[copied]);
     assert_eq!(records(&harness).len(), 2);
 }
 
-/// What `memsup_test_fake_mpi` saw last: its return address, then four words above it.
-fn fake_mpi_stack() -> [u64; 5] {
+/// The six register arguments reach the function and its result reaches the caller.
+#[test]
+fn mpi_shape_passes_the_register_arguments_and_the_result() {
+    let hook = Hook {
+        op: Op::MpiEntry,
+        function: 9,
+    };
+    let harness = Harness::with_hooks(
+        CpuSource::Single,
+        AreaConfig::waiting(1, 64),
+        &[hook],
+        &[fake_six as *const () as u64],
+    );
+    let observed = call_observed(harness.entry(Op::MpiEntry), ARGUMENTS);
+    assert_eq!(observed.result, six(ARGUMENTS));
+    assert_eq!(observed.callee_saved, CALLEE_SAVED_MARKS);
+    assert_eq!(records(&harness)[1].result, six(ARGUMENTS));
+}
+
+/// What `memsup_test_fake_mpi` saw last: its return address, then twelve words above it.
+fn fake_mpi_stack() -> [u64; 13] {
     FAKE_MPI_STACK
         .each_ref()
         .map(|word| word.load(std::sync::atomic::Ordering::Relaxed))

@@ -84,6 +84,12 @@ struct Image {
     /// Code from which an allocator call is another allocator call's inner call (hooked
     /// function bodies, hook pages): recorded once, by the outer call. Sorted, disjoint.
     internal: Vec<(u64, u64)>,
+    /// The hook pages alone: their frames are left out of walked stacks, which then read
+    /// as the int3 engine's. Sorted, disjoint.
+    pages: Vec<(u64, u64)>,
+    /// Where hooked MPI calls return into their hooks: an allocator an MPI function
+    /// tail-calls has its caller there, and is the program's call, not an inner one.
+    mpi_returns: std::collections::HashSet<u64>,
     counters: HookCounters,
     /// What the hooks' stack walker reads, as memsup wrote it.
     stacks: StackSection,
@@ -223,6 +229,8 @@ impl Drain {
             threads: IntegerMap::default(),
             vfork_children: HashMap::new(),
             internal: Vec::new(),
+            pages: Vec::new(),
+            mpi_returns: std::collections::HashSet::new(),
             counters: HookCounters::default(),
             stacks,
             known_stacks: std::collections::HashSet::new(),
@@ -298,6 +306,15 @@ impl Drain {
     pub fn add_internal_range(&self, pid: u32, start: u64, end: u64) {
         if let Some(image) = lock(&self.shared.images).get_mut(&pid) {
             add_range(&mut image.internal, start, end);
+        }
+    }
+
+    /// A hook page at `[start, end)`, its MPI hooks' calls returning at `mpi_returns`.
+    pub fn add_hook_page(&self, pid: u32, start: u64, end: u64, mpi_returns: &[u64]) {
+        if let Some(image) = lock(&self.shared.images).get_mut(&pid) {
+            add_range(&mut image.internal, start, end);
+            add_range(&mut image.pages, start, end);
+            image.mpi_returns.extend(mpi_returns);
         }
     }
 
@@ -483,6 +500,8 @@ fn drain_image(shared: &Shared, pid: u32, image: &mut Image, pass: Pass) -> usiz
         threads,
         vfork_children,
         internal,
+        pages,
+        mpi_returns,
         counters,
         stacks,
         known_stacks,
@@ -496,6 +515,8 @@ fn drain_image(shared: &Shared, pid: u32, image: &mut Image, pass: Pass) -> usiz
         threads,
         vfork_children,
         internal,
+        pages,
+        mpi_returns,
         counters,
         stacks,
         known_stacks,
@@ -526,6 +547,8 @@ struct EventBatcher<'a> {
     threads: &'a IntegerMap<u64, u32>,
     vfork_children: &'a HashMap<u64, u32>,
     internal: &'a [(u64, u64)],
+    pages: &'a [(u64, u64)],
+    mpi_returns: &'a std::collections::HashSet<u64>,
     counters: &'a mut HookCounters,
     stacks: &'a StackSection,
     known_stacks: &'a mut std::collections::HashSet<u64>,
@@ -564,7 +587,10 @@ impl EventBatcher<'_> {
         self.counters.records += 1;
         // A mapping call made inside an allocator call is the program's as well (the int3
         // engine records it too); only allocator calls nest.
-        if function_of(record.op).is_some() && in_sorted_spans(self.internal, record.caller) {
+        if function_of(record.op).is_some()
+            && in_sorted_spans(self.internal, record.caller)
+            && !self.mpi_returns.contains(&record.caller)
+        {
             self.counters.nested += 1;
             return None;
         }
@@ -650,9 +676,10 @@ impl EventBatcher<'_> {
         if self.known_stacks.contains(&record.stack) && pid == self.pid {
             return RawStack::Known(record.stack);
         }
-        let Some(frames) = self.stacks.frames(self.area, StackRef(record.stack)) else {
+        let Some(mut frames) = self.stacks.frames(self.area, StackRef(record.stack)) else {
             return RawStack::Uncopied(record.caller);
         };
+        frames.retain(|&frame| !in_sorted_spans(self.pages, frame));
         if pid != self.pid {
             return RawStack::Frames(frames);
         }

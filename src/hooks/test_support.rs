@@ -37,25 +37,23 @@ pub extern "C" fn fake_six(a: u64, b: u64, c: u64, d: u64, e: u64, f: u64) -> u6
 }
 
 /// An MPI function's stand-in: returns rsp at its entry and keeps its return address and
-/// the four words above it (where a function finds its arguments passed on the stack) in
+/// the twelve words above it (where a function finds its arguments passed on the stack) in
 /// `FAKE_MPI_STACK`.
-pub static FAKE_MPI_STACK: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
+pub static FAKE_MPI_STACK: [AtomicU64; 13] = [const { AtomicU64::new(0) }; 13];
 /// Held by a test while it calls the stand-in and reads what it saw.
 pub static FAKE_MPI_USE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 std::arch::global_asm!(
     ".globl memsup_test_fake_mpi",
     "memsup_test_fake_mpi:",
-    "mov rax, [rsp]",
-    "mov [rip + {stack}], rax",
-    "mov rax, [rsp + 8]",
-    "mov [rip + {stack} + 8], rax",
-    "mov rax, [rsp + 16]",
-    "mov [rip + {stack} + 16], rax",
-    "mov rax, [rsp + 24]",
-    "mov [rip + {stack} + 24], rax",
-    "mov rax, [rsp + 32]",
-    "mov [rip + {stack} + 32], rax",
+    "lea r11, [rip + {stack}]",
+    "xor eax, eax",
+    "2:",
+    "mov r10, [rsp + 8 * rax]",
+    "mov [r11 + 8 * rax], r10",
+    "inc eax",
+    "cmp eax, 13",
+    "jne 2b",
     "mov rax, rsp",
     "ret",
     stack = sym FAKE_MPI_STACK,
@@ -65,24 +63,25 @@ extern "C" {
     pub fn memsup_test_fake_mpi() -> u64;
 }
 
-/// Calls `entry` with four arguments on the stack (the seventh to tenth of a C function);
-/// returns its rax.
-pub fn call_with_stack_arguments(entry: u64, stack: [u64; 4]) -> u64 {
+/// Calls `entry` with twelve arguments on the stack (the seventh to eighteenth of a C
+/// function); returns its rax.
+pub fn call_with_stack_arguments(entry: u64, stack: [u64; 12]) -> u64 {
     let result: u64;
     // SAFETY: the callee follows the C ABI; rsp is 16-byte aligned in the block, and again
-    // at the call after four pushes.
+    // at the call after twelve words; the block takes them off again.
     unsafe {
         asm!(
-            "push {d}",
-            "push {c}",
-            "push {b}",
-            "push {a}",
+            "sub rsp, 96",
+            "mov rcx, 0",
+            "2:",
+            "mov rax, [rsi + 8 * rcx]",
+            "mov [rsp + 8 * rcx], rax",
+            "inc rcx",
+            "cmp rcx, 12",
+            "jne 2b",
             "call r11",
-            "add rsp, 32",
-            a = in(reg) stack[0],
-            b = in(reg) stack[1],
-            c = in(reg) stack[2],
-            d = in(reg) stack[3],
+            "add rsp, 96",
+            in("rsi") stack.as_ptr(),
             in("r11") entry,
             lateout("rax") result,
             clobber_abi("C"),

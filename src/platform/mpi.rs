@@ -41,8 +41,12 @@ pub const SNAPSHOTTED_AT_ENTRY_AND_RETURN: [&str; 3] = ["MPI_Init", "MPI_Init_th
 /// times per rank, so their stops cost little. `MPI_Pcontrol` is variadic: al holds the
 /// number of vector registers its caller passed, which a hook does not keep.
 pub fn keeps_int3(name: &str) -> bool {
-    SNAPSHOTTED_AT_ENTRY_AND_RETURN.contains(&name)
-        || [COMM_RANK, COMM_SIZE, "MPI_Pcontrol"].contains(&name)
+    // The Fortran bindings' upper-case names too (MPI_INIT calls the C PMPI_Init): the
+    // outermost call is the one the snapshots belong to.
+    SNAPSHOTTED_AT_ENTRY_AND_RETURN
+        .iter()
+        .chain(&[COMM_RANK, COMM_SIZE, "MPI_Pcontrol"])
+        .any(|kept| kept.eq_ignore_ascii_case(name))
 }
 
 #[cfg(test)]
@@ -62,6 +66,7 @@ mod tests {
             "MPI_Alltoall",
             "MPI_Comm_dup",
             "MPI_Finalized",
+            "MPI_FINALIZE",
         ]
         .into_iter()
         .filter(|name| keeps_int3(name))
@@ -74,7 +79,8 @@ mod tests {
                 "MPI_Finalize",
                 "MPI_Comm_rank",
                 "MPI_Comm_size",
-                "MPI_Pcontrol"
+                "MPI_Pcontrol",
+                "MPI_FINALIZE"
             ]
         );
     }

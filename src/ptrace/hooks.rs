@@ -157,7 +157,7 @@ impl Tracer<'_> {
         hooks
             .mpi_return_sites
             .extend_from_slice(&page.mpi_return_sites);
-        let mut internal = vec![(base, base + page.bytes.len() as u64)];
+        let mut internal = Vec::new();
         for (patch, blocked) in page.patches.iter().zip(blocked) {
             if let Some(reason) = blocked {
                 page.refused.push((patch.target, reason));
@@ -191,6 +191,8 @@ impl Tracer<'_> {
                 drain.name_mpi_function(function, self.mpi_names.name(function));
             }
         }
+        let page_end = base + page.bytes.len() as u64;
+        drain.add_hook_page(pid as u32, base, page_end, &page.mpi_return_sites);
         for (start, end) in internal {
             drain.add_internal_range(pid as u32, start, end);
         }
@@ -329,9 +331,13 @@ impl Tracer<'_> {
         })?;
         let drain = self.drain.as_ref().expect("the hook engine has a drain");
         drain.register(child as u32, area, ring_count());
-        let pages = self.process(child)?.hooks.as_ref().map(|h| h.pages.clone());
-        for (start, length) in pages.unwrap_or_default() {
-            drain.add_internal_range(child as u32, start, start + length);
+        let hooks = self.process(child)?.hooks.as_ref();
+        let pages = hooks.map(|h| h.pages.clone()).unwrap_or_default();
+        let mpi_returns = hooks
+            .map(|h| h.mpi_return_sites.clone())
+            .unwrap_or_default();
+        for (start, length) in pages {
+            drain.add_hook_page(child as u32, start, start + length, &mpi_returns);
         }
         self.name_stopped_threads(child);
         self.publish_stopped_thread_stacks(child);

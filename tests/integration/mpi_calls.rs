@@ -12,7 +12,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::common::mpi::mpi_fixture;
-use crate::common::mpi::{job_lines, mpi_builds};
+use crate::common::mpi::{job_lines, mpi_builds, MpiLibrary};
 use crate::common::report::{dump_records, number, processes, report_json};
 use crate::common::run::{memsup_binary, run_command};
 
@@ -198,6 +198,29 @@ fn assert_rank(image: &Value, profile: &Path, printed: &[String], context: &str)
     assert_residency_at_stops(image, context);
 }
 
+/// The sites allocated inside MPI_Alltoall go on to the fixture's `exchange`, which called
+/// it, under both engines (the hook engine's walk leaves its hook's frame out); their count.
+fn assert_stacks_through_alltoall(image: &Value, context: &str) -> usize {
+    let mut count = 0;
+    for site in image["sites"].as_array().unwrap() {
+        let functions: Vec<&str> = site["stack"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|frame| frame["function"].as_str().unwrap_or(""))
+            .collect();
+        if let Some(at) = functions.iter().position(|&f| f == "MPI_Alltoall") {
+            assert_eq!(
+                functions.get(at + 1),
+                Some(&"exchange"),
+                "{context}: {functions:?}"
+            );
+            count += 1;
+        }
+    }
+    count
+}
+
 /// How each MPI function of the fixture is probed: under the hook engine the functions
 /// memsup acts on while the thread waits (MPI_Init, MPI_Finalize, MPI_Comm_rank and
 /// MPI_Comm_size) keep an int3 and the others are hooked; under the int3 engine every one is
@@ -297,10 +320,16 @@ fn each_rank_counts_its_mpi_calls_and_what_they_allocated() {
             let mut seen: Vec<u64> = ranks.iter().map(|image| number(image, "/rank")).collect();
             seen.sort_unstable();
             assert_eq!(seen, [0, 1], "{context}");
+            let mut through_alltoall = 0;
             for image in ranks {
                 assert_eq!(image["engine"], engine, "{context}");
                 assert_rank(image, &profile, &printed, &context);
                 assert_mpi_probes(image, engine, &context);
+                through_alltoall += assert_stacks_through_alltoall(image, &context);
+            }
+            // Open MPI's MPI_Alltoall allocates (its collective's state) on each rank.
+            if library == MpiLibrary::OpenMpi {
+                assert!(through_alltoall >= 2, "{context}: {through_alltoall}");
             }
         }
     }
