@@ -145,18 +145,23 @@ fn every_operation_assembles_with_its_shape() {
     );
 }
 
+/// `hook`, continuing into `target`.
+fn one_hook(hook: Hook, target: u64) -> Harness {
+    Harness::with_hooks(
+        CpuSource::Single,
+        AreaConfig::waiting(1, 64),
+        &[hook],
+        &[target],
+    )
+}
+
 /// The MPI stand-in's hook; the caller holds `FAKE_MPI_USE`.
 fn mpi_harness(function: u32) -> Harness {
     let hook = Hook {
         op: Op::MpiEntry,
         function,
     };
-    Harness::with_hooks(
-        CpuSource::Single,
-        AreaConfig::waiting(1, 64),
-        &[hook],
-        &[memsup_test_fake_mpi as *const () as u64],
-    )
+    one_hook(hook, memsup_test_fake_mpi as *const () as u64)
 }
 
 #[test]
@@ -207,12 +212,7 @@ fn mpi_shape_passes_the_register_arguments_and_the_result() {
         op: Op::MpiEntry,
         function: 9,
     };
-    let harness = Harness::with_hooks(
-        CpuSource::Single,
-        AreaConfig::waiting(1, 64),
-        &[hook],
-        &[fake_six as *const () as u64],
-    );
+    let harness = one_hook(hook, fake_six as *const () as u64);
     let observed = call_observed(harness.entry(Op::MpiEntry), ARGUMENTS);
     assert_eq!(observed.result, six(ARGUMENTS));
     assert_eq!(observed.callee_saved, CALLEE_SAVED_MARKS);
@@ -239,12 +239,7 @@ fn return_sites_give_the_caller_s_frame() {
             function: 3,
         },
     ] {
-        let harness = Harness::with_hooks(
-            CpuSource::Single,
-            AreaConfig::waiting(1, 64),
-            &[hook],
-            &[memsup_test_fake_mpi as *const () as u64],
-        );
+        let harness = one_hook(hook, memsup_test_fake_mpi as *const () as u64);
         let observed = call_observed(harness.entry(hook.op), ARGUMENTS);
         let return_address = fake_mpi_stack()[0];
         let rsp_after_return = observed.result + 8;
