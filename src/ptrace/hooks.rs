@@ -157,7 +157,6 @@ impl Tracer<'_> {
         hooks
             .mpi_return_sites
             .extend_from_slice(&page.mpi_return_sites);
-        let mut internal = Vec::new();
         for (patch, blocked) in page.patches.iter().zip(blocked) {
             if let Some(reason) = blocked {
                 page.refused.push((patch.target, reason));
@@ -172,29 +171,26 @@ impl Tracer<'_> {
                 original: patch.patch.original.clone(),
                 written: patch.jump.clone(),
             });
-            let hooks = process.hooks.as_mut().expect("ensured above");
             hooks.sites.push(ProbeSite {
                 function: names[patch.target].clone(),
                 address: candidate.address,
                 implementation: "hook".to_string(),
             });
         }
-        // An allocator call from inside an MPI function is the program's, not an inner call.
-        let allocator_bodies = candidates
-            .iter()
-            .filter(|c| !matches!(c.kind, ProbeKind::Mpi(_)))
-            .map(|c| (c.address, c.address + c.size));
-        internal.extend(allocator_bodies);
         let drain = self.drain.as_ref().expect("the hook engine has a drain");
-        for candidate in candidates {
-            if let ProbeKind::Mpi(function) = candidate.kind {
-                drain.name_mpi_function(function, self.mpi_names.name(function));
-            }
-        }
         let page_end = base + page.bytes.len() as u64;
         drain.add_hook_page(pid as u32, base, page_end, &page.mpi_return_sites);
-        for (start, end) in internal {
-            drain.add_internal_range(pid as u32, start, end);
+        for (candidate, name) in candidates.iter().zip(&names) {
+            match candidate.kind {
+                ProbeKind::Mpi(function) => drain.name_mpi_function(function, name),
+                // An allocator call from inside an MPI function is the program's: only
+                // allocator bodies make inner calls.
+                _ => drain.add_internal_range(
+                    pid as u32,
+                    candidate.address,
+                    candidate.address + candidate.size,
+                ),
+            }
         }
         self.send(pid, pid, EventKind::ScratchPage { address: base });
         Ok(page

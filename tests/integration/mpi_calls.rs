@@ -295,6 +295,7 @@ fn each_rank_counts_its_mpi_calls_and_what_they_allocated() {
         );
         let expected = job_lines(&native.stdout);
         assert_eq!(expected.len(), RANKS as usize);
+        let mut through_alltoall_by_engine = Vec::new();
         for engine in ["int3", "hooks"] {
             let context = format!("{library:?} {linking:?} {engine}");
             let directory = tempfile::tempdir().unwrap();
@@ -331,6 +332,12 @@ fn each_rank_counts_its_mpi_calls_and_what_they_allocated() {
             if library == MpiLibrary::OpenMpi {
                 assert!(through_alltoall >= 2, "{context}: {through_alltoall}");
             }
+            through_alltoall_by_engine.push(through_alltoall);
         }
+        // Both engines find the same sites inside the calls.
+        assert_eq!(
+            through_alltoall_by_engine[0], through_alltoall_by_engine[1],
+            "{library:?} {linking:?}: sites through MPI_Alltoall, int3 then hooks"
+        );
     }
 }
