@@ -1,7 +1,7 @@
 //! Chunks glibc mapped on their own. They are in no list, so they are found by their
 //! header: at a page boundary of an anonymous writable mapping, prev_size 0 and a size that
-//! is a whole number of pages with only IS_MMAPPED set, fitting in the mapping (memalign may
-//! have moved the program's chunk further up: see `realigned_offset`). Headers are
+//! is a whole number of pages with only IS_MMAPPED set (memalign may have moved the
+//! program's chunk further up, and mremap may have resized it since: see `locate_chunk`). Headers are
 //! read 512 pages to a `process_vm_readv`, of resident pages only. Mappings that hold no such chunk (heaps of the
 //! arenas, libc's data, the threads' stacks) are left out.
 
@@ -51,42 +51,88 @@ pub fn find_mmapped(
                 if page < inside_until {
                     continue;
                 }
-                if let Some((0, size_field)) = header {
-                    let size = size_field & !SIZE_FLAGS;
-                    if size_field & SIZE_FLAGS == IS_MMAPPED && is_chunk_size(size, page, entry.end)
-                    {
-                        found.add(size);
-                        if let Some(blocks) = blocks.as_deref_mut() {
-                            let offset = realigned_offset(pid, page, size, &resident);
-                            let chunk = page + offset;
-                            blocks.push((chunk + CHUNK_HEADER, size - offset - CHUNK_HEADER));
-                        }
-                        inside_until = page + size;
-                    }
+                let Some((0, size_field)) = header else {
+                    continue;
+                };
+                let size = size_field & !SIZE_FLAGS;
+                if size_field & SIZE_FLAGS != IS_MMAPPED || size == 0 || size % PAGE != 0 {
+                    continue;
                 }
+                let Some(chunk) = locate_chunk(pid, page, size, entry.end, &resident) else {
+                    continue;
+                };
+                found.add(chunk.extent);
+                if let Some(blocks) = blocks.as_deref_mut() {
+                    let start = page + chunk.offset;
+                    blocks.push((
+                        start + CHUNK_HEADER,
+                        chunk.extent - chunk.offset - CHUNK_HEADER,
+                    ));
+                }
+                inside_until = page + chunk.extent;
             }
         }
     }
     found
 }
 
-/// Where the program's chunk starts in the mmapped chunk at `page` of `size` bytes: 0, or
-/// further up when memalign moved it to an aligned address. glibc then writes a new header
-/// there (prev_size: the distance from the mapping's start; size: the rest, IS_MMAPPED) and
-/// leaves the old one at the start. The new chunk is the first aligned spot at least
-/// `MINIMUM_CHUNK` up, for some power-of-two alignment; the bytes below it are untouched.
-fn realigned_offset(pid: i32, page: u64, size: u64, resident: &Pages) -> u64 {
-    let offsets: Vec<u64> = memalign_offsets(page, size)
+/// Where the program's chunk lies in a mapping that starts with an mmapped chunk's header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct MappedChunk {
+    /// From the mapping's start to the program's chunk: 0, or what memalign skipped.
+    offset: u64,
+    /// The mapping's bytes: the offset and the program's chunk.
+    extent: u64,
+}
+
+/// The chunk of a mapping at `page` whose first header says `size` bytes. memalign may have
+/// moved the program's chunk up to an aligned address: glibc then writes a new header there
+/// (prev_size: the distance from the mapping's start; size: the rest, IS_MMAPPED) and leaves
+/// the old one at the start. A realloc of that chunk by mremap resizes the mapping and
+/// rewrites only the new header, so the old one's size is stale then: the moved header, when
+/// one is found, gives the extent.
+fn locate_chunk(pid: i32, page: u64, size: u64, end: u64, resident: &Pages) -> Option<MappedChunk> {
+    let offsets: Vec<u64> = memalign_offsets(page, end - page)
         .into_iter()
         .filter(|&offset| resident.is_present(page + offset))
         .collect();
     let addresses: Vec<u64> = offsets.iter().map(|&offset| page + offset).collect();
     let headers = read_headers(pid, &addresses);
-    offsets
+    let candidates: Vec<(u64, (u64, u64))> = offsets
         .into_iter()
         .zip(headers)
-        .find(|&(offset, header)| header == Some((offset, (size - offset) | IS_MMAPPED)))
-        .map_or(0, |(offset, _)| offset)
+        .filter_map(|(offset, header)| Some((offset, header?)))
+        .collect();
+    choose_chunk(size, end - page, &candidates)
+}
+
+/// The chunk given the first header's `size`, the bytes to the mapping's end (`room`) and the
+/// headers read at memalign's offsets, smallest offset first. A moved header that agrees with
+/// the first one comes first; one of a resized mapping (any whole-page extent that fits) next;
+/// without either the chunk starts at the mapping, if it fits.
+fn choose_chunk(size: u64, room: u64, candidates: &[(u64, (u64, u64))]) -> Option<MappedChunk> {
+    let moved = |&&(offset, (prev_size, size_field)): &&(u64, (u64, u64))| {
+        let rest = size_field & !SIZE_FLAGS;
+        let extent = offset + rest;
+        (prev_size == offset
+            && size_field & SIZE_FLAGS == IS_MMAPPED
+            && rest >= MINIMUM_CHUNK
+            && extent % PAGE == 0
+            && extent <= room)
+            .then_some(MappedChunk { offset, extent })
+    };
+    let agreeing = candidates
+        .iter()
+        .filter_map(|candidate| moved(&candidate))
+        .find(|chunk| chunk.extent == size);
+    let resized = || candidates.iter().find_map(|candidate| moved(&candidate));
+    let unmoved = || {
+        (size <= room).then_some(MappedChunk {
+            offset: 0,
+            extent: size,
+        })
+    };
+    agreeing.or_else(resized).or_else(unmoved)
 }
 
 /// The offsets memalign can move a chunk mapped at `page` to, smallest first: for each
@@ -109,10 +155,6 @@ fn memalign_offsets(page: u64, size: u64) -> Vec<u64> {
     offsets.sort_unstable();
     offsets.dedup();
     offsets
-}
-
-fn is_chunk_size(size: u64, page: u64, end: u64) -> bool {
-    size > 0 && size % PAGE == 0 && page + size <= end
 }
 
 fn in_heap(page: u64, heaps: &[HeapRange]) -> bool {
@@ -177,5 +219,59 @@ mod tests {
         assert!(offsets
             .iter()
             .all(|&offset| offset + MINIMUM_CHUNK <= 50 * PAGE));
+    }
+
+    const SIZE: u64 = 50 * PAGE;
+
+    #[test]
+    fn a_chunk_memalign_moved_is_found_where_its_own_header_says() {
+        // 48 holds program bytes that happen to carry the flag; 4080 is the moved header.
+        let candidates = [
+            (48, (7, 0x1002)),
+            (4080, (4080, (SIZE - 4080) | IS_MMAPPED)),
+        ];
+        assert_eq!(
+            choose_chunk(SIZE, 1 << 30, &candidates),
+            Some(MappedChunk {
+                offset: 4080,
+                extent: SIZE
+            })
+        );
+    }
+
+    #[test]
+    fn a_moved_chunk_grown_or_shrunk_by_mremap_takes_its_extent_from_the_moved_header() {
+        let grown = [(4080, (4080, (75 * PAGE - 4080) | IS_MMAPPED))];
+        assert_eq!(
+            choose_chunk(SIZE, 75 * PAGE, &grown),
+            Some(MappedChunk {
+                offset: 4080,
+                extent: 75 * PAGE
+            })
+        );
+        // Shrunk below the stale size, which no longer fits the mapping.
+        let shrunk = [(4080, (4080, (20 * PAGE - 4080) | IS_MMAPPED))];
+        assert_eq!(
+            choose_chunk(SIZE, 20 * PAGE, &shrunk),
+            Some(MappedChunk {
+                offset: 4080,
+                extent: 20 * PAGE
+            })
+        );
+        // A moved header that would reach past the mapping is not one.
+        assert_eq!(choose_chunk(SIZE, 20 * PAGE, &grown), None);
+    }
+
+    #[test]
+    fn without_a_moved_header_the_chunk_starts_at_the_mapping_if_it_fits() {
+        let data = [(48, (48, 0x1000)), (4080, (0, 0))];
+        assert_eq!(
+            choose_chunk(SIZE, SIZE, &data),
+            Some(MappedChunk {
+                offset: 0,
+                extent: SIZE
+            })
+        );
+        assert_eq!(choose_chunk(SIZE, SIZE - PAGE, &data), None);
     }
 }

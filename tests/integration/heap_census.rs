@@ -117,6 +117,10 @@ const KEPT: [(u64, u64); 7] = [
 /// skipped and the header.
 const ALIGNED_USABLE: u64 = 204_800 - 4_080 - 16;
 
+/// The same block realloc'd to 300000: mremap grew its mapping to 75 pages, the 4,080 bytes
+/// memalign skipped still below it.
+const GROWN_USABLE: u64 = 307_200 - 4_080 - 16;
+
 /// What glibc's heap gives the program for a request of `bytes`: a heap chunk's size less
 /// its size field, or (at the mmap threshold, 128 KiB) whole pages less the header.
 fn usable_size(bytes: u64) -> u64 {
@@ -211,10 +215,11 @@ fn check_census(
     assert_eq!(worker["tcache_structs"], blocks(1, 0x290));
     assert_eq!(worker["fastbins"], blocks(0, 0));
     assert_eq!(worker["free"], blocks(0, 0));
-    // 3 x malloc(200000): 49 pages each; posix_memalign(4096, 200000): 50 pages.
+    // 3 x malloc(200000): 49 pages each; posix_memalign(4096, 200000): 50 pages; the one
+    // grown to 300000: 75 pages.
     assert_eq!(
         census["totals"]["mmapped"],
-        blocks(4, 3 * 200_704 + 204_800)
+        blocks(5, 3 * 200_704 + 204_800 + 307_200)
     );
     let classes: Vec<(u64, u64, u64, u64)> = census["histogram"]
         .as_array()
@@ -459,14 +464,16 @@ fn an_attach_starts_from_a_census_of_the_heap() {
         check_census(census, variant, &path, announced.big_chunk, mallinfo);
         check_overhead(process, census);
         // Its kept blocks, freed after the release, are the census's: known by their size.
-        // With the aligned block: found where memalign moved it, 4,096 bytes into its chunk.
-        let kept = KEPT.iter().map(|&(_, count)| count).sum::<u64>() + 1;
+        // With the aligned blocks: found where memalign moved them, 4,096 bytes into their
+        // chunks, the grown one by its own header.
+        let kept = KEPT.iter().map(|&(_, count)| count).sum::<u64>() + 2;
         let kept_bytes: u64 = KEPT
             .iter()
             .map(|&(bytes, count)| count * usable_size(bytes))
             .sum::<u64>()
-            + ALIGNED_USABLE;
-        assert_eq!((kept, kept_bytes), (28, 818_176));
+            + ALIGNED_USABLE
+            + GROWN_USABLE;
+        assert_eq!((kept, kept_bytes), (29, 1_121_280));
         let sources = &process["unknown_free_sources"];
         assert_eq!(
             (
@@ -482,7 +489,7 @@ fn an_attach_starts_from_a_census_of_the_heap() {
             .unwrap_or_else(|| panic!("{variant:?}: no unknown frees:\n{text}"));
         assert!(
             frees.ends_with(&format!(
-                " 28 of blocks from before the attach, 799.00 KiB ({kept_bytes} bytes) by the \
+                " 29 of blocks from before the attach, 1.07 MiB ({kept_bytes} bytes) by the \
                  heap census at the attach"
             )),
             "{variant:?}: {frees}"
