@@ -17,6 +17,7 @@ pub mod report;
 pub mod run;
 pub mod stacks;
 pub mod strace;
+pub mod stuck;
 pub mod tools;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -82,9 +82,10 @@ pub fn wait_within(mut child: Child, what: &str, limit: Duration) -> Output {
             break status;
         }
         if Instant::now() > deadline {
+            let state = super::stuck::describe(child.id());
             child.kill().ok();
             child.wait().ok();
-            panic!("{what} did not finish within {limit:?}");
+            panic!("{what} did not finish within {limit:?}; its threads then:\n{state}");
         }
         thread::sleep(Duration::from_millis(10));
     };
