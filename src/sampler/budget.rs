@@ -83,9 +83,15 @@ impl RollupRate {
         self.highs_ns += cpu_ns;
     }
 
-    /// Takes the cost of a rollup round, `since` the previous one; returns the interval
-    /// until the next one.
-    pub fn rollup_round_cost(&mut self, cpu_ns: u64, since: Duration) -> Duration {
+    /// Takes the cost of a rollup round, `since` the previous one, and the share of a core
+    /// the credit for highs is filling at (`HighsCredit::filling_share`); returns the
+    /// interval until the next one.
+    pub fn rollup_round_cost(
+        &mut self,
+        cpu_ns: u64,
+        since: Duration,
+        credit_share: f64,
+    ) -> Duration {
         let cost = cpu_ns as f64;
         // Back off at once when a round costs more (memory grew), speed up gradually.
         self.rollup_cost = smooth(self.rollup_cost, cost).max(cost);
@@ -93,7 +99,10 @@ impl RollupRate {
         let highs_share =
             std::mem::take(&mut self.highs_ns) as f64 / since.as_nanos().max(1) as f64;
         self.highs_share = (self.highs_share + highs_share) / 2.0;
-        let share = (TARGET - status_share - self.highs_share).max(ROLLUP_FLOOR);
+        // What highs spent, or what their credit is saving meanwhile: counting both would
+        // count the same CPU twice.
+        let highs_share = self.highs_share.max(credit_share);
+        let share = (TARGET - status_share - highs_share).max(ROLLUP_FLOOR);
         let wanted = Duration::from_nanos((self.rollup_cost / share) as u64);
         self.interval = wanted.clamp(MIN_INTERVAL, MAX_INTERVAL);
         self.interval
@@ -108,6 +117,9 @@ pub struct HighsCredit {
     credit_ns: f64,
     filled_at: Instant,
     share: f64,
+    /// The cost of the dearest snapshot refused and not taken since: the credit saves up to
+    /// it, however often it is filled meanwhile.
+    waiting_ns: f64,
 }
 
 impl HighsCredit {
@@ -116,6 +128,7 @@ impl HighsCredit {
             credit_ns: HIGHS_CREDIT_CAP_NS,
             filled_at: now,
             share: HIGHS_SHARE,
+            waiting_ns: 0.0,
         }
     }
 
@@ -125,24 +138,41 @@ impl HighsCredit {
         self.share = share;
     }
 
-    fn fill(&mut self, now: Instant) {
-        self.fill_up_to(now, HIGHS_CREDIT_CAP_NS);
+    /// The share of a core the credit takes while it fills, 0 once full: what the rollups
+    /// must leave it.
+    pub fn filling_share(&self) -> f64 {
+        if self.credit_ns < self.ceiling() {
+            self.share
+        } else {
+            0.0
+        }
     }
 
-    fn fill_up_to(&mut self, now: Instant, cap: f64) {
+    fn ceiling(&self) -> f64 {
+        HIGHS_CREDIT_CAP_NS.max(self.waiting_ns)
+    }
+
+    fn fill(&mut self, now: Instant) {
         let elapsed = now.saturating_duration_since(self.filled_at).as_nanos() as f64;
         let filled = self.credit_ns + elapsed * self.share;
-        // A credit above the cap (saved for a dear snapshot) is kept, not cut.
-        self.credit_ns = filled.min(cap.max(self.credit_ns));
+        // A credit above the ceiling (it was lowered) is kept, not cut.
+        self.credit_ns = filled.min(self.ceiling().max(self.credit_ns));
         self.filled_at = now;
     }
 
     /// Whether something expected to cost `expected` may be done now: when the credit pays
-    /// for it.
+    /// for it. One refused is waited for: the credit saves up to its cost.
     pub fn allows(&mut self, expected: Duration, now: Instant) -> bool {
         let expected = expected.as_nanos() as f64;
-        self.fill_up_to(now, HIGHS_CREDIT_CAP_NS.max(expected));
-        self.credit_ns >= expected
+        self.fill(now);
+        if self.credit_ns >= expected {
+            if expected >= self.waiting_ns {
+                self.waiting_ns = 0.0;
+            }
+            return true;
+        }
+        self.waiting_ns = self.waiting_ns.max(expected);
+        false
     }
 
     pub fn spend(&mut self, cpu_ns: u64) {
@@ -175,25 +205,28 @@ mod tests {
         assert_eq!(rate.interval(), FIRST_INTERVAL);
         // Cheap reads: as fast as allowed.
         let second = Duration::from_secs(1);
-        assert_eq!(rate.rollup_round_cost(100_000, second), MIN_INTERVAL);
+        assert_eq!(rate.rollup_round_cost(100_000, second, 0.0), MIN_INTERVAL);
         // 10 ms a round at 4.5 %: every 222 ms, at once.
         assert!(about(
-            rate.rollup_round_cost(10_000_000, second),
+            rate.rollup_round_cost(10_000_000, second, 0.0),
             10.0,
             TARGET
         ));
         // Cheaper again: halfway back, not all the way.
-        assert!(rate.rollup_round_cost(1_000_000, second) > Duration::from_millis(100));
+        assert!(rate.rollup_round_cost(1_000_000, second, 0.0) > Duration::from_millis(100));
         // Status reads take 4 % of the core: the 1 % floor is left, 2 ms rounds every 200 ms.
         let mut rate = RollupRate::new(Duration::from_millis(20));
         rate.status_round_cost(800_000);
         assert!(about(
-            rate.rollup_round_cost(2_000_000, second),
+            rate.rollup_round_cost(2_000_000, second, 0.0),
             2.0,
             ROLLUP_FLOOR
         ));
         // 1 s a round (a huge process): never slower than the longest interval.
-        assert_eq!(rate.rollup_round_cost(1_000_000_000, second), MAX_INTERVAL);
+        assert_eq!(
+            rate.rollup_round_cost(1_000_000_000, second, 0.0),
+            MAX_INTERVAL
+        );
     }
 
     #[test]
@@ -203,13 +236,13 @@ mod tests {
         // Highs took 25 ms of the last second (2.5 %), smoothed from none: 1.25 %.
         rate.highs_cost(25_000_000);
         assert!(about(
-            rate.rollup_round_cost(10_000_000, second),
+            rate.rollup_round_cost(10_000_000, second, 0.0),
             10.0,
             TARGET - 0.0125
         ));
         // Then none in the next second: half of that.
         assert!(about(
-            rate.rollup_round_cost(10_000_000, second),
+            rate.rollup_round_cost(10_000_000, second, 0.0),
             10.0,
             TARGET - 0.00625
         ));
@@ -247,14 +280,55 @@ mod tests {
         // 1 ms at 2 % takes 50 ms to earn.
         assert!(!credit.allows(ms, start + 40 * ms));
         assert!(credit.allows(ms, start + 60 * ms));
-        // One dearer than the cap waits until the credit pays for it (1.2 ms now, 40 ms in
-        // 1940 ms), and the rest after it.
+        // One dearer than the cap waits until the credit pays for it: the credit is full
+        // (10 ms) when it is first refused, and saves the other 30 ms from then, in 1.5 s.
+        // The rest come after it.
         let dear = Duration::from_millis(40);
         assert!(!credit.allows(dear, start + 1960 * ms));
-        assert!(credit.allows(dear, start + 2010 * ms));
+        assert!(!credit.allows(dear, start + 3440 * ms));
+        assert!(credit.allows(dear, start + 3470 * ms));
         credit.spend(40_000_000);
-        assert!(!credit.allows(ms, start + 2040 * ms));
-        assert!(credit.allows(ms, start + 2070 * ms));
+        assert!(!credit.allows(ms, start + 3500 * ms));
+        assert!(credit.allows(ms, start + 3520 * ms));
+    }
+
+    #[test]
+    fn a_dear_snapshot_is_saved_for_while_the_credit_is_filled_every_status_round() {
+        let start = Instant::now();
+        let mut credit = HighsCredit::new(start);
+        credit.spend(10_000_000);
+        let ms = Duration::from_millis(1);
+        let dear = Duration::from_millis(40);
+        assert!(!credit.allows(dear, start));
+        // The sampler fills the credit every 20 ms status round and asks again after it;
+        // 40 ms at 2 % takes 2 s to earn.
+        let mut at = start;
+        let mut allowed = None;
+        while allowed.is_none() && at < start + 5000 * ms {
+            at += 20 * ms;
+            credit.set_share(HIGHS_SHARE, at);
+            if credit.allows(dear, at) {
+                allowed = Some(at - start);
+            }
+        }
+        assert_eq!(allowed, Some(2000 * ms));
+        // While it saves, the rollups leave it its share; once paid, and full, no more.
+        let mut saving = HighsCredit::new(start);
+        saving.spend(5_000_000);
+        assert_eq!(saving.filling_share(), HIGHS_SHARE);
+        assert!(saving.allows(ms, start + 250 * ms));
+        assert_eq!(saving.filling_share(), 0.0);
+    }
+
+    #[test]
+    fn the_rollups_leave_the_credit_what_it_fills_at() {
+        let second = Duration::from_secs(1);
+        let mut rate = RollupRate::new(Duration::from_millis(20));
+        assert!(about(
+            rate.rollup_round_cost(10_000_000, second, HIGHS_SHARE),
+            10.0,
+            TARGET - HIGHS_SHARE
+        ));
     }
 
     #[test]

@@ -157,6 +157,7 @@ impl Work {
                 let interval = self.rollup.rollup_round_cost(
                     thread_cpu_ns().saturating_sub(cpu),
                     now.saturating_duration_since(last_rollup),
+                    self.credit.filling_share(),
                 );
                 last_rollup = now;
                 next_rollup = now + interval;
