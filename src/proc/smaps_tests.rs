@@ -251,3 +251,28 @@ fn own_smaps_agree_with_own_rollup() {
     assert!(parts.abs_diff(rollup.pss) <= 3 << 10, "{rollup:?}");
     drop(std::hint::black_box(touched));
 }
+
+/// What parsing smaps costs per mapping, on this process's own smaps repeated to 20,000
+/// mappings (as many as `bench/mappings.c` makes):
+/// `cargo test --release --lib smaps_parse_cost -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn smaps_parse_cost() {
+    let own = std::fs::read("/proc/self/smaps").unwrap();
+    let per_copy = parse_smaps(&own).len();
+    let copies = 20_000usize.div_ceil(per_copy);
+    let text = own.repeat(copies);
+    let mut best = std::time::Duration::MAX;
+    let mut parsed = 0;
+    for _ in 0..20 {
+        let started = std::time::Instant::now();
+        parsed = std::hint::black_box(parse_smaps(&text)).len();
+        best = best.min(started.elapsed());
+    }
+    println!(
+        "smaps parse: {parsed} mappings, {} KiB, best of 20 {:.2} ms, {:.0} ns per mapping",
+        text.len() >> 10,
+        best.as_secs_f64() * 1e3,
+        best.as_nanos() as f64 / parsed as f64
+    );
+}

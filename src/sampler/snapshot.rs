@@ -19,7 +19,7 @@ pub fn take(pid: i32, reason: SnapshotReason, buffer: &mut Vec<u8>) -> Option<Ev
         // the process's other threads still see it.
         read_through_a_live_thread(pid, buffer)?;
     }
-    let mappings: Vec<MappingResidency> = parse_smaps(buffer).iter().map(residency).collect();
+    let mappings: Vec<MappingResidency> = parse_smaps(buffer).into_iter().map(residency).collect();
     Some(EventKind::SmapsSnapshot {
         reason,
         cost_ns: thread_cpu_ns().saturating_sub(cpu),
@@ -40,8 +40,8 @@ fn read_through_a_live_thread(pid: i32, buffer: &mut Vec<u8>) -> Option<()> {
     None
 }
 
-fn residency(entry: &SmapsEntry) -> MappingResidency {
-    let map = &entry.map;
+fn residency(entry: SmapsEntry) -> MappingResidency {
+    let map = entry.map;
     let flag = |on: bool, bit: u8| if on { bit } else { 0 };
     let residency = &entry.residency;
     MappingResidency {
@@ -53,7 +53,7 @@ fn residency(entry: &SmapsEntry) -> MappingResidency {
             | flag(map.shared, MAPPING_SHARED),
         offset: map.offset,
         inode: map.inode,
-        path: map.path.clone().unwrap_or_default(),
+        path: map.path.unwrap_or_default(),
         rss: residency.rss,
         pss: residency.pss,
         shared: residency.shared_clean + residency.shared_dirty,

@@ -1,0 +1,28 @@
+"""One line of sampler costs for a profile's first process (memsup report --format json on
+stdin): status reads, rollups and snapshots for highs as shares of one core over the run,
+their total, and each high's delay and snapshot cost in ms."""
+import json
+import sys
+
+report = json.load(sys.stdin)
+process = report["processes"][0]
+costs = report["sampler_costs"]
+elapsed = costs["elapsed_ns"]
+highs = [snapshot for snapshot in process["snapshots"] if snapshot.get("high")]
+highs_ns = sum(snapshot["cost_ns"] for snapshot in highs)
+total = costs["status_cpu_ns"] + costs["rollup_cpu_ns"] + highs_ns
+
+
+def share(ns):
+    return f"{100 * ns / elapsed:.2f} %"
+
+
+print(
+    f"elapsed {elapsed / 1e9:.2f} s, status {costs['status_samples']} ({share(costs['status_cpu_ns'])}), "
+    f"rollups {costs['rollup_samples']} ({share(costs['rollup_cpu_ns'])}), "
+    f"highs {len(highs)} ({share(highs_ns)}), total {share(total)}"
+)
+print(
+    "highs (delay ms, cost ms):",
+    [(round(s["high"]["delay_ns"] / 1e6, 1), round(s["cost_ns"] / 1e6, 1)) for s in highs],
+)
