@@ -290,13 +290,10 @@ impl<'a> Tracer<'a> {
         }
     }
 
-    fn handle(&mut self, stop: Stop) -> Result<()> {
+    pub(super) fn handle(&mut self, stop: Stop) -> Result<()> {
         let tid = stop.tid();
         let Some(pid) = self.threads.process_of(tid) else {
-            if !matches!(stop, Stop::Exited { .. } | Stop::Killed { .. }) {
-                // Its creator's clone/fork event has not been seen yet: hold it stopped.
-                self.early_threads.insert(tid);
-            }
+            self.before_its_creator(stop);
             return Ok(());
         };
         if let Some(process) = self.processes.get_mut(&pid) {
@@ -310,6 +307,29 @@ impl<'a> Tracer<'a> {
             Stop::Syscall { .. } => self.on_syscall_exit(tid),
             Stop::Signal { signal, .. } if signal == libc::SIGTRAP => self.on_trap(tid),
             Stop::Signal { signal, .. } => self.tracee.resume(tid, signal),
+        }
+    }
+
+    /// A stop of a thread or process whose creator's clone/fork event has not been seen yet.
+    fn before_its_creator(&mut self, stop: Stop) {
+        let tid = stop.tid();
+        match stop {
+            Stop::Exited { .. } | Stop::Killed { .. } => {
+                self.early_threads.remove(&tid);
+            }
+            // Killed (with its whole process) before its creator reported it: its creator may
+            // never report it now, and held here it would keep the process from ever ending.
+            // It runs none of the program's code any more, so it goes on at once.
+            Stop::Event {
+                event: Event::Exit, ..
+            } => {
+                self.early_threads.remove(&tid);
+                let _ = self.tracee.resume(tid, 0);
+            }
+            // Held stopped until the event comes (`on_new_child`).
+            _ => {
+                self.early_threads.insert(tid);
+            }
         }
     }
 

@@ -1,6 +1,6 @@
 //! Chaos, bounded: fixtures/chaos_threads.c (four allocating threads, main blocked in read)
 //! attached and detached 50 times at random moments, and killed at random moments while
-//! `memsup run` records it. The moments come from a seeded generator; the seed is printed
+//! `memsup run` records it (so is fixtures/thread_churn.c, which starts threads all the time). The moments come from a seeded generator; the seed is printed
 //! with every run (the test's captured output) and `MEMSUP_CHAOS_SEED=N` replays it.
 
 use std::path::Path;
@@ -173,18 +173,41 @@ fn children_of(pid: u32) -> Vec<u32> {
 
 #[test]
 fn killing_the_target_at_random_moments_while_recording_leaves_a_readable_profile() {
-    let seed = chaos_seed("kill chaos");
-    for_each_variant("chaos_threads", |variant, fixture| {
+    kill_at_random_moments("chaos_threads", "kill chaos", |name, check| {
+        for_each_variant(name, check)
+    });
+}
+
+/// fixtures/thread_churn.c starts threads all the time, so a kill often lands between a
+/// thread's creation and its creator's report of it: the new thread's first stop is then
+/// its exit, and the recording must still end. glibc only: the musl build allocates
+/// nothing, so memsup warns that it finds no allocator.
+#[test]
+fn killing_a_program_that_keeps_starting_threads_ends_the_recording() {
+    kill_at_random_moments("thread_churn", "thread churn kill chaos", |name, check| {
+        glibc_variants_of(name, check)
+    });
+}
+
+/// `KILLS` runs of fixture `name` in each variant `each_variant` gives, each killed at a
+/// moment from the seed of `test`.
+fn kill_at_random_moments(
+    name: &str,
+    test: &str,
+    each_variant: impl Fn(&str, &dyn Fn(Variant, &Path)),
+) {
+    let seed = chaos_seed(test);
+    each_variant(name, &|variant, fixture| {
         let mut moments = Moments::new(seed_for(seed, variant));
         for iteration in 0..KILLS {
             let delay = moments.below(MAX_KILL_DELAY_MS + 1);
             let what = format!("seed {seed}, kill {iteration}, SIGKILL {delay} ms after exec");
-            kill_while_recording(fixture, Duration::from_millis(delay), &what);
+            kill_while_recording(name, fixture, Duration::from_millis(delay), &what);
         }
     });
 }
 
-fn kill_while_recording(fixture: &Path, delay: Duration, what: &str) {
+fn kill_while_recording(name: &str, fixture: &Path, delay: Duration, what: &str) {
     let directory = tempfile::tempdir().unwrap();
     let profile = directory.path().join("killed.msup");
     let mut command = clean_command(memsup_binary());
@@ -219,7 +242,7 @@ fn kill_while_recording(fixture: &Path, delay: Duration, what: &str) {
     assert_eq!(program_stderr, "", "{what}: the program's stderr");
     // Killed at any point: what it printed is a prefix of its two first lines.
     let stdout = String::from_utf8_lossy(&output.stdout);
-    let announced = format!("chaos_threads: pid {target}\nchaos_threads: ready\n");
+    let announced = format!("{name}: pid {target}\n{name}: ready\n");
     assert!(
         announced.starts_with(&*stdout),
         "{what}: the program printed {stdout:?}"

@@ -47,16 +47,6 @@ struct ThreadSeen {
     has_wchan: bool,
 }
 
-/// The glibc builds of fixture `name`: musl's C library has no unwind tables (DESIGN.md
-/// §5a), so its stacks end inside musl before reaching the fixture's functions.
-fn glibc_variants_of(name: &str, check: impl Fn(Variant, &Path)) {
-    for variant in variants(name) {
-        if variant != Variant::Musl {
-            check(variant, &fixture(name, variant));
-        }
-    }
-}
-
 /// `glibc_variants_of` the snapshot_threads fixture.
 fn glibc_variants(check: impl Fn(Variant, &Path)) {
     glibc_variants_of(NAME, check)

@@ -129,3 +129,41 @@ fn a_thread_gone_inside_malloc_leaves_an_abandoned_call() {
     assert!(!tracer.threads.contains_key(&worker));
     assert!(tracer.processes.contains_key(&PID));
 }
+
+#[test]
+fn a_thread_killed_before_its_creator_reported_it_goes_on_to_end() {
+    use crate::ptrace::stop::Stop as Reported;
+    let (sink, _receiver) = sink();
+    let fake = FakeTracee::default();
+    let mut tracer = tracer(&sink, &fake);
+    // Its first stop is its exit: the process was killed before the thread ran, and its
+    // creator will never report the clone. Held, it would keep the process from ending.
+    let exiting = Reported::Event {
+        tid: NEW_THREAD,
+        event: Stop::Exit,
+        signal: libc::SIGTRAP,
+    };
+    tracer.handle(exiting).unwrap();
+    let going_on = |tid| Resume::Continue { tid, signal: 0 };
+    assert_eq!(fake.take_resumes(), [going_on(NEW_THREAD)]);
+    assert!(tracer.early_threads.is_empty());
+    // Its first stop proper is held for the creator's event...
+    let held = NEW_THREAD + 1;
+    let first = Reported::Event {
+        tid: held,
+        event: Stop::Stop,
+        signal: libc::SIGTRAP,
+    };
+    tracer.handle(first).unwrap();
+    assert_eq!(fake.take_resumes(), []);
+    assert!(tracer.early_threads.contains(&held));
+    // ...and let go when a kill wakes it to exit.
+    let exiting = Reported::Event {
+        tid: held,
+        event: Stop::Exit,
+        signal: libc::SIGTRAP,
+    };
+    tracer.handle(exiting).unwrap();
+    assert_eq!(fake.take_resumes(), [going_on(held)]);
+    assert!(tracer.early_threads.is_empty());
+}

@@ -43,6 +43,18 @@ pub fn file_name(path: &Path) -> String {
         .into_owned()
 }
 
+/// `check` on the glibc builds of fixture `name`, for what musl's build cannot show: musl's
+/// C library has no unwind tables (DESIGN.md §5a), so its stacks end inside musl before
+/// reaching the fixture's functions, and a musl fixture that allocates nothing has no
+/// allocator to find.
+pub fn glibc_variants_of(name: &str, check: impl Fn(Variant, &Path)) {
+    for variant in variants(name) {
+        if variant != Variant::Musl {
+            check(variant, &fixture(name, variant));
+        }
+    }
+}
+
 /// Runs `check` for every variant of fixture `name` this machine can build (dynamic, static,
 /// and musl for C), and fails once at the end listing every variant that failed, so one
 /// broken variant does not hide the others.
