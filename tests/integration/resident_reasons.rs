@@ -5,7 +5,8 @@
 //! block) and a fixed threshold (MALLOC_MMAP_THRESHOLD_) give no such line.
 //! fixtures/arena_gaps.c frees every other one of 1,024 blocks of 16 KiB, in the main arena
 //! or in 4 threads' arenas: 512 free chunks of 16,400 bytes among live blocks, named once
-//! as free chunks of the main arena, or as thread arenas, each with its knob.
+//! as free chunks of the main arena, or as thread arenas, each with its knob; with one
+//! thread and 80 KiB blocks, one arena in two heaps.
 
 use serde_json::{json, Value};
 
@@ -87,15 +88,17 @@ const FREED_BYTES: u64 = FREED_CHUNKS * 16_400;
 /// each thread's first malloc: among live blocks when the threads share the main arena.
 const THREAD_CACHE_CHUNK: u64 = 656;
 
+/// arena_gaps with `args` (threads, then the block size in KiB if not 16).
 fn record_arena_gaps(
     program: &std::path::Path,
-    threads: &str,
+    args: &[&str],
     environment: &[(&str, &str)],
 ) -> Recording {
-    let recording = record_with_environment(&[], environment, program, &[threads], None);
+    let recording = record_with_environment(&[], environment, program, args, None);
+    let (threads, kib) = (args[0], args.get(1).copied().unwrap_or("16"));
     assert_eq!(
         String::from_utf8_lossy(&recording.native.stdout),
-        format!("kept 512 of 1024 blocks of 16 KiB in {threads} threads\n")
+        format!("kept 512 of 1024 blocks of {kib} KiB in {threads} threads\n")
     );
     assert_eq!(recording.native.status.code(), Some(0));
     recording
@@ -112,7 +115,7 @@ fn after_the_time(line: &str) -> (&str, &str) {
 fn free_chunks_among_live_blocks_are_named_once_with_their_knob() {
     for_each_variant("arena_gaps", |variant, program| {
         let what = format!("arena_gaps {variant:?}");
-        let recording = record_arena_gaps(program, "0", &[]);
+        let recording = record_arena_gaps(program, &["0"], &[]);
         let image = launched_image(&recording.report, program, &["0"]);
         let lines = why_resident_lines(&recording.profile);
         if variant == Variant::Musl {
@@ -146,7 +149,7 @@ fn free_chunks_among_live_blocks_are_named_once_with_their_knob() {
 #[test]
 fn thread_arenas_are_named_once_with_their_knob() {
     let program = fixture("arena_gaps", Variant::Dynamic);
-    let recording = record_arena_gaps(&program, "4", &[]);
+    let recording = record_arena_gaps(&program, &["4"], &[]);
     let image = launched_image(&recording.report, &program, &["4"]);
     let free = &image["arena_free"];
     assert_eq!(free["thread_arenas"], 4, "{free}");
@@ -181,10 +184,40 @@ fn thread_arenas_are_named_once_with_their_knob() {
     );
 }
 
+/// One thread's 1,024 blocks of 80 KiB (81,936-byte chunks, 80 MiB in all) outgrow its
+/// arena's first 64 MiB heap: the arena continues in a second heap and is still one arena.
+#[test]
+fn an_arena_grown_past_one_heap_is_one_thread_arena() {
+    glibc_variants_of("arena_gaps", |variant, program| {
+        let args = ["1", "80"];
+        let recording = record_arena_gaps(program, &args, &[]);
+        let image = launched_image(&recording.report, program, &args);
+        let free = &image["arena_free"];
+        assert_eq!(free["thread_arenas"], 1, "{variant:?}: {free}");
+        // Every other block freed, each between live ones but the last of the first heap's,
+        // which merged into what that heap had left.
+        assert_eq!(
+            (
+                &free["threads"]["free_chunks"],
+                &free["threads"]["free_bytes"]
+            ),
+            (&json!(511), &json!(511 * 81_936)),
+            "{variant:?}: {free}"
+        );
+        let lines = why_resident_lines(&recording.profile);
+        assert_eq!(lines.len(), 1, "{variant:?}: {lines:?}");
+        let (before, _) = after_the_time(&lines[0]);
+        assert!(
+            before.starts_with("  why resident         1 thread arena holds "),
+            "{variant:?}: {before}"
+        );
+    });
+}
+
 #[test]
 fn threads_sharing_the_main_arena_leave_its_free_chunks() {
     let program = fixture("arena_gaps", Variant::Dynamic);
-    let recording = record_arena_gaps(&program, "4", &[("MALLOC_ARENA_MAX", "1")]);
+    let recording = record_arena_gaps(&program, &["4"], &[("MALLOC_ARENA_MAX", "1")]);
     let image = launched_image(&recording.report, &program, &["4"]);
     let free = &image["arena_free"];
     assert_eq!(free["thread_arenas"], 0, "{free}");

@@ -17,7 +17,9 @@ pub struct ArenaFree {
     pub time_ns: u64,
     /// The main arena (`[heap]`).
     pub main: ChunkGaps,
-    /// Thread arenas holding live blocks, and the free space between those blocks.
+    /// Thread arenas, and the free space between their live blocks. An arena grown past
+    /// one heap counts once per heap, unless a live block shows a heap continues an arena
+    /// (`continues_an_arena`).
     pub thread_arenas: u64,
     pub threads: ChunkGaps,
     /// Resident bytes of the thread arenas that no live block accounts for.
@@ -42,7 +44,9 @@ impl ArenaFree {
         match mapping.arena {
             Some(ArenaKind::Main) => self.main.add(gaps),
             Some(ArenaKind::Thread) => {
-                self.thread_arenas += 1;
+                if gaps.later_heaps == 0 {
+                    self.thread_arenas += 1;
+                }
                 self.threads.add(gaps);
                 self.thread_overhead_rss += overhead_rss;
             }
@@ -134,6 +138,7 @@ mod tests {
             bytes,
             top: 100,
             classes: vec![(bytes.ilog2() as u8, bytes)],
+            later_heaps: 0,
         };
         let pending = |arena: Option<ArenaKind>, gaps: Option<ChunkGaps>| PendingMapping {
             start: 0,
@@ -166,5 +171,17 @@ mod tests {
         );
         assert_eq!(free.thread_overhead_rss, 50);
         assert!(!free.is_empty());
+        // A heap that continues an arena adds its bytes, not an arena.
+        let later = ChunkGaps {
+            later_heaps: 1,
+            ..gaps(128)
+        };
+        free.add(&pending(Some(ArenaKind::Thread), Some(later)), 60);
+        assert_eq!(free.thread_arenas, 2);
+        assert_eq!(
+            (free.threads.bytes, free.threads.later_heaps),
+            (8192 + 64 + 128, 1)
+        );
+        assert_eq!(free.thread_overhead_rss, 110);
     }
 }

@@ -21,6 +21,9 @@ pub struct ChunkGaps {
     pub top: u64,
     /// Free bytes by size class: (log2 of the run's size, bytes), by class.
     pub classes: Vec<(u8, u64)>,
+    /// Thread arena heaps shown to be an arena's second or later one
+    /// (`continues_an_arena`).
+    pub later_heaps: u64,
 }
 
 impl ChunkGaps {
@@ -70,6 +73,7 @@ impl ChunkGaps {
     }
 
     pub fn add(&mut self, other: &ChunkGaps) {
+        self.later_heaps += other.later_heaps;
         self.chunks += other.chunks;
         self.bytes += other.bytes;
         self.top += other.top;
@@ -86,6 +90,18 @@ impl ChunkGaps {
             .max_by(|one, other| one.1.cmp(&other.1).then(other.0.cmp(&one.0)))?;
         Some((1 << class, 1 << (class + 1)))
     }
+}
+
+/// glibc puts a thread arena's own state (`heap_info`, then `malloc_state`, 2,200 bytes
+/// since 2.26) at the start of its first heap, so its first block lies at 0x8d0 or above;
+/// a later heap holds only `heap_info`, and its first block lies at 0x30. A live block
+/// below 0x8d0 in a heap starting at `heap` shows that heap continues an arena. (Not seeing
+/// one shows nothing: that heap's first blocks may be free.)
+pub fn continues_an_arena(heap: u64, blocks: &[(u64, u64)]) -> bool {
+    const FIRST_HEAP_FIRST_BLOCK: u64 = 0x8d0;
+    blocks
+        .iter()
+        .any(|&(address, _)| address >= heap && address < heap + FIRST_HEAP_FIRST_BLOCK)
 }
 
 #[cfg(test)]
@@ -108,6 +124,7 @@ mod tests {
                 bytes: 2 * 16400,
                 top: 4096,
                 classes: vec![(14, 2 * 16400)],
+                later_heaps: 0,
             }
         );
         assert_eq!(gaps.main_class(), Some((16 << 10, 32 << 10)));
@@ -126,12 +143,14 @@ mod tests {
             bytes: 3 * 48,
             top: 10,
             classes: vec![(5, 3 * 48)],
+            later_heaps: 0,
         };
         let large = ChunkGaps {
             chunks: 1,
             bytes: 1 << 20,
             top: 20,
             classes: vec![(20, 1 << 20)],
+            later_heaps: 0,
         };
         total.add(&large);
         total.add(&small);
@@ -143,8 +162,27 @@ mod tests {
                 bytes: 6 * 48 + (1 << 20),
                 top: 40,
                 classes: vec![(5, 6 * 48), (20, 1 << 20)],
+                later_heaps: 0,
             }
         );
         assert_eq!(total.main_class(), Some((1 << 20, 2 << 20)));
+    }
+
+    #[test]
+    fn a_block_where_a_first_heap_holds_the_arena_shows_a_later_heap() {
+        let heap = 0x7f00_0400_0000;
+        // A later heap's first block, right after heap_info.
+        assert!(continues_an_arena(
+            heap,
+            &[(heap + 0x1000, 24), (heap + 0x30, 80)]
+        ));
+        // A first heap's first block lies after the arena's state; blocks of other
+        // mappings say nothing.
+        assert!(!continues_an_arena(
+            heap,
+            &[(heap + 0x8d0, 24), (heap + 0x2000, 80)]
+        ));
+        assert!(!continues_an_arena(heap, &[(heap - 0x100, 24)]));
+        assert!(!continues_an_arena(heap, &[]));
     }
 }

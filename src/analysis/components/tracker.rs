@@ -5,7 +5,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use super::arena_free::{arena_kind, ArenaKind};
-use super::chunk_gaps::ChunkGaps;
+use super::chunk_gaps::{continues_an_arena, ChunkGaps};
 use super::ranges::{CreatedRanges, Creator};
 use crate::events::heap::{Block, LiveHeap};
 use crate::trace::format::{MapCall, MappingResidency, SnapshotReason};
@@ -238,10 +238,13 @@ fn gaps_by_mapping(
         .zip(arenas)
         .map(|((blocks, mapping), arena)| match arena {
             Some(ArenaKind::Main) => ChunkGaps::between(blocks, mapping.end),
-            Some(ArenaKind::Thread) => Some(
-                ChunkGaps::between(blocks, mapping.end)
-                    .unwrap_or_else(|| ChunkGaps::empty(mapping.end - mapping.start)),
-            ),
+            Some(ArenaKind::Thread) => {
+                let later = continues_an_arena(mapping.start, blocks);
+                let mut gaps = ChunkGaps::between(blocks, mapping.end)
+                    .unwrap_or_else(|| ChunkGaps::empty(mapping.end - mapping.start));
+                gaps.later_heaps = u64::from(later);
+                Some(gaps)
+            }
             None => None,
         })
         .collect()

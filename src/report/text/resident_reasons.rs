@@ -53,15 +53,15 @@ fn arena_lines(free: &ArenaFree, start_ns: u64) -> Vec<String> {
     }
     if free.thread_arenas > 0 && free.thread_overhead_rss >= WORTH_A_LINE {
         let arenas = match free.thread_arenas {
-            1 => "1 thread arena".to_string(),
-            count => format!("{count} thread arenas"),
+            1 => "1 thread arena holds".to_string(),
+            count => format!("{count} thread arenas hold"),
         };
         let chunks = match free.threads.chunks {
             0 => String::new(),
             _ => format!(", {}", free_chunks(&free.threads)),
         };
         lines.push(format!(
-            "{arenas} hold {} that no live block accounts for at {at}{chunks}: glibc gives \
+            "{arenas} {} that no live block accounts for at {at}{chunks}: glibc gives \
              threads arenas of their own, up to 8 per core, and reuses free memory only within \
              its arena; MALLOC_ARENA_MAX caps how many there are (1: every thread shares the \
              main arena)",
@@ -105,6 +105,7 @@ mod tests {
             bytes,
             top: 0,
             classes,
+            later_heaps: 0,
         }
     }
 
@@ -152,6 +153,12 @@ mod tests {
               shares the main arena)"
             ]
         );
+        // One arena: "holds".
+        let one = ArenaFree {
+            thread_arenas: 1,
+            ..emptied
+        };
+        assert!(arena_lines(&one, 0)[0].starts_with("1 thread arena holds 2.00 MiB "));
         assert_eq!(power_of_two(1 << 30), "1 GiB");
         assert_eq!(power_of_two(32), "32 bytes");
     }
