@@ -1,9 +1,10 @@
 //! Chunks glibc mapped on their own. They are in no list, so they are found by their
 //! header: at a page boundary of an anonymous writable mapping, prev_size 0 and a size that
 //! is a whole number of pages with only IS_MMAPPED set (memalign may have moved the
-//! program's chunk further up, and mremap may have resized it since: see `locate_chunk`). Headers are
-//! read 512 pages to a `process_vm_readv`, of resident pages only. Mappings that hold no such chunk (heaps of the
-//! arenas, libc's data, the threads' stacks) are left out.
+//! program's chunk further up, and mremap may have resized it since: see `locate_chunk`).
+//! Headers are read 512 pages to a `process_vm_readv`, of resident pages only. Mappings
+//! that hold no such chunk (heaps of the arenas, libc's data, the threads' stacks) are left
+//! out.
 
 use std::io::IoSliceMut;
 
@@ -88,11 +89,14 @@ struct MappedChunk {
 /// The chunk of a mapping at `page` whose first header says `size` bytes. memalign may have
 /// moved the program's chunk up to an aligned address: glibc then writes a new header there
 /// (prev_size: the distance from the mapping's start; size: the rest, IS_MMAPPED) and leaves
-/// the old one at the start. A realloc of that chunk by mremap resizes the mapping and
-/// rewrites only the new header, so the old one's size is stale then: the moved header, when
-/// one is found, gives the extent.
+/// the old one at the start, and the bytes between them are never written. A realloc of
+/// that chunk by mremap resizes the mapping and rewrites only the new header, so the old
+/// one's size is stale then: the moved header gives the extent.
 fn locate_chunk(pid: i32, page: u64, size: u64, end: u64, resident: &Pages) -> Option<MappedChunk> {
-    let offsets: Vec<u64> = memalign_offsets(page, end - page)
+    let room = end - page;
+    // The moved header lies inside the chunk memalign was given, whose size the old header
+    // keeps.
+    let offsets: Vec<u64> = memalign_offsets(page, size.min(room))
         .into_iter()
         .filter(|&offset| resident.is_present(page + offset))
         .collect();
@@ -103,36 +107,71 @@ fn locate_chunk(pid: i32, page: u64, size: u64, end: u64, resident: &Pages) -> O
         .zip(headers)
         .filter_map(|(offset, header)| Some((offset, header?)))
         .collect();
-    choose_chunk(size, end - page, &candidates)
+    choose_chunk(size, room, &candidates, |offset| {
+        skipped_bytes_are_clear(pid, page, offset, resident)
+    })
 }
 
-/// The chunk given the first header's `size`, the bytes to the mapping's end (`room`) and the
-/// headers read at memalign's offsets, smallest offset first. A moved header that agrees with
-/// the first one comes first; one of a resized mapping (any whole-page extent that fits) next;
-/// without either the chunk starts at the mapping, if it fits.
-fn choose_chunk(size: u64, room: u64, candidates: &[(u64, (u64, u64))]) -> Option<MappedChunk> {
-    let moved = |&&(offset, (prev_size, size_field)): &&(u64, (u64, u64))| {
-        let rest = size_field & !SIZE_FLAGS;
-        let extent = offset + rest;
-        (prev_size == offset
-            && size_field & SIZE_FLAGS == IS_MMAPPED
-            && rest >= MINIMUM_CHUNK
-            && extent % PAGE == 0
-            && extent <= room)
-            .then_some(MappedChunk { offset, extent })
-    };
-    let agreeing = candidates
+/// The chunk given the first header's `size`, the bytes to the mapping's end (`room`), the
+/// headers read at memalign's offsets (smallest offset first) and whether the bytes below an
+/// offset are as memalign leaves them (`clear_below`). The lowest header that reads as a
+/// moved one, with nothing written below it, is the program's chunk: a real one has only
+/// untouched bytes below it, while the program's own bytes may happen to look like a
+/// header. Without one the chunk starts at the mapping, if it fits.
+fn choose_chunk(
+    size: u64,
+    room: u64,
+    candidates: &[(u64, (u64, u64))],
+    clear_below: impl Fn(u64) -> bool,
+) -> Option<MappedChunk> {
+    let moved = candidates
         .iter()
-        .filter_map(|candidate| moved(&candidate))
-        .find(|chunk| chunk.extent == size);
-    let resized = || candidates.iter().find_map(|candidate| moved(&candidate));
-    let unmoved = || {
+        .find_map(|&(offset, (prev_size, size_field))| {
+            let rest = size_field & !SIZE_FLAGS;
+            let extent = offset + rest;
+            (prev_size == offset
+                && size_field & SIZE_FLAGS == IS_MMAPPED
+                && rest >= MINIMUM_CHUNK
+                && extent % PAGE == 0
+                && extent <= room)
+                .then_some(MappedChunk { offset, extent })
+        })
+        .filter(|chunk| clear_below(chunk.offset));
+    moved.or_else(|| {
         (size <= room).then_some(MappedChunk {
             offset: 0,
             extent: size,
         })
-    };
-    agreeing.or_else(resized).or_else(unmoved)
+    })
+}
+
+/// Whether the bytes memalign skipped below `offset` in the mapping at `page` (after the old
+/// header) are all zero, as mmap gave them: checked on the resident pages of the last 64 KiB
+/// below the moved header (pages never touched are zero).
+fn skipped_bytes_are_clear(pid: i32, page: u64, offset: u64, resident: &Pages) -> bool {
+    const CHECKED: u64 = 64 << 10;
+    let end = page + offset;
+    let start = (page + CHUNK_HEADER).max(end.saturating_sub(CHECKED));
+    let mut at = start;
+    let mut buffer = Vec::new();
+    while at < end {
+        let page_end = (at / PAGE + 1) * PAGE;
+        let until = page_end.min(end);
+        if resident.is_present(at) {
+            buffer.resize((until - at) as usize, 0);
+            let remote = [RemoteIoVec {
+                base: at as usize,
+                len: buffer.len(),
+            }];
+            let mut local = [IoSliceMut::new(&mut buffer)];
+            let read = process_vm_readv(Pid::from_raw(pid), &mut local, &remote).unwrap_or(0);
+            if read != buffer.len() || buffer.iter().any(|&byte| byte != 0) {
+                return false;
+            }
+        }
+        at = until;
+    }
+    true
 }
 
 /// The offsets memalign can move a chunk mapped at `page` to, smallest first: for each
@@ -222,16 +261,14 @@ mod tests {
     }
 
     const SIZE: u64 = 50 * PAGE;
+    const CLEAR: fn(u64) -> bool = |_| true;
 
     #[test]
     fn a_chunk_memalign_moved_is_found_where_its_own_header_says() {
-        // 48 holds program bytes that happen to carry the flag; 4080 is the moved header.
-        let candidates = [
-            (48, (7, 0x1002)),
-            (4080, (4080, (SIZE - 4080) | IS_MMAPPED)),
-        ];
+        // Below the moved header at 4080 memalign wrote nothing: 48 reads as zeros.
+        let candidates = [(48, (0, 0)), (4080, (4080, (SIZE - 4080) | IS_MMAPPED))];
         assert_eq!(
-            choose_chunk(SIZE, 1 << 30, &candidates),
+            choose_chunk(SIZE, 1 << 30, &candidates, CLEAR),
             Some(MappedChunk {
                 offset: 4080,
                 extent: SIZE
@@ -243,7 +280,7 @@ mod tests {
     fn a_moved_chunk_grown_or_shrunk_by_mremap_takes_its_extent_from_the_moved_header() {
         let grown = [(4080, (4080, (75 * PAGE - 4080) | IS_MMAPPED))];
         assert_eq!(
-            choose_chunk(SIZE, 75 * PAGE, &grown),
+            choose_chunk(SIZE, 75 * PAGE, &grown, CLEAR),
             Some(MappedChunk {
                 offset: 4080,
                 extent: 75 * PAGE
@@ -252,26 +289,30 @@ mod tests {
         // Shrunk below the stale size, which no longer fits the mapping.
         let shrunk = [(4080, (4080, (20 * PAGE - 4080) | IS_MMAPPED))];
         assert_eq!(
-            choose_chunk(SIZE, 20 * PAGE, &shrunk),
+            choose_chunk(SIZE, 20 * PAGE, &shrunk, CLEAR),
             Some(MappedChunk {
                 offset: 4080,
                 extent: 20 * PAGE
             })
         );
         // A moved header that would reach past the mapping is not one.
-        assert_eq!(choose_chunk(SIZE, 20 * PAGE, &grown), None);
+        assert_eq!(choose_chunk(SIZE, 20 * PAGE, &grown, CLEAR), None);
     }
 
     #[test]
-    fn without_a_moved_header_the_chunk_starts_at_the_mapping_if_it_fits() {
-        let data = [(48, (48, 0x1000)), (4080, (0, 0))];
+    fn program_bytes_that_look_like_a_moved_header_do_not_move_the_chunk() {
+        // An ordinary chunk whose data at 48 reads (48, one page less 48): the program
+        // wrote below it, so it is no header of memalign's.
+        let data = [(48, (48, (PAGE - 48) | IS_MMAPPED)), (4080, (0, 0))];
+        let written = |_| false;
         assert_eq!(
-            choose_chunk(SIZE, SIZE, &data),
+            choose_chunk(SIZE, SIZE, &data, written),
             Some(MappedChunk {
                 offset: 0,
                 extent: SIZE
             })
         );
-        assert_eq!(choose_chunk(SIZE, SIZE - PAGE, &data), None);
+        // Without one the chunk starts at the mapping, if it fits.
+        assert_eq!(choose_chunk(SIZE, SIZE - PAGE, &data, written), None);
     }
 }
