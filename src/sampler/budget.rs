@@ -117,9 +117,9 @@ pub struct HighsCredit {
     credit_ns: f64,
     filled_at: Instant,
     share: f64,
-    /// The cost of the dearest snapshot refused and not taken since: the credit saves up to
-    /// it, however often it is filled meanwhile.
-    waiting_ns: f64,
+    /// The expected cost of each process's snapshot refused and not taken since: the credit
+    /// saves up to the dearest, however often it is filled meanwhile.
+    waiting: Vec<(i32, f64)>,
 }
 
 impl HighsCredit {
@@ -128,7 +128,7 @@ impl HighsCredit {
             credit_ns: HIGHS_CREDIT_CAP_NS,
             filled_at: now,
             share: HIGHS_SHARE,
-            waiting_ns: 0.0,
+            waiting: Vec::new(),
         }
     }
 
@@ -149,30 +149,60 @@ impl HighsCredit {
     }
 
     fn ceiling(&self) -> f64 {
-        HIGHS_CREDIT_CAP_NS.max(self.waiting_ns)
+        self.waiting
+            .iter()
+            .map(|&(_, cost)| cost)
+            .fold(HIGHS_CREDIT_CAP_NS, f64::max)
     }
 
     fn fill(&mut self, now: Instant) {
         let elapsed = now.saturating_duration_since(self.filled_at).as_nanos() as f64;
         let filled = self.credit_ns + elapsed * self.share;
-        // A credit above the ceiling (it was lowered) is kept, not cut.
+        // A credit above the ceiling (spent down since) is kept, not cut.
         self.credit_ns = filled.min(self.ceiling().max(self.credit_ns));
         self.filled_at = now;
     }
 
-    /// Whether something expected to cost `expected` may be done now: when the credit pays
-    /// for it. One refused is waited for: the credit saves up to its cost.
-    pub fn allows(&mut self, expected: Duration, now: Instant) -> bool {
+    /// Whether fast status reads may go on now: while the credit is not below zero.
+    pub fn allows_reads(&mut self, now: Instant) -> bool {
+        self.fill(now);
+        self.credit_ns >= 0.0
+    }
+
+    /// Whether `pid`'s snapshot, expected to cost `expected`, may be taken now: when the
+    /// credit pays for it. One refused is waited for: the credit saves up to its cost until
+    /// it is taken or its process forgotten.
+    pub fn allows_snapshot(&mut self, pid: i32, expected: Duration, now: Instant) -> bool {
         let expected = expected.as_nanos() as f64;
+        self.waiting.retain(|&(waiting, _)| waiting != pid);
+        // Counted as waiting from the last fill on, should it have to wait.
+        self.waiting.push((pid, expected));
         self.fill(now);
         if self.credit_ns >= expected {
-            if expected >= self.waiting_ns {
-                self.waiting_ns = 0.0;
-            }
+            self.waiting.pop();
             return true;
         }
-        self.waiting_ns = self.waiting_ns.max(expected);
         false
+    }
+
+    /// `pid` wants no snapshot any more (it ended, exec'd or its high went): what was saved
+    /// for it beyond what others wait for is given up.
+    pub fn forget(&mut self, pid: i32) {
+        self.waiting.retain(|&(waiting, _)| waiting != pid);
+        self.credit_ns = self.credit_ns.min(self.ceiling());
+    }
+
+    /// Forgets every process not in `pids`.
+    pub fn keep_only(&mut self, pids: &[i32]) {
+        let gone: Vec<i32> = self
+            .waiting
+            .iter()
+            .map(|&(pid, _)| pid)
+            .filter(|pid| !pids.contains(pid))
+            .collect();
+        for pid in gone {
+            self.forget(pid);
+        }
     }
 
     pub fn spend(&mut self, cpu_ns: u64) {
@@ -192,6 +222,8 @@ fn smooth(old: f64, new: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const PID: i32 = 100;
 
     /// Whether `interval` is what `cost_ms` of CPU a round takes at `share` of a core.
     fn about(interval: Duration, cost_ms: f64, share: f64) -> bool {
@@ -263,7 +295,8 @@ mod tests {
         let mut credit = HighsCredit::new(start);
         credit.spend(10_000_000);
         credit.set_share(0.0, start);
-        assert!(!credit.allows(Duration::from_millis(1), start + Duration::from_secs(100)));
+        let later = start + Duration::from_secs(100);
+        assert!(!credit.allows_snapshot(PID, Duration::from_millis(1), later));
     }
 
     #[test]
@@ -273,23 +306,22 @@ mod tests {
         let ms = Duration::from_millis(1);
         // A full credit pays for ten 1 ms snapshots at once, not for an eleventh.
         for _ in 0..10 {
-            assert!(credit.allows(ms, start));
+            assert!(credit.allows_snapshot(PID, ms, start));
             credit.spend(1_000_000);
         }
-        assert!(!credit.allows(ms, start));
+        assert!(!credit.allows_snapshot(PID, ms, start));
+        assert!(credit.allows_reads(start));
         // 1 ms at 2 % takes 50 ms to earn.
-        assert!(!credit.allows(ms, start + 40 * ms));
-        assert!(credit.allows(ms, start + 60 * ms));
-        // One dearer than the cap waits until the credit pays for it: the credit is full
-        // (10 ms) when it is first refused, and saves the other 30 ms from then, in 1.5 s.
-        // The rest come after it.
+        assert!(!credit.allows_snapshot(PID, ms, start + 40 * ms));
+        assert!(credit.allows_snapshot(PID, ms, start + 60 * ms));
+        // One dearer than the cap waits until the credit pays for it (1.2 ms now, 40 ms in
+        // 1940 ms), and the rest after it.
         let dear = Duration::from_millis(40);
-        assert!(!credit.allows(dear, start + 1960 * ms));
-        assert!(!credit.allows(dear, start + 3440 * ms));
-        assert!(credit.allows(dear, start + 3470 * ms));
+        assert!(!credit.allows_snapshot(PID, dear, start + 1960 * ms));
+        assert!(credit.allows_snapshot(PID, dear, start + 2010 * ms));
         credit.spend(40_000_000);
-        assert!(!credit.allows(ms, start + 3500 * ms));
-        assert!(credit.allows(ms, start + 3520 * ms));
+        assert!(!credit.allows_snapshot(PID, ms, start + 2040 * ms));
+        assert!(credit.allows_snapshot(PID, ms, start + 2070 * ms));
     }
 
     #[test]
@@ -299,25 +331,45 @@ mod tests {
         credit.spend(10_000_000);
         let ms = Duration::from_millis(1);
         let dear = Duration::from_millis(40);
-        assert!(!credit.allows(dear, start));
-        // The sampler fills the credit every 20 ms status round and asks again after it;
+        assert!(!credit.allows_snapshot(PID, dear, start));
+        // The sampler asks during each 20 ms status round and fills the credit after it;
         // 40 ms at 2 % takes 2 s to earn.
         let mut at = start;
         let mut allowed = None;
         while allowed.is_none() && at < start + 5000 * ms {
             at += 20 * ms;
-            credit.set_share(HIGHS_SHARE, at);
-            if credit.allows(dear, at) {
+            if credit.allows_snapshot(PID, dear, at) {
                 allowed = Some(at - start);
             }
+            credit.set_share(HIGHS_SHARE, at);
         }
         assert_eq!(allowed, Some(2000 * ms));
         // While it saves, the rollups leave it its share; once paid, and full, no more.
         let mut saving = HighsCredit::new(start);
         saving.spend(5_000_000);
         assert_eq!(saving.filling_share(), HIGHS_SHARE);
-        assert!(saving.allows(ms, start + 250 * ms));
+        assert!(saving.allows_snapshot(PID, ms, start + 250 * ms));
         assert_eq!(saving.filling_share(), 0.0);
+    }
+
+    #[test]
+    fn what_was_saved_for_a_process_that_went_is_given_up() {
+        let start = Instant::now();
+        let mut credit = HighsCredit::new(start);
+        let ms = Duration::from_millis(1);
+        // Saving for two: 40 ms for one, 20 ms for another, the credit at 30 ms.
+        assert!(!credit.allows_snapshot(PID, 40 * ms, start));
+        assert!(!credit.allows_snapshot(PID + 1, 20 * ms, start));
+        credit.set_share(HIGHS_SHARE, start + 1000 * ms);
+        // The dearer one's process ends: the credit keeps what the other waits for.
+        credit.keep_only(&[PID + 1]);
+        assert_eq!(credit.ceiling(), 20e6);
+        assert!(credit.allows_snapshot(PID + 1, 20 * ms, start + 1000 * ms));
+        credit.spend(20_000_000);
+        // Its snapshot paid, the credit fills to the cap again, no further.
+        credit.set_share(HIGHS_SHARE, start + 5000 * ms);
+        assert_eq!(credit.ceiling(), HIGHS_CREDIT_CAP_NS);
+        assert!(!credit.allows_snapshot(PID, 11 * ms, start + 5000 * ms));
     }
 
     #[test]

@@ -132,6 +132,7 @@ impl Work {
             if now >= next_status {
                 self.watched.snapshot(&mut self.pids);
                 self.highs.keep_only(&self.pids);
+                self.credit.keep_only(&self.pids);
                 let pids = &self.pids;
                 self.cpu_ns.retain(|pid, _| pids.contains(pid));
                 let cpu = thread_cpu_ns();
@@ -184,7 +185,7 @@ impl Work {
     /// Whether a process is followed and the credit for highs is not spent: a dear snapshot
     /// stops the fast reads too until it is paid for.
     fn fast_reads_allowed(&mut self, now: Instant) -> bool {
-        self.highs.any_followed(monotonic_ns()) && self.credit.allows(Duration::ZERO, now)
+        self.highs.any_followed(monotonic_ns()) && self.credit.allows_reads(now)
     }
 
     /// Takes the snapshots asked for since the last round, and starts following the new
@@ -264,6 +265,7 @@ impl Work {
     /// (the interpret stage says so too, later).
     fn forget_image(&mut self, pid: i32) {
         self.highs.forget(pid);
+        self.credit.forget(pid);
         self.cpu_ns.remove(&pid);
     }
 
@@ -271,7 +273,7 @@ impl Work {
     /// a later read.
     fn snapshot_high(&mut self, pid: i32, high: High) {
         let expected = self.last_cost.get(&pid).copied().unwrap_or_default();
-        if !self.credit.allows(expected, Instant::now()) {
+        if !self.credit.allows_snapshot(pid, expected, Instant::now()) {
             return;
         }
         // The delay field holds the high's time until the read ends (`send_snapshot`).
