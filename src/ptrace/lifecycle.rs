@@ -27,6 +27,13 @@ impl Tracer<'_> {
         if self.early_threads.remove(&child) {
             let _ = self.resume(child);
         }
+        // Reaped already (killed on its own before this event): its end is handled now, as
+        // if it came next. Unless the number has a process again, which is not this one.
+        if let Some(end) = self.ended_early.remove(&child) {
+            if !std::path::Path::new(&format!("/proc/{child}")).exists() {
+                self.deferred.push_front(end);
+            }
+        }
         self.resume(tid)
     }
 

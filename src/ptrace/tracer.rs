@@ -1,7 +1,7 @@
 //! The event loop: one blocking waitpid(__WALL) for every supervised thread, each stop decoded
 //! once and dispatched. Only this thread issues ptrace requests (`Tracer` is `!Send`).
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -44,6 +44,9 @@ pub struct Tracer<'a> {
     pub(super) early_threads: HashSet<i32>,
     /// Stops collected while stopping the world, handled before waiting again.
     pub(super) deferred: VecDeque<Stop>,
+    /// The end of a thread or process reaped before its creator's clone/fork event came,
+    /// replayed once that event registers it (`on_new_child`).
+    pub(super) ended_early: HashMap<i32, Stop>,
     pub(super) sink: &'a EventSink,
     /// Snapshots asked of the residency sampler, or taken at an exit stop.
     pub(super) residency: &'a dyn Residency,
@@ -113,6 +116,7 @@ impl<'a> Tracer<'a> {
             threads: Threads::default(),
             early_threads: HashSet::new(),
             deferred: VecDeque::new(),
+            ended_early: HashMap::new(),
             sink,
             residency,
             modules,
@@ -316,6 +320,7 @@ impl<'a> Tracer<'a> {
         match stop {
             Stop::Exited { .. } | Stop::Killed { .. } => {
                 self.early_threads.remove(&tid);
+                self.ended_early.insert(tid, stop);
             }
             // Killed (with its whole process) before its creator reported it: its creator may
             // never report it now, and held here it would keep the process from ever ending.
@@ -326,8 +331,10 @@ impl<'a> Tracer<'a> {
                 self.early_threads.remove(&tid);
                 let _ = self.tracee.resume(tid, 0);
             }
-            // Held stopped until the event comes (`on_new_child`).
+            // Held stopped until the event comes (`on_new_child`). An end kept for this
+            // number belonged to an earlier thread or process.
             _ => {
+                self.ended_early.remove(&tid);
                 self.early_threads.insert(tid);
             }
         }

@@ -167,3 +167,59 @@ fn a_thread_killed_before_its_creator_reported_it_goes_on_to_end() {
     assert_eq!(fake.take_resumes(), [going_on(held)]);
     assert!(tracer.early_threads.is_empty());
 }
+
+#[test]
+fn a_fork_child_reaped_before_its_parent_reported_it_ends_when_the_report_comes() {
+    use crate::ptrace::stop::Stop as Reported;
+    let (sink, receiver) = sink();
+    let fake = FakeTracee::default();
+    let mut tracer = tracer(&sink, &fake);
+    // Killed on its own before its parent's fork event: its exit stop goes on, and it is
+    // reaped, all before the event.
+    let exiting = Reported::Event {
+        tid: NEW_THREAD,
+        event: Stop::Exit,
+        signal: libc::SIGTRAP,
+    };
+    tracer.handle(exiting).unwrap();
+    let end = Reported::Killed {
+        tid: NEW_THREAD,
+        signal: libc::SIGKILL,
+    };
+    tracer.handle(end).unwrap();
+    fake.take_resumes();
+    assert!(sent(&receiver).is_empty());
+    // The event registers it, and its end is handled next.
+    fake.set_event_message(PID, NEW_THREAD as u64);
+    tracer.on_new_child(PID, Stop::Fork).unwrap();
+    assert!(tracer.ended_early.is_empty());
+    let replayed = tracer.deferred.pop_front().expect("its end, replayed");
+    assert_eq!(replayed, end);
+    tracer.handle(replayed).unwrap();
+    assert!(!tracer.processes.contains_key(&NEW_THREAD));
+    let kinds: Vec<EventKind> = sent(&receiver)
+        .into_iter()
+        .filter(|(pid, _, _)| *pid == NEW_THREAD_U32)
+        .map(|(_, _, kind)| kind)
+        .collect();
+    assert!(
+        matches!(
+            kinds.first(),
+            Some(EventKind::ProcessStart {
+                cause: StartCause::Fork,
+                ..
+            })
+        ),
+        "{kinds:?}"
+    );
+    assert!(
+        matches!(
+            kinds.last(),
+            Some(EventKind::ProcessExit {
+                status: ExitKind::Signal(9),
+                ..
+            })
+        ),
+        "{kinds:?}"
+    );
+}
