@@ -1,7 +1,8 @@
 //! Chaos, bounded: fixtures/chaos_threads.c (four allocating threads, main blocked in read)
 //! attached and detached 50 times at random moments, and killed at random moments while
-//! `memsup run` records it (so is fixtures/thread_churn.c, which starts threads all the time). The moments come from a seeded generator; the seed is printed
-//! with every run (the test's captured output) and `MEMSUP_CHAOS_SEED=N` replays it.
+//! `memsup run` records it (so is fixtures/thread_churn.c, which starts threads all the
+//! time). The moments come from a seeded generator; the seed is printed with every run (the
+//! test's captured output) and `MEMSUP_CHAOS_SEED=N` replays it.
 
 use std::path::Path;
 use std::process::Stdio;

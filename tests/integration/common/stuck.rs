@@ -36,8 +36,12 @@ fn backtrace(pid: u32) -> String {
         .args(["60", "gdb", "-q", "-batch", "-nx", "-p", &pid.to_string()])
         .args(["-ex", "thread apply all bt 16"])
         .output();
+    // gdb's errors too: one that cannot attach says why instead of printing nothing.
     match output {
-        Ok(output) => String::from_utf8_lossy(&output.stdout).into_owned(),
+        Ok(output) => {
+            String::from_utf8_lossy(&output.stdout).into_owned()
+                + &String::from_utf8_lossy(&output.stderr)
+        }
         Err(error) => format!("gdb: {error}\n"),
     }
 }
