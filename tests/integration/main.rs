@@ -70,6 +70,7 @@ mod scratch_page;
 mod signals;
 mod site_metrics;
 mod snapshot;
+mod snapshot_repeat;
 mod stack_tree;
 mod stacks;
 mod stdin_lines;

@@ -334,3 +334,66 @@ fn a_snapshot_of_a_job_shows_where_each_rank_waits() {
         }
     }
 }
+
+/// `snapshot --job` while rank 0 waits inside MPI_Recv (fixture mpi_recv_wait) for a message
+/// rank 1 sends only once woken: rank 0's main thread shows the receive under main, rank 1
+/// waits in sigsuspend, and both go on to the end afterwards.
+#[test]
+fn a_snapshot_of_a_job_shows_the_rank_blocked_in_mpi_recv() {
+    for library in mpi_libraries() {
+        let what = format!("{library:?}");
+        let fixture = mpi_fixture("mpi_recv_wait", library, MpiLinking::Dynamic);
+        let mut job = start(library, &fixture);
+        let (rank0, rank1) = (job.ranks[0], job.ranks[1]);
+        // Time for rank 0 to go from its ready line into MPI_Recv.
+        std::thread::sleep(Duration::from_secs(1));
+        let directory = tempfile::tempdir().unwrap();
+        let profile = directory.path().join("job.msup");
+        let mut snapshot = library.command(memsup_binary());
+        snapshot
+            .args(["snapshot", "-q", "--job", "-o"])
+            .arg(&profile)
+            .arg(rank1.to_string());
+        let output = run_command(snapshot, None);
+        assert!(output.status.success(), "{what}: {output:?}");
+
+        let report = report_json(&profile);
+        let images = processes(&report);
+        let image_of = |pid: u32| images.iter().find(|image| image["pid"] == pid).unwrap();
+        assert_eq!(image_of(rank0)["rank"], 0, "{what}");
+        assert_eq!(image_of(rank1)["rank"], 1, "{what}");
+        let (stack, _) = thread_of(image_of(rank0), u64::from(rank0));
+        // Under main, with the progress engine inside it (Open MPI's opal_progress, UCX's
+        // ucp_worker_progress under MPICH). MPI_Recv may be named PMPI_Recv, its alias.
+        let receive = stack.iter().position(|frame| frame.ends_with("MPI_Recv"));
+        let main = stack.iter().position(|&frame| frame == "main");
+        assert!(
+            matches!((receive, main), (Some(receive), Some(main)) if 0 < receive && receive < main),
+            "{what}: rank 0: {stack:?}"
+        );
+        let (stack, state) = thread_of(image_of(rank1), u64::from(rank1));
+        assert!(stack.contains(&"main"), "{what}: rank 1: {stack:?}");
+        assert_eq!(state, "in system call rt_sigsuspend", "{what}: {stack:?}");
+
+        // Rank 1 sends each number once woken; a second wake waits for the first's answer.
+        let mut lines = Vec::new();
+        for value in [41, 42] {
+            // SAFETY: kill has no memory effects.
+            assert_eq!(unsafe { libc::kill(rank1 as i32, libc::SIGUSR1) }, 0);
+            let got = format!("rank 0 got {value}");
+            while !lines.contains(&got) {
+                lines.push(job.lines.recv_timeout(LIMIT).expect("rank 0's answer"));
+            }
+        }
+        let launcher: Child = job.launcher.0.take().unwrap();
+        let finished = wait_within(launcher, "the MPI job", LIMIT);
+        assert!(finished.status.success(), "{what}: {finished:?}");
+        lines.extend(job.lines.iter());
+        for expected in ["rank 0 of 2 done, ok", "rank 1 of 2 done, ok"] {
+            assert!(
+                lines.iter().any(|line| line == expected),
+                "{what}: {lines:?}"
+            );
+        }
+    }
+}
