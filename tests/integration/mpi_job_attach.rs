@@ -345,19 +345,31 @@ fn a_snapshot_of_a_job_shows_the_rank_blocked_in_mpi_recv() {
         let fixture = mpi_fixture("mpi_recv_wait", library, MpiLinking::Dynamic);
         let mut job = start(library, &fixture);
         let (rank0, rank1) = (job.ranks[0], job.ranks[1]);
-        // Time for rank 0 to go from its ready line into MPI_Recv.
-        std::thread::sleep(Duration::from_secs(1));
         let directory = tempfile::tempdir().unwrap();
         let profile = directory.path().join("job.msup");
-        let mut snapshot = library.command(memsup_binary());
-        snapshot
-            .args(["snapshot", "-q", "--job", "-o"])
-            .arg(&profile)
-            .arg(rank1.to_string());
-        let output = run_command(snapshot, None);
-        assert!(output.status.success(), "{what}: {output:?}");
-
-        let report = report_json(&profile);
+        // Rank 0 goes from its ready line into MPI_Recv: snapshots until one finds it there
+        // (a busy node may take a while).
+        let mut tries = 0;
+        let report = loop {
+            let mut snapshot = library.command(memsup_binary());
+            snapshot
+                .args(["snapshot", "-q", "-f", "--job", "-o"])
+                .arg(&profile)
+                .arg(rank1.to_string());
+            let output = run_command(snapshot, None);
+            assert!(output.status.success(), "{what}: {output:?}");
+            let report = report_json(&profile);
+            let image = processes(&report)
+                .iter()
+                .find(|image| image["pid"] == rank0)
+                .unwrap();
+            let (stack, _) = thread_of(image, u64::from(rank0));
+            tries += 1;
+            if stack.iter().any(|frame| frame.ends_with("MPI_Recv")) || tries == 20 {
+                break report;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        };
         let images = processes(&report);
         let image_of = |pid: u32| images.iter().find(|image| image["pid"] == pid).unwrap();
         assert_eq!(image_of(rank0)["rank"], 0, "{what}");
