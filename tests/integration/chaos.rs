@@ -5,10 +5,10 @@
 //! test's captured output) and `MEMSUP_CHAOS_SEED=N` replays it.
 
 use std::path::Path;
-use std::process::Stdio;
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::common::announced::{start_announced, Start};
+use crate::common::announced::{start_announced, Running, Start};
 use crate::common::attach_cycle::{attach_then_interrupt, maps};
 use crate::common::live_process::{
     assert_code_unchanged, executable_mappings, has_ended, is_hook_engine_mapping, wait_until,
@@ -84,13 +84,7 @@ fn fifty_detaches_at_random_moments_leave_the_program_unchanged() {
     let seed = chaos_seed("attach/detach chaos");
     for_each_variant("chaos_threads", |variant, fixture| {
         let mut moments = Moments::new(seed_for(seed, variant));
-        let native = run_native(fixture, &[], None);
-        // Its main thread reads stdin to the end: the pipe stays open until `finish`.
-        let start = Start {
-            piped_stdin: true,
-            ..Start::default()
-        };
-        let process = start_announced(fixture, "chaos_threads", start);
+        let (native, process) = start_chaos_threads(fixture);
         let pid = process.pid;
         let maps_before = steady_maps(pid, variant);
         let code_before = executable_mappings(pid);
@@ -124,18 +118,35 @@ fn fifty_detaches_at_random_moments_leave_the_program_unchanged() {
             assert!(added.is_empty(), "{what}: mappings added {added:#?}");
             assert_eq!(maps_now, maps_before, "{what}: mappings");
         }
-        let (_, finished) = process.finish();
-        let output = String::from_utf8_lossy(&finished.stdout);
-        let native_stdout = String::from_utf8_lossy(&native.stdout);
-        assert_eq!(after_pid(&output), after_pid(&native_stdout), "seed {seed}");
-        assert_eq!(
-            after_pid(&output),
-            "chaos_threads: ready\nchaos_threads: 4 threads, every block intact"
-        );
-        assert_eq!(finished.status.code(), native.status.code(), "seed {seed}");
-        assert_eq!(finished.status.code(), Some(0));
-        assert_eq!(String::from_utf8_lossy(&finished.stderr), "");
+        finish_chaos_threads(process, &native, &format!("seed {seed}"));
     });
+}
+
+/// fixtures/chaos_threads.c run natively, then started again and announced, its stdin
+/// piped: its main thread reads stdin to the end, so it runs until `finish_chaos_threads`.
+pub fn start_chaos_threads(fixture: &Path) -> (Output, Running) {
+    let native = run_native(fixture, &[], None);
+    let start = Start {
+        piped_stdin: true,
+        ..Start::default()
+    };
+    (native, start_announced(fixture, "chaos_threads", start))
+}
+
+/// Ends `process`; its output and exit status must be the `native` run's, every block
+/// intact.
+pub fn finish_chaos_threads(process: Running, native: &Output, what: &str) {
+    let (_, finished) = process.finish();
+    let output = String::from_utf8_lossy(&finished.stdout);
+    let native_stdout = String::from_utf8_lossy(&native.stdout);
+    assert_eq!(after_pid(&output), after_pid(&native_stdout), "{what}");
+    assert_eq!(
+        after_pid(&output),
+        "chaos_threads: ready\nchaos_threads: 4 threads, every block intact"
+    );
+    assert_eq!(finished.status.code(), native.status.code(), "{what}");
+    assert_eq!(finished.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&finished.stderr), "");
 }
 
 /// The PID of the child `memsup` launched, once that child runs `fixture` (after its exec).

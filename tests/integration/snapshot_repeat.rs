@@ -3,11 +3,11 @@
 //! program's executable bytes are unchanged after them, and its output and exit status are
 //! a native run's.
 
-use crate::common::announced::{start_announced, Start};
+use crate::chaos::{finish_chaos_threads, start_chaos_threads};
 use crate::common::live_process::{assert_code_unchanged, executable_mappings, tracer_pid};
 use crate::common::report::report_json;
 use crate::common::run::{
-    clean_command, memsup_binary, run_native, spawn_piped, split_stderr, wait_with_timeout,
+    clean_command, memsup_binary, spawn_piped, split_stderr, wait_with_timeout,
 };
 use crate::common::*;
 
@@ -18,13 +18,7 @@ const THREADS: usize = 5;
 #[test]
 fn a_hundred_snapshots_in_a_row_leave_a_running_program_as_it_was() {
     for_each_variant("chaos_threads", |variant, fixture| {
-        let native = run_native(fixture, &[], None);
-        // Its main thread reads stdin to the end: the pipe stays open until `finish`.
-        let start = Start {
-            piped_stdin: true,
-            ..Start::default()
-        };
-        let process = start_announced(fixture, "chaos_threads", start);
+        let (native, process) = start_chaos_threads(fixture);
         let pid = process.pid;
         let code_before = executable_mappings(pid);
         let directory = tempfile::tempdir().unwrap();
@@ -53,18 +47,6 @@ fn a_hundred_snapshots_in_a_row_leave_a_running_program_as_it_was() {
             .map(|group| group["threads"].as_array().map_or(0, Vec::len))
             .sum();
         assert_eq!(seen, THREADS, "{variant:?}: {groups:#?}");
-        let (_, finished) = process.finish();
-        let after_pid = |stdout: &[u8]| {
-            let text = String::from_utf8_lossy(stdout).into_owned();
-            text.lines().skip(1).collect::<Vec<_>>().join("\n")
-        };
-        assert_eq!(after_pid(&finished.stdout), after_pid(&native.stdout));
-        assert_eq!(
-            after_pid(&finished.stdout),
-            "chaos_threads: ready\nchaos_threads: 4 threads, every block intact"
-        );
-        assert_eq!(finished.status.code(), native.status.code());
-        assert_eq!(finished.status.code(), Some(0));
-        assert_eq!(String::from_utf8_lossy(&finished.stderr), "");
+        finish_chaos_threads(process, &native, &format!("{variant:?}"));
     });
 }

@@ -3,6 +3,7 @@
 use super::*;
 use crate::ptrace::fake_tracee::Resume;
 use crate::ptrace::stop::Event as Stop;
+use crate::ptrace::stop::Stop as Reported;
 use crate::trace::format::{AllocFunction, ExitKind, StartCause};
 
 const MALLOC: u64 = CODE + 0x100;
@@ -130,20 +131,23 @@ fn a_thread_gone_inside_malloc_leaves_an_abandoned_call() {
     assert!(tracer.processes.contains_key(&PID));
 }
 
+/// The stop of `tid` at its exit (PTRACE_EVENT_EXIT).
+fn exit_stop(tid: i32) -> Reported {
+    Reported::Event {
+        tid,
+        event: Stop::Exit,
+        signal: libc::SIGTRAP,
+    }
+}
+
 #[test]
 fn a_thread_killed_before_its_creator_reported_it_goes_on_to_end() {
-    use crate::ptrace::stop::Stop as Reported;
     let (sink, _receiver) = sink();
     let fake = FakeTracee::default();
     let mut tracer = tracer(&sink, &fake);
     // Its first stop is its exit: the process was killed before the thread ran, and its
     // creator will never report the clone. Held, it would keep the process from ending.
-    let exiting = Reported::Event {
-        tid: NEW_THREAD,
-        event: Stop::Exit,
-        signal: libc::SIGTRAP,
-    };
-    tracer.handle(exiting).unwrap();
+    tracer.handle(exit_stop(NEW_THREAD)).unwrap();
     let going_on = |tid| Resume::Continue { tid, signal: 0 };
     assert_eq!(fake.take_resumes(), [going_on(NEW_THREAD)]);
     assert!(tracer.early_threads.is_empty());
@@ -158,30 +162,19 @@ fn a_thread_killed_before_its_creator_reported_it_goes_on_to_end() {
     assert_eq!(fake.take_resumes(), []);
     assert!(tracer.early_threads.contains(&held));
     // ...and let go when a kill wakes it to exit.
-    let exiting = Reported::Event {
-        tid: held,
-        event: Stop::Exit,
-        signal: libc::SIGTRAP,
-    };
-    tracer.handle(exiting).unwrap();
+    tracer.handle(exit_stop(held)).unwrap();
     assert_eq!(fake.take_resumes(), [going_on(held)]);
     assert!(tracer.early_threads.is_empty());
 }
 
 #[test]
 fn a_fork_child_reaped_before_its_parent_reported_it_ends_when_the_report_comes() {
-    use crate::ptrace::stop::Stop as Reported;
     let (sink, receiver) = sink();
     let fake = FakeTracee::default();
     let mut tracer = tracer(&sink, &fake);
     // Killed on its own before its parent's fork event: its exit stop goes on, and it is
     // reaped, all before the event.
-    let exiting = Reported::Event {
-        tid: NEW_THREAD,
-        event: Stop::Exit,
-        signal: libc::SIGTRAP,
-    };
-    tracer.handle(exiting).unwrap();
+    tracer.handle(exit_stop(NEW_THREAD)).unwrap();
     let end = Reported::Killed {
         tid: NEW_THREAD,
         signal: libc::SIGKILL,
