@@ -11,6 +11,10 @@
 #   R         repetitions (default 5); medians and ranges are reported
 #   TIMEOUT   seconds before a run counts as hung (default 300)
 #   MEMSUP    a memsup binary to measure (default: this tree's release build, built now)
+#   BASELINE  another memsup binary, measured beside it as baseline-hooks and
+#             baseline-hooks-per-rank (a build before a change)
+#   TOOLS     the runs to make, in order (default: native int3 hooks int3-per-rank
+#             hooks-per-rank, then the baseline's when BASELINE is set)
 set -euo pipefail
 
 TRIPS=${TRIPS:-2000}
@@ -19,6 +23,7 @@ R=${R:-5}
 TIMEOUT=${TIMEOUT:-300}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
+TOOLS=${TOOLS:-native int3 hooks int3-per-rank hooks-per-rank${BASELINE:+ baseline-hooks baseline-hooks-per-rank}}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/memsup-mpi-pingpong.XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -43,12 +48,15 @@ run() {
     local launch=("mpirun.$mpi" "${bind[@]}" -n 2)
     local pingpong=("$work/pingpong.$mpi" "$TRIPS" "$MESSAGES")
     local program=("${launch[@]}" "${pingpong[@]}")
+    local binary=$memsup engine=${tool#baseline-}
+    engine=${engine%-per-rank}
+    [[ $tool == baseline-* ]] && binary=$(realpath "$BASELINE")
     case $tool in
     native) ;;
     *-per-rank)
-        program=("${launch[@]}" "$memsup" run -q -f --engine "${tool%-per-rank}"
+        program=("${launch[@]}" "$binary" run -q -f --engine "$engine"
             -o "$work/$mpi.$tool.%r.msup" -- "${pingpong[@]}") ;;
-    *) program=("$memsup" run -q -f --engine "$tool" -o "$work/$mpi.$tool.msup" -- "${program[@]}") ;;
+    *) program=("$binary" run -q -f --engine "$engine" -o "$work/$mpi.$tool.msup" -- "${program[@]}") ;;
     esac
     if ! line=$(timeout "$TIMEOUT" "${program[@]}" 2>"$work/err" | grep '^latency_us='); then
         echo "!! $mpi $tool rep $rep failed: $(tail -n 3 "$work/err")" >&2
@@ -62,22 +70,22 @@ run() {
 
 for rep in $(seq 1 "$R"); do
     for mpi in openmpi mpich; do
-        for tool in native int3 hooks int3-per-rank hooks-per-rank; do
+        for tool in $TOOLS; do
             run "$mpi" "$tool" "$rep"
         done
     done
 done
 
-python3 - "$results" "$TRIPS" "$MESSAGES" "$R" <<'PY'
+python3 - "$results" "$TRIPS" "$MESSAGES" "$R" "$TOOLS" <<'PY'
 import csv, statistics, sys
-path, trips, messages, reps = sys.argv[1:]
+path, trips, messages, reps, tools = sys.argv[1:]
 rows = list(csv.DictReader(open(path), delimiter="\t"))
 print(f"TRIPS={trips} MESSAGES={messages} R={reps}: median (min-max)\n")
 print("| MPI | run | one-way latency (us) | x native | message rate (msgs/s) | % of native |")
 print("|---|---|---|---|---|---|")
 for mpi in ("openmpi", "mpich"):
     native = None
-    for tool in ("native", "int3", "hooks", "int3-per-rank", "hooks-per-rank"):
+    for tool in tools.split():
         got = [r for r in rows if r["mpi"] == mpi and r["tool"] == tool]
         if not got:
             print(f"| {mpi} | {tool} | failed | | | |")

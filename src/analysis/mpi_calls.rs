@@ -78,15 +78,7 @@ impl MpiTracker {
         if self.open.contains_key(&tid) {
             return;
         }
-        let stats = self.stats.entry(function).or_insert_with(|| {
-            self.first_called.push(function);
-            MpiFunctionStats {
-                function: name.to_string(),
-                rss_before_bytes: self.last_rss,
-                ..MpiFunctionStats::default()
-            }
-        });
-        stats.function = name.to_string();
+        self.stats_of(function, name);
         let call = OpenCall {
             function,
             entry_ns: time_ns,
@@ -112,10 +104,53 @@ impl MpiTracker {
         stats.delta_bytes += delta;
         stats.largest_delta_bytes = stats.largest_delta_bytes.max(delta);
         stats.smallest_delta_bytes = stats.smallest_delta_bytes.min(delta);
-        if !self.waiting_rss.contains(&call.function) {
-            self.waiting_rss.push(call.function);
+        self.returned(call.function);
+    }
+
+    /// Thread `tid` made `calls` calls of `function` in which nothing happened (the image's
+    /// live bytes unchanged across each), `inside_ns` in all. Ignored inside an open call,
+    /// of which they are part.
+    pub fn add_calls(&mut self, tid: u32, function: u32, name: &str, calls: u64, inside_ns: u64) {
+        if calls == 0 || self.open.contains_key(&tid) {
+            return;
         }
-        if stats.function == FINALIZE && self.at_finalize.is_none() {
+        let stats = self.stats_of(function, name);
+        if stats.calls == 0 {
+            stats.largest_delta_bytes = 0;
+            stats.smallest_delta_bytes = 0;
+        }
+        stats.calls += calls;
+        stats.time_ns += inside_ns;
+        stats.largest_delta_bytes = stats.largest_delta_bytes.max(0);
+        stats.smallest_delta_bytes = stats.smallest_delta_bytes.min(0);
+        self.returned(function);
+    }
+
+    /// The statistics of `function`, named `name`, created at its first call.
+    fn stats_of(&mut self, function: u32, name: &str) -> &mut MpiFunctionStats {
+        let stats = self.stats.entry(function).or_insert_with(|| {
+            self.first_called.push(function);
+            MpiFunctionStats {
+                function: name.to_string(),
+                rss_before_bytes: self.last_rss,
+                ..MpiFunctionStats::default()
+            }
+        });
+        stats.function = name.to_string();
+        stats
+    }
+
+    /// A call of `function` returned: the next status sample is RSS after it, and the image's
+    /// live blocks once the first `MPI_Finalize` returned are those still live at it.
+    fn returned(&mut self, function: u32) {
+        if !self.waiting_rss.contains(&function) {
+            self.waiting_rss.push(function);
+        }
+        let finalized = self
+            .stats
+            .get(&function)
+            .is_some_and(|s| s.function == FINALIZE);
+        if finalized && self.at_finalize.is_none() {
             self.at_finalize = Some(self.live_by_function());
         }
     }

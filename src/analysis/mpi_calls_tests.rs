@@ -221,3 +221,32 @@ fn a_call_snapshotted_at_its_entry_only_has_no_residency_after_it() {
         (Some(7), None)
     );
 }
+
+#[test]
+fn summed_calls_add_to_the_function_with_no_change_of_live_bytes_each() {
+    let mut mpi = MpiTracker::default();
+    mpi.rss(1_000);
+    mpi.add_calls(7, ALLTOALL, "MPI_Alltoall", 40, 4_000);
+    mpi.rss(2_000);
+    mpi.enter(7, ALLTOALL, "MPI_Alltoall", 10_000, 500);
+    mpi.heap(7, &created(0x100, 300));
+    // Thread 7 is inside a call: sums of its calls now were inner calls, part of it.
+    mpi.add_calls(7, ALLTOALL, "MPI_Alltoall", 9, 900);
+    mpi.leave(7, 10_600, 800);
+    mpi.add_calls(8, ALLTOALL, "MPI_Alltoall", 2, 100);
+    mpi.rss(3_000);
+    let stats = mpi.finish(20_000, 800);
+    assert_eq!(stats.len(), 1);
+    let alltoall = &stats[0];
+    assert_eq!((alltoall.calls, alltoall.time_ns), (43, 4_700));
+    assert_eq!((alltoall.allocations, alltoall.allocated_bytes), (1, 300));
+    assert_eq!(alltoall.delta_bytes, 300);
+    assert_eq!(
+        (alltoall.largest_delta_bytes, alltoall.smallest_delta_bytes),
+        (300, 0)
+    );
+    assert_eq!(
+        (alltoall.rss_before_bytes, alltoall.rss_after_bytes),
+        (Some(1_000), Some(3_000))
+    );
+}

@@ -307,6 +307,19 @@ impl Replay {
                 function,
                 entry,
             } => self.mpi_call(*time_ns, *pid, *tid, *function, *entry),
+            Record::MpiCalls {
+                time_ns,
+                pid,
+                tid,
+                function,
+                calls,
+                inside_ns,
+            } => {
+                self.ensure_open(*time_ns, *pid);
+                let state = self.open.get_mut(pid).expect("opened above");
+                let name = self.mpi_names.get(function).map_or("", String::as_str);
+                state.mpi.add_calls(*tid, *function, name, *calls, *inside_ns);
+            }
             Record::ThreadExit { pid, tid, .. } => {
                 if let Some(state) = self.open.get_mut(pid) {
                     state.unknown_frees.thread_exit(*tid);

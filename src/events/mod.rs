@@ -149,6 +149,13 @@ pub enum EventKind {
         function: u32,
         entry: bool,
     },
+    /// Outermost calls of an MPI function by this thread in which nothing happened (see
+    /// `Record::MpiCalls`).
+    MpiCalls {
+        function: u32,
+        calls: u64,
+        inside_ns: u64,
+    },
     /// The glibc heap census a snapshot took (see `Record::HeapCensus`).
     HeapCensus(crate::trace::census_format::HeapCensus),
     /// The blocks an attach's census found in use (see `Record::BlocksAtAttach`).

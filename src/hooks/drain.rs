@@ -14,6 +14,7 @@ use super::clock::{rdtsc, TscClock};
 use super::inject::SharedArea;
 use super::layout::stacks::StackRef;
 use super::layout::{Op, POLICY_DROP, POLICY_WAIT};
+use super::mpi_fold::MpiFold;
 use super::ring::{Area, Drainer, RawRecord};
 use super::stack_section::{SegmentTable, StackSection};
 use crate::events::calls::{mapping_result, returned_call};
@@ -97,8 +98,9 @@ struct Image {
     known_stacks: std::collections::HashSet<u64>,
     stack_costs: HookStackCosts,
     call_costs: HookCallCosts,
-    /// MPI functions whose name was sent, by pid: this image's, and its vfork children's.
-    mpi_declared: std::collections::HashSet<(u32, u32)>,
+    /// MPI functions whose name was sent, as pid << 32 | number: this image's, and its vfork
+    /// children's.
+    mpi_declared: IntegerMap<u64, ()>,
 }
 
 struct AreaHandle {
@@ -236,7 +238,7 @@ impl Drain {
             known_stacks: std::collections::HashSet::new(),
             stack_costs: HookStackCosts::default(),
             call_costs: HookCallCosts::default(),
-            mpi_declared: std::collections::HashSet::new(),
+            mpi_declared: IntegerMap::default(),
         };
         lock(&self.shared.images).insert(pid, image);
     }
@@ -525,6 +527,7 @@ fn drain_image(shared: &Shared, pid: u32, image: &mut Image, pass: Pass) -> usiz
         mpi_declared,
         area: &area.area,
         batch: Vec::new(),
+        mpi_fold: MpiFold::default(),
     };
     let read = match pass {
         Pass::Grace => drainer.drain(&area.area, rdtsc(), &mut batcher),
@@ -535,6 +538,7 @@ fn drain_image(shared: &Shared, pid: u32, image: &mut Image, pass: Pass) -> usiz
             read
         }
     };
+    batcher.mpi_fold.finish(&mut batcher.batch);
     batcher.send();
     read
 }
@@ -554,24 +558,24 @@ struct EventBatcher<'a> {
     known_stacks: &'a mut std::collections::HashSet<u64>,
     stack_costs: &'a mut HookStackCosts,
     call_costs: &'a mut HookCallCosts,
-    mpi_declared: &'a mut std::collections::HashSet<(u32, u32)>,
+    mpi_declared: &'a mut IntegerMap<u64, ()>,
     area: &'a Area,
     batch: Vec<Event>,
+    /// MPI calls in which nothing happened, summed instead of sent.
+    mpi_fold: MpiFold,
 }
 
 impl Extend<RawRecord> for EventBatcher<'_> {
     fn extend<T: IntoIterator<Item = RawRecord>>(&mut self, records: T) {
         let mut records = records.into_iter();
         while let Some(record) = records.next() {
-            if let Some(event) = self.event_of(&record) {
-                if self.batch.capacity() == 0 {
-                    let (coming, _) = records.size_hint();
-                    self.batch.reserve_exact((coming + 1).min(EVENT_BATCH));
-                }
-                self.batch.push(event);
-                if self.batch.len() >= EVENT_BATCH {
-                    self.send();
-                }
+            if self.batch.capacity() == 0 {
+                let (coming, _) = records.size_hint();
+                self.batch.reserve_exact((coming + 1).min(EVENT_BATCH));
+            }
+            self.take(&record);
+            if self.batch.len() >= EVENT_BATCH {
+                self.send();
             }
         }
     }
@@ -582,8 +586,31 @@ impl EventBatcher<'_> {
         self.shared.sink.send_batch(std::mem::take(&mut self.batch));
     }
 
-    /// The event of one record, with its thread and time; None for an inner call.
-    fn event_of(&mut self, record: &RawRecord) -> Option<Event> {
+    /// Turns one record into the events it makes, in order, into the batch.
+    fn take(&mut self, record: &RawRecord) {
+        let Some((event, mpi)) = self.event_of(record) else {
+            return;
+        };
+        self.mpi_fold.saw(event.time_ns);
+        let (thread, function, stack_pointer) =
+            (record.thread, record.out as u32, record.stack_pointer);
+        match mpi {
+            Some(true) => {
+                self.mpi_fold
+                    .enter(thread, function, stack_pointer, event, &mut self.batch)
+            }
+            Some(false) => {
+                self.mpi_fold
+                    .leave(thread, function, stack_pointer, event, &mut self.batch)
+            }
+            None => self.mpi_fold.send(event, &mut self.batch),
+        }
+    }
+
+    /// The event of one record, with its thread and time, and for an MPI call whether it is
+    /// the entry; None for an inner call. Events it needs before (a stack, a name) go into
+    /// the batch, after what `mpi_fold` holds.
+    fn event_of(&mut self, record: &RawRecord) -> Option<(Event, Option<bool>)> {
         self.counters.records += 1;
         // A mapping call made inside an allocator call is the program's as well (the int3
         // engine records it too); only allocator calls nest.
@@ -594,7 +621,11 @@ impl EventBatcher<'_> {
             self.counters.nested += 1;
             return None;
         }
-        let (pid, tid) = match self.vfork_children.get(&record.thread) {
+        let vfork_child = match self.vfork_children.is_empty() {
+            true => None,
+            false => self.vfork_children.get(&record.thread),
+        };
+        let (pid, tid) = match vfork_child {
             Some(&child) => (child, child),
             None => (
                 self.pid,
@@ -606,21 +637,24 @@ impl EventBatcher<'_> {
         };
         let time_ns = self.shared.clock().to_monotonic_ns(record.tsc);
         if let Some(kind) = self.mpi_event(record, pid, tid, time_ns) {
-            return Some(Event {
+            let entry = matches!(kind, EventKind::MpiCall { entry: true, .. });
+            let event = Event {
                 time_ns,
                 pid,
                 tid,
                 kind,
-            });
+            };
+            return Some((event, Some(entry)));
         }
         let stack = self.stack_of(record, pid, tid, time_ns);
         let kind = event_of(record, stack)?;
-        Some(Event {
+        let event = Event {
             time_ns,
             pid,
             tid,
             kind,
-        })
+        };
+        Some((event, None))
     }
 
     /// The `MpiCall` of an MPI record (None for the others), its function's name sent
@@ -639,7 +673,10 @@ impl EventBatcher<'_> {
             _ => return None,
         };
         let function = record.out as u32;
-        if self.mpi_declared.insert((pid, function)) {
+        // Looked up for every MPI record: a message loop makes millions a second.
+        let declared = (u64::from(pid) << 32) | u64::from(function);
+        if self.mpi_declared.insert(declared, ()).is_none() {
+            self.mpi_fold.release(&mut self.batch);
             let name = lock(&self.shared.mpi_names)
                 .get(&function)
                 .cloned()
@@ -684,6 +721,7 @@ impl EventBatcher<'_> {
             return RawStack::Frames(frames);
         }
         self.known_stacks.insert(record.stack);
+        self.mpi_fold.release(&mut self.batch);
         self.batch.push(Event {
             time_ns,
             pid,

@@ -9,6 +9,7 @@ mod code_walk;
 pub mod drain;
 pub mod inject;
 pub mod layout;
+mod mpi_fold;
 pub mod placement;
 pub mod relocate;
 pub mod ring;

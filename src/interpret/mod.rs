@@ -255,6 +255,8 @@ impl Interpreter {
             EventKind::MpiCall { entry, .. } if !self.mpi_nesting.is_outermost(pid, tid, entry) => {
                 return;
             }
+            // Calls made inside an open call are part of it.
+            EventKind::MpiCalls { .. } if self.mpi_nesting.is_inside(pid, tid) => return,
             EventKind::ThreadExit => self.mpi_nesting.thread_ended(pid, tid),
             EventKind::Exec { .. } | EventKind::ProcessExit { .. } => {
                 self.mpi_nesting.image_ended(pid)

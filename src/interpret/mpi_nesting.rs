@@ -1,7 +1,8 @@
 //! The outermost MPI calls of each thread. The hook engine reports every MPI call, nested
 //! or not (an MPI function calling another), and the int3 engine's probes, which stay on a
 //! few functions, report theirs into the same stream: the profile keeps one entry and one
-//! return per outermost call (`Record::MpiCall`).
+//! return per outermost call (`Record::MpiCall`), and the hook engine's sums of calls in
+//! which nothing happened (`Record::MpiCalls`) made outside any open call.
 
 use std::collections::HashMap;
 
@@ -30,6 +31,11 @@ impl MpiNesting {
         }
         self.depth.remove(&(pid, tid));
         true
+    }
+
+    /// Whether thread `tid` of `pid` is inside a call.
+    pub fn is_inside(&self, pid: u32, tid: u32) -> bool {
+        self.depth.contains_key(&(pid, tid))
     }
 
     /// The thread ended: its open calls with it.
@@ -87,5 +93,18 @@ mod tests {
         nesting.image_ended(1);
         assert!(nesting.is_outermost(1, 11, true));
         assert!(!nesting.is_outermost(2, 20, true), "pid 2 still inside");
+    }
+
+    #[test]
+    fn a_thread_is_inside_from_its_outermost_entry_to_its_return() {
+        let mut nesting = MpiNesting::default();
+        assert!(!nesting.is_inside(1, 10));
+        nesting.is_outermost(1, 10, true);
+        nesting.is_outermost(1, 10, true);
+        nesting.is_outermost(1, 10, false);
+        assert!(nesting.is_inside(1, 10));
+        assert!(!nesting.is_inside(1, 11));
+        nesting.is_outermost(1, 10, false);
+        assert!(!nesting.is_inside(1, 10));
     }
 }

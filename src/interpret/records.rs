@@ -181,6 +181,18 @@ fn process_record(time_ns: u64, pid: u32, tid: u32, kind: EventKind) -> Result<R
             function,
             entry,
         },
+        EventKind::MpiCalls {
+            function,
+            calls,
+            inside_ns,
+        } => Record::MpiCalls {
+            time_ns,
+            pid,
+            tid,
+            function,
+            calls,
+            inside_ns,
+        },
         EventKind::ThreadExit => Record::ThreadExit { time_ns, pid, tid },
         EventKind::ThreadStack { address } => Record::ThreadStack {
             time_ns,

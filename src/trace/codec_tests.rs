@@ -398,6 +398,23 @@ fn mpi_calls_round_trip_and_come_after_every_older_kind() {
 }
 
 #[test]
+fn summed_mpi_calls_round_trip_and_come_after_every_older_kind() {
+    let summed = Record::MpiCalls {
+        time_ns: 9_500,
+        pid: 41,
+        tid: 42,
+        function: 3,
+        calls: 1_000_000,
+        inside_ns: 123_456_789,
+    };
+    let mut records = mpi_records();
+    records.push(summed.clone());
+    assert_round_trip_among_others(records);
+    let index = |record: &Record| crate::trace::writer::encoding().serialize(record).unwrap()[0];
+    assert_eq!(index(&summed), 34);
+}
+
+#[test]
 fn snapshot_reasons_are_appended_and_round_trip() {
     use crate::trace::format::SnapshotReason;
     // bincode writes an enum's variant index first: older reasons keep theirs.

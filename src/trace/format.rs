@@ -17,7 +17,7 @@ use crate::trace::stacks::StackId;
 /// First bytes of every profile.
 pub const MAGIC: [u8; 8] = *b"MEMSUP\0\0";
 /// Version of the record encoding. Readers refuse newer versions with a clear message.
-pub const FORMAT_VERSION: u32 = 6;
+pub const FORMAT_VERSION: u32 = 7;
 
 /// Recordings give times in whole microseconds. A time is taken when memsup handles a stop,
 /// microseconds after the program's call and with as much jitter, and two records of one
@@ -501,6 +501,19 @@ pub enum Record {
         pid: u32,
         blocks: crate::trace::census_format::LiveBlocks,
     },
+    /// `calls` outermost calls of an MPI function by one thread, written instead of their
+    /// `MpiCall` pairs, in which nothing happened: no thread of the image allocated, freed
+    /// or mapped anything between the entry and the return (hook engine). `inside_ns` sums
+    /// their time from entry to return. Written before the thread's next `MpiCall`, so it
+    /// lies where the thread's nesting is as it was during the calls.
+    MpiCalls {
+        time_ns: u64,
+        pid: u32,
+        tid: u32,
+        function: u32,
+        calls: u64,
+        inside_ns: u64,
+    },
 }
 
 /// A process image's part in an MPI job.
@@ -787,6 +800,7 @@ impl Record {
             | Record::ProcessRole { pid, .. }
             | Record::MpiFunction { pid, .. }
             | Record::MpiCall { pid, .. }
+            | Record::MpiCalls { pid, .. }
             | Record::HeapCensus { pid, .. }
             | Record::BlocksAtAttach { pid, .. }
             | Record::HookStacks { pid, .. }
@@ -824,6 +838,7 @@ impl Record {
             | Record::SnapshotStop { time_ns, .. }
             | Record::ProcessRole { time_ns, .. }
             | Record::MpiCall { time_ns, .. }
+            | Record::MpiCalls { time_ns, .. }
             | Record::HeapCensus { time_ns, .. }
             | Record::BlocksAtAttach { time_ns, .. }
             | Record::HookStacks { time_ns, .. }

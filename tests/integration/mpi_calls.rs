@@ -58,6 +58,12 @@ fn recorded_calls(profile: &Path, pid: u64) -> RecordedCalls {
                 }
                 None
             }
+            // Calls in which nothing happened, summed; inside an open call they are part of it.
+            "MpiCalls" if !open.contains_key(&tid) => {
+                let name = names[&fields["function"].as_u64().unwrap()].clone();
+                *recorded.calls.entry(name).or_default() += fields["calls"].as_u64().unwrap();
+                None
+            }
             "ProcessRole" => {
                 let rank = &fields["role"]["Rank"];
                 if rank["source"] == "MPI_Comm_rank" {
@@ -201,7 +207,7 @@ fn assert_rank(image: &Value, profile: &Path, printed: &[String], context: &str)
 /// The sites allocated inside MPI_Alltoall go on to the fixture's `exchange`, which called
 /// it, under both engines (the hook engine's walk leaves its hook's frame out); their count.
 fn assert_stacks_through_alltoall(image: &Value, context: &str) -> usize {
-    let mut count = 0;
+    let (mut count, mut allocations, mut bytes) = (0, 0, 0);
     for site in image["sites"].as_array().unwrap() {
         let functions: Vec<&str> = site["stack"]
             .as_array()
@@ -216,8 +222,21 @@ fn assert_stacks_through_alltoall(image: &Value, context: &str) -> usize {
                 "{context}: {functions:?}"
             );
             count += 1;
+            allocations += number(site, "/allocations");
+            bytes += number(site, "/bytes_allocated");
         }
     }
+    // The stacks walked and the calls recorded tell the same: what MPI_Alltoall allocated
+    // is what the sites through it allocated.
+    let alltoall = function(image, "MPI_Alltoall");
+    assert_eq!(
+        (allocations, bytes),
+        (
+            number(alltoall, "/allocations"),
+            number(alltoall, "/allocated_bytes")
+        ),
+        "{context}: sites through MPI_Alltoall"
+    );
     count
 }
 
@@ -295,7 +314,6 @@ fn each_rank_counts_its_mpi_calls_and_what_they_allocated() {
         );
         let expected = job_lines(&native.stdout);
         assert_eq!(expected.len(), RANKS as usize);
-        let mut through_alltoall_by_engine = Vec::new();
         for engine in ["int3", "hooks"] {
             let context = format!("{library:?} {linking:?} {engine}");
             let directory = tempfile::tempdir().unwrap();
@@ -332,12 +350,9 @@ fn each_rank_counts_its_mpi_calls_and_what_they_allocated() {
             if library == MpiLibrary::OpenMpi {
                 assert!(through_alltoall >= 2, "{context}: {through_alltoall}");
             }
-            through_alltoall_by_engine.push(through_alltoall);
+            // How many blocks Open MPI's MPI_Alltoall allocates depends on the ranks'
+            // timing (2 or 3 in a rank), so the engines are not compared by count: each
+            // run's sites are held to its own calls above.
         }
-        // Both engines find the same sites inside the calls.
-        assert_eq!(
-            through_alltoall_by_engine[0], through_alltoall_by_engine[1],
-            "{library:?} {linking:?}: sites through MPI_Alltoall, int3 then hooks"
-        );
     }
 }
