@@ -115,10 +115,6 @@ impl MpiTracker {
             return;
         }
         let stats = self.stats_of(function, name);
-        if stats.calls == 0 {
-            stats.largest_delta_bytes = 0;
-            stats.smallest_delta_bytes = 0;
-        }
         stats.calls += calls;
         stats.time_ns += inside_ns;
         stats.largest_delta_bytes = stats.largest_delta_bytes.max(0);

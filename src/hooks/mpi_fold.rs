@@ -5,6 +5,9 @@
 //! inside it by any thread, so the image's live bytes did not change across it) says no
 //! more than "one more call, this long": such calls are summed per thread and function and
 //! sent as one `MpiCalls` event. Every other call is sent as its entry and return, in order.
+//! "Nothing happened" is judged on the events sent: any event between the two (an
+//! allocator call, a mapping, a stack, another thread's MPI event that is sent) keeps the
+//! call whole.
 //!
 //! The order of what is sent stays the records' order: an entry is held back only until the
 //! next event that is sent (every held entry is sent first, so times never go back), and a
@@ -146,7 +149,7 @@ impl MpiFold {
         out.extend(
             self.summed
                 .drain(..)
-                .map(|summed| summed.into_event(latest_ns)),
+                .map(|summed| summed.to_event(latest_ns)),
         );
     }
 
@@ -154,16 +157,18 @@ impl MpiFold {
         if self.summed.is_empty() {
             return;
         }
-        let (theirs, others): (Vec<Summed>, Vec<Summed>) = std::mem::take(&mut self.summed)
-            .into_iter()
-            .partition(|summed| summed.pid == pid && summed.tid == tid);
-        self.summed = others;
-        out.extend(theirs.into_iter().map(|summed| summed.into_event(time_ns)));
+        self.summed.retain(|summed| {
+            let theirs = summed.pid == pid && summed.tid == tid;
+            if theirs {
+                out.push(summed.to_event(time_ns));
+            }
+            !theirs
+        });
     }
 }
 
 impl Summed {
-    fn into_event(self, time_ns: u64) -> Event {
+    fn to_event(&self, time_ns: u64) -> Event {
         Event {
             time_ns,
             pid: self.pid,

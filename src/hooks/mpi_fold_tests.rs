@@ -211,3 +211,23 @@ fn an_entry_still_held_at_the_end_of_a_pass_is_sent_then() {
     next.leave(30, T, WAIT, OUTER_SP);
     assert_eq!(next.finish(), [(30, 100, "return 4".to_string())]);
 }
+
+#[test]
+fn a_return_of_another_function_or_frame_does_not_close_the_held_entry() {
+    // Each condition alone: the same frame but another function, then the same function
+    // from another frame (an inner return whose entry was dropped, `--ring-full drop`).
+    let mut feed = Feed::new();
+    feed.enter(10, T, SEND, OUTER_SP)
+        .leave(11, T, WAIT, OUTER_SP)
+        .enter(20, T, SEND, OUTER_SP)
+        .leave(21, T, SEND, INNER_SP);
+    assert_eq!(
+        feed.finish(),
+        [
+            (10, 100, "entry 3".to_string()),
+            (11, 100, "return 4".to_string()),
+            (20, 100, "entry 3".to_string()),
+            (21, 100, "return 3".to_string()),
+        ]
+    );
+}

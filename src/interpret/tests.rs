@@ -418,3 +418,44 @@ fn a_module_in_the_stacks_has_its_debug_information_loaded_in_the_background() {
     assert!(file.has_debug_info(), "not loaded within 20 s");
     assert_eq!(store.reads(LIBC), 1);
 }
+
+/// Sums of MPI calls made inside an open call of the same thread are part of it and
+/// dropped; before its entry, after its return and on another thread they are kept.
+#[test]
+fn summed_mpi_calls_inside_an_open_call_are_dropped() {
+    let call = |entry| EventKind::MpiCall { function: 1, entry };
+    let sum = |calls| EventKind::MpiCalls {
+        function: 2,
+        calls,
+        inside_ns: 10 * calls,
+    };
+    let (sender, receiver) = unbounded();
+    let mut stage = interpreter(sender, &Arc::default());
+    let events = [
+        (PID, start()),
+        (PID, sum(3)),
+        (PID, call(true)),
+        (PID, sum(5)),
+        (PID + 1, sum(7)),
+        (PID, call(false)),
+        (PID, sum(11)),
+    ];
+    for (time_ns, (tid, kind)) in (1..).zip(events) {
+        stage.take(Event {
+            time_ns: ORIGIN + time_ns,
+            pid: PID,
+            tid,
+            kind,
+        });
+    }
+    drop(stage);
+    let kept: Vec<(u32, u64)> = receiver
+        .try_iter()
+        .flatten()
+        .filter_map(|record| match record {
+            Record::MpiCalls { tid, calls, .. } => Some((tid, calls)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(kept, [(PID, 3), (PID + 1, 7), (PID, 11)]);
+}
