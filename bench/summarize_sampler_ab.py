@@ -6,7 +6,10 @@ import sys
 
 report = json.load(sys.stdin)
 process = report["processes"][0]
-costs = report["sampler_costs"]
+costs = report.get("sampler_costs")
+if not costs:
+    # A recording that ended before its sampler wrote its costs (memsup killed, say).
+    sys.exit("no sampler costs in this profile")
 elapsed = costs["elapsed_ns"]
 highs = [snapshot for snapshot in process["snapshots"] if snapshot.get("high")]
 highs_ns = sum(snapshot["cost_ns"] for snapshot in highs)
