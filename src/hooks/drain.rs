@@ -14,7 +14,7 @@ use super::clock::{rdtsc, TscClock};
 use super::inject::SharedArea;
 use super::layout::stacks::StackRef;
 use super::layout::{Op, POLICY_DROP, POLICY_WAIT};
-use super::mpi_fold::MpiFold;
+use super::mpi_fold::{CallKey, MpiFold};
 use super::ring::{Area, Drainer, RawRecord};
 use super::stack_section::{SegmentTable, StackSection};
 use crate::events::calls::{mapping_result, returned_call};
@@ -592,17 +592,14 @@ impl EventBatcher<'_> {
             return;
         };
         self.mpi_fold.saw(event.time_ns);
-        let (thread, function, stack_pointer) =
-            (record.thread, record.out as u32, record.stack_pointer);
+        let key = CallKey {
+            thread: record.thread,
+            function: record.out as u32,
+            stack_pointer: record.stack_pointer,
+        };
         match mpi {
-            Some(true) => {
-                self.mpi_fold
-                    .enter(thread, function, stack_pointer, event, &mut self.batch)
-            }
-            Some(false) => {
-                self.mpi_fold
-                    .leave(thread, function, stack_pointer, event, &mut self.batch)
-            }
+            Some(true) => self.mpi_fold.enter(key, event, &mut self.batch),
+            Some(false) => self.mpi_fold.leave(key, event, &mut self.batch),
             None => self.mpi_fold.send(event, &mut self.batch),
         }
     }

@@ -18,13 +18,20 @@
 
 use crate::events::{Event, EventKind};
 
-/// An entry held back: its thread's key (the self pointer) and stack pointer at entry,
-/// which the return carries too.
+/// What an MPI call's entry and return records both carry, by which a return finds its
+/// entry: the thread's key (its self pointer), the function's number and the stack pointer
+/// at entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallKey {
+    pub thread: u64,
+    pub function: u32,
+    pub stack_pointer: u64,
+}
+
+/// An entry held back.
 #[derive(Debug)]
 struct Held {
-    thread: u64,
-    function: u32,
-    stack_pointer: u64,
+    key: CallKey,
     event: Event,
 }
 
@@ -55,46 +62,23 @@ impl MpiFold {
 
     /// An MPI entry: held back. A thread entering a call while its previous entry is still
     /// held is calling one MPI function inside another: the held entry is sent first.
-    pub fn enter(
-        &mut self,
-        thread: u64,
-        function: u32,
-        stack_pointer: u64,
-        event: Event,
-        out: &mut Vec<Event>,
-    ) {
-        if self.held.iter().any(|held| held.thread == thread) {
+    pub fn enter(&mut self, key: CallKey, event: Event, out: &mut Vec<Event>) {
+        if self.held.iter().any(|held| held.key.thread == key.thread) {
             self.release(out);
         }
-        self.held.push(Held {
-            thread,
-            function,
-            stack_pointer,
-            event,
-        });
+        self.held.push(Held { key, event });
     }
 
     /// An MPI return: summed when its entry is still held (nothing came between them),
     /// else sent after everything held and the thread's sums.
-    pub fn leave(
-        &mut self,
-        thread: u64,
-        function: u32,
-        stack_pointer: u64,
-        event: Event,
-        out: &mut Vec<Event>,
-    ) {
-        let matching = self.held.iter().rposition(|held| {
-            held.thread == thread
-                && held.function == function
-                && held.stack_pointer == stack_pointer
-        });
-        let Some(index) = matching else {
+    pub fn leave(&mut self, key: CallKey, event: Event, out: &mut Vec<Event>) {
+        let Some(index) = self.held.iter().rposition(|held| held.key == key) else {
             self.send(event, out);
             return;
         };
         let entry = self.held.remove(index).event;
         let inside_ns = event.time_ns.saturating_sub(entry.time_ns);
+        let function = key.function;
         let found = self.summed.iter_mut().find(|summed| {
             summed.pid == entry.pid && summed.tid == entry.tid && summed.function == function
         });

@@ -42,6 +42,14 @@ fn call(time_ns: u64, (_, tid): (u64, u32), function: u32, entry: bool) -> Event
     }
 }
 
+fn key((thread, _): (u64, u32), function: u32, stack_pointer: u64) -> CallKey {
+    CallKey {
+        thread,
+        function,
+        stack_pointer,
+    }
+}
+
 fn malloc(time_ns: u64, (_, tid): (u64, u32)) -> Event {
     Event {
         time_ns,
@@ -75,7 +83,7 @@ impl Feed {
         self.fold.saw(time_ns);
         let event = call(time_ns, thread, function, true);
         self.fold
-            .enter(thread.0, function, sp, event, &mut self.out);
+            .enter(key(thread, function, sp), event, &mut self.out);
         self
     }
 
@@ -83,7 +91,7 @@ impl Feed {
         self.fold.saw(time_ns);
         let event = call(time_ns, thread, function, false);
         self.fold
-            .leave(thread.0, function, sp, event, &mut self.out);
+            .leave(key(thread, function, sp), event, &mut self.out);
         self
     }
 

@@ -504,8 +504,9 @@ pub enum Record {
     /// `calls` outermost calls of an MPI function by one thread, written instead of their
     /// `MpiCall` pairs, in which nothing happened: no record of the image (an allocator
     /// call or mapping of any thread) came between the entry and the return (hook engine).
-    /// `inside_ns` sums their time from entry to return, in nanoseconds. Written before the thread's next `MpiCall`, so it
-    /// lies where the thread's nesting is as it was during the calls.
+    /// `inside_ns` sums their time from entry to return, in nanoseconds. Written before the
+    /// thread's next `MpiCall`, so it lies where the thread's nesting is as it was during
+    /// the calls.
     MpiCalls {
         time_ns: u64,
         pid: u32,
