@@ -135,19 +135,15 @@ impl Work {
                 self.credit.keep_only(&self.pids);
                 let pids = &self.pids;
                 self.cpu_ns.retain(|pid, _| pids.contains(pid));
-                let cpu = thread_cpu_ns();
-                self.status_round(false);
-                self.rollup
-                    .status_round_cost(thread_cpu_ns().saturating_sub(cpu));
+                let reads = self.status_round(false);
+                self.rollup.status_round_cost(reads);
                 self.credit.set_share(self.rollup.highs_share(), now);
                 // A round that overran is not made up for: the next one is an interval later.
                 next_status = (next_status + self.interval).max(now);
                 next_fast = now + fast_interval;
             } else if now >= next_fast && self.fast_reads_allowed(now) {
                 self.watched.snapshot(&mut self.pids);
-                let cpu = thread_cpu_ns();
-                self.status_round(true);
-                let cost = thread_cpu_ns().saturating_sub(cpu);
+                let cost = self.status_round(true);
                 self.credit.spend(cost);
                 self.rollup.highs_cost(cost);
                 next_fast = now + fast_interval;
@@ -294,9 +290,12 @@ impl Work {
         self.rollup.highs_cost(cost);
     }
 
-    /// Reads the status of every process, or (`fast`) of those following a high.
-    fn status_round(&mut self, fast: bool) {
+    /// Reads the status of every process, or (`fast`) of those following a high; returns
+    /// the CPU time of the reads, without the snapshots for highs taken meanwhile (those
+    /// are paid for apart).
+    fn status_round(&mut self, fast: bool) -> u64 {
         let cpu = thread_cpu_ns();
+        let mut highs_ns = 0;
         for index in 0..self.pids.len() {
             let pid = self.pids[index];
             if fast && !self.highs.following(pid, monotonic_ns()) {
@@ -338,10 +337,14 @@ impl Work {
                 self.highs.forget(pid);
             }
             if let Next::Snapshot(high) = self.highs.status(pid, memory.rss, activity, now_ns) {
+                let before = thread_cpu_ns();
                 self.snapshot_high(pid, high);
+                highs_ns += thread_cpu_ns().saturating_sub(before);
             }
         }
-        self.costs.status_cpu_ns += thread_cpu_ns().saturating_sub(cpu);
+        let reads = thread_cpu_ns().saturating_sub(cpu).saturating_sub(highs_ns);
+        self.costs.status_cpu_ns += reads;
+        reads
     }
 
     /// What `pid`'s main thread did since its last status read: not runnable, or runnable
