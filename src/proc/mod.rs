@@ -3,6 +3,7 @@ pub mod auxv;
 pub mod environ;
 pub mod maps;
 pub mod own_usage;
+pub mod pagemap;
 pub mod smaps;
 pub mod status;
 pub mod task;
