@@ -428,7 +428,18 @@ fn snapshot_reasons_are_appended_and_round_trip() {
     let entry = SnapshotReason::MpiEntry { function: 3 };
     let exit = SnapshotReason::MpiReturn { function: u32::MAX };
     assert_eq!((index(&entry), index(&exit)), (9, 10));
-    let records: Vec<Record> = [entry, exit]
+    let requested = SnapshotReason::RequestedHighEstimate {
+        bytes: 3,
+        delay_ns: 4,
+        sampled: 5,
+    };
+    let rss = SnapshotReason::RssHighEstimate {
+        bytes: 6,
+        delay_ns: 7,
+        sampled: u32::MAX,
+    };
+    assert_eq!((index(&requested), index(&rss)), (11, 12));
+    let records: Vec<Record> = [entry, exit, requested, rss]
         .into_iter()
         .map(|reason| Record::SmapsSnapshot {
             time_ns: 5,

@@ -17,7 +17,7 @@ use crate::trace::stacks::StackId;
 /// First bytes of every profile.
 pub const MAGIC: [u8; 8] = *b"MEMSUP\0\0";
 /// Version of the record encoding. Readers refuse newer versions with a clear message.
-pub const FORMAT_VERSION: u32 = 7;
+pub const FORMAT_VERSION: u32 = 8;
 
 /// Recordings give times in whole microseconds. A time is taken when memsup handles a stop,
 /// microseconds after the program's call and with as much jitter, and two records of one
@@ -650,8 +650,8 @@ pub struct RecorderCosts {
 }
 
 /// Why a full smaps snapshot was taken. Variants are only appended (format 5 added `Fork`,
-/// `RequestedHigh` and `RssHigh`, format 6 `MpiEntry` and `MpiReturn`), so older profiles
-/// decode unchanged.
+/// `RequestedHigh` and `RssHigh`, format 6 `MpiEntry` and `MpiReturn`, format 8 the
+/// estimates), so older profiles decode unchanged.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum SnapshotReason {
     /// The process came under supervision.
@@ -678,6 +678,21 @@ pub enum SnapshotReason {
     MpiEntry { function: u32 },
     /// A thread stopped at the return of MPI function `function`.
     MpiReturn { function: u32 },
+    /// An estimate for a new high of live requested bytes, taken while the full snapshot was
+    /// too dear to take yet: the mappings as /proc/PID/maps lists them, the `sampled` ones
+    /// that changed since the process's last snapshot counted from /proc/PID/pagemap, the
+    /// others with the residency that snapshot gave them.
+    RequestedHighEstimate {
+        bytes: u64,
+        delay_ns: u64,
+        sampled: u32,
+    },
+    /// The same for a new high of RSS.
+    RssHighEstimate {
+        bytes: u64,
+        delay_ns: u64,
+        sampled: u32,
+    },
 }
 
 impl SnapshotReason {
@@ -687,11 +702,13 @@ impl SnapshotReason {
             SnapshotReason::Start => "start",
             SnapshotReason::Exec => "exec",
             SnapshotReason::Exit => "exit",
-            SnapshotReason::Peak | SnapshotReason::RequestedHigh { .. } => "requested_high",
+            SnapshotReason::Peak
+            | SnapshotReason::RequestedHigh { .. }
+            | SnapshotReason::RequestedHighEstimate { .. } => "requested_high",
             SnapshotReason::Signal => "signal",
             SnapshotReason::Interval => "interval",
             SnapshotReason::Fork => "fork",
-            SnapshotReason::RssHigh { .. } => "rss_high",
+            SnapshotReason::RssHigh { .. } | SnapshotReason::RssHighEstimate { .. } => "rss_high",
             SnapshotReason::MpiEntry { .. } => "mpi_entry",
             SnapshotReason::MpiReturn { .. } => "mpi_return",
         }
@@ -702,7 +719,33 @@ impl SnapshotReason {
     pub fn high(self) -> Option<(u64, u64)> {
         match self {
             SnapshotReason::RequestedHigh { bytes, delay_ns }
-            | SnapshotReason::RssHigh { bytes, delay_ns } => Some((bytes, delay_ns)),
+            | SnapshotReason::RssHigh { bytes, delay_ns }
+            | SnapshotReason::RequestedHighEstimate {
+                bytes, delay_ns, ..
+            }
+            | SnapshotReason::RssHighEstimate {
+                bytes, delay_ns, ..
+            } => Some((bytes, delay_ns)),
+            _ => None,
+        }
+    }
+
+    /// For an estimate: how many of its mappings were counted from pagemap.
+    pub fn sampled_mappings(self) -> Option<u32> {
+        match self {
+            SnapshotReason::RequestedHighEstimate { sampled, .. }
+            | SnapshotReason::RssHighEstimate { sampled, .. } => Some(sampled),
+            _ => None,
+        }
+    }
+
+    /// Whether the high is of live requested bytes (else of RSS); None for other reasons.
+    pub fn high_is_requested(self) -> Option<bool> {
+        match self {
+            SnapshotReason::RequestedHigh { .. } | SnapshotReason::RequestedHighEstimate { .. } => {
+                Some(true)
+            }
+            SnapshotReason::RssHigh { .. } | SnapshotReason::RssHighEstimate { .. } => Some(false),
             _ => None,
         }
     }
