@@ -5,7 +5,7 @@
 //! Each request wakes the sampler, so a snapshot follows its moment within a read's time.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::Sender;
 
@@ -30,7 +30,13 @@ pub struct Watched {
     /// The program each process runs, as the tracer last recorded it: a snapshot that does
     /// not map it was read after an exec the tracer has not handled yet.
     programs: Mutex<BTreeMap<i32, String>>,
+    /// The mappings of each process's last snapshot, and of which image: what an estimate
+    /// at a high starts from.
+    bases: Mutex<BTreeMap<i32, Base>>,
 }
+
+/// A snapshot's mappings, and the image (`Watched::image`) they are of.
+type Base = (u64, Arc<Vec<MappingResidency>>);
 
 /// A new high of a process's live requested bytes, and when it was reached (monotonic ns).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +87,7 @@ impl Watched {
 
     pub fn remove(&self, pid: i32) {
         lock(&self.pids).remove(&pid);
+        lock(&self.bases).remove(&pid);
         self.started(pid);
         let mut requests = lock(&self.requests);
         requests.snapshots.remove(&pid);
@@ -123,6 +130,20 @@ impl Watched {
             return true;
         };
         mappings.is_empty() || mappings.iter().any(|mapping| mapping.path.starts_with(exe))
+    }
+
+    /// `mappings` are of `pid`'s snapshot of image `image`, just sent.
+    pub fn keep_base(&self, pid: i32, image: u64, mappings: &[MappingResidency]) {
+        let base = Arc::new(mappings.to_vec());
+        lock(&self.bases).insert(pid, (image, base));
+    }
+
+    /// The mappings of `pid`'s last snapshot, when it is of the image it runs now.
+    pub fn base(&self, pid: i32) -> Option<Arc<Vec<MappingResidency>>> {
+        let image = self.image(pid);
+        let bases = lock(&self.bases);
+        let (of, base) = bases.get(&pid)?;
+        (*of == image).then(|| Arc::clone(base))
     }
 
     /// Runs `send` if `pid` has not exec'd since `image` was read, and says whether it ran.

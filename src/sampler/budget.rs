@@ -20,6 +20,9 @@ pub const MAX_INTERVAL: Duration = Duration::from_secs(10);
 /// Share of one core the snapshots and fast status reads for new highs may use on average,
 /// at most: less when the status reads leave less than that above the rollups' floor.
 pub const HIGHS_SHARE: f64 = 0.02;
+/// The part of the highs' share that pays for estimates at highs (`estimate`), apart from
+/// the snapshots' credit.
+pub const ESTIMATES_PART: f64 = 0.5;
 /// CPU the credit for highs holds at most: a burst of snapshots of small processes (a few
 /// hundred µs each) is taken at once.
 const HIGHS_CREDIT_CAP_NS: f64 = 10e6;

@@ -1,10 +1,12 @@
 //! Residency sampling without ptrace: a thread per recording reads /proc/PID/status of every
 //! supervised process at a fixed interval, /proc/PID/smaps_rollup at a rate adapted to
 //! what the reads cost, and full /proc/PID/smaps when asked (attach, SIGUSR1,
-//! `--smaps-interval`) and at new highs of requested bytes or RSS (`highs`), and sends the
-//! samples as events through the recording's sink, like any other source.
+//! `--smaps-interval`) and at new highs of requested bytes or RSS (`highs`; estimated from
+//! pagemap while a dear snapshot waits, `estimate`), and sends the samples as events through
+//! the recording's sink, like any other source.
 
 mod budget;
+mod estimate;
 mod highs;
 pub mod snapshot;
 
@@ -22,7 +24,7 @@ use crate::events::{
 use crate::proc::smaps::{parse_smaps_rollup, read_into};
 use crate::proc::status::{parse_status_memory, read_cpu_ns};
 use crate::trace::format::{SamplerCosts, SnapshotReason};
-use budget::{thread_cpu_ns, HighsCredit, RollupRate};
+use budget::{thread_cpu_ns, HighsCredit, RollupRate, ESTIMATES_PART};
 use highs::{Activity, High, Highs, Next, FAST_INTERVAL_NS};
 
 /// Default interval between /proc/PID/status rounds.
@@ -83,6 +85,12 @@ struct Work {
     credit: HighsCredit,
     /// What the last snapshot of each process cost: what its next one is expected to.
     last_cost: HashMap<i32, Duration>,
+    /// The credit for estimates at highs, apart, so that a dear snapshot saved for does not
+    /// hold them up; what the last estimate of each process cost; the high (its time) each
+    /// process was last estimated for.
+    estimates: HighsCredit,
+    last_estimate_cost: HashMap<i32, Duration>,
+    estimated: HashMap<i32, u64>,
 }
 
 impl Work {
@@ -107,6 +115,9 @@ impl Work {
             cpu_ns: HashMap::new(),
             credit: HighsCredit::new(Instant::now()),
             last_cost: HashMap::new(),
+            estimates: HighsCredit::new(Instant::now()),
+            last_estimate_cost: HashMap::new(),
+            estimated: HashMap::new(),
         }
     }
 
@@ -133,19 +144,23 @@ impl Work {
                 self.watched.snapshot(&mut self.pids);
                 self.highs.keep_only(&self.pids);
                 self.credit.keep_only(&self.pids);
+                self.estimates.keep_only(&self.pids);
                 let pids = &self.pids;
                 self.cpu_ns.retain(|pid, _| pids.contains(pid));
+                self.estimated.retain(|pid, _| pids.contains(pid));
+                self.last_estimate_cost.retain(|pid, _| pids.contains(pid));
                 let reads = self.status_round(false);
                 self.rollup.status_round_cost(reads);
-                self.credit.set_share(self.rollup.highs_share(), now);
+                let share = self.rollup.highs_share();
+                self.credit.set_share(share * (1.0 - ESTIMATES_PART), now);
+                self.estimates.set_share(share * ESTIMATES_PART, now);
                 // A round that overran is not made up for: the next one is an interval later.
                 next_status = (next_status + self.interval).max(now);
                 next_fast = now + fast_interval;
             } else if now >= next_fast && self.fast_reads_allowed(now) {
                 self.watched.snapshot(&mut self.pids);
                 let cost = self.status_round(true);
-                self.credit.spend(cost);
-                self.rollup.highs_cost(cost);
+                self.spend_on_reads(cost, now);
                 next_fast = now + fast_interval;
             }
             if now >= next_rollup {
@@ -154,7 +169,7 @@ impl Work {
                 let interval = self.rollup.rollup_round_cost(
                     thread_cpu_ns().saturating_sub(cpu),
                     now.saturating_duration_since(last_rollup),
-                    self.credit.filling_share(),
+                    self.credit.filling_share() + self.estimates.filling_share(),
                 );
                 last_rollup = now;
                 next_rollup = now + interval;
@@ -178,10 +193,19 @@ impl Work {
         self.output.send(0, 0, EventKind::SamplerCosts(self.costs));
     }
 
-    /// Whether a process is followed and the credit for highs is not spent: a dear snapshot
-    /// stops the fast reads too until it is paid for.
+    /// Whether a process is followed and a credit for highs is not spent: the one for
+    /// estimates pays for the reads while a dear snapshot is saved for.
     fn fast_reads_allowed(&mut self, now: Instant) -> bool {
-        self.highs.any_followed(monotonic_ns()) && self.credit.allows_reads(now)
+        self.highs.any_followed(monotonic_ns())
+            && (self.credit.allows_reads(now) || self.estimates.allows_reads(now))
+    }
+
+    fn spend_on_reads(&mut self, cost: u64, now: Instant) {
+        match self.credit.allows_reads(now) {
+            true => self.credit.spend(cost),
+            false => self.estimates.spend(cost),
+        }
+        self.rollup.highs_cost(cost);
     }
 
     /// Takes the snapshots asked for since the last round, and starts following the new
@@ -233,8 +257,11 @@ impl Work {
             *delay_ns = now_ns.saturating_sub(*delay_ns);
         }
         let cost = Duration::from_nanos(*cost_ns);
-        let output = &self.output;
+        let (output, watched) = (&self.output, &self.watched);
         let sent = self.watched.send_if_same_image(pid, image, || {
+            if let EventKind::SmapsSnapshot { mappings, .. } = &snapshot {
+                watched.keep_base(pid, image, mappings);
+            }
             output.send_at(now_ns, pid as u32, pid as u32, snapshot)
         });
         if !sent {
@@ -262,7 +289,10 @@ impl Work {
     fn forget_image(&mut self, pid: i32) {
         self.highs.forget(pid);
         self.credit.forget(pid);
+        self.estimates.forget(pid);
         self.cpu_ns.remove(&pid);
+        self.estimated.remove(&pid);
+        self.last_estimate_cost.remove(&pid);
     }
 
     /// Snapshots `pid` for `high` when the credit for highs allows; else the high waits for
@@ -270,6 +300,7 @@ impl Work {
     fn snapshot_high(&mut self, pid: i32, high: High) {
         let expected = self.last_cost.get(&pid).copied().unwrap_or_default();
         if !self.credit.allows_snapshot(pid, expected, Instant::now()) {
+            self.estimate_high(pid, high, expected);
             return;
         }
         // The delay field holds the high's time until the read ends (`send_snapshot`).
@@ -288,6 +319,77 @@ impl Work {
         let cost = thread_cpu_ns().saturating_sub(cpu);
         self.credit.spend(cost);
         self.rollup.highs_cost(cost);
+    }
+
+    /// Estimates `pid`'s residency at `high` while its snapshot, expected to cost
+    /// `snapshot_cost`, waits for the credit: once per high, when the process has a snapshot
+    /// of its image to start from and the estimate is the cheaper by half (a first one is
+    /// expected to cost a tenth, what reading maps costs next to smaps).
+    fn estimate_high(&mut self, pid: i32, high: High, snapshot_cost: Duration) {
+        let (bytes, time_ns) = match high {
+            High::Requested { bytes, time_ns } | High::Rss { bytes, time_ns } => (bytes, time_ns),
+        };
+        if self.estimated.get(&pid) == Some(&time_ns) {
+            return;
+        }
+        let Some(base) = self.watched.base(pid) else {
+            return;
+        };
+        let expected = match self.last_estimate_cost.get(&pid) {
+            Some(&cost) => cost,
+            None => snapshot_cost / 10,
+        };
+        if expected * 2 > snapshot_cost
+            || !self
+                .estimates
+                .allows_snapshot(pid, expected, Instant::now())
+        {
+            return;
+        }
+        let cpu = thread_cpu_ns();
+        self.watched.before_snapshot(pid);
+        let image = self.watched.image(pid);
+        let Some((mappings, sampled)) = estimate::take(pid, &base, &mut self.buffer) else {
+            return;
+        };
+        let now_ns = monotonic_ns();
+        let delay_ns = now_ns.saturating_sub(time_ns);
+        let reason = match high {
+            High::Requested { .. } => SnapshotReason::RequestedHighEstimate {
+                bytes,
+                delay_ns,
+                sampled,
+            },
+            High::Rss { .. } => SnapshotReason::RssHighEstimate {
+                bytes,
+                delay_ns,
+                sampled,
+            },
+        };
+        let cost_ns = thread_cpu_ns().saturating_sub(cpu);
+        let estimate = EventKind::SmapsSnapshot {
+            reason,
+            cost_ns,
+            mappings,
+        };
+        if let EventKind::SmapsSnapshot { mappings, .. } = &estimate {
+            if !self.watched.maps_program(pid, mappings) {
+                return;
+            }
+        }
+        let output = &self.output;
+        let sent = self.watched.send_if_same_image(pid, image, || {
+            output.send_at(now_ns, pid as u32, pid as u32, estimate)
+        });
+        if !sent {
+            self.forget_image(pid);
+            return;
+        }
+        self.estimated.insert(pid, time_ns);
+        self.last_estimate_cost
+            .insert(pid, Duration::from_nanos(cost_ns));
+        self.estimates.spend(cost_ns);
+        self.rollup.highs_cost(cost_ns);
     }
 
     /// Reads the status of every process, or (`fast`) of those following a high; returns
@@ -422,7 +524,15 @@ impl Residency for Snapshots {
     }
 
     fn snapshot_now(&self, pid: i32, reason: SnapshotReason) -> Option<EventKind> {
-        snapshot::take(pid, reason, &mut Vec::new())
+        let image = self.watched.image(pid);
+        let snapshot = snapshot::take(pid, reason, &mut Vec::new())?;
+        // The process waits meanwhile: no copy for an estimate after its end.
+        if let EventKind::SmapsSnapshot { mappings, .. } = &snapshot {
+            if reason != SnapshotReason::Exit {
+                self.watched.keep_base(pid, image, mappings);
+            }
+        }
+        Some(snapshot)
     }
 
     fn exec_begins(&self, pid: i32) {

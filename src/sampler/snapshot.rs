@@ -4,6 +4,7 @@
 
 use super::budget::thread_cpu_ns;
 use crate::events::EventKind;
+use crate::proc::maps::MapEntry;
 use crate::proc::smaps::{parse_smaps, read_into, SmapsEntry};
 use crate::trace::format::{
     MappingResidency, SnapshotReason, MAPPING_EXECUTE, MAPPING_READ, MAPPING_SHARED, MAPPING_WRITE,
@@ -40,17 +41,22 @@ fn read_through_a_live_thread(pid: i32, buffer: &mut Vec<u8>) -> Option<()> {
     None
 }
 
+/// A mapping's permissions as the profile stores them.
+pub fn flags_of(map: &MapEntry) -> u8 {
+    let flag = |on: bool, bit: u8| if on { bit } else { 0 };
+    flag(map.readable, MAPPING_READ)
+        | flag(map.writable, MAPPING_WRITE)
+        | flag(map.executable, MAPPING_EXECUTE)
+        | flag(map.shared, MAPPING_SHARED)
+}
+
 fn residency(entry: SmapsEntry) -> MappingResidency {
     let map = entry.map;
-    let flag = |on: bool, bit: u8| if on { bit } else { 0 };
     let residency = &entry.residency;
     MappingResidency {
         start: map.start,
         end: map.end,
-        flags: flag(map.readable, MAPPING_READ)
-            | flag(map.writable, MAPPING_WRITE)
-            | flag(map.executable, MAPPING_EXECUTE)
-            | flag(map.shared, MAPPING_SHARED),
+        flags: flags_of(&map),
         offset: map.offset,
         inode: map.inode,
         path: map.path.unwrap_or_default(),
