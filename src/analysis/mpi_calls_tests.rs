@@ -148,6 +148,7 @@ fn snapshot(reason: SnapshotReason, rss: u64, pss: u64) -> SnapshotSummary {
         arena_overhead_rss: 0,
         requested: 0,
         high: None,
+        pagemap_mappings: None,
     }
 }
 

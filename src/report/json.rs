@@ -670,14 +670,15 @@ mod tests {
                     "time_ns": 1500, "reason": "start", "cost_ns": 300000, "mappings": 40,
                     "rss": 8192, "pss": 6144, "swap": 0,
                     "arena_rss": 4096, "arena_requested": 1500, "arena_overhead_rss": 0,
-                    "requested": 1500, "high": null
+                    "requested": 1500, "high": null, "estimated": false, "pagemap_mappings": null
                 },
                 {
                     "time_ns": 2500, "reason": "exit", "cost_ns": 200000, "mappings": 42,
                     "rss": 14336, "pss": 10240, "swap": 4096,
                     "arena_rss": 6144, "arena_requested": 3500, "arena_overhead_rss": 2048,
                     "requested": 3500,
-                    "high": {"kind": "rss", "bytes": 20000, "delay_ns": 500, "held": true}
+                    "high": {"kind": "rss", "bytes": 20000, "delay_ns": 500, "held": true},
+                    "estimated": true, "pagemap_mappings": 3
                 }
             ])
         );
@@ -685,7 +686,7 @@ mod tests {
             process["peak_split"],
             serde_json::json!({
                 "measured": true, "peak_rss_bytes": 20000,
-                "snapshot_time_ns": 2500, "snapshot_rss_bytes": 14336
+                "snapshot_time_ns": 2500, "snapshot_rss_bytes": 14336, "estimated": true
             })
         );
         assert_eq!(

@@ -54,6 +54,9 @@ pub(super) struct SnapshotJson {
     arena_overhead_rss: u64,
     requested: u64,
     high: Option<HighJson>,
+    /// An estimate: mappings changed since the last snapshot counted from pagemap.
+    estimated: bool,
+    pagemap_mappings: Option<u64>,
 }
 
 #[derive(serde::Serialize)]
@@ -81,6 +84,7 @@ pub(super) struct PeakSplitJson {
     peak_rss_bytes: u64,
     snapshot_time_ns: u64,
     snapshot_rss_bytes: u64,
+    estimated: bool,
 }
 
 impl PeakSplitJson {
@@ -90,6 +94,7 @@ impl PeakSplitJson {
             peak_rss_bytes: split.peak_rss,
             snapshot_time_ns: split.snapshot_time_ns,
             snapshot_rss_bytes: split.snapshot_rss,
+            estimated: split.estimated,
         }
     }
 }
@@ -109,6 +114,8 @@ impl SnapshotJson {
             arena_overhead_rss: snapshot.arena_overhead_rss,
             requested: snapshot.requested,
             high: snapshot.high.map(HighJson::new),
+            estimated: snapshot.pagemap_mappings.is_some(),
+            pagemap_mappings: snapshot.pagemap_mappings,
         }
     }
 }

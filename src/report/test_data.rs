@@ -88,6 +88,7 @@ pub(crate) fn sample_components() -> Components {
                 arena_overhead_rss: 0,
                 requested: 1500,
                 high: None,
+                pagemap_mappings: None,
             },
             SnapshotSummary {
                 time_ns: 2500,
@@ -107,6 +108,7 @@ pub(crate) fn sample_components() -> Components {
                     delay_ns: 500,
                     held: true,
                 }),
+                pagemap_mappings: Some(3),
             },
         ],
         peak_split: Some(PeakSplit {
@@ -114,6 +116,7 @@ pub(crate) fn sample_components() -> Components {
             snapshot_time_ns: 2500,
             snapshot_rss: 14336,
             measured: true,
+            estimated: true,
         }),
         timeline: ProcessTimeline {
             requested: points(&[(1000, 1500), (2000, 3500), (3000, 2000)]),

@@ -19,7 +19,7 @@ use super::{
 use crate::analysis::local_peak::{GroupStep, LiveChanges};
 use crate::analysis::sites::ImageStacks;
 use crate::analysis::{ProcessAnalysis, Settings};
-use crate::trace::format::{SnapshotReason, StartCause, MAPPING_EXECUTE};
+use crate::trace::format::{StartCause, MAPPING_EXECUTE};
 use crate::trace::stacks::StackId;
 
 /// What the replay hands over when an image ends.
@@ -316,6 +316,7 @@ fn attribute(
         arena_overhead_rss: 0,
         requested: snapshot.requested,
         high: None,
+        pagemap_mappings: snapshot.reason.sampled_mappings().map(u64::from),
     };
     let mut held: BTreeMap<String, Residency> = BTreeMap::new();
     let mut add = |name: &str, residency: Residency| {
@@ -367,14 +368,10 @@ fn attribute(
 
 /// The high a snapshot was taken for, and whether the snapshot still shows it.
 fn high_at(summary: &SnapshotSummary) -> Option<HighAtSnapshot> {
-    let (kind, bytes, delay_ns, held) = match summary.reason {
-        SnapshotReason::RequestedHigh { bytes, delay_ns } => {
-            ("requested", bytes, delay_ns, summary.requested >= bytes)
-        }
-        SnapshotReason::RssHigh { bytes, delay_ns } => {
-            ("rss", bytes, delay_ns, near(summary.rss, bytes))
-        }
-        _ => return None,
+    let (bytes, delay_ns) = summary.reason.high()?;
+    let (kind, held) = match summary.reason.high_is_requested()? {
+        true => ("requested", summary.requested >= bytes),
+        false => ("rss", near(summary.rss, bytes)),
     };
     Some(HighAtSnapshot {
         kind,
@@ -393,5 +390,6 @@ fn peak_split(snapshots: &[SnapshotSummary], rss: &[(u64, u64)]) -> Option<PeakS
         snapshot_time_ns: highest.time_ns,
         snapshot_rss: highest.rss,
         measured: near(highest.rss, peak_rss),
+        estimated: highest.pagemap_mappings.is_some(),
     })
 }

@@ -90,6 +90,9 @@ pub struct SnapshotSummary {
     pub requested: u64,
     /// For a snapshot taken for a new high: that high, and whether it was still there.
     pub high: Option<HighAtSnapshot>,
+    /// For an estimate (taken while the snapshot for a high was too dear to take yet): how
+    /// many mappings were counted from pagemap, the others as at the last snapshot.
+    pub pagemap_mappings: Option<u64>,
 }
 
 /// The high a snapshot was taken for.
@@ -117,6 +120,8 @@ pub struct PeakSplit {
     pub snapshot_rss: u64,
     /// The snapshot's RSS is within a 64th (at least 64 KiB) of the peak, or above it.
     pub measured: bool,
+    /// That snapshot is an estimate (`SnapshotSummary::pagemap_mappings`).
+    pub estimated: bool,
 }
 
 /// The tolerance of `held` and `measured`: status counters and smaps differ by a few pages,

@@ -58,6 +58,7 @@ pub(crate) fn rank_components(scale: u64) -> Components {
             snapshot_time_ns: 200,
             snapshot_rss: kib(34),
             measured: scale != 3,
+            estimated: false,
         }),
         ..Components::default()
     }

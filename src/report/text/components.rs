@@ -53,10 +53,21 @@ pub(super) fn render_components(
             .sum();
         let label = "smaps snapshots";
         if costs {
+            let estimates = components
+                .snapshots
+                .iter()
+                .filter(|snapshot| snapshot.pagemap_mappings.is_some())
+                .count();
+            let count = match estimates {
+                0 => components.snapshots.len().to_string(),
+                _ => format!(
+                    "{} ({estimates} estimated from pagemap)",
+                    components.snapshots.len()
+                ),
+            };
             writeln!(
                 out,
-                "  {label:<LABEL_WIDTH$} {}, costing {}; the last ({}) {} into the recording",
-                components.snapshots.len(),
+                "  {label:<LABEL_WIDTH$} {count}, costing {}; the last ({}) {} into the recording",
                 human_duration(cost),
                 last.reason.name(),
                 human_duration(last.time_ns)
@@ -68,9 +79,13 @@ pub(super) fn render_components(
                 true => "measured",
                 false => "not measured",
             };
+            let highest = match split.estimated {
+                true => "the highest snapshot (an estimate from pagemap)",
+                false => "the highest snapshot",
+            };
             writeln!(
                 out,
-                "  {label:<LABEL_WIDTH$} {what}: the highest snapshot holds {} ({} into the \
+                "  {label:<LABEL_WIDTH$} {what}: {highest} holds {} ({} into the \
                  recording), the status samples' peak RSS is {}",
                 short_bytes(split.snapshot_rss),
                 human_duration(split.snapshot_time_ns),

@@ -218,8 +218,8 @@ fn components_table_and_arenas() {
     app                    2.93 KiB     8.00 KiB     6.00 KiB      0 bytes
     libc                  500 bytes     4.00 KiB     2.00 KiB     4.00 KiB
     overhead                0 bytes     2.00 KiB     2.00 KiB      0 bytes
-  smaps snapshots      2, costing 500.00 µs; the last (exit) 2.50 µs into the recording
-  split at peak RSS    measured: the highest snapshot holds 14.00 KiB (2.50 µs into the recording), the status samples' peak RSS is 19.53 KiB
+  smaps snapshots      2 (1 estimated from pagemap), costing 500.00 µs; the last (exit) 2.50 µs into the recording
+  split at peak RSS    measured: the highest snapshot (an estimate from pagemap) holds 14.00 KiB (2.50 µs into the recording), the status samples' peak RSS is 19.53 KiB
   allocator arenas     6.00 KiB resident, 3.42 KiB requested live, 2.00 KiB overhead (last snapshot)
   warnings             no allocator symbols in /usr/lib/libjit.so
                        fragmentation: 2.00 KiB of the arenas hold no live block
