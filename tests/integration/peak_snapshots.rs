@@ -184,3 +184,65 @@ fn every_image_of_a_fork_and_of_a_vfork_child_has_a_snapshot_from_its_start() {
         }
     });
 }
+
+#[test]
+fn a_high_of_a_process_whose_snapshot_is_dear_is_estimated_while_it_lasts() {
+    for_each_variant("dear_spikes", |variant, program| {
+        let recording = record(program, &[], None);
+        assert_eq!(
+            String::from_utf8_lossy(&recording.native.stdout),
+            "held 4 and 8 MiB, 10000 mappings, spikes up to 24 MiB\n"
+        );
+        assert_eq!(recording.native.status.code(), Some(0));
+        let image = launched_image(&recording.report, program, &[]);
+        let what = format!("dear_spikes {variant:?}");
+        showing_on_failure(&image["snapshots"], || {
+            let app = component(image, "app");
+            assert_eq!(number(app, "/peak_requested_bytes"), 36 * MIB, "{what}");
+            let is_estimate = |snapshot: &&Value| snapshot["estimated"] == true;
+            let (estimates, full): (Vec<&Value>, Vec<&Value>) =
+                snapshots(image).iter().partition(is_estimate);
+            // The first snapshot over 10,000 mappings is a full one (at the 12 MiB high, its
+            // cost not known before); the spikes that follow are estimated.
+            let dearest = full
+                .iter()
+                .map(|snapshot| number(snapshot, "/cost_ns"))
+                .max()
+                .expect("full snapshots");
+            // The estimate that still showed its high with most of it resident (one taken
+            // while the spike was being written counts the pages written so far).
+            let live_resident = |snapshot: &Value| {
+                number(snapshot, "/arena_rss") - number(snapshot, "/arena_overhead_rss")
+            };
+            let held = estimates
+                .iter()
+                .filter(|snapshot| snapshot["high"]["held"] == true)
+                .max_by_key(|snapshot| live_resident(snapshot))
+                .expect("an estimate that still showed its high");
+            // Of the spikes' highs (20, 28 or 36 MiB, and static glibc's blocks from before
+            // main): every live block resident, as the last snapshot showed the two held
+            // ones and pagemap the spike's own mapping.
+            let startup = match variant {
+                Variant::Static => GlibcStaticStartup::of(program).bytes,
+                _ => 0,
+            };
+            let high = number(held, "/high/bytes");
+            let spikes = [20 * MIB, 28 * MIB, 36 * MIB].map(|bytes| bytes + startup);
+            assert!(spikes.contains(&high), "{what}: {high}");
+            assert_eq!(held["high"]["kind"], "requested", "{what}");
+            assert_eq!(number(held, "/requested"), high, "{what}");
+            assert_eq!(number(held, "/arena_requested"), high, "{what}");
+            assert_eq!(live_resident(held), high, "{what}");
+            let app_resident = resident_at(image, "app", number(held, "/time_ns"));
+            assert!(app_resident >= high - startup, "{what}: {app_resident}");
+            // Only what changed was counted: the spike's mapping, and at most the stack and
+            // the C library's data; the rest as the last snapshot had it.
+            let mappings = number(held, "/mappings");
+            assert!(mappings > 10_000, "{what}: {mappings}");
+            let counted = number(held, "/pagemap_mappings");
+            assert!((1..=4).contains(&counted), "{what}: {counted}");
+            let cost = number(held, "/cost_ns");
+            assert!(cost * 3 < dearest, "{what}: {cost} ns against {dearest} ns");
+        });
+    });
+}
