@@ -1,6 +1,8 @@
 """One line of sampler costs for a profile's first process (memsup report --format json on
 stdin): status reads, rollups and snapshots for highs as shares of one core over the run,
-their total, and each high's delay and snapshot cost in ms."""
+their total, and for each high its MiB, the delay and cost of its snapshot in ms, and "e"
+for an estimate (pagemap of the mappings changed since the last snapshot) or "f" for a full
+snapshot."""
 import json
 import sys
 
@@ -26,6 +28,14 @@ print(
     f"highs {len(highs)} ({share(highs_ns)}), total {share(total)}"
 )
 print(
-    "highs (delay ms, cost ms):",
-    [(round(s["high"]["delay_ns"] / 1e6, 1), round(s["cost_ns"] / 1e6, 1)) for s in highs],
+    "highs (MiB, delay ms, cost ms, kind):",
+    [
+        (
+            s["high"]["bytes"] >> 20,
+            round(s["high"]["delay_ns"] / 1e6, 1),
+            round(s["cost_ns"] / 1e6, 1),
+            "e" if s.get("estimated") else "f",
+        )
+        for s in highs
+    ],
 )
