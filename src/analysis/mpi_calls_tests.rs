@@ -117,7 +117,6 @@ fn a_return_without_entry_is_not_a_call_and_an_unfinished_call_ends_with_the_ima
     let mut mpi = MpiTracker::default();
     mpi.leave(3, 50, 0); // a fork child leaving its parent's call
     mpi.enter(3, INIT, "MPI_Init", 100, 0);
-    mpi.enter(3, ALLTOALL, "MPI_Alltoall", 120, 0); // nested: part of the outer call
     mpi.heap(3, &created(0x10, 16));
     let stats = mpi.finish(400, 16);
     assert_eq!(stats.len(), 1);
@@ -132,6 +131,30 @@ fn a_return_without_entry_is_not_a_call_and_an_unfinished_call_ends_with_the_ima
         ),
         (1, 16)
     );
+}
+
+#[test]
+fn an_entry_while_a_call_is_open_leaves_that_call_out() {
+    // The interpret stage passes an entry while a call is open only when that call
+    // returned unseen (its return record dropped): it is not counted.
+    let mut mpi = MpiTracker::default();
+    mpi.enter(3, INIT, "MPI_Init", 100, 0);
+    mpi.enter(3, ALLTOALL, "MPI_Alltoall", 120, 0);
+    mpi.heap(3, &created(0x10, 16));
+    mpi.leave(3, 170, 16);
+    let stats = mpi.finish(400, 16);
+    let calls: Vec<(&str, u64, u64, i64)> = stats
+        .iter()
+        .map(|stats| {
+            (
+                stats.function.as_str(),
+                stats.calls,
+                stats.time_ns,
+                stats.delta_bytes,
+            )
+        })
+        .collect();
+    assert_eq!(calls, [("MPI_Init", 0, 0, 0), ("MPI_Alltoall", 1, 50, 16)]);
 }
 
 fn snapshot(reason: SnapshotReason, rss: u64, pss: u64) -> SnapshotSummary {

@@ -144,10 +144,13 @@ pub enum EventKind {
         function: u32,
         name: String,
     },
-    /// A thread entered or left an outermost MPI call (see `Record::MpiCall`).
+    /// A thread entered or left an MPI call (see `Record::MpiCall`), with its stack pointer
+    /// at the function's entry (both the hook's records carry it; 0 from the int3 engine,
+    /// which sends outermost calls only).
     MpiCall {
         function: u32,
         entry: bool,
+        stack_pointer: u64,
     },
     /// Outermost calls of an MPI function by this thread in which nothing happened (see
     /// `Record::MpiCalls`).

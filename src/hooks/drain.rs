@@ -685,7 +685,11 @@ impl EventBatcher<'_> {
                 kind: EventKind::MpiFunction { function, name },
             });
         }
-        Some(EventKind::MpiCall { function, entry })
+        Some(EventKind::MpiCall {
+            function,
+            entry,
+            stack_pointer: record.stack_pointer,
+        })
     }
 
     /// The stack of a record: what its hook walked, registered with the interpret stage the

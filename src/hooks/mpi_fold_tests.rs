@@ -18,7 +18,9 @@ fn sent(events: &[Event]) -> Vec<(u64, u32, String)> {
         .iter()
         .map(|event| {
             let what = match &event.kind {
-                EventKind::MpiCall { function, entry } => {
+                EventKind::MpiCall {
+                    function, entry, ..
+                } => {
                     format!("{} {function}", if *entry { "entry" } else { "return" })
                 }
                 EventKind::MpiCalls {
@@ -38,7 +40,11 @@ fn call(time_ns: u64, (_, tid): (u64, u32), function: u32, entry: bool) -> Event
         time_ns,
         pid: PID,
         tid,
-        kind: EventKind::MpiCall { function, entry },
+        kind: EventKind::MpiCall {
+            function,
+            entry,
+            stack_pointer: 0,
+        },
     }
 }
 

@@ -252,7 +252,14 @@ impl Interpreter {
             _ => EMPTY_STACK,
         };
         match kind {
-            EventKind::MpiCall { entry, .. } if !self.mpi_nesting.is_outermost(pid, tid, entry) => {
+            EventKind::MpiCall {
+                entry,
+                stack_pointer,
+                ..
+            } if !self
+                .mpi_nesting
+                .is_outermost(pid, tid, entry, stack_pointer) =>
+            {
                 return;
             }
             // Calls made inside an open call are part of it.

@@ -174,7 +174,9 @@ fn process_record(time_ns: u64, pid: u32, tid: u32, kind: EventKind) -> Result<R
             function,
             name,
         },
-        EventKind::MpiCall { function, entry } => Record::MpiCall {
+        EventKind::MpiCall {
+            function, entry, ..
+        } => Record::MpiCall {
             time_ns,
             pid,
             tid,

@@ -423,7 +423,11 @@ fn a_module_in_the_stacks_has_its_debug_information_loaded_in_the_background() {
 /// dropped; before its entry, after its return and on another thread they are kept.
 #[test]
 fn summed_mpi_calls_inside_an_open_call_are_dropped() {
-    let call = |entry| EventKind::MpiCall { function: 1, entry };
+    let call = |entry| EventKind::MpiCall {
+        function: 1,
+        entry,
+        stack_pointer: 0,
+    };
     let sum = |calls| EventKind::MpiCalls {
         function: 2,
         calls,

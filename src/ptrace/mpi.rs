@@ -155,7 +155,12 @@ impl Tracer<'_> {
             let name = self.mpi_names.name(function).to_string();
             self.send(pid, pid, EventKind::MpiFunction { function, name });
         }
-        self.send(pid, tid, EventKind::MpiCall { function, entry });
+        let call = EventKind::MpiCall {
+            function,
+            entry,
+            stack_pointer: 0,
+        };
+        self.send(pid, tid, call);
         self.snapshot_at_mpi_call(pid, function, entry);
     }
 

@@ -13,7 +13,12 @@ const RANK_OUT: u64 = STACK + 0x100;
 const PID_U32: u32 = PID as u32;
 
 fn call(function: u32, entry: bool) -> (u32, u32, EventKind) {
-    (PID_U32, PID_U32, EventKind::MpiCall { function, entry })
+    let call = EventKind::MpiCall {
+        function,
+        entry,
+        stack_pointer: 0,
+    };
+    (PID_U32, PID_U32, call)
 }
 
 #[test]
