@@ -265,11 +265,13 @@ pub struct MappingSite {
 }
 
 impl ProcessAnalysis {
-    /// The highest RSS, PSS and swap seen, by the status samples or by an smaps snapshot.
+    /// The highest RSS, PSS and swap seen, by the status samples or by an smaps snapshot
+    /// (not an estimate: its unchanged mappings are as an earlier snapshot had them).
     pub fn peak_resident(&self) -> (u64, u64, u64) {
         let residency = &self.residency;
         let highest = |sampled: u64, of_snapshot: fn(&components::SnapshotSummary) -> u64| {
             (self.components.snapshots.iter())
+                .filter(|snapshot| snapshot.pagemap_mappings.is_none())
                 .map(of_snapshot)
                 .fold(sampled, u64::max)
         };

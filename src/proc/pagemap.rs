@@ -26,6 +26,11 @@ pub struct PageCounts {
     pub exclusive: u64,
     /// Of those, private anonymous (not a file's page, not shared anonymous memory).
     pub anonymous: u64,
+    /// Of those, mapped by this process alone. A private anonymous page that is not is the
+    /// kernel's zero page (read, never written: smaps counts it nowhere) or a page shared
+    /// with a fork parent or child until either writes it; pagemap does not tell which
+    /// without the privilege to see frame numbers.
+    pub anonymous_exclusive: u64,
     /// Swapped out.
     pub swapped: u64,
 }
@@ -34,8 +39,11 @@ impl PageCounts {
     fn add(&mut self, entry: u64) {
         if entry & PRESENT != 0 {
             self.present += 1;
-            self.exclusive += u64::from(entry & EXCLUSIVE != 0);
-            self.anonymous += u64::from(entry & FILE_OR_SHARED == 0);
+            let exclusive = entry & EXCLUSIVE != 0;
+            let anonymous = entry & FILE_OR_SHARED == 0;
+            self.exclusive += u64::from(exclusive);
+            self.anonymous += u64::from(anonymous);
+            self.anonymous_exclusive += u64::from(anonymous && exclusive);
         } else if entry & SWAPPED != 0 {
             self.swapped += 1;
         }
@@ -99,7 +107,7 @@ pub fn count_ranges(
                     }
                 }
             } else {
-                // A range unmapped meanwhile: read the others one by one.
+                // Beyond the address space (the process is going): read each alone.
                 for index in first..=last {
                     let (start, end) = ranges[index];
                     counts[index] = count_pages(pagemap, start, end, buffer).unwrap_or_default();
@@ -150,9 +158,46 @@ mod tests {
             present: 14,
             exclusive: 14,
             anonymous: 14,
+            anonymous_exclusive: 14,
             swapped: 0,
         };
         assert_eq!(counts, expected);
+    }
+
+    #[test]
+    fn pages_only_read_are_present_but_not_exclusive() {
+        const PAGES: u64 = 10;
+        let length = (PAGES * PAGE) as usize;
+        // SAFETY: a fresh private anonymous mapping, unmapped below.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                length,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(map, libc::MAP_FAILED);
+        let start = map as u64;
+        for index in 0..7 {
+            let page = (start + index * PAGE) as *mut u8;
+            // SAFETY: inside the mapping; pages 0 to 4 read (the zero page), 5 and 6 written.
+            unsafe {
+                match index < 5 {
+                    true => _ = std::ptr::read_volatile(page),
+                    false => std::ptr::write_volatile(page, 1),
+                }
+            }
+        }
+        let pagemap = File::open("/proc/self/pagemap").expect("pagemap");
+        let counts = count_pages(&pagemap, start, start + PAGES * PAGE, &mut Vec::new());
+        // SAFETY: the mapping made above.
+        unsafe { libc::munmap(map, length) };
+        let counts = counts.expect("readable");
+        assert_eq!((counts.present, counts.anonymous), (7, 7));
+        assert_eq!((counts.exclusive, counts.anonymous_exclusive), (2, 2));
     }
 
     #[test]
@@ -211,6 +256,7 @@ mod tests {
             present: 2,
             exclusive: 1,
             anonymous: 1,
+            anonymous_exclusive: 1,
             swapped: 1,
         };
         assert_eq!(counts, expected);

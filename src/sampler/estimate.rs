@@ -8,7 +8,7 @@
 
 use std::fs::File;
 
-use super::snapshot::flags_of;
+use super::snapshot::{flags_of, read_through_a_live_thread};
 use crate::proc::maps::{parse_maps, MapEntry};
 use crate::proc::pagemap::{count_ranges, PageCounts, PAGE};
 use crate::proc::smaps::read_into;
@@ -22,6 +22,10 @@ pub fn take(
     buffer: &mut Vec<u8>,
 ) -> Option<(Vec<MappingResidency>, u32)> {
     read_into(&format!("/proc/{pid}/maps"), buffer).ok()?;
+    if buffer.is_empty() {
+        // A main thread that ended with pthread_exit shows no mappings; the others do.
+        read_through_a_live_thread(pid, "maps", buffer)?;
+    }
     let maps = parse_maps(&String::from_utf8_lossy(buffer));
     if maps.is_empty() {
         return None;
@@ -106,7 +110,7 @@ pub fn compose(
 }
 
 /// The mappings of `base` that overlap `mapping`, when each lies wholly inside it and is of
-/// the same kind (permissions, file, path); else none.
+/// the same kind (permissions, file and the file's part, path); else none.
 fn parts_inside<'a>(
     base: &'a [MappingResidency],
     mapping: &MappingResidency,
@@ -118,6 +122,7 @@ fn parts_inside<'a>(
         mapping.start <= old.start
             && old.end <= mapping.end
             && (old.flags, old.inode) == (mapping.flags, mapping.inode)
+            && (old.inode == 0 || old.offset == mapping.offset + (old.start - mapping.start))
             && old.path == mapping.path
     });
     if inside {
@@ -137,16 +142,21 @@ fn add_residency(mapping: &mut MappingResidency, part: &MappingResidency) {
     mapping.swap_pss += part.swap_pss;
 }
 
-/// Adds residency from page counts. A page mapped by others too counts half in PSS (it has
-/// two holders at least: an upper bound), swap counts whole in SwapPss; private dirty pages
-/// are taken to be the exclusive anonymous ones, at most.
+/// Adds residency from page counts. A private anonymous page that another process maps
+/// too is taken to be the zero page (only read), which smaps counts nowhere: the pages
+/// counted changed since the last snapshot, so they are rarely still shared with a fork
+/// parent or child. A file's page mapped by others too counts half in PSS (it has two
+/// holders at least: an upper bound); swap counts whole in SwapPss; private dirty pages are
+/// taken to be the exclusive anonymous ones.
 fn add_counts(mapping: &mut MappingResidency, counts: PageCounts) {
-    let shared = counts.present - counts.exclusive;
-    mapping.rss += counts.present * PAGE;
-    mapping.pss += counts.exclusive * PAGE + shared * PAGE / 2;
-    mapping.shared += shared * PAGE;
-    mapping.private_dirty += counts.exclusive.min(counts.anonymous) * PAGE;
-    mapping.anonymous += counts.anonymous * PAGE;
+    let zero_pages = counts.anonymous - counts.anonymous_exclusive;
+    let file = counts.present - counts.anonymous;
+    let file_shared = file - (counts.exclusive - counts.anonymous_exclusive);
+    mapping.rss += (counts.present - zero_pages) * PAGE;
+    mapping.pss += counts.exclusive * PAGE + file_shared * PAGE / 2;
+    mapping.shared += file_shared * PAGE;
+    mapping.private_dirty += counts.anonymous_exclusive * PAGE;
+    mapping.anonymous += counts.anonymous_exclusive * PAGE;
     mapping.swap += counts.swapped * PAGE;
     mapping.swap_pss += counts.swapped * PAGE;
 }
@@ -217,10 +227,12 @@ mod tests {
         let (mappings, sampled) = compose(parse_maps(MAPS), &base, |ranges| {
             counted.extend_from_slice(ranges);
             let half = |(start, end): &(u64, u64)| (end - start) / PAGE / 2;
+            // Half the pages present, 2 of them only read (the zero page).
             let counts = |range| PageCounts {
                 present: half(range),
                 exclusive: half(range) - 2,
                 anonymous: half(range),
+                anonymous_exclusive: half(range) - 2,
                 swapped: 3,
             };
             ranges.iter().map(counts).collect()
@@ -236,18 +248,40 @@ mod tests {
         assert_eq!(mappings.len(), 6);
         assert_eq!(mappings[0], program);
         assert_eq!(mappings[5], base[5]);
-        // 1 MiB kept; of 1024 new pages 512 present, 2 of them mapped by another process too.
+        // 1 MiB kept; of 1024 new pages 512 present, 2 of them the zero page.
         let heap = &mappings[1];
-        assert_eq!(
-            (heap.rss, heap.pss, heap.shared),
-            (3 * MIB, 3 * MIB - 4096, 8192)
-        );
-        assert_eq!((heap.swap, heap.anonymous), (3 * PAGE, 3 * MIB));
+        let written = 3 * MIB - 2 * PAGE;
+        assert_eq!((heap.rss, heap.pss, heap.shared), (written, written, 0));
+        assert_eq!((heap.swap, heap.anonymous), (3 * PAGE, written));
         let merged = &mappings[2];
-        assert_eq!((merged.path.as_str(), merged.rss), ("", 2 * MIB + 24 * MIB));
+        let written = 2 * MIB + 24 * MIB - 2 * PAGE;
+        assert_eq!((merged.path.as_str(), merged.rss), ("", written));
         let reserved = &mappings[3];
         assert_eq!((reserved.flags, reserved.rss), (0, 0));
-        assert_eq!(mappings[4].rss, MIB / 2);
+        assert_eq!(mappings[4].rss, MIB / 2 - 2 * PAGE);
+    }
+
+    #[test]
+    fn a_file_mapped_again_at_another_offset_or_with_other_permissions_is_counted_whole() {
+        const MAPS: &str = "\
+7f0000000000-7f0000004000 r--p 00002000 08:01 42 /usr/lib/data
+7f0000004000-7f0000008000 rw-p 00000000 00:00 0
+";
+        let mut file = mapping(0x7f00_0000_0000, 0x7f00_0000_4000, MAPPING_READ, "", 16384);
+        (file.path, file.inode, file.offset) = ("/usr/lib/data".to_string(), 42, 0x1000);
+        let anonymous = mapping(0x7f00_0000_4000, 0x7f00_0000_8000, MAPPING_READ, "", 16384);
+        let mut counted = Vec::new();
+        let (mappings, sampled) = compose(parse_maps(MAPS), &[file, anonymous], |ranges| {
+            counted.extend_from_slice(ranges);
+            vec![PageCounts::default(); ranges.len()]
+        });
+        assert_eq!(sampled, 2);
+        let whole = [
+            (0x7f00_0000_0000, 0x7f00_0000_4000),
+            (0x7f00_0000_4000, 0x7f00_0000_8000),
+        ];
+        assert_eq!(counted, whole);
+        assert_eq!((mappings[0].rss, mappings[1].rss), (0, 0));
     }
 
     #[test]
