@@ -133,14 +133,12 @@ impl Watched {
     }
 
     /// `mappings` are of `pid`'s snapshot of image `image`, just sent.
-    pub fn keep_base(&self, pid: i32, image: u64, mappings: &[MappingResidency]) {
-        let base = Arc::new(mappings.to_vec());
-        lock(&self.bases).insert(pid, (image, base));
+    pub fn keep_base(&self, pid: i32, image: u64, mappings: Arc<Vec<MappingResidency>>) {
+        lock(&self.bases).insert(pid, (image, mappings));
     }
 
-    /// The mappings of `pid`'s last snapshot, when it is of the image it runs now.
-    pub fn base(&self, pid: i32) -> Option<Arc<Vec<MappingResidency>>> {
-        let image = self.image(pid);
+    /// The mappings of `pid`'s last snapshot, when it is of image `image`.
+    pub fn base(&self, pid: i32, image: u64) -> Option<Arc<Vec<MappingResidency>>> {
         let bases = lock(&self.bases);
         let (of, base) = bases.get(&pid)?;
         (*of == image).then(|| Arc::clone(base))

@@ -23,7 +23,7 @@ use crate::events::{
 };
 use crate::proc::smaps::{parse_smaps_rollup, read_into};
 use crate::proc::status::{parse_status_memory, read_cpu_ns};
-use crate::trace::format::{SamplerCosts, SnapshotReason};
+use crate::trace::format::{MappingResidency, SamplerCosts, SnapshotReason};
 use budget::{thread_cpu_ns, HighsCredit, RollupRate, ESTIMATES_PART};
 use highs::{Activity, High, Highs, Next, FAST_INTERVAL_NS};
 
@@ -257,11 +257,11 @@ impl Work {
             *delay_ns = now_ns.saturating_sub(*delay_ns);
         }
         let cost = Duration::from_nanos(*cost_ns);
+        // Copied before the lock that the tracer's exec handling waits on.
+        let base = Arc::new(mappings.clone());
         let (output, watched) = (&self.output, &self.watched);
         let sent = self.watched.send_if_same_image(pid, image, || {
-            if let EventKind::SmapsSnapshot { mappings, .. } = &snapshot {
-                watched.keep_base(pid, image, mappings);
-            }
+            watched.keep_base(pid, image, base);
             output.send_at(now_ns, pid as u32, pid as u32, snapshot)
         });
         if !sent {
@@ -279,6 +279,8 @@ impl Work {
         }
         // Whatever its reason (an exec or a signal may have replaced a pending start).
         self.watched.started(pid);
+        // An estimate waiting for its credit would start from this snapshot: a new high's.
+        self.estimates.forget(pid);
         self.highs.snapshotted(pid, now_ns);
         self.last_cost.insert(pid, cost);
         Some(cost)
@@ -324,33 +326,57 @@ impl Work {
     /// Estimates `pid`'s residency at `high` while its snapshot, expected to cost
     /// `snapshot_cost`, waits for the credit: once per high, when the process has a snapshot
     /// of its image to start from and the estimate is the cheaper by half (a first one is
-    /// expected to cost a tenth, what reading maps costs next to smaps).
+    /// expected to cost a tenth, what reading maps costs next to smaps, and may take the
+    /// credit below zero, like a first snapshot). Paid for whether or not it is sent.
     fn estimate_high(&mut self, pid: i32, high: High, snapshot_cost: Duration) {
-        let (bytes, time_ns) = match high {
-            High::Requested { bytes, time_ns } | High::Rss { bytes, time_ns } => (bytes, time_ns),
+        let time_ns = match high {
+            High::Requested { time_ns, .. } | High::Rss { time_ns, .. } => time_ns,
         };
         if self.estimated.get(&pid) == Some(&time_ns) {
             return;
         }
-        let Some(base) = self.watched.base(pid) else {
+        let image = self.watched.image(pid);
+        let Some(base) = self.watched.base(pid, image) else {
             return;
         };
-        let expected = match self.last_estimate_cost.get(&pid) {
-            Some(&cost) => cost,
-            None => snapshot_cost / 10,
-        };
+        let last = self.last_estimate_cost.get(&pid).copied();
+        let expected = last.unwrap_or(snapshot_cost / 10);
+        let credit = last.unwrap_or_default();
         if expected * 2 > snapshot_cost
-            || !self
-                .estimates
-                .allows_snapshot(pid, expected, Instant::now())
+            || !self.estimates.allows_snapshot(pid, credit, Instant::now())
         {
             return;
         }
         let cpu = thread_cpu_ns();
-        self.watched.before_snapshot(pid);
-        let image = self.watched.image(pid);
-        let Some((mappings, sampled)) = estimate::take(pid, &base, &mut self.buffer) else {
+        let sent = self.send_estimate(pid, image, high, &base, cpu);
+        let cost_ns = thread_cpu_ns().saturating_sub(cpu);
+        if !sent && self.watched.image(pid) != image {
+            self.forget_image(pid);
             return;
+        }
+        self.estimated.insert(pid, time_ns);
+        self.last_estimate_cost
+            .insert(pid, Duration::from_nanos(cost_ns));
+        self.estimates.spend(cost_ns);
+        self.rollup.highs_cost(cost_ns);
+    }
+
+    /// Reads and sends the estimate of `pid` (image `image`) at `high` from `base`; false
+    /// when the process had none to give or exec'd meanwhile.
+    fn send_estimate(
+        &mut self,
+        pid: i32,
+        image: u64,
+        high: High,
+        base: &[MappingResidency],
+        cpu: u64,
+    ) -> bool {
+        let (bytes, time_ns) = match high {
+            High::Requested { bytes, time_ns } | High::Rss { bytes, time_ns } => (bytes, time_ns),
+        };
+        self.watched.before_snapshot(pid);
+        let Some((mappings, sampled)) = estimate::take(pid, base, &mut self.buffer) else {
+            return false;
         };
         let now_ns = monotonic_ns();
         let delay_ns = now_ns.saturating_sub(time_ns);
@@ -374,22 +400,13 @@ impl Work {
         };
         if let EventKind::SmapsSnapshot { mappings, .. } = &estimate {
             if !self.watched.maps_program(pid, mappings) {
-                return;
+                return false;
             }
         }
         let output = &self.output;
-        let sent = self.watched.send_if_same_image(pid, image, || {
+        self.watched.send_if_same_image(pid, image, || {
             output.send_at(now_ns, pid as u32, pid as u32, estimate)
-        });
-        if !sent {
-            self.forget_image(pid);
-            return;
-        }
-        self.estimated.insert(pid, time_ns);
-        self.last_estimate_cost
-            .insert(pid, Duration::from_nanos(cost_ns));
-        self.estimates.spend(cost_ns);
-        self.rollup.highs_cost(cost_ns);
+        })
     }
 
     /// Reads the status of every process, or (`fast`) of those following a high; returns
@@ -529,7 +546,8 @@ impl Residency for Snapshots {
         // The process waits meanwhile: no copy for an estimate after its end.
         if let EventKind::SmapsSnapshot { mappings, .. } = &snapshot {
             if reason != SnapshotReason::Exit {
-                self.watched.keep_base(pid, image, mappings);
+                self.watched
+                    .keep_base(pid, image, Arc::new(mappings.clone()));
             }
         }
         Some(snapshot)

@@ -18,7 +18,7 @@ pub fn take(pid: i32, reason: SnapshotReason, buffer: &mut Vec<u8>) -> Option<Ev
     if buffer.is_empty() {
         // A main thread that ended with pthread_exit is a zombie with no memory to show;
         // the process's other threads still see it.
-        read_through_a_live_thread(pid, buffer)?;
+        read_through_a_live_thread(pid, "smaps", buffer)?;
     }
     let mappings: Vec<MappingResidency> = parse_smaps(buffer).into_iter().map(residency).collect();
     Some(EventKind::SmapsSnapshot {
@@ -28,11 +28,11 @@ pub fn take(pid: i32, reason: SnapshotReason, buffer: &mut Vec<u8>) -> Option<Ev
     })
 }
 
-/// Reads /proc/PID/task/TID/smaps of the first thread that shows any; None when none does.
-fn read_through_a_live_thread(pid: i32, buffer: &mut Vec<u8>) -> Option<()> {
+/// Reads /proc/PID/task/TID/`file` of the first thread that shows any; None when none does.
+pub fn read_through_a_live_thread(pid: i32, file: &str, buffer: &mut Vec<u8>) -> Option<()> {
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
     for task in tasks.flatten() {
-        let path = task.path().join("smaps");
+        let path = task.path().join(file);
         let readable = read_into(&path.to_string_lossy(), buffer).is_ok();
         if readable && !buffer.is_empty() {
             return Some(());
