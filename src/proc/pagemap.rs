@@ -119,41 +119,80 @@ pub fn count_ranges(
     counts
 }
 
+/// A private anonymous mapping for tests, unmapped when dropped.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub struct TestMapping {
+    pub start: u64,
+    pub pages: u64,
+}
 
-    /// Maps `pages` private anonymous pages, writes those `written`, counts the range.
-    fn count_written(pages: u64, written: impl Iterator<Item = u64>) -> PageCounts {
-        let length = (pages * PAGE) as usize;
-        // SAFETY: a fresh private anonymous mapping, unmapped below.
+#[cfg(test)]
+impl TestMapping {
+    pub fn new(pages: u64, protection: i32) -> TestMapping {
+        // SAFETY: a fresh private anonymous mapping, unmapped on drop.
         let map = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                length,
-                libc::PROT_READ | libc::PROT_WRITE,
+                (pages * PAGE) as usize,
+                protection,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
                 -1,
                 0,
             )
         };
         assert_ne!(map, libc::MAP_FAILED);
-        let start = map as u64;
-        for index in written {
-            // SAFETY: inside the mapping.
-            unsafe { *((start + index * PAGE) as *mut u8) = 1 };
+        TestMapping {
+            start: map as u64,
+            pages,
         }
+    }
+
+    pub fn page(&self, index: u64) -> u64 {
+        assert!(index <= self.pages);
+        self.start + index * PAGE
+    }
+
+    pub fn write(&self, index: u64) {
+        // SAFETY: a page of the mapping, which is writable.
+        unsafe { std::ptr::write_volatile(self.page(index) as *mut u8, 1) };
+    }
+
+    pub fn read(&self, index: u64) {
+        // SAFETY: a page of the mapping, which is readable.
+        _ = unsafe { std::ptr::read_volatile(self.page(index) as *const u8) };
+    }
+}
+
+#[cfg(test)]
+impl Drop for TestMapping {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`.
+        unsafe {
+            libc::munmap(
+                self.start as *mut libc::c_void,
+                (self.pages * PAGE) as usize,
+            )
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const READ_WRITE: i32 = libc::PROT_READ | libc::PROT_WRITE;
+
+    fn counts_of(mapping: &TestMapping) -> PageCounts {
         let pagemap = File::open("/proc/self/pagemap").expect("pagemap");
-        let counts = count_pages(&pagemap, start, start + pages * PAGE, &mut Vec::new());
-        // SAFETY: the mapping made above.
-        unsafe { libc::munmap(map, length) };
-        counts.expect("readable")
+        let end = mapping.page(mapping.pages);
+        count_pages(&pagemap, mapping.start, end, &mut Vec::new()).expect("readable")
     }
 
     #[test]
     fn written_pages_of_a_private_mapping_are_present_exclusive_and_anonymous() {
         // Every third page of 40: 14 pages.
-        let counts = count_written(40, (0..40).step_by(3));
+        let mapping = TestMapping::new(40, READ_WRITE);
+        (0..40).step_by(3).for_each(|index| mapping.write(index));
         let expected = PageCounts {
             present: 14,
             exclusive: 14,
@@ -161,76 +200,39 @@ mod tests {
             anonymous_exclusive: 14,
             swapped: 0,
         };
-        assert_eq!(counts, expected);
+        assert_eq!(counts_of(&mapping), expected);
     }
 
     #[test]
     fn pages_only_read_are_present_but_not_exclusive() {
-        const PAGES: u64 = 10;
-        let length = (PAGES * PAGE) as usize;
-        // SAFETY: a fresh private anonymous mapping, unmapped below.
-        let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                length,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(map, libc::MAP_FAILED);
-        let start = map as u64;
-        for index in 0..7 {
-            let page = (start + index * PAGE) as *mut u8;
-            // SAFETY: inside the mapping; pages 0 to 4 read (the zero page), 5 and 6 written.
-            unsafe {
-                match index < 5 {
-                    true => _ = std::ptr::read_volatile(page),
-                    false => std::ptr::write_volatile(page, 1),
-                }
-            }
-        }
-        let pagemap = File::open("/proc/self/pagemap").expect("pagemap");
-        let counts = count_pages(&pagemap, start, start + PAGES * PAGE, &mut Vec::new());
-        // SAFETY: the mapping made above.
-        unsafe { libc::munmap(map, length) };
-        let counts = counts.expect("readable");
+        // Pages 0 to 4 read (the zero page), 5 and 6 written.
+        let mapping = TestMapping::new(10, READ_WRITE);
+        (0..5).for_each(|index| mapping.read(index));
+        (5..7).for_each(|index| mapping.write(index));
+        let counts = counts_of(&mapping);
         assert_eq!((counts.present, counts.anonymous), (7, 7));
         assert_eq!((counts.exclusive, counts.anonymous_exclusive), (2, 2));
     }
 
     #[test]
     fn a_range_longer_than_a_batch_is_read_whole() {
-        let pages = BATCH as u64 + 10;
-        let counts = count_written(pages, [0, BATCH as u64, pages - 1].into_iter());
-        assert_eq!(counts.present, 3);
+        let mapping = TestMapping::new(BATCH as u64 + 10, READ_WRITE);
+        [0, BATCH as u64, BATCH as u64 + 9]
+            .into_iter()
+            .for_each(|index| mapping.write(index));
+        assert_eq!(counts_of(&mapping).present, 3);
     }
 
     #[test]
     fn ranges_are_counted_apart_whether_read_together_or_alone() {
         let pages = 3 * BATCH as u64;
-        let length = (pages * PAGE) as usize;
-        // SAFETY: a fresh private anonymous mapping, unmapped below.
-        let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                length,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(map, libc::MAP_FAILED);
-        let start = map as u64;
-        let page = |index: u64| start + index * PAGE;
+        let mapping = TestMapping::new(pages, READ_WRITE);
         // Pages 0, 1, 5 and 6, and every page of a range longer than a batch.
         let long = (10, 10 + BATCH as u64 + 5);
         for index in [0, 1, 5, 6].into_iter().chain(long.0..long.1) {
-            // SAFETY: inside the mapping.
-            unsafe { *(page(index) as *mut u8) = 1 };
+            mapping.write(index);
         }
+        let page = |index| mapping.page(index);
         let ranges = [
             (page(0), page(2)),
             (page(2), page(5)),
@@ -240,8 +242,6 @@ mod tests {
         ];
         let pagemap = File::open("/proc/self/pagemap").expect("pagemap");
         let counts = count_ranges(&pagemap, &ranges, &mut Vec::new());
-        // SAFETY: the mapping made above.
-        unsafe { libc::munmap(map, length) };
         let present: Vec<u64> = counts.iter().map(|counts| counts.present).collect();
         assert_eq!(present, [2, 0, 2, BATCH as u64 + 5, 0]);
     }

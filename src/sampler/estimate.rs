@@ -165,6 +165,7 @@ fn add_counts(mapping: &mut MappingResidency, counts: PageCounts) {
 mod tests {
     use super::*;
     use crate::proc::maps::parse_maps;
+    use crate::proc::pagemap::TestMapping;
 
     const MAPS: &str = "\
 55d000000000-55d000001000 r--p 00000000 08:01 42 /usr/bin/program
@@ -290,26 +291,13 @@ mod tests {
         let pid = std::process::id() as i32;
         let mut buffer = Vec::new();
         let (before, _) = take(pid, &[], &mut buffer).expect("this process");
-        let length = (PAGES * PAGE) as usize;
-        // SAFETY: a fresh private anonymous mapping, unmapped below; executable too, so that
-        // the kernel merges it with no neighbour.
-        let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                length,
-                libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(map, libc::MAP_FAILED);
-        // SAFETY: the mapping's first 100 pages.
-        unsafe { std::ptr::write_bytes(map as *mut u8, 7, (100 * PAGE) as usize) };
+        // Executable too, so that the kernel merges it with no neighbour.
+        let protection = libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC;
+        let map = TestMapping::new(PAGES, protection);
+        (0..100).for_each(|index| map.write(index));
         let (after, sampled) = take(pid, &before, &mut buffer).expect("this process");
-        // SAFETY: the mapping made above.
-        unsafe { libc::munmap(map, length) };
-        let start = map as u64;
+        let start = map.start;
+        drop(map);
         let holding = after
             .iter()
             .find(|mapping| mapping.start == start)
