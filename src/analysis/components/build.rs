@@ -133,9 +133,10 @@ pub(in crate::analysis) fn build(
     }
     // Blocks from before an attach or a fork are not known: what lies between the known
     // ones is not free. The snapshot where the arenas held the most no block accounts for
-    // says why.
+    // says why; not an estimate, whose arenas may be as an earlier snapshot had them.
     if image.every_block_seen {
         image.arena_free = (tracker.snapshots.iter().zip(&snapshots))
+            .filter(|(pending, _)| pending.reason.sampled_mappings().is_none())
             .filter(|(_, attributed)| !attributed.free.is_empty())
             .max_by_key(|(pending, _)| (pending.free_score, std::cmp::Reverse(pending.time_ns)))
             .map(|(_, attributed)| attributed.free.clone());

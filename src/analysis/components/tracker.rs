@@ -144,7 +144,9 @@ impl ImageTracker {
                 mappings[index].rss.saturating_sub(live)
             })
             .sum();
-        let mut gaps = if free_score > self.best_free_score {
+        // An estimate's arenas may be as an earlier snapshot had them: never the picture.
+        let estimate = reason.sampled_mappings().is_some();
+        let mut gaps = if !estimate && free_score > self.best_free_score {
             self.best_free_score = free_score;
             gaps_by_mapping(mappings, &arenas, heap)
         } else {
