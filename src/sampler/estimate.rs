@@ -8,7 +8,7 @@
 
 use std::fs::File;
 
-use super::snapshot::{flags_of, read_through_a_live_thread};
+use super::snapshot::{read_through_a_live_thread, unmeasured};
 use crate::proc::maps::{parse_maps, MapEntry};
 use crate::proc::pagemap::{count_ranges, PageCounts, PAGE};
 use crate::proc::smaps::read_into;
@@ -54,21 +54,7 @@ pub fn compose(
         .into_iter()
         .enumerate()
         .map(|(index, map)| {
-            let mut mapping = MappingResidency {
-                start: map.start,
-                end: map.end,
-                flags: flags_of(&map),
-                offset: map.offset,
-                inode: map.inode,
-                path: map.path.unwrap_or_default(),
-                rss: 0,
-                pss: 0,
-                shared: 0,
-                private_dirty: 0,
-                anonymous: 0,
-                swap: 0,
-                swap_pss: 0,
-            };
+            let mut mapping = unmeasured(map);
             let parts = parts_inside(base, &mapping);
             if let [only] = parts {
                 if (only.start, only.end, only.offset)

@@ -50,9 +50,8 @@ pub fn flags_of(map: &MapEntry) -> u8 {
         | flag(map.shared, MAPPING_SHARED)
 }
 
-fn residency(entry: SmapsEntry) -> MappingResidency {
-    let map = entry.map;
-    let residency = &entry.residency;
+/// A mapping of maps with no residency measured yet.
+pub fn unmeasured(map: MapEntry) -> MappingResidency {
     MappingResidency {
         start: map.start,
         end: map.end,
@@ -60,6 +59,19 @@ fn residency(entry: SmapsEntry) -> MappingResidency {
         offset: map.offset,
         inode: map.inode,
         path: map.path.unwrap_or_default(),
+        rss: 0,
+        pss: 0,
+        shared: 0,
+        private_dirty: 0,
+        anonymous: 0,
+        swap: 0,
+        swap_pss: 0,
+    }
+}
+
+fn residency(entry: SmapsEntry) -> MappingResidency {
+    let residency = &entry.residency;
+    MappingResidency {
         rss: residency.rss,
         pss: residency.pss,
         shared: residency.shared_clean + residency.shared_dirty,
@@ -67,6 +79,7 @@ fn residency(entry: SmapsEntry) -> MappingResidency {
         anonymous: residency.anonymous,
         swap: residency.swap,
         swap_pss: residency.swap_pss,
+        ..unmeasured(entry.map)
     }
 }
 
