@@ -2,7 +2,7 @@
 //! reasons arena pages no live block accounts for stay resident (free chunks among live
 //! ones, the top, a thread arena per thread).
 
-use super::chunk_gaps::ChunkGaps;
+use super::chunk_gaps::{continues_an_arena, ChunkGaps};
 use super::tracker::PendingMapping;
 use crate::trace::format::MappingResidency;
 
@@ -44,9 +44,7 @@ impl ArenaFree {
         match mapping.arena {
             Some(ArenaKind::Main) => self.main.add(gaps),
             Some(ArenaKind::Thread) => {
-                if gaps.later_heaps == 0 {
-                    self.thread_arenas += 1;
-                }
+                self.thread_arenas += gaps.heaps.saturating_sub(gaps.later_heaps);
                 self.threads.add(gaps);
                 self.thread_overhead_rss += overhead_rss;
             }
@@ -62,24 +60,49 @@ impl ArenaFree {
 /// What `mappings[index]` is of glibc's arenas (`mappings` in address order, as smaps lists
 /// them): `[heap]` is the main arena's; a thread arena's heap is an anonymous mapping at a
 /// multiple of `THREAD_HEAP_SIZE`, either that long or followed at once by the inaccessible
-/// rest of its reservation.
+/// rest of its reservation. An arena's next heap may lie right after a full one, and the
+/// kernel then shows both as one mapping: a multiple of heaps, or heaps and a growing one.
 pub(super) fn arena_kind(mappings: &[MappingResidency], index: usize) -> Option<ArenaKind> {
     let mapping = &mappings[index];
     if mapping.path == "[heap]" {
         return Some(ArenaKind::Main);
     }
     let next = mappings.get(index + 1);
-    let length = mapping.end - mapping.start;
+    let whole_heaps = |length: u64| length > 0 && length % THREAD_HEAP_SIZE == 0;
     let reserved_rest = next.is_some_and(|next| {
         next.start == mapping.end
             && next.flags == 0
             && next.path.is_empty()
-            && next.end - mapping.start == THREAD_HEAP_SIZE
+            && whole_heaps(next.end - mapping.start)
     });
     let thread = mapping.path.is_empty()
         && mapping.start % THREAD_HEAP_SIZE == 0
-        && (length == THREAD_HEAP_SIZE || reserved_rest);
+        && (whole_heaps(mapping.end - mapping.start) || reserved_rest);
     thread.then_some(ArenaKind::Thread)
+}
+
+/// The free space of a thread arena mapping from `start` to `end` around `blocks` (sorted
+/// here), heap by heap: each of its heaps has chunks and a top of its own, and may continue
+/// an arena. A heap without live blocks is free from end to end (the thread freed
+/// everything).
+pub(super) fn thread_heap_gaps(start: u64, end: u64, blocks: &mut [(u64, u64)]) -> ChunkGaps {
+    blocks.sort_unstable();
+    let mut total = ChunkGaps::default();
+    let mut rest = blocks;
+    let mut heap = start;
+    while heap < end {
+        let heap_end = heap.saturating_add(THREAD_HEAP_SIZE).min(end);
+        let inside = rest.partition_point(|&(address, _)| address < heap_end);
+        let (these, later) = std::mem::take(&mut rest).split_at_mut(inside);
+        let mut gaps = ChunkGaps::between(these, heap_end)
+            .unwrap_or_else(|| ChunkGaps::empty(heap_end - heap));
+        gaps.heaps = 1;
+        gaps.later_heaps = u64::from(continues_an_arena(heap, these));
+        total.add(&gaps);
+        rest = later;
+        heap = heap_end;
+    }
+    total
 }
 
 #[cfg(test)]
@@ -131,6 +154,85 @@ mod tests {
         );
     }
 
+    /// An arena whose second heap lies right after its full first one: one mapping of a heap
+    /// and a bit, then the rest of the second heap's reservation.
+    #[test]
+    fn adjacent_heaps_of_one_arena_are_one_thread_arena_mapping_split_by_heap() {
+        let base = 0x7f00_0000_0000;
+        let used_end = base + THREAD_HEAP_SIZE + (16 << 20);
+        let mappings = [
+            mapping(base, used_end, RW, ""),
+            mapping(used_end, base + 2 * THREAD_HEAP_SIZE, 0, ""),
+            // Two full heaps.
+            mapping(
+                base + 4 * THREAD_HEAP_SIZE,
+                base + 6 * THREAD_HEAP_SIZE,
+                RW,
+                "",
+            ),
+            // Not a whole number of heaps.
+            mapping(
+                base + 8 * THREAD_HEAP_SIZE,
+                used_end + 8 * THREAD_HEAP_SIZE,
+                RW,
+                "",
+            ),
+        ];
+        let kinds: Vec<Option<ArenaKind>> = (0..mappings.len())
+            .map(|index| arena_kind(&mappings, index))
+            .collect();
+        use ArenaKind::Thread;
+        assert_eq!(kinds, [Some(Thread), None, Some(Thread), None]);
+
+        // The first heap: its arena's state, then a live block, a freed one and a live one
+        // (chunks of 4,112 bytes), and its top. The second: a live block at its start (so it
+        // continues the arena), and its top.
+        let second = base + THREAD_HEAP_SIZE;
+        let mut blocks = vec![
+            (second + 0x30, 4096),
+            (base + 0x8e0, 4096),
+            (base + 0x8e0 + 2 * 4112, 4096),
+        ];
+        let gaps = thread_heap_gaps(base, used_end, &mut blocks);
+        let first_top = THREAD_HEAP_SIZE - (0x8d0 + 3 * 4112);
+        let second_top = (16 << 20) - (0x20 + 4112);
+        assert_eq!(
+            gaps,
+            ChunkGaps {
+                chunks: 1,
+                bytes: 4112,
+                top: first_top + second_top,
+                classes: vec![(12, 4112)],
+                heaps: 2,
+                later_heaps: 1,
+            }
+        );
+        let pending = PendingMapping {
+            start: base,
+            end: used_end,
+            flags: RW,
+            path: String::new(),
+            rss: 0,
+            pss: 0,
+            swap: 0,
+            creator: None,
+            live: Vec::new(),
+            arena: Some(Thread),
+            gaps: Some(gaps),
+            follows: None,
+            thread_stack: false,
+        };
+        let mut free = ArenaFree::default();
+        free.add(&pending, 0);
+        assert_eq!(free.thread_arenas, 1);
+        // A heap without blocks is all top, and its own arena as far as can be shown.
+        let empty = thread_heap_gaps(base, base + 2 * THREAD_HEAP_SIZE, &mut []);
+        assert_eq!(
+            (empty.top, empty.heaps, empty.later_heaps),
+            (2 * THREAD_HEAP_SIZE, 2, 0)
+        );
+    }
+
     #[test]
     fn arenas_add_up_by_kind() {
         let gaps = |bytes: u64| ChunkGaps {
@@ -138,6 +240,7 @@ mod tests {
             bytes,
             top: 100,
             classes: vec![(bytes.ilog2() as u8, bytes)],
+            heaps: 1,
             later_heaps: 0,
         };
         let pending = |arena: Option<ArenaKind>, gaps: Option<ChunkGaps>| PendingMapping {

@@ -21,8 +21,9 @@ pub struct ChunkGaps {
     pub top: u64,
     /// Free bytes by size class: (log2 of the run's size, bytes), by class.
     pub classes: Vec<(u8, u64)>,
-    /// Thread arena heaps shown to be an arena's second or later one
+    /// Thread arena heaps, and those of them shown to be an arena's second or later one
     /// (`continues_an_arena`).
+    pub heaps: u64,
     pub later_heaps: u64,
 }
 
@@ -73,6 +74,7 @@ impl ChunkGaps {
     }
 
     pub fn add(&mut self, other: &ChunkGaps) {
+        self.heaps += other.heaps;
         self.later_heaps += other.later_heaps;
         self.chunks += other.chunks;
         self.bytes += other.bytes;
@@ -124,6 +126,7 @@ mod tests {
                 bytes: 2 * 16400,
                 top: 4096,
                 classes: vec![(14, 2 * 16400)],
+                heaps: 0,
                 later_heaps: 0,
             }
         );
@@ -143,6 +146,7 @@ mod tests {
             bytes: 3 * 48,
             top: 10,
             classes: vec![(5, 3 * 48)],
+            heaps: 0,
             later_heaps: 0,
         };
         let large = ChunkGaps {
@@ -150,6 +154,7 @@ mod tests {
             bytes: 1 << 20,
             top: 20,
             classes: vec![(20, 1 << 20)],
+            heaps: 0,
             later_heaps: 0,
         };
         total.add(&large);
@@ -162,6 +167,7 @@ mod tests {
                 bytes: 6 * 48 + (1 << 20),
                 top: 40,
                 classes: vec![(5, 6 * 48), (20, 1 << 20)],
+                heaps: 0,
                 later_heaps: 0,
             }
         );

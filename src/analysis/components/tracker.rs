@@ -4,8 +4,8 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use super::arena_free::{arena_kind, ArenaKind};
-use super::chunk_gaps::{continues_an_arena, ChunkGaps};
+use super::arena_free::{arena_kind, thread_heap_gaps, ArenaKind};
+use super::chunk_gaps::ChunkGaps;
 use super::ranges::{CreatedRanges, Creator};
 use crate::events::heap::{Block, LiveHeap};
 use crate::trace::format::{MapCall, MappingResidency, SnapshotReason};
@@ -232,21 +232,14 @@ fn gaps_by_mapping(
             blocks[index].push((block.address, block.size));
         }
     });
-    // A thread arena's heap without live blocks is free from end to end (the thread freed
-    // everything); a `[heap]` without any need not be glibc's (musl's holds no blocks).
+    // A `[heap]` without live blocks need not be glibc's (musl's holds no blocks).
     blocks
         .iter_mut()
         .zip(mappings)
         .zip(arenas)
         .map(|((blocks, mapping), arena)| match arena {
             Some(ArenaKind::Main) => ChunkGaps::between(blocks, mapping.end),
-            Some(ArenaKind::Thread) => {
-                let later = continues_an_arena(mapping.start, blocks);
-                let mut gaps = ChunkGaps::between(blocks, mapping.end)
-                    .unwrap_or_else(|| ChunkGaps::empty(mapping.end - mapping.start));
-                gaps.later_heaps = u64::from(later);
-                Some(gaps)
-            }
+            Some(ArenaKind::Thread) => Some(thread_heap_gaps(mapping.start, mapping.end, blocks)),
             None => None,
         })
         .collect()

@@ -105,6 +105,7 @@ mod tests {
             bytes,
             top: 0,
             classes,
+            heaps: 0,
             later_heaps: 0,
         }
     }
