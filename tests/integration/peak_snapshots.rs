@@ -222,9 +222,13 @@ fn a_high_of_a_process_whose_snapshot_is_dear_is_estimated_while_it_lasts() {
                 _ => 0,
             };
             let spikes = [20 * MIB, 28 * MIB, 36 * MIB].map(|bytes| bytes + startup);
+            // An estimate taken once the next spike was allocated (the sampler late) shows
+            // that spike's block, not this high's: left out.
             let of_a_spike = |snapshot: &&&Value| {
+                let high = number(snapshot, "/high/bytes");
                 snapshot["high"]["held"] == true
-                    && spikes.contains(&number(snapshot, "/high/bytes"))
+                    && spikes.contains(&high)
+                    && number(snapshot, "/requested") == high
             };
             let held = estimates
                 .iter()
@@ -245,6 +249,82 @@ fn a_high_of_a_process_whose_snapshot_is_dear_is_estimated_while_it_lasts() {
             let counted = number(held, "/pagemap_mappings");
             assert!((1..=4).contains(&counted), "{what}: {counted}");
             let cost = number(held, "/cost_ns");
+            assert!(cost * 3 < dearest, "{what}: {cost} ns against {dearest} ns");
+        });
+    });
+}
+
+/// dear_spikes' spikes as mappings of their own: no requested bytes, highs of RSS only. An
+/// estimate counts the spike's mapping page by page and takes the rest from the last full
+/// snapshot, so the spike's component there holds what it holds at the exit plus one whole
+/// spike (one estimate at least: another may have been taken while a spike was being
+/// written).
+#[test]
+fn an_rss_high_of_a_process_whose_snapshot_is_dear_is_estimated_while_it_lasts() {
+    for_each_variant("dear_spikes", |variant, program| {
+        let recording = record(program, &["mapped"], None);
+        assert_eq!(
+            String::from_utf8_lossy(&recording.native.stdout),
+            "held 4 and 8 MiB, 10000 mappings, mapped spikes up to 24 MiB\n"
+        );
+        assert_eq!(recording.native.status.code(), Some(0));
+        let image = launched_image(&recording.report, program, &["mapped"]);
+        let what = format!("dear_spikes mapped {variant:?}");
+        showing_on_failure(&image["snapshots"], || {
+            let app = component(image, "app");
+            assert!(number(app, "/peak_requested_bytes") < 13 * MIB, "{what}");
+            let all = snapshots(image);
+            let full = |snapshot: &&Value| snapshot["estimated"] == false;
+            // The spike's mapping is app's, or unknown's where its stack ends inside musl
+            // (musl has no unwind tables: its mmap seen at the system call has no app frame).
+            let resident = |snapshot: &Value| -> u64 {
+                let time = number(snapshot, "/time_ns");
+                let components = image["components"].as_array().unwrap().iter();
+                let holders = components.filter(|c| c["name"] == "app" || c["name"] == "unknown");
+                let points = holders.filter_map(|c| c["resident_timeline"].as_array());
+                let at = |points: &Vec<Value>| points.iter().find(|p| p[0] == time).cloned();
+                let points = points.filter_map(at);
+                points.map(|point| point[1].as_u64().unwrap()).sum()
+            };
+            // What an estimate shows app and unknown hold above the exit snapshot's: the
+            // blocks are the same, the spikes gone, and a page or two more touched by the last
+            // line's formatting (a static program's C library data is app's).
+            let exit = all
+                .iter()
+                .find(|snapshot| snapshot["reason"] == "exit")
+                .expect("an exit snapshot");
+            let added = |estimate: &Value| resident(estimate).saturating_sub(resident(exit));
+            let estimates: Vec<&Value> = all
+                .iter()
+                .filter(|snapshot| {
+                    snapshot["estimated"] == true
+                        && snapshot["high"]["kind"] == "rss"
+                        && snapshot["high"]["held"] == true
+                })
+                .collect();
+            let spikes = [8 * MIB, 16 * MIB, 24 * MIB];
+            let a_whole_spike = |bytes: u64| {
+                spikes
+                    .iter()
+                    .any(|&spike| (spike - 2 * PAGE..=spike).contains(&bytes))
+            };
+            let whole = estimates
+                .iter()
+                .find(|estimate| a_whole_spike(added(estimate)))
+                .unwrap_or_else(|| {
+                    let added: Vec<u64> = estimates.iter().map(|e| added(e)).collect();
+                    panic!("{what}: no estimate added a whole spike: {added:?}")
+                });
+            assert!(number(whole, "/mappings") > 10_000, "{what}");
+            let counted = number(whole, "/pagemap_mappings");
+            assert!((1..=4).contains(&counted), "{what}: {counted}");
+            let dearest = all
+                .iter()
+                .filter(full)
+                .map(|snapshot| number(snapshot, "/cost_ns"))
+                .max()
+                .expect("full snapshots");
+            let cost = number(whole, "/cost_ns");
             assert!(cost * 3 < dearest, "{what}: {cost} ns against {dearest} ns");
         });
     });
