@@ -3,7 +3,9 @@
 //! metadata event ("PID exe"), then one counter track per component and metric, named
 //! "COMPONENT METRIC" (metric requested, rss, pss or swap; the process totals are component
 //! `total`), with an event `{"ph":"C","ts":µs since the recording started,"args":{"bytes":N}}`
-//! per point. Images of one PID (before and after an exec) share its tracks.
+//! per point. Images of one PID (before and after an exec) share its tracks. A snapshot that
+//! is an estimate from pagemap is also a process-scoped instant event named `estimated from
+//! pagemap` (`{"ph":"i","s":"p","args":{"pagemap_mappings":N}}`) at its time.
 
 use std::io::Write;
 
@@ -37,6 +39,20 @@ enum Event {
         ts: f64,
         args: BytesArgs,
     },
+    Instant {
+        ph: &'static str,
+        /// `p`: the mark spans the process's tracks.
+        s: &'static str,
+        name: &'static str,
+        pid: u32,
+        ts: f64,
+        args: EstimateArgs,
+    },
+}
+
+#[derive(Serialize)]
+struct EstimateArgs {
+    pagemap_mappings: u64,
 }
 
 #[derive(Serialize)]
@@ -72,6 +88,19 @@ pub fn render(analysis: &Analysis, out: &mut dyn Write) -> std::io::Result<()> {
                 });
             }
         }
+        for snapshot in &image.components.snapshots {
+            let Some(pagemap_mappings) = snapshot.pagemap_mappings else {
+                continue;
+            };
+            events.push(Event::Instant {
+                ph: "i",
+                s: "p",
+                name: "estimated from pagemap",
+                pid: image.pid,
+                ts: snapshot.time_ns as f64 / 1000.0,
+                args: EstimateArgs { pagemap_mappings },
+            });
+        }
     }
     let trace = Trace {
         trace_events: events,
@@ -106,8 +135,13 @@ mod tests {
             json!({"ph": "M", "name": "process_name", "pid": 100, "args": {"name": "100 /bin/app"}})
         );
         // app and libc: 3 requested points and 2 snapshots of 3 metrics each; overhead: 2
-        // snapshots; totals: 4 metrics of 3 points.
-        assert_eq!(events.len(), 1 + 9 + 9 + 6 + 12);
+        // snapshots; totals: 4 metrics of 3 points; the second snapshot is an estimate.
+        assert_eq!(events.len(), 1 + 9 + 9 + 6 + 12 + 1);
+        assert_eq!(
+            events.last().unwrap(),
+            &json!({"ph": "i", "s": "p", "name": "estimated from pagemap", "pid": 100,
+                "ts": 2.5, "args": {"pagemap_mappings": 3}})
+        );
         let counters: Vec<&Value> = events.iter().filter(|event| event["ph"] == "C").collect();
         assert_eq!(counters.len(), 36);
         assert!(counters.iter().all(|event| event["pid"] == 100));

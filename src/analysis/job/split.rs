@@ -21,6 +21,8 @@ pub struct Split {
     pub time_ns: u64,
     /// The snapshot reached the peak RSS the status samples saw (`PeakSplit::measured`).
     pub measured: bool,
+    /// The snapshot is an estimate from pagemap (`PeakSplit::estimated`).
+    pub estimated: bool,
     /// By `GROUPS`.
     pub groups: [Resident; 5],
     /// Every component with its bytes at the snapshot, by name as the analysis orders them.
@@ -65,6 +67,7 @@ impl Split {
         Some(Split {
             time_ns: peak.snapshot_time_ns,
             measured: peak.measured,
+            estimated: peak.estimated,
             groups,
             components: at_peak,
         })

@@ -58,7 +58,7 @@ pub(crate) fn rank_components(scale: u64) -> Components {
             snapshot_time_ns: 200,
             snapshot_rss: kib(34),
             measured: scale != 3,
-            estimated: false,
+            estimated: scale == 1,
         }),
         ..Components::default()
     }
@@ -193,6 +193,11 @@ fn the_split_is_the_snapshot_at_the_peak_rss_grouped() {
         "unknown has no point at the peak"
     );
     assert!(!job.ranks[2].split.as_ref().unwrap().measured);
+    let estimated = job
+        .ranks
+        .iter()
+        .map(|row| row.split.as_ref().is_some_and(|s| s.estimated));
+    assert_eq!(estimated.collect::<Vec<_>>(), [true, false, false, false]);
     assert_eq!(job.ranks[3].split, None);
     assert_eq!(job.other_components(), ["overhead", "stacks"]);
 }

@@ -8,7 +8,9 @@
 //! class `series`, `data-component` (stacked charts) or `data-metric` (all), and a `<title>`
 //! that browsers show as a tooltip. A stacked chart has one series per component with points
 //! in that chart; its bands are drawn as steps (a value holds until the next point, the last
-//! one until the end of the time axis), the first component at the bottom. Coordinates are
+//! one until the end of the time axis), the first component at the bottom. In the RSS chart a
+//! snapshot that is an estimate from pagemap is also a dashed `<line class="estimate">` with
+//! `data-time-ns`. Coordinates are
 //! absolute (`M x,y L x,y ... Z`) with two decimals; the value axis starts at 0 and ends at
 //! `data-axis-max` bytes, a round number of KiB, MiB or GiB at or above the highest value.
 
@@ -118,6 +120,7 @@ pub fn process_section_in(image: &ProcessAnalysis, index: usize, palette: &Palet
         "Live requested bytes by component",
         &requested,
         (&axis, palette),
+        &[],
         &mut html,
     );
     let rss: Vec<(&str, Vec<TimePoint>)> = components
@@ -136,11 +139,24 @@ pub fn process_section_in(image: &ProcessAnalysis, index: usize, palette: &Palet
         })
         .collect();
     let rss: Vec<(&str, &[TimePoint])> = rss.iter().map(|(n, p)| (*n, p.as_slice())).collect();
+    let estimates: Vec<(u64, u64)> = components
+        .snapshots
+        .iter()
+        .filter_map(|snapshot| Some((snapshot.time_ns, snapshot.pagemap_mappings?)))
+        .collect();
+    let caption = match estimates.is_empty() {
+        true => "Resident memory (RSS) by component, at each smaps snapshot",
+        false => {
+            "Resident memory (RSS) by component, at each smaps snapshot (dashed lines: \
+             estimates from pagemap)"
+        }
+    };
     stacked_chart(
         "rss",
-        "Resident memory (RSS) by component, at each smaps snapshot",
+        caption,
         &rss,
         (&axis, palette),
+        &estimates,
         &mut html,
     );
     totals_chart(components, &axis, &mut html);
@@ -304,11 +320,14 @@ fn sorted(points: &[TimePoint]) -> Vec<TimePoint> {
     points
 }
 
+/// `estimates`: (time, mappings counted from pagemap) of the snapshots that are estimates,
+/// each drawn as a dashed line across the plot.
 fn stacked_chart(
     chart: &str,
     caption: &str,
     series: &[(&str, &[TimePoint])],
     (axis, palette): (&TimeAxis, &Palette),
+    estimates: &[(u64, u64)],
     html: &mut String,
 ) {
     let series: Vec<(&str, Vec<TimePoint>)> = series
@@ -382,6 +401,17 @@ fn stacked_chart(
             palette.colour(name),
             escape(name),
             short_bytes(peak)
+        );
+    }
+    for &(time_ns, counted) in estimates {
+        let x = axis.x(time_ns);
+        let _ = writeln!(
+            html,
+            "<line class=\"estimate\" data-time-ns=\"{time_ns}\" x1=\"{x:.2}\" x2=\"{x:.2}\" \
+             y1=\"{PLOT_TOP:.2}\" y2=\"{PLOT_BOTTOM:.2}\" stroke=\"#555\" \
+             stroke-dasharray=\"3 3\"><title>estimated from pagemap at {:.3} s ({counted} \
+             mappings counted, the others as at the last snapshot)</title></line>",
+            time_ns as f64 / 1e9
         );
     }
     html.push_str("</svg>\n</figure>\n");

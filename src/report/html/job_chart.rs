@@ -4,7 +4,8 @@
 //! `<svg data-chart="job-hwm" data-axis-max=BYTES>`; one `<rect class="bar">` per rank and
 //! group with `data-rank`, `data-component` (a group of `GROUPS`, or `unsplit`: the peak
 //! sampled RSS of a rank without a snapshot) and `data-bytes`, bottom to top in `GROUPS`
-//! order, ranks left to right in table order, and a `<title>` tooltip.
+//! order, ranks left to right in table order, and a `<title>` tooltip; a rank whose snapshot
+//! is an estimate from pagemap has `data-estimated="true"` on its bars.
 
 use std::fmt::Write as _;
 
@@ -90,14 +91,20 @@ fn bars(job: &Job, axis: &ValueAxis, html: &mut String) {
     for (index, row) in job.ranks.iter().enumerate() {
         let x = PLOT_LEFT + slot * index as f64 + (slot - width) / 2.0;
         let mut below = 0u64;
+        let estimated = row.split.as_ref().is_some_and(|split| split.estimated);
+        let (marker, note) = match estimated {
+            true => (" data-estimated=\"true\"", " (estimated from pagemap)"),
+            false => ("", ""),
+        };
         for (name, bytes) in segments(row) {
             let top = below + bytes;
             let (y_top, y_bottom) = (axis.y(top), axis.y(below));
             let _ = writeln!(
                 html,
                 "<rect class=\"bar\" data-rank=\"{}\" data-component=\"{name}\" \
-                 data-bytes=\"{bytes}\" x=\"{x:.2}\" y=\"{y_top:.2}\" width=\"{width:.2}\" \
-                 height=\"{:.2}\" fill=\"{}\"><title>rank {} ({} pid {}): {name} {}</title></rect>",
+                 data-bytes=\"{bytes}\"{marker} x=\"{x:.2}\" y=\"{y_top:.2}\" \
+                 width=\"{width:.2}\" height=\"{:.2}\" fill=\"{}\"><title>rank {} ({} pid {}): \
+                 {name} {}{note}</title></rect>",
                 row.rank,
                 y_bottom - y_top,
                 colour(name),

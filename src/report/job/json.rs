@@ -49,6 +49,7 @@ impl Serialize for RankJson<'_> {
         let split = row.split.as_ref().map(|split| SplitJson {
             time_ns: split.time_ns,
             measured: split.measured,
+            estimated: split.estimated,
             components: split
                 .components
                 .iter()
@@ -68,6 +69,7 @@ impl Serialize for RankJson<'_> {
 struct SplitJson<'a> {
     time_ns: u64,
     measured: bool,
+    estimated: bool,
     components: Vec<ComponentAtPeakJson<'a>>,
 }
 

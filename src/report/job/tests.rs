@@ -53,6 +53,9 @@ fn the_text_table_lists_ranks_in_order_then_their_statistics() {
     assert!(text.contains("\n  3                   -         -        -         -        -\n"));
     assert!(text.contains("\n  other: overhead, stacks\n"));
     assert!(text.contains("below the status samples' peak RSS): rank 2\n"));
+    assert!(text.contains(
+        "\n  estimated from pagemap at the peak (a full snapshot was too dear then): rank 0\n"
+    ));
     assert!(text.contains("\n  no smaps snapshot: rank 3\n"));
     assert!(text.ends_with("  mpiexec.hydra node1 299 100 bytes 4.88 KiB 3.91 KiB\n"));
 }
@@ -128,6 +131,8 @@ fn json_has_the_job_and_one_report_per_profile() {
     assert_eq!(rank["peak_requested_bytes"], 6000);
     assert_eq!(rank["app_rss_bytes"], serde_json::Value::Null);
     assert_eq!(rank["split"], serde_json::Value::Null);
+    assert_eq!(job_json["ranks"][0]["split"]["estimated"], true);
+    assert_eq!(job_json["ranks"][1]["split"]["estimated"], false);
     assert_eq!(
         job_json["ranks"][0]["split"]["components"][4],
         serde_json::json!({"name": "mpi:extra", "rss_bytes": 1024, "pss_bytes": 1024})
@@ -192,6 +197,14 @@ fn the_chart_stacks_each_rank_s_groups_and_a_rank_without_snapshot_whole() {
     assert_eq!(bars[4], owned("0", "other", 3072));
     assert_eq!(bars[7], owned("1", "mpi:shm", 4096));
     assert_eq!(bars[15], owned("3", "unsplit", 20000));
+    // Rank 0's split is an estimate: its five bars say so, and no other.
+    let estimated = html
+        .lines()
+        .filter(|line| line.contains("data-estimated=\"true\""));
+    let marked: Vec<&str> = estimated.collect();
+    assert_eq!(marked.len(), 5);
+    assert!(marked.iter().all(|line| line.contains("data-rank=\"0\"")
+        && line.contains(" (estimated from pagemap)</title>")));
     // The highest bar, rank 2's 102 KiB, under an axis of 3 steps of 50 KiB.
     assert!(
         html.contains("data-highest=\"104448\" data-axis-max=\"153600\""),

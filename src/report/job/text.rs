@@ -152,7 +152,8 @@ fn write_table(
     Ok(())
 }
 
-/// Which components `other` holds, and which ranks' splits are not at their peak.
+/// Which components `other` holds, and which ranks' splits are not at their peak or are
+/// estimates.
 fn split_notes(job: &Job, out: &mut dyn Write) -> std::io::Result<()> {
     let others = job.other_components();
     if !others.is_empty() {
@@ -169,6 +170,14 @@ fn split_notes(job: &Job, out: &mut dyn Write) -> std::io::Result<()> {
             "  not measured at the peak (the highest snapshot is more than a 64th below the \
              status samples' peak RSS): rank {}",
             unmeasured.join(", ")
+        )?;
+    }
+    let estimated = ranks_where(&|row| row.split.as_ref().is_some_and(|s| s.estimated));
+    if !estimated.is_empty() {
+        writeln!(
+            out,
+            "  estimated from pagemap at the peak (a full snapshot was too dear then): rank {}",
+            estimated.join(", ")
         )?;
     }
     let missing = ranks_where(&|row| row.split.is_none());

@@ -245,3 +245,20 @@ fn the_page_carries_one_section_per_image_and_fetches_nothing() {
         );
     }
 }
+
+#[test]
+fn an_estimate_is_a_dashed_line_across_the_rss_chart_only() {
+    let html = section();
+    let rss = chart(&html, "rss");
+    let lines: Vec<&str> = rss
+        .match_indices("<line class=\"estimate\"")
+        .map(|(position, _)| &rss[position..])
+        .collect();
+    // The second snapshot, at 2,500 ns of an axis from 1,000 to 5,000 ns, counted 3 mappings.
+    assert_eq!(lines.len(), 1);
+    assert_eq!(attribute(lines[0], "data-time-ns"), Some("2500"));
+    assert_eq!(attribute(lines[0], "x1"), Some("311.25"));
+    assert!(lines[0].contains("<title>estimated from pagemap at 0.000 s (3 mappings counted"));
+    assert!(rss.contains("(dashed lines: estimates from pagemap)"));
+    assert!(!chart(&html, "requested").contains("class=\"estimate\""));
+}
