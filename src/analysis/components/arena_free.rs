@@ -117,6 +117,25 @@ mod tests {
         region(start, end, flags, path, 0, 0)
     }
 
+    /// A snapshot's mapping as `ArenaFree::add` reads it: its arena kind and gaps.
+    fn pending(arena: Option<ArenaKind>, gaps: Option<ChunkGaps>) -> PendingMapping {
+        PendingMapping {
+            start: 0,
+            end: 0,
+            flags: RW,
+            path: String::new(),
+            rss: 0,
+            pss: 0,
+            swap: 0,
+            creator: None,
+            live: Vec::new(),
+            arena,
+            gaps,
+            follows: None,
+            thread_stack: false,
+        }
+    }
+
     #[test]
     fn the_heap_is_the_main_arena_and_aligned_reservations_are_thread_arenas() {
         let base = 0x7f00_0000_0000;
@@ -207,23 +226,8 @@ mod tests {
                 later_heaps: 1,
             }
         );
-        let pending = PendingMapping {
-            start: base,
-            end: used_end,
-            flags: RW,
-            path: String::new(),
-            rss: 0,
-            pss: 0,
-            swap: 0,
-            creator: None,
-            live: Vec::new(),
-            arena: Some(Thread),
-            gaps: Some(gaps),
-            follows: None,
-            thread_stack: false,
-        };
         let mut free = ArenaFree::default();
-        free.add(&pending, 0);
+        free.add(&pending(Some(Thread), Some(gaps)), 0);
         assert_eq!(free.thread_arenas, 1);
         // A heap without blocks is all top, and its own arena as far as can be shown.
         let empty = thread_heap_gaps(base, base + 2 * THREAD_HEAP_SIZE, &mut []);
@@ -242,21 +246,6 @@ mod tests {
             classes: vec![(bytes.ilog2() as u8, bytes)],
             heaps: 1,
             later_heaps: 0,
-        };
-        let pending = |arena: Option<ArenaKind>, gaps: Option<ChunkGaps>| PendingMapping {
-            start: 0,
-            end: 0,
-            flags: RW,
-            path: String::new(),
-            rss: 0,
-            pss: 0,
-            swap: 0,
-            creator: None,
-            live: Vec::new(),
-            arena,
-            gaps,
-            follows: None,
-            thread_stack: false,
         };
         let mut free = ArenaFree::default();
         assert!(free.is_empty());
