@@ -123,7 +123,8 @@ pub enum Command {
         /// `html` for one self-contained page with a flame graph per metric and charts of
         /// memory over time, `csv` for the timelines in long form
         /// (`pid,image_start_ns,time_ns,component,metric,bytes`), `perfetto` for the timelines
-        /// as counter tracks of a Chrome trace (ui.perfetto.dev, chrome://tracing).
+        /// as counter tracks of a Chrome trace, estimates marked (ui.perfetto.dev,
+        /// chrome://tracing).
         /// `pprof` for a gzip'd protobuf profile of the call sites (`go tool pprof`; sample
         /// types alloc_objects, alloc_space, inuse_objects, inuse_space, in use meaning live
         /// at the end; `pid` and `exe` tags), `speedscope` for speedscope's JSON (a profile

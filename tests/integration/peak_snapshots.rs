@@ -237,7 +237,6 @@ fn a_high_of_a_process_whose_snapshot_is_dear_is_estimated_while_it_lasts() {
                 .expect("an estimate that still showed a spike's high");
             let high = number(held, "/high/bytes");
             assert_eq!(held["high"]["kind"], "requested", "{what}");
-            assert_eq!(number(held, "/requested"), high, "{what}");
             assert_eq!(number(held, "/arena_requested"), high, "{what}");
             assert_eq!(live_resident(held), high, "{what}");
             let app_resident = resident_at(image, "app", number(held, "/time_ns"));
@@ -256,9 +255,9 @@ fn a_high_of_a_process_whose_snapshot_is_dear_is_estimated_while_it_lasts() {
 
 /// dear_spikes' spikes as mappings of their own: no requested bytes, highs of RSS only. An
 /// estimate counts the spike's mapping page by page and takes the rest from the last full
-/// snapshot, so the spike's component there holds what it holds at the exit plus one whole
-/// spike (one estimate at least: another may have been taken while a spike was being
-/// written).
+/// snapshot, so the spike's component there holds exactly that snapshot's plus one whole
+/// spike, or the exit's (one estimate at least: another may have been taken while a spike
+/// was being written).
 #[test]
 fn an_rss_high_of_a_process_whose_snapshot_is_dear_is_estimated_while_it_lasts() {
     for_each_variant("dear_spikes", |variant, program| {
@@ -286,14 +285,23 @@ fn an_rss_high_of_a_process_whose_snapshot_is_dear_is_estimated_while_it_lasts()
                 let points = points.filter_map(at);
                 points.map(|point| point[1].as_u64().unwrap()).sum()
             };
-            // What an estimate shows app and unknown hold above the exit snapshot's: the
-            // blocks are the same, the spikes gone, and a page or two more touched by the last
-            // line's formatting (a static program's C library data is app's).
+            // What an estimate shows app and unknown hold above the full snapshot before it
+            // (its base, unless that one was taken during a spike too) or above the exit
+            // snapshot (the same blocks, the spikes gone, and a page or two more touched by
+            // the last line's formatting: a static program's C library data is app's).
             let exit = all
                 .iter()
                 .find(|snapshot| snapshot["reason"] == "exit")
                 .expect("an exit snapshot");
-            let added = |estimate: &Value| resident(estimate).saturating_sub(resident(exit));
+            let added = |estimate: &Value| {
+                let time = number(estimate, "/time_ns");
+                let before = all
+                    .iter()
+                    .filter(full)
+                    .rfind(|snapshot| number(snapshot, "/time_ns") < time)
+                    .expect("a full snapshot before the estimate");
+                [before, exit].map(|base| resident(estimate).saturating_sub(resident(base)))
+            };
             let estimates: Vec<&Value> = all
                 .iter()
                 .filter(|snapshot| {
@@ -303,16 +311,17 @@ fn an_rss_high_of_a_process_whose_snapshot_is_dear_is_estimated_while_it_lasts()
                 })
                 .collect();
             let spikes = [8 * MIB, 16 * MIB, 24 * MIB];
-            let a_whole_spike = |bytes: u64| {
-                spikes
-                    .iter()
-                    .any(|&spike| (spike - 2 * PAGE..=spike).contains(&bytes))
+            let a_whole_spike = |[over_base, over_exit]: [u64; 2]| {
+                spikes.contains(&over_base)
+                    || spikes
+                        .iter()
+                        .any(|&spike| (spike - 2 * PAGE..=spike).contains(&over_exit))
             };
             let whole = estimates
                 .iter()
                 .find(|estimate| a_whole_spike(added(estimate)))
                 .unwrap_or_else(|| {
-                    let added: Vec<u64> = estimates.iter().map(|e| added(e)).collect();
+                    let added: Vec<[u64; 2]> = estimates.iter().map(|e| added(e)).collect();
                     panic!("{what}: no estimate added a whole spike: {added:?}")
                 });
             assert!(number(whole, "/mappings") > 10_000, "{what}");

@@ -4,7 +4,7 @@
 
 use super::chunk_gaps::{continues_an_arena, ChunkGaps};
 use super::tracker::PendingMapping;
-use crate::trace::format::MappingResidency;
+use crate::trace::format::{MappingResidency, MAPPING_READ, MAPPING_SHARED, MAPPING_WRITE};
 
 /// glibc's `HEAP_MAX_SIZE` on 64-bit: a thread arena's heap is a mapping of this size,
 /// aligned to it, made writable as it grows (the rest shows as a mapping without access).
@@ -58,26 +58,40 @@ impl ArenaFree {
 }
 
 /// What `mappings[index]` is of glibc's arenas (`mappings` in address order, as smaps lists
-/// them): `[heap]` is the main arena's; a thread arena's heap is an anonymous mapping at a
-/// multiple of `THREAD_HEAP_SIZE`, either that long or followed at once by the inaccessible
-/// rest of its reservation. An arena's next heap may lie right after a full one, and the
-/// kernel then shows both as one mapping: a multiple of heaps, or heaps and a growing one.
-pub(super) fn arena_kind(mappings: &[MappingResidency], index: usize) -> Option<ArenaKind> {
+/// them; `has_blocks`: a live block starts inside it): `[heap]` is the main arena's; a
+/// thread arena's heap is a private, readable and writable anonymous mapping at a multiple
+/// of `THREAD_HEAP_SIZE`, either that long or followed at once by the inaccessible rest of
+/// its reservation (less than a heap). An arena's next heap may lie right after a full one,
+/// and the kernel then shows both as one mapping: a multiple of heaps, or heaps and a
+/// growing one; a mapping that long is taken for heaps only with a live block inside, as
+/// many other mappings are that long and aligned (a large block's, another runtime's heap).
+pub(super) fn arena_kind(
+    mappings: &[MappingResidency],
+    index: usize,
+    has_blocks: bool,
+) -> Option<ArenaKind> {
     let mapping = &mappings[index];
     if mapping.path == "[heap]" {
         return Some(ArenaKind::Main);
     }
     let next = mappings.get(index + 1);
+    let length = mapping.end - mapping.start;
     let whole_heaps = |length: u64| length > 0 && length % THREAD_HEAP_SIZE == 0;
     let reserved_rest = next.is_some_and(|next| {
         next.start == mapping.end
             && next.flags == 0
             && next.path.is_empty()
+            && next.end - next.start < THREAD_HEAP_SIZE
             && whole_heaps(next.end - mapping.start)
     });
+    let writable = mapping.flags & (MAPPING_READ | MAPPING_WRITE | MAPPING_SHARED)
+        == MAPPING_READ | MAPPING_WRITE;
+    let one_heap = length <= THREAD_HEAP_SIZE || has_blocks;
     let thread = mapping.path.is_empty()
+        && writable
         && mapping.start % THREAD_HEAP_SIZE == 0
-        && (whole_heaps(mapping.end - mapping.start) || reserved_rest);
+        && one_heap
+        && (whole_heaps(length) || reserved_rest);
     thread.then_some(ArenaKind::Thread)
 }
 
@@ -109,7 +123,6 @@ pub(super) fn thread_heap_gaps(start: u64, end: u64, blocks: &mut [(u64, u64)]) 
 mod tests {
     use super::super::tests::region;
     use super::*;
-    use crate::trace::format::{MAPPING_READ, MAPPING_WRITE};
 
     const RW: u8 = MAPPING_READ | MAPPING_WRITE;
 
@@ -156,7 +169,7 @@ mod tests {
             mapping(0x7fff_0000_0000, 0x7fff_0002_1000, RW, "[stack]"),
         ];
         let kinds: Vec<Option<ArenaKind>> = (0..mappings.len())
-            .map(|index| arena_kind(&mappings, index))
+            .map(|index| arena_kind(&mappings, index, false))
             .collect();
         use ArenaKind::{Main, Thread};
         assert_eq!(
@@ -174,34 +187,40 @@ mod tests {
     }
 
     /// An arena whose second heap lies right after its full first one: one mapping of a heap
-    /// and a bit, then the rest of the second heap's reservation.
+    /// and a bit, then the rest of the second heap's reservation. A mapping longer than a
+    /// heap is taken for heaps only with a live block inside.
     #[test]
     fn adjacent_heaps_of_one_arena_are_one_thread_arena_mapping_split_by_heap() {
+        const HEAP: u64 = THREAD_HEAP_SIZE;
         let base = 0x7f00_0000_0000;
-        let used_end = base + THREAD_HEAP_SIZE + (16 << 20);
+        let used_end = base + HEAP + (16 << 20);
         let mappings = [
             mapping(base, used_end, RW, ""),
-            mapping(used_end, base + 2 * THREAD_HEAP_SIZE, 0, ""),
+            mapping(used_end, base + 2 * HEAP, 0, ""),
             // Two full heaps.
-            mapping(
-                base + 4 * THREAD_HEAP_SIZE,
-                base + 6 * THREAD_HEAP_SIZE,
-                RW,
-                "",
-            ),
-            // Not a whole number of heaps.
-            mapping(
-                base + 8 * THREAD_HEAP_SIZE,
-                used_end + 8 * THREAD_HEAP_SIZE,
-                RW,
-                "",
-            ),
+            mapping(base + 4 * HEAP, base + 6 * HEAP, RW, ""),
+            // Not a whole number of heaps, and nothing after.
+            mapping(base + 8 * HEAP, used_end + 8 * HEAP, RW, ""),
+            // Inaccessible, two heaps long: a reservation.
+            mapping(base + 10 * HEAP, base + 12 * HEAP, 0, ""),
+            // Followed by an inaccessible rest of a heap or more.
+            mapping(base + 12 * HEAP, base + 12 * HEAP + (1 << 20), RW, ""),
+            mapping(base + 12 * HEAP + (1 << 20), base + 14 * HEAP, 0, ""),
+            // Shared.
+            mapping(base + 16 * HEAP, base + 17 * HEAP, RW | MAPPING_SHARED, ""),
         ];
-        let kinds: Vec<Option<ArenaKind>> = (0..mappings.len())
-            .map(|index| arena_kind(&mappings, index))
-            .collect();
+        let kinds = |has_blocks: bool| -> Vec<Option<ArenaKind>> {
+            (0..mappings.len())
+                .map(|index| arena_kind(&mappings, index, has_blocks))
+                .collect()
+        };
         use ArenaKind::Thread;
-        assert_eq!(kinds, [Some(Thread), None, Some(Thread), None]);
+        let thread = Some(Thread);
+        assert_eq!(
+            kinds(true),
+            [thread, None, thread, None, None, None, None, None]
+        );
+        assert_eq!(kinds(false), [None; 8]);
 
         // The first heap: its arena's state, then a live block, a freed one and a live one
         // (chunks of 4,112 bytes), and its top. The second: a live block at its start (so it
@@ -229,12 +248,6 @@ mod tests {
         let mut free = ArenaFree::default();
         free.add(&pending(Some(Thread), Some(gaps)), 0);
         assert_eq!(free.thread_arenas, 1);
-        // A heap without blocks is all top, and its own arena as far as can be shown.
-        let empty = thread_heap_gaps(base, base + 2 * THREAD_HEAP_SIZE, &mut []);
-        assert_eq!(
-            (empty.top, empty.heaps, empty.later_heaps),
-            (2 * THREAD_HEAP_SIZE, 2, 0)
-        );
     }
 
     #[test]

@@ -21,9 +21,9 @@ pub struct ChunkGaps {
     pub top: u64,
     /// Free bytes by size class: (log2 of the run's size, bytes), by class.
     pub classes: Vec<(u8, u64)>,
-    /// Thread arena heaps, and those of them shown to be an arena's second or later one
-    /// (`continues_an_arena`).
+    /// Thread arena heaps.
     pub heaps: u64,
+    /// Those of them shown to be an arena's second or later one (`continues_an_arena`).
     pub later_heaps: u64,
 }
 

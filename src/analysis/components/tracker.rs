@@ -133,7 +133,7 @@ impl ImageTracker {
     ) {
         let mut live = live_by_mapping(mappings, heap);
         let arenas: Vec<Option<ArenaKind>> = (0..mappings.len())
-            .map(|index| arena_kind(mappings, index))
+            .map(|index| arena_kind(mappings, index, !live[index].is_empty()))
             .collect();
         // Free space between blocks takes a sort of them: worked out only for a snapshot
         // where the arenas hold more that no block accounts for than at any before.

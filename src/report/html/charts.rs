@@ -147,8 +147,8 @@ pub fn process_section_in(image: &ProcessAnalysis, index: usize, palette: &Palet
     let caption = match estimates.is_empty() {
         true => "Resident memory (RSS) by component, at each smaps snapshot",
         false => {
-            "Resident memory (RSS) by component, at each smaps snapshot (dashed lines: \
-             estimates from pagemap)"
+            "Resident memory (RSS) by component, at each smaps snapshot or estimate (dashed \
+             lines: estimates from pagemap)"
         }
     };
     stacked_chart(
@@ -408,7 +408,7 @@ fn stacked_chart(
         let _ = writeln!(
             html,
             "<line class=\"estimate\" data-time-ns=\"{time_ns}\" x1=\"{x:.2}\" x2=\"{x:.2}\" \
-             y1=\"{PLOT_TOP:.2}\" y2=\"{PLOT_BOTTOM:.2}\" stroke=\"#555\" \
+             y1=\"{PLOT_TOP:.2}\" y2=\"{PLOT_BOTTOM:.2}\" stroke=\"#555\" stroke-width=\"2\" \
              stroke-dasharray=\"3 3\"><title>estimated from pagemap at {:.3} s ({counted} \
              mappings counted, the others as at the last snapshot)</title></line>",
             time_ns as f64 / 1e9
