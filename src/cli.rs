@@ -122,7 +122,7 @@ pub enum Command {
         /// `folded` for flame graphs (one `frame;frame;frame VALUE` line per call stack),
         /// `html` for one self-contained page with a flame graph per metric and charts of
         /// memory over time, `csv` for the timelines in long form
-        /// (`pid,image_start_ns,time_ns,component,metric,bytes`), `perfetto` for the timelines
+        /// (`pid,image_start_ns,time_ns,component,metric,bytes,estimated`), `perfetto` for the timelines
         /// as counter tracks of a Chrome trace, estimates marked (ui.perfetto.dev,
         /// chrome://tracing).
         /// `pprof` for a gzip'd protobuf profile of the call sites (`go tool pprof`; sample

@@ -213,13 +213,25 @@ fn csv_and_perfetto_carry_the_json_timelines() {
     };
     let images = components_of(&recording.report);
     // Every point of the JSON report, as CSV rows in the documented order.
-    let mut expected = vec!["pid,image_start_ns,time_ns,component,metric,bytes".to_string()];
+    let mut expected =
+        vec!["pid,image_start_ns,time_ns,component,metric,bytes,estimated".to_string()];
     let mut tracks = BTreeSet::new();
     for (components, image) in images.iter().zip(processes(&recording.report)) {
         let pid = number(image, "/pid");
         let start = number(image, "/start_ns");
+        let estimates: Vec<&Value> = image["snapshots"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|snapshot| snapshot["estimated"] == true)
+            .map(|snapshot| &snapshot["time_ns"])
+            .collect();
         let mut row = |component: &str, metric: &str, time: &Value, bytes: &Value| {
-            expected.push(format!("{pid},{start},{time},{component},{metric},{bytes}"));
+            let of_snapshots = component != "total" && metric != "requested";
+            let estimated = u8::from(of_snapshots && estimates.contains(&time));
+            expected.push(format!(
+                "{pid},{start},{time},{component},{metric},{bytes},{estimated}"
+            ));
             tracks.insert((pid, format!("{component} {metric}")));
         };
         for component in components {

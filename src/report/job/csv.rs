@@ -1,9 +1,10 @@
 //! `memsup report --format csv` of a job: the job table, one line per rank, then one per
 //! launcher, then one per statistic (wide form, for spreadsheets and pandas):
 //! `row,host,rank,pid,profile,` then the column keys (`peak_requested_bytes`, ...,
-//! `other_pss_bytes`). `row` is `rank`, `launcher`, or the statistic: `min`, `max`, `mean`,
-//! `std`, `max_rank` (the rank holding the max) and `max_over_mean`; fields that do not
-//! apply are empty.
+//! `other_pss_bytes`), then `split_estimated` (1 when a rank's split is an estimate from
+//! pagemap, 0 when not). `row` is `rank`, `launcher`, or the statistic: `min`, `max`,
+//! `mean`, `std`, `max_rank` (the rank holding the max) and `max_over_mean`; fields that do
+//! not apply are empty.
 
 use std::io::Write;
 
@@ -15,11 +16,14 @@ pub const IDENTITY: &str = "row,host,rank,pid,profile";
 
 pub fn render(job: &Job, out: &mut dyn Write) -> std::io::Result<()> {
     let keys: Vec<String> = COLUMNS.iter().map(|column| column.key()).collect();
-    writeln!(out, "{IDENTITY},{}", keys.join(","))?;
+    writeln!(out, "{IDENTITY},{},split_estimated", keys.join(","))?;
     for row in &job.ranks {
+        let estimated = row.split.as_ref().map(|split| u8::from(split.estimated));
         let values = COLUMNS
             .iter()
-            .map(|column| column.value(row).map_or(String::new(), |v| v.to_string()));
+            .map(|column| column.value(row))
+            .chain([estimated.map(u64::from)])
+            .map(|value| value.map_or(String::new(), |v| v.to_string()));
         let identity = format!(
             "rank,{},{},{},{}",
             field(&row.host),
@@ -35,7 +39,7 @@ pub fn render(job: &Job, out: &mut dyn Write) -> std::io::Result<()> {
             launcher.peak_rss_bytes,
             launcher.peak_pss_bytes,
         ];
-        let values = (0..COLUMNS.len()).map(|index| match peaks.get(index) {
+        let values = (0..=COLUMNS.len()).map(|index| match peaks.get(index) {
             Some(value) => value.to_string(),
             None => String::new(),
         });
@@ -56,10 +60,9 @@ pub fn render(job: &Job, out: &mut dyn Write) -> std::io::Result<()> {
         ("max_over_mean", |s| s.max_over_mean().to_string()),
     ];
     for (name, value) in statistics {
-        let values = job
-            .statistics
-            .iter()
-            .map(|s| s.as_ref().map_or(String::new(), value));
+        let values = (job.statistics.iter())
+            .map(|s| s.as_ref().map_or(String::new(), value))
+            .chain([String::new()]);
         writeln!(out, "{name},,,,,{}", join(values))?;
     }
     Ok(())
