@@ -24,6 +24,7 @@
 use iced_x86::code_asm::*;
 use iced_x86::BlockEncoderOptions;
 
+use super::code_mpi::emit_mpi;
 use super::code_record::{
     emit_rdtsc, emit_record_routine, FRAME_CALLER, SPINS_PER_YIELD, SYS_SCHED_YIELD,
 };
@@ -113,7 +114,7 @@ pub fn assemble(base: u64, area: u64, cpu: CpuSource, hooks: &[Hook]) -> Result<
 
 /// The labels just after each call of a hooked function, with the CFA's offset from rsp there.
 #[derive(Default)]
-struct ReturnSites {
+pub(super) struct ReturnSites {
     all: Vec<(CodeLabel, i64)>,
     /// The MPI hooks' among them.
     mpi: Vec<CodeLabel>,
@@ -136,7 +137,7 @@ impl ReturnSites {
     }
 
     /// As `call`, for an MPI hook.
-    fn call_mpi(
+    pub(super) fn call_mpi(
         &mut self,
         a: &mut CodeAssembler,
         slot: CodeLabel,
@@ -170,7 +171,7 @@ fn emit_hook(
         HookShape::After => emit_after(a, op, slot, record, false, returns)?,
         HookShape::AfterWithOutPointer => emit_after(a, op, slot, record, true, returns)?,
         HookShape::Around => emit_around(a, op, slot, record, returns)?,
-        HookShape::Mpi => emit_mpi(a, hook.function, slot, record, returns)?,
+        HookShape::Mpi => emit_mpi(a, hook.function, area, slot, record, returns)?,
         HookShape::Rendezvous => unreachable!("emitted above"),
     }
     a.set_label(&mut pass_through)?;
@@ -200,7 +201,7 @@ fn emit_before(
 
 /// Publishes `op`'s record at entry, `out` in the frame's out slot, then restores the
 /// arguments (pushed by `push_arguments`): rsp is as at entry again.
-fn emit_entry_record(
+pub(super) fn emit_entry_record(
     a: &mut CodeAssembler,
     op: Op,
     out: u32,
@@ -298,50 +299,6 @@ fn emit_around(
     a.mov(qword_ptr(rcx + record::SEQ as i32), rsi)?;
     a.set_label(&mut dropped)?;
     a.add(rsp, (FRAME_CALLER - 8) as i32)?;
-    a.ret()
-}
-
-/// Words above the return address an MPI hook copies for the function it calls: the
-/// arguments passed on the stack (after the first six). The MPI function with the most has
-/// 13 (`MPI_Isendrecv`: 7 on the stack); odd, so that the call stays 16-byte aligned.
-pub const MPI_STACK_WORDS: i32 = 11;
-
-/// Publishes `MpiEntry`, calls the function with the words above the caller's return
-/// address copied under its own (the arguments passed on the stack, where the function looks
-/// for them), then publishes `MpiReturn` and returns the function's rax, rdx and xmm0
-/// untouched (the record routine uses general registers only). Both records carry
-/// `function` in `OUT`. The copy reads `MPI_STACK_WORDS` words of the caller's frame and of
-/// those above it: a stack always holds more than that above a call.
-fn emit_mpi(
-    a: &mut CodeAssembler,
-    function: u32,
-    slot: CodeLabel,
-    record_routine: CodeLabel,
-    returns: &mut ReturnSites,
-) -> std::result::Result<(), IcedError> {
-    emit_entry_record(a, Op::MpiEntry, function, record_routine)?;
-    // rsp is as at entry, 8 past a 16-byte boundary; an odd number of words aligns the call.
-    let copied = 8 * MPI_STACK_WORDS;
-    a.sub(rsp, copied)?;
-    for word in 0..MPI_STACK_WORDS {
-        a.mov(r11, qword_ptr(rsp + (copied + 8 + 8 * word)))?;
-        a.mov(qword_ptr(rsp + 8 * word), r11)?;
-    }
-    returns.call_mpi(a, slot, i64::from(copied) + 8)?;
-    a.add(rsp, copied)?;
-    // The return's frame: no arguments, the function, its result; rdx kept in the spare.
-    for _ in 0..7 {
-        a.push(0)?; // six arguments, the entry tsc
-    }
-    a.mov(ecx, function)?;
-    a.push(rcx)?; // out: the function
-    a.push(rax)?; // result
-    a.push(rdx)?; // spare
-    a.mov(r8d, Op::MpiReturn as u32)?;
-    a.call(record_routine)?;
-    a.pop(rdx)?;
-    a.pop(rax)?;
-    a.add(rsp, (FRAME_CALLER - 24) as i32)?;
     a.ret()
 }
 

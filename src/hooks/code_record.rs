@@ -72,6 +72,7 @@ pub(super) fn emit_record_routine(a: &mut CodeAssembler, area: u64, cpu: CpuSour
     a.call(inner)?;
     // rax and rcx are the inner routine's answer to a holding hook: kept in r8 and r9.
     a.mov(rdx, area)?;
+    emit_generation(a)?;
     a.test(dword_ptr(rdx + header::SAMPLE_MASK as i32), r12d)?;
     a.jne(untimed)?;
     a.test(rdi, rdi)?;
@@ -97,6 +98,19 @@ pub(super) fn emit_record_routine(a: &mut CodeAssembler, area: u64, cpu: CpuSour
     emit_inner_routine(a, area, cpu)?;
     a.set_label(&mut walk)?;
     emit_walk_routine(a, area)
+}
+
+/// With MPI calls pending in slots (`layout::mpi`), tells them that a record was written:
+/// adds one to the generation. The record's TSC was read before (lfence), so a call whose
+/// entry TSC is younger counted itself in `MPI_ACTIVE` before this read. rdx = the area.
+fn emit_generation(a: &mut CodeAssembler) -> Emit {
+    let mut none = a.create_label();
+    a.lfence()?;
+    a.cmp(qword_ptr(rdx + header::MPI_ACTIVE as i32), 0)?;
+    a.je(none)?;
+    a.lock()
+        .inc(qword_ptr(rdx + header::MPI_GENERATION as i32))?;
+    a.set_label(&mut none)
 }
 
 /// rax = the TSC (rdx clobbered).

@@ -15,6 +15,7 @@ use super::inject::SharedArea;
 use super::layout::stacks::StackRef;
 use super::layout::{Op, POLICY_DROP, POLICY_WAIT};
 use super::mpi_fold::{CallKey, MpiFold};
+use super::mpi_slots::{OpenCalls, Sum, SummedCalls};
 use super::ring::{Area, Drainer, RawRecord};
 use super::stack_section::{SegmentTable, StackSection};
 use crate::events::calls::{mapping_result, returned_call};
@@ -101,6 +102,9 @@ struct Image {
     /// MPI functions whose name was sent, as pid << 32 | number: this image's, and its vfork
     /// children's.
     mpi_declared: IntegerMap<u64, ()>,
+    /// MPI calls the hooks summed in their slots, and when they may be sent.
+    mpi_summed: SummedCalls,
+    mpi_open: OpenCalls,
 }
 
 struct AreaHandle {
@@ -239,6 +243,8 @@ impl Drain {
             stack_costs: HookStackCosts::default(),
             call_costs: HookCallCosts::default(),
             mpi_declared: IntegerMap::default(),
+            mpi_summed: SummedCalls::default(),
+            mpi_open: OpenCalls::default(),
         };
         lock(&self.shared.images).insert(pid, image);
     }
@@ -510,6 +516,8 @@ fn drain_image(shared: &Shared, pid: u32, image: &mut Image, pass: Pass) -> usiz
         stack_costs,
         call_costs,
         mpi_declared,
+        mpi_summed,
+        mpi_open,
     } = image;
     let mut batcher = EventBatcher {
         shared,
@@ -525,6 +533,8 @@ fn drain_image(shared: &Shared, pid: u32, image: &mut Image, pass: Pass) -> usiz
         stack_costs,
         call_costs,
         mpi_declared,
+        mpi_summed,
+        mpi_open,
         area: &area.area,
         batch: Vec::new(),
         mpi_fold: MpiFold::default(),
@@ -539,6 +549,12 @@ fn drain_image(shared: &Shared, pid: u32, image: &mut Image, pass: Pass) -> usiz
         }
     };
     batcher.mpi_fold.finish(&mut batcher.batch);
+    let horizon = drainer.released_below();
+    if horizon != u64::MAX {
+        let horizon_ns = shared.clock().to_monotonic_ns(horizon);
+        batcher.mpi_open.latest_ns = batcher.mpi_open.latest_ns.max(horizon_ns);
+    }
+    batcher.send_summed(pass == Pass::Finish);
     batcher.send();
     read
 }
@@ -559,6 +575,8 @@ struct EventBatcher<'a> {
     stack_costs: &'a mut HookStackCosts,
     call_costs: &'a mut HookCallCosts,
     mpi_declared: &'a mut IntegerMap<u64, ()>,
+    mpi_summed: &'a mut SummedCalls,
+    mpi_open: &'a mut OpenCalls,
     area: &'a Area,
     batch: Vec<Event>,
     /// MPI calls in which nothing happened, summed instead of sent.
@@ -592,15 +610,72 @@ impl EventBatcher<'_> {
             return;
         };
         self.mpi_fold.saw(event.time_ns);
+        self.mpi_open.latest_ns = self.mpi_open.latest_ns.max(event.time_ns);
         let key = CallKey {
             thread: record.thread,
             function: record.out as u32,
             stack_pointer: record.stack_pointer,
         };
         match mpi {
-            Some(true) => self.mpi_fold.enter(key, event, &mut self.batch),
-            Some(false) => self.mpi_fold.leave(key, event, &mut self.batch),
+            Some(true) => {
+                // The calls its hooks summed came before, outside any call in the stream.
+                if self.mpi_open.enter(record.thread) {
+                    let mut sums = Vec::new();
+                    self.mpi_summed
+                        .take_thread(self.area, record.thread, &mut sums);
+                    self.send_sums(sums, event.time_ns);
+                }
+                self.mpi_fold.enter(key, event, &mut self.batch)
+            }
+            Some(false) => {
+                self.mpi_open.leave(record.thread);
+                self.mpi_fold.leave(key, event, &mut self.batch)
+            }
             None => self.mpi_fold.send(event, &mut self.batch),
+        }
+    }
+
+    /// Sends what the hooks summed in the slots of threads with no call open in the stream
+    /// (all of them when `all`), stamped with the latest time sent.
+    fn send_summed(&mut self, all: bool) {
+        let mut sums = Vec::new();
+        let open = &*self.mpi_open;
+        self.mpi_summed
+            .take(self.area, |thread| all || !open.is_open(thread), &mut sums);
+        let time_ns = self.mpi_open.latest_ns;
+        self.send_sums(sums, time_ns);
+    }
+
+    fn send_sums(&mut self, sums: Vec<Sum>, time_ns: u64) {
+        for sum in sums {
+            let (pid, tid) = self.owner_of(sum.thread);
+            self.declare_mpi_function(sum.function, pid, tid, time_ns);
+            let event = Event {
+                time_ns,
+                pid,
+                tid,
+                kind: EventKind::MpiCalls {
+                    function: sum.function,
+                    calls: sum.calls,
+                    inside_ns: self.shared.clock().nanoseconds(sum.ticks),
+                },
+            };
+            self.mpi_fold.send(event, &mut self.batch);
+        }
+    }
+
+    /// The process and thread of a thread pointer.
+    fn owner_of(&self, thread: u64) -> (u32, u32) {
+        let vfork_child = match self.vfork_children.is_empty() {
+            true => None,
+            false => self.vfork_children.get(&thread),
+        };
+        match vfork_child {
+            Some(&child) => (child, child),
+            None => (
+                self.pid,
+                self.threads.get(&thread).copied().unwrap_or(self.pid),
+            ),
         }
     }
 
@@ -618,20 +693,7 @@ impl EventBatcher<'_> {
             self.counters.nested += 1;
             return None;
         }
-        let vfork_child = match self.vfork_children.is_empty() {
-            true => None,
-            false => self.vfork_children.get(&record.thread),
-        };
-        let (pid, tid) = match vfork_child {
-            Some(&child) => (child, child),
-            None => (
-                self.pid,
-                self.threads
-                    .get(&record.thread)
-                    .copied()
-                    .unwrap_or(self.pid),
-            ),
-        };
+        let (pid, tid) = self.owner_of(record.thread);
         let time_ns = self.shared.clock().to_monotonic_ns(record.tsc);
         if let Some(kind) = self.mpi_event(record, pid, tid, time_ns) {
             let entry = matches!(kind, EventKind::MpiCall { entry: true, .. });
@@ -670,6 +732,16 @@ impl EventBatcher<'_> {
             _ => return None,
         };
         let function = record.out as u32;
+        self.declare_mpi_function(function, pid, tid, time_ns);
+        Some(EventKind::MpiCall {
+            function,
+            entry,
+            stack_pointer: record.stack_pointer,
+        })
+    }
+
+    /// Sends MPI function `function`'s name first when this image has not named it yet.
+    fn declare_mpi_function(&mut self, function: u32, pid: u32, tid: u32, time_ns: u64) {
         // Looked up for every MPI record: a message loop makes millions a second.
         let declared = (u64::from(pid) << 32) | u64::from(function);
         if self.mpi_declared.insert(declared, ()).is_none() {
@@ -685,11 +757,6 @@ impl EventBatcher<'_> {
                 kind: EventKind::MpiFunction { function, name },
             });
         }
-        Some(EventKind::MpiCall {
-            function,
-            entry,
-            stack_pointer: record.stack_pointer,
-        })
     }
 
     /// The stack of a record: what its hook walked, registered with the interpret stage the

@@ -73,6 +73,9 @@ pub mod header {
     pub const SLEEP_TIMESPEC: u64 = 152;
     /// u32: a call is timed when its entry TSC has none of these bits set (`SAMPLE_BITS`).
     pub const SAMPLE_MASK: u64 = 168;
+    /// Byte offset of the MPI section (`mpi`) from the area's start, 0 for none: MPI hooks
+    /// then write a record at entry and at return.
+    pub const MPI_OFFSET: u64 = 176;
     /// Counters the hooks add to now and then, on a cache line of their own (every hook
     /// reads the lines above): times a producer slept on a full ring, and the timed calls
     /// that did not wait for room with the TSC ticks they spent in the record routine (the
@@ -80,6 +83,15 @@ pub mod header {
     pub const FULL_SLEEPS: u64 = 256;
     pub const TIMED_CALLS: u64 = 264;
     pub const TIMED_TICKS: u64 = 272;
+    /// MPI calls pending in slots, not yet claimed by memsup (`mpi`): while it is not 0,
+    /// every record the hooks write adds one to `MPI_GENERATION`, so that a pending call
+    /// learns at its return whether anything was recorded inside it. A line of their own:
+    /// MPI calls write it, every record reads it.
+    pub const MPI_ACTIVE: u64 = 320;
+    pub const MPI_GENERATION: u64 = 328;
+    /// A bit per MPI slot that a thread has taken (`mpi::SLOTS` bits), set once by the
+    /// thread with a locked bit-test-and-set: the slots memsup reads.
+    pub const MPI_OWNED: u64 = 336;
 }
 
 /// `header::SAMPLE_MASK` by default: eight TSC bits above the lowest six (which can move in
@@ -271,9 +283,14 @@ pub fn rings_end(ring_count: u64, capacity: u64) -> u64 {
     AREA_HEADER_BYTES + ring_count * ring_bytes(capacity)
 }
 
-/// Bytes of an area with `ring_count` rings of `capacity` records and the stack section
-/// after them (`stacks`), most of it never touched.
+/// Bytes of an area with `ring_count` rings of `capacity` records, the stack section after
+/// them (`stacks`) and the MPI section after that (`mpi`), most of it never touched.
 pub fn area_bytes(ring_count: u64, capacity: u64) -> u64 {
+    mpi_offset(ring_count, capacity) + mpi::SECTION_BYTES
+}
+
+/// Byte offset of the MPI section of an area with `ring_count` rings of `capacity` records.
+pub fn mpi_offset(ring_count: u64, capacity: u64) -> u64 {
     stacks::Section::after(rings_end(ring_count, capacity)).end()
 }
 
@@ -402,4 +419,64 @@ pub mod stacks {
     /// Multiplier and seed of the stack hash.
     pub const STACK_HASH: u64 = 0xff51_afd7_ed55_8ccd;
     pub const STACK_HASH_SEED: u64 = 0xcbf2_9ce4_8422_2325;
+}
+
+/// The MPI section: a slot per thread (found by a hash of its thread pointer) where an MPI
+/// hook keeps the call it is in instead of writing an entry record, and per slot the calls
+/// summed in the hook. A call in which nothing was recorded (by any thread: `MPI_GENERATION`
+/// unchanged) is added to its slot's counters at return and writes no record at all.
+/// Otherwise its return record carries its entry TSC, or memsup has already claimed the
+/// pending entry and sent it in its place in time. Slot states:
+/// `IDLE` → `PENDING` (the owner, at entry) → `IDLE` (the owner, at return: summed) or
+/// `FLUSHING` (the owner, at return: writing its return record with the entry in it, then
+/// `IDLE`) or `CLAIMED` (memsup, which sent the entry; the owner writes its return record,
+/// then `IDLE`). Owner and memsup change `PENDING` only with a compare-and-swap.
+pub mod mpi {
+    pub const SLOT_BITS: u32 = 8;
+    pub const SLOTS: u64 = 1 << SLOT_BITS;
+    pub const SLOT_BYTES: u64 = 256;
+    /// Multiplier of the slot hash: the top `SLOT_BITS` of thread pointer × this.
+    pub const SLOT_HASH: u64 = 0x9e37_79b9_7f4a_7c15;
+
+    /// Slot fields (byte offsets from the slot's start; u64 unless stated).
+    /// The thread pointer of the thread that took the slot (compare-and-swap from 0); it
+    /// keeps it for good. Another thread that hashes here records as without slots.
+    pub const OWNER: u64 = 0;
+    /// u32: `IDLE`, `PENDING`, `CLAIMED` or `FLUSHING`.
+    pub const STATE: u64 = 8;
+    /// u32: the pending call's function number.
+    pub const FUNCTION: u64 = 12;
+    pub const ENTRY_TSC: u64 = 16;
+    /// rsp at the function's entry (pointing at the return address).
+    pub const STACK_POINTER: u64 = 24;
+    /// `header::MPI_GENERATION` as the call began.
+    pub const GENERATION: u64 = 32;
+    /// A bit per function number whose counters the owner has added to (`FUNCTIONS` bits),
+    /// so that memsup reads only those.
+    pub const TOUCHED: u64 = 64;
+
+    pub const IDLE: u32 = 0;
+    pub const PENDING: u32 = 1;
+    pub const CLAIMED: u32 = 2;
+    pub const FLUSHING: u32 = 3;
+
+    /// Function numbers below this are summed in the hook; the others always record.
+    pub const FUNCTIONS: u64 = 1024;
+    /// Per slot and function: calls (u64), then TSC ticks inside them (u64). Written by the
+    /// owner only, read by memsup.
+    pub const COUNTER_BYTES: u64 = 16;
+    pub const SLOT_COUNTERS_BYTES: u64 = FUNCTIONS * COUNTER_BYTES;
+    /// Byte offset of slot 0's counters from the section's start.
+    pub const COUNTERS: u64 = SLOTS * SLOT_BYTES;
+    pub const SECTION_BYTES: u64 = COUNTERS + SLOTS * SLOT_COUNTERS_BYTES;
+
+    /// The slot of a thread.
+    pub fn slot_of(thread: u64) -> u64 {
+        thread.wrapping_mul(SLOT_HASH) >> (64 - SLOT_BITS)
+    }
+
+    /// Byte offset from the section's start of `slot`'s counters of `function`.
+    pub fn counters_of(slot: u64, function: u64) -> u64 {
+        COUNTERS + slot * SLOT_COUNTERS_BYTES + function * COUNTER_BYTES
+    }
 }

@@ -4,12 +4,14 @@
 
 pub mod clock;
 pub mod code;
+pub mod code_mpi;
 mod code_record;
 mod code_walk;
 pub mod drain;
 pub mod inject;
 pub mod layout;
 mod mpi_fold;
+pub mod mpi_slots;
 pub mod placement;
 pub mod relocate;
 pub mod ring;
@@ -18,6 +20,8 @@ pub mod trailer;
 
 #[cfg(test)]
 mod code_map_tests;
+#[cfg(test)]
+mod code_mpi_tests;
 #[cfg(test)]
 mod code_tests;
 #[cfg(test)]

@@ -6,6 +6,7 @@ use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::layout::{self, header, record, ring, Op};
+use super::mpi_slots;
 
 /// One record as the hook wrote it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,6 +125,14 @@ impl Area {
         self.u64_at(header::RENDEZVOUS_ASKED)
             .store(0, Ordering::Relaxed);
         self.u64_at(header::RENDEZVOUS_DONE)
+            .store(0, Ordering::Relaxed);
+        // The MPI section exists only in an area mapped whole (a fresh memfd: zeroed).
+        let mpi = layout::mpi_offset(ring_count as u64, capacity);
+        let has_mpi = mpi + layout::mpi::SECTION_BYTES <= self.len as u64;
+        self.u64_at(header::MPI_OFFSET)
+            .store(if has_mpi { mpi } else { 0 }, Ordering::Relaxed);
+        self.u64_at(header::MPI_ACTIVE).store(0, Ordering::Relaxed);
+        self.u64_at(header::MPI_GENERATION)
             .store(0, Ordering::Relaxed);
         self.u64_at(header::MAGIC)
             .store(layout::MAGIC, Ordering::Relaxed);
@@ -308,7 +317,8 @@ struct RingCursor {
 pub struct Drainer {
     capacity: u64,
     cursors: Vec<RingCursor>,
-    /// Per ring, in ring order (TSC order, since producers stamp in claim order).
+    /// Per ring, in ring order (TSC order, since producers stamp in claim order); then the
+    /// entries of MPI calls kept in slots (`mpi_slots`), in TSC order.
     held: Vec<VecDeque<RawRecord>>,
     previous_now: u64,
     grace_ticks: u64,
@@ -345,7 +355,7 @@ impl Drainer {
         Drainer {
             capacity,
             cursors: vec![RingCursor::default(); ring_count as usize],
-            held: vec![VecDeque::new(); ring_count as usize],
+            held: vec![VecDeque::new(); ring_count as usize + 1],
             previous_now: 0,
             grace_ticks: DEFAULT_GRACE_TICKS,
             released_below: 0,
@@ -379,6 +389,11 @@ impl Drainer {
     /// Sets how long a claimed slot may stay unpublished (see `DEFAULT_ABANDON_TICKS`).
     pub fn set_abandon_ticks(&mut self, ticks: u64) {
         self.abandon_ticks = ticks;
+    }
+
+    /// The highest cutoff released below so far (`u64::MAX` once finished).
+    pub fn released_below(&self) -> u64 {
+        self.released_below
     }
 
     /// Records read and held, not yet released.
@@ -426,6 +441,9 @@ impl Drainer {
         mut cutoff: u64,
         out: &mut impl Extend<RawRecord>,
     ) -> usize {
+        let mut entries = Vec::new();
+        cutoff = mpi_slots::claim_pending(area, cutoff, now, self.abandon_ticks, &mut entries);
+        self.hold_entries(entries);
         let mut read = 0;
         for index in 0..self.cursors.len() {
             let (count, stop) = self.read_ring(area, index, Some(now));
@@ -442,6 +460,9 @@ impl Drainer {
     /// The process is gone or stopped for good: releases everything, skipping claimed
     /// slots never published (counted as torn).
     pub fn finish(&mut self, area: &Area, out: &mut impl Extend<RawRecord>) {
+        let mut entries = Vec::new();
+        mpi_slots::claim_pending(area, u64::MAX, 0, 0, &mut entries);
+        self.hold_entries(entries);
         for index in 0..self.cursors.len() {
             self.read_ring(area, index, None);
         }
@@ -491,6 +512,7 @@ impl Drainer {
     fn read_ring(&mut self, area: &Area, index: usize, now: Option<u64>) -> (usize, Stop) {
         let start = layout::ring_offset(index as u64, self.capacity);
         let head = area.u64_at(start + ring::HEAD).load(Ordering::Acquire);
+        let mut carried = Vec::new();
         let cursor = &mut self.cursors[index];
         // A head further ahead than a full ring can only come from a corrupt target.
         let end = head.min(cursor.next + self.capacity);
@@ -517,6 +539,7 @@ impl Drainer {
             } else if let Some(record) = area.read_record(at) {
                 cursor.last_tsc = record.tsc;
                 self.late += (record.tsc < self.released_below) as u64;
+                carried.extend(mpi_slots::carried_entry(&record));
                 self.held[index].push_back(record);
             } else {
                 self.invalid += 1;
@@ -529,6 +552,18 @@ impl Drainer {
         if read > 0 {
             area.wake_waiters(start);
         }
+        self.hold_entries(carried);
         (read, stop)
+    }
+
+    /// Holds the entries of MPI calls kept in slots, each in its place by TSC: a call's
+    /// entry is older than the records around the one that brought it.
+    fn hold_entries(&mut self, entries: Vec<RawRecord>) {
+        let queue = self.held.last_mut().expect("the entries' queue");
+        for entry in entries {
+            self.late += (entry.tsc < self.released_below) as u64;
+            let at = queue.partition_point(|held| held.tsc <= entry.tsc);
+            queue.insert(at, entry);
+        }
     }
 }

@@ -7,7 +7,7 @@
 //! straight to its caller, as if it had never been hooked, and the page can go. Without such
 //! bytes in the process, its MPI entries keep their int3 probes.
 
-use crate::hooks::code::MPI_STACK_WORDS;
+use crate::hooks::code_mpi::MPI_STACK_WORDS;
 use crate::module::loaded::LoadedModule;
 use crate::platform::libraries::LibraryKind;
 use crate::proc::maps::{mapping_containing, read_maps};
