@@ -1,10 +1,11 @@
 //! The MPI hooks' machine code (`HookShape::Mpi`). A message loop makes millions of MPI
-//! calls a second, each as cheap as a few dozen nanoseconds natively, so a call in which
-//! nothing is recorded writes no record: the hook keeps the call in its thread's slot of the
-//! area's MPI section (`layout::mpi`) and, at return, adds it to the slot's counters. Only a
-//! call inside which something was recorded, or one memsup claimed while it lasted, writes
-//! its return record; a thread without a slot, a call inside another (the slot is busy) and a
-//! function numbered past `mpi::FUNCTIONS` write an entry and a return record as before.
+//! calls a second, each as cheap as a few dozen nanoseconds natively, so a call inside
+//! which its thread records nothing writes no record: the hook keeps the call in its
+//! thread's slot of the area's MPI section (`layout::mpi`) and, at return, adds it to the
+//! slot's counters. Only a call inside which its thread recorded something, or one memsup
+//! claimed while it lasted, writes its return record; a thread without a slot, a call inside
+//! another (the slot is busy) and a function numbered past `mpi::FUNCTIONS` write an entry
+//! and a return record as before.
 //!
 //! Either way the function is called with the `MPI_STACK_WORDS` words above the caller's
 //! return address copied under its own (the arguments passed on the stack), and nothing
@@ -37,16 +38,24 @@ pub(super) fn emit_mpi(
     record_routine: CodeLabel,
     returns: &mut ReturnSites,
 ) -> Emit {
-    let mut recorded = a.create_label();
+    let mut unslotted = a.create_label();
     if u64::from(function) < mpi::FUNCTIONS {
-        emit_pending_entry(a, function, recorded)?;
+        emit_take_slot(a, mpi::ENTERING, unslotted)?;
+        emit_pending_entry(a, function)?;
         emit_call(a, slot, returns)?;
         emit_pending_return(a, function, area, record_routine)?;
+    } else {
+        // Recorded at both ends, with the slot held so that calls inside record too.
+        emit_take_slot(a, mpi::RECORDED, unslotted)?;
+        emit_entry_record(a, Op::MpiEntry, function, record_routine)?;
+        emit_call(a, slot, returns)?;
+        emit_return_record(a, function, Some(area), record_routine)?;
+        a.ret()?;
     }
-    a.set_label(&mut recorded)?;
+    a.set_label(&mut unslotted)?;
     emit_entry_record(a, Op::MpiEntry, function, record_routine)?;
     emit_call(a, slot, returns)?;
-    emit_return_record(a, function, record_routine)?;
+    emit_return_record(a, function, None, record_routine)?;
     a.ret()
 }
 
@@ -63,45 +72,50 @@ fn emit_slot_address(a: &mut CodeAssembler) -> Emit {
     a.add(r11, rsi)
 }
 
-/// Takes the thread's slot (or goes to `recorded`: no section, the slot another thread's,
-/// or busy with an outer call) and keeps the call there; pops the arguments.
-fn emit_pending_entry(a: &mut CodeAssembler, function: u32, recorded: CodeLabel) -> Emit {
+/// Takes the thread's slot, owning it first if nobody does, from `IDLE` to `state` (a
+/// compare-and-swap: a signal handler's call finds it busy), or goes to `unslotted`: no
+/// section, no thread pointer yet, the slot another thread's, or busy with an outer call.
+/// r11 = the slot, r9 = its counters; the arguments stay pushed.
+fn emit_take_slot(a: &mut CodeAssembler, state: u32, unslotted: CodeLabel) -> Emit {
     let mut owned = a.create_label();
-    let slot_field = |offset: u64| qword_ptr(r11 + offset as i32);
+    let owner = qword_ptr(r11 + mpi::OWNER as i32);
     a.mov(rsi, qword_ptr(rax + header::MPI_OFFSET as i32))?;
     a.test(rsi, rsi)?;
-    a.je(recorded)?;
+    a.je(unslotted)?;
     a.add(rsi, rax)?;
     a.mov(r10, qword_ptr(0u64).fs())?;
+    a.test(r10, r10)?;
+    a.je(unslotted)?;
     emit_slot_address(a)?;
-    a.cmp(slot_field(mpi::OWNER), r10)?;
+    a.cmp(owner, r10)?;
     a.je(owned)?;
     a.mov(rdi, rax)?;
     a.xor(eax, eax)?;
-    a.lock().cmpxchg(slot_field(mpi::OWNER), r10)?;
-    a.jne(recorded)?;
-    a.mov(rax, rdi)?;
+    a.lock().cmpxchg(owner, r10)?;
+    a.jne(unslotted)?;
     a.mov(rdx, r11)?;
     a.sub(rdx, rsi)?;
     a.shr(rdx, mpi::SLOT_BYTES.trailing_zeros())?;
     a.lock()
-        .bts(qword_ptr(rax + header::MPI_OWNED as i32), rdx)?;
+        .bts(qword_ptr(rdi + header::MPI_OWNED as i32), rdx)?;
+    a.mov(dword_ptr(rdi + header::MPI_TAKEN as i32), 1)?;
     a.set_label(&mut owned)?;
-    a.cmp(dword_ptr(r11 + mpi::STATE as i32), mpi::IDLE as i32)?;
-    a.jne(recorded)?;
-    // Counted first (a locked instruction: a full barrier), the generation read next and
-    // the TSC last: a record stamped after the entry TSC then sees the count and adds to
-    // the generation, or added before this read of it and was stamped before the entry.
-    a.lock().inc(qword_ptr(rax + header::MPI_ACTIVE as i32))?;
-    a.mov(rdx, qword_ptr(rax + header::MPI_GENERATION as i32))?;
-    a.mov(slot_field(mpi::GENERATION), rdx)?;
+    a.xor(eax, eax)?;
+    a.mov(edx, state)?;
+    a.lock().cmpxchg(dword_ptr(r11 + mpi::STATE as i32), edx)?;
+    a.jne(unslotted)
+}
+
+/// Keeps the call in the slot taken as `ENTERING`, `PENDING` last (memsup reads the fields
+/// only in a pending slot); pops the arguments.
+fn emit_pending_entry(a: &mut CodeAssembler, function: u32) -> Emit {
+    let slot_field = |offset: u64| qword_ptr(r11 + offset as i32);
+    a.mov(dword_ptr(r11 + mpi::DIRTY as i32), 0)?;
     a.mov(dword_ptr(r11 + mpi::FUNCTION as i32), function)?;
     a.lea(rdx, qword_ptr(rsp + 48))?;
     a.mov(slot_field(mpi::STACK_POINTER), rdx)?;
-    a.lfence()?;
     emit_rdtsc(a)?;
     a.mov(slot_field(mpi::ENTRY_TSC), rax)?;
-    // Published last: memsup reads the fields above only in a pending slot.
     a.mov(dword_ptr(r11 + mpi::STATE as i32), mpi::PENDING)?;
     for register in [rdi, rsi, rdx, rcx, r8, r9] {
         a.pop(register)?;
@@ -122,9 +136,9 @@ fn emit_call(a: &mut CodeAssembler, slot: CodeLabel, returns: &mut ReturnSites) 
     a.add(rsp, copied)
 }
 
-/// After a call kept in the slot: sums it when nothing was recorded inside and memsup did
-/// not claim it, else writes its return record (with the entry TSC when memsup has not sent
-/// the entry). Returns the function's rax, rdx and xmm0 untouched.
+/// After a call kept in the slot: sums it when its thread recorded nothing inside and
+/// memsup did not claim it, else writes its return record (with the entry TSC when memsup
+/// has not sent the entry). Returns the function's rax, rdx and xmm0 untouched.
 fn emit_pending_return(
     a: &mut CodeAssembler,
     function: u32,
@@ -136,7 +150,6 @@ fn emit_pending_return(
     let mut write = a.create_label();
     let mut foreign = a.create_label();
     let mut done = a.create_label();
-    let slot_field = |offset: u64| qword_ptr(r11 + offset as i32);
     let state = dword_ptr(r11 + mpi::STATE as i32);
     // The record routine's frame from the start: spare (rdx), result (rax), out, entry TSC,
     // six arguments; rsp + RETURN_FRAME is the caller's return address.
@@ -146,8 +159,10 @@ fn emit_pending_return(
     emit_rdtsc(a)?;
     a.mov(r8, rax)?;
     emit_section(a, area)?;
-    a.mov(rdx, qword_ptr(rcx + header::MPI_GENERATION as i32))?;
-    a.cmp(rdx, slot_field(mpi::GENERATION))?;
+    // Read while the call is still this thread's: a signal handler's call may take the
+    // slot once it is idle.
+    a.mov(rdi, qword_ptr(r11 + mpi::ENTRY_TSC as i32))?;
+    a.cmp(dword_ptr(r11 + mpi::DIRTY as i32), 0)?;
     a.jne(changed)?;
     a.mov(eax, mpi::PENDING)?;
     a.mov(edx, mpi::IDLE)?;
@@ -155,7 +170,7 @@ fn emit_pending_return(
     a.jne(not_pending)?;
     // Summed: only this thread writes its slot's counters.
     let counters = u64::from(function) * mpi::COUNTER_BYTES;
-    a.sub(r8, slot_field(mpi::ENTRY_TSC))?;
+    a.sub(r8, rdi)?;
     // A thread moved to a CPU whose TSC lags: no time to add.
     a.mov(edx, 0)?;
     a.cmovs(r8, rdx)?;
@@ -167,7 +182,6 @@ fn emit_pending_return(
         qword_ptr(r11 + (mpi::TOUCHED + 8 * u64::from(word)) as i32),
         rdx,
     )?;
-    a.lock().dec(qword_ptr(rcx + header::MPI_ACTIVE as i32))?;
     a.jmp(done)?;
 
     // Something was recorded inside: the return record carries the entry, unless memsup
@@ -177,10 +191,10 @@ fn emit_pending_return(
     a.mov(edx, mpi::FLUSHING)?;
     a.lock().cmpxchg(state, edx)?;
     a.jne(not_pending)?;
-    a.mov(rdx, slot_field(mpi::ENTRY_TSC))?;
+    a.mov(rdx, rdi)?;
     a.jmp(write)?;
-    // eax = the state: CLAIMED (memsup sent the entry and took the call off MPI_ACTIVE), or
-    // IDLE in a fork child's fresh area, where the call is not in the slot at all.
+    // eax = the state: CLAIMED (memsup sent the entry), or IDLE in a fork child's fresh
+    // area, where the call is not in the slot at all.
     a.set_label(&mut not_pending)?;
     a.cmp(eax, mpi::CLAIMED as i32)?;
     a.jne(foreign)?;
@@ -190,10 +204,7 @@ fn emit_pending_return(
     a.mov(r8d, Op::MpiReturn as u32)?;
     a.call(record_routine)?;
     emit_section(a, area)?;
-    a.cmp(state, mpi::FLUSHING as i32)?;
     a.mov(state, mpi::IDLE)?;
-    a.jne(done)?;
-    a.lock().dec(qword_ptr(rcx + header::MPI_ACTIVE as i32))?;
     a.jmp(done)?;
     a.set_label(&mut foreign)?;
     emit_return_frame(a, function, None)?;
@@ -239,14 +250,24 @@ fn emit_return_frame(
 }
 
 /// After a call recorded at entry: the return record (no arguments, no entry TSC, the
-/// function in out, its result), then back with rax and rdx as the function left them.
-fn emit_return_record(a: &mut CodeAssembler, function: u32, record_routine: CodeLabel) -> Emit {
+/// function in out, its result), then the slot given back when the hook of the area at
+/// `held` held it, and back with rax and rdx as the function left them.
+fn emit_return_record(
+    a: &mut CodeAssembler,
+    function: u32,
+    held: Option<u64>,
+    record_routine: CodeLabel,
+) -> Emit {
     a.sub(rsp, RETURN_FRAME)?;
     a.mov(qword_ptr(rsp), rdx)?;
     a.mov(qword_ptr(rsp + 8), rax)?;
     emit_return_frame(a, function, None)?;
     a.mov(r8d, Op::MpiReturn as u32)?;
     a.call(record_routine)?;
+    if let Some(area) = held {
+        emit_section(a, area)?;
+        a.mov(dword_ptr(r11 + mpi::STATE as i32), mpi::IDLE)?;
+    }
     a.mov(rdx, qword_ptr(rsp))?;
     a.mov(rax, qword_ptr(rsp + 8))?;
     a.add(rsp, RETURN_FRAME)

@@ -1,7 +1,8 @@
-//! The MPI hooks' slots, run in this process: a call in which nothing is recorded is summed
-//! with no record; one inside which something is recorded, one memsup claims while it
-//! lasts, one inside another and one of a thread whose slot another thread holds each write
-//! what the drain needs to send them whole, in order.
+//! The MPI hooks' slots, run in this process: a call inside which its thread records
+//! nothing is summed with no record; one inside which it records something, one memsup
+//! claims while it lasts, one inside another, one inside a call recorded at both ends and
+//! one of a thread whose slot another thread holds each write what the drain needs to send
+//! them whole, in order.
 
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::Ordering;
@@ -9,7 +10,7 @@ use std::sync::atomic::Ordering;
 use super::clock::rdtsc;
 use super::code::CpuSource;
 use super::layout::{header, mpi, Hook, Op};
-use super::mpi_slots::{claim_pending, Sum, SummedCalls};
+use super::mpi_slots::{claim_pending, Flushing, Sum, SummedCalls};
 use super::ring::{Drainer, RawRecord};
 use super::test_support::*;
 
@@ -83,13 +84,6 @@ fn state(harness: &Harness) -> u32 {
     slot_field(harness, mpi::STATE) as u32
 }
 
-fn active(harness: &Harness) -> u64 {
-    harness
-        .area
-        .u64_at(header::MPI_ACTIVE)
-        .load(Ordering::Relaxed)
-}
-
 /// Every record, in the order the drain releases them (entries brought by return records
 /// in their place).
 fn released(harness: &Harness) -> Vec<RawRecord> {
@@ -124,7 +118,7 @@ fn calls_in_which_nothing_is_recorded_are_summed_in_the_slot_without_a_record() 
     let spent = rdtsc() - before;
     assert_eq!(harness.head(0), 0, "no record");
     assert_eq!(slot_field(&harness, mpi::OWNER), thread_pointer());
-    assert_eq!((state(&harness), active(&harness)), (mpi::IDLE, 0));
+    assert_eq!(state(&harness), mpi::IDLE);
     let sums = sums(&harness);
     assert_eq!(sums.len(), 1);
     let sum = sums[0];
@@ -170,7 +164,7 @@ fn a_call_inside_which_something_is_recorded_brings_its_entry_in_its_return_reco
         assert_eq!(record.stack_pointer, observed.stack_pointer);
     }
     assert_eq!(exit.result, RESULT);
-    assert_eq!((state(&harness), active(&harness)), (mpi::IDLE, 0));
+    assert_eq!(state(&harness), mpi::IDLE);
     assert!(sums(&harness).is_empty());
 }
 
@@ -187,13 +181,17 @@ fn a_call_memsup_claims_while_it_lasts_writes_its_return_record_alone() {
         Some(Box::new(move || {
             // SAFETY: the harness's area, alive for the call.
             let area = unsafe { super::ring::Area::new(area as *mut u8, layout_bytes()) };
-            assert_eq!(active_of(&area), 1);
             let mut entries = Vec::new();
-            assert_eq!(
-                claim_pending(&area, u64::MAX, rdtsc(), 1 << 40, &mut entries),
-                u64::MAX
+            let mut flushing = Flushing::default();
+            let cutoff = claim_pending(
+                &area,
+                u64::MAX,
+                rdtsc(),
+                1 << 40,
+                &mut flushing,
+                &mut entries,
             );
-            assert_eq!(active_of(&area), 0);
+            assert_eq!(cutoff, u64::MAX);
             into.borrow_mut().extend(entries);
         })),
     );
@@ -205,16 +203,12 @@ fn a_call_memsup_claims_while_it_lasts_writes_its_return_record_alone() {
     assert_eq!(ops(&records), [Op::MpiReturn]);
     assert_eq!(records[0].entry_tsc, 0);
     assert!(claimed[0].tsc < records[0].tsc);
-    assert_eq!((state(&harness), active(&harness)), (mpi::IDLE, 0));
+    assert_eq!(state(&harness), mpi::IDLE);
     assert!(sums(&harness).is_empty());
 }
 
 fn layout_bytes() -> usize {
     super::layout::area_bytes(1, 64) as usize
-}
-
-fn active_of(area: &super::ring::Area) -> u64 {
-    area.u64_at(header::MPI_ACTIVE).load(Ordering::Relaxed)
 }
 
 /// A call inside another finds the slot busy: it records its entry and return, which
@@ -235,7 +229,7 @@ fn a_call_inside_another_records_its_entry_and_return() {
     assert!(records.windows(2).all(|pair| pair[0].tsc < pair[1].tsc));
     assert_eq!(records[3].entry_tsc, records[0].tsc);
     assert!(records[1].stack_pointer < records[0].stack_pointer);
-    assert_eq!((state(&harness), active(&harness)), (mpi::IDLE, 0));
+    assert_eq!(state(&harness), mpi::IDLE);
     assert!(sums(&harness).is_empty());
 }
 
@@ -256,29 +250,117 @@ fn a_thread_whose_slot_another_holds_records_every_call() {
     assert_eq!(ops(&records), expected);
     assert!(records.iter().all(|record| record.entry_tsc == 0));
     assert_eq!(slot_field(&harness, mpi::OWNER), other);
-    assert_eq!((state(&harness), active(&harness)), (mpi::IDLE, 0));
+    assert_eq!(state(&harness), mpi::IDLE);
 }
 
-/// A record written while a call is pending in a slot (any thread's) adds to the
-/// generation; with none pending it does not.
+/// Another thread's record during a call is not the call's: the call is still summed.
 #[test]
-fn records_count_in_the_generation_only_while_a_call_is_pending() {
+fn a_record_of_another_thread_during_a_call_leaves_it_summed() {
+    let harness = std::sync::Arc::new(harness());
+    let other = std::sync::Arc::clone(&harness);
+    call(
+        &harness,
+        Some(Box::new(move || {
+            let other = std::sync::Arc::clone(&other);
+            let thread = std::thread::spawn(move || assert_ne!(other.malloc()(8), 0));
+            thread.join().unwrap();
+        })),
+    );
+    assert_eq!(ops(&released(&harness)), [Op::Malloc]);
+    let sums = sums(&harness);
+    assert_eq!(sums.len(), 1);
+    assert_eq!((sums[0].function, sums[0].calls), (FUNCTION, 1));
+}
+
+/// A thread's records mark its own pending call only: with no call in its slot, or with no
+/// slot taken in the area at all, a record leaves the slots as they are.
+#[test]
+fn a_record_marks_only_its_own_thread_s_pending_call() {
     let harness = harness();
-    let generation = || {
+    let taken = || {
         harness
             .area
-            .u64_at(header::MPI_GENERATION)
+            .u32_at(header::MPI_TAKEN)
             .load(Ordering::Relaxed)
     };
     assert_ne!(harness.malloc()(8), 0);
-    assert_eq!(generation(), 0);
-    harness
-        .area
-        .u64_at(header::MPI_ACTIVE)
-        .store(1, Ordering::Relaxed);
+    assert_eq!(taken(), 0);
+    call(&harness, None);
+    assert_eq!(taken(), 1);
     assert_ne!(harness.malloc()(8), 0);
-    assert_ne!(harness.malloc()(8), 0);
-    assert_eq!(generation(), 2);
+    assert_eq!(
+        slot_field(&harness, mpi::DIRTY) as u32,
+        0,
+        "no call pending"
+    );
+    call(&harness, None);
+    assert_eq!(ops(&released(&harness)), [Op::Malloc, Op::Malloc]);
+    assert_eq!(sums(&harness)[0].calls, 2);
+}
+
+/// A call whose slot was emptied while it lasted (a fork child's fresh area) records its
+/// return alone and leaves the slot as it found it.
+#[test]
+fn a_call_whose_slot_is_empty_at_its_return_records_its_return_alone() {
+    let harness = harness();
+    let area = harness.area_address();
+    let slot = section(&harness) + mpi::slot_of(thread_pointer()) * mpi::SLOT_BYTES;
+    call(
+        &harness,
+        Some(Box::new(move || {
+            // SAFETY: the harness's area, alive for the call.
+            let area = unsafe { super::ring::Area::new(area as *mut u8, layout_bytes()) };
+            area.u32_at(slot + mpi::STATE)
+                .store(mpi::IDLE, Ordering::Relaxed);
+        })),
+    );
+    let records = released(&harness);
+    assert_eq!(ops(&records), [Op::MpiReturn]);
+    assert_eq!((records[0].entry_tsc, records[0].result), (0, RESULT));
+    assert_eq!(state(&harness), mpi::IDLE);
+    assert!(sums(&harness).is_empty());
+}
+
+/// A call of a function numbered past the counters is recorded at both ends and holds the
+/// slot meanwhile, so that a call inside it is recorded too (and not summed as if outside).
+#[test]
+fn a_call_inside_a_call_recorded_at_both_ends_is_recorded_too() {
+    let hooks = [
+        Hook {
+            op: Op::MpiEntry,
+            function: FUNCTION,
+        },
+        Hook {
+            op: Op::MpiEntry,
+            function: mpi::FUNCTIONS as u32,
+        },
+    ];
+    let target = fake_mpi as *const () as u64;
+    let harness = Harness::with_hooks(
+        CpuSource::Single,
+        AreaConfig::waiting(1, 64),
+        &hooks,
+        &[target, target],
+    );
+    let (summed, recorded) = (harness.hooks.entries[0], harness.hooks.entries[1]);
+    // Takes the slot.
+    assert_eq!(call_observed(summed, [0; 6]).result, RESULT);
+    INSIDE.with(|slot| {
+        *slot.borrow_mut() = Some(Box::new(move || {
+            assert_eq!(call_observed(summed, [0; 6]).result, RESULT);
+        }))
+    });
+    assert_eq!(call_observed(recorded, [0; 6]).result, RESULT);
+    INSIDE.with(|slot| *slot.borrow_mut() = None);
+    let records = released(&harness);
+    let expected = [Op::MpiEntry, Op::MpiEntry, Op::MpiReturn, Op::MpiReturn];
+    assert_eq!(ops(&records), expected);
+    let functions: Vec<u64> = records.iter().map(|record| record.out).collect();
+    let outer = mpi::FUNCTIONS;
+    let inner = u64::from(FUNCTION);
+    assert_eq!(functions, [outer, inner, inner, outer]);
+    assert_eq!(state(&harness), mpi::IDLE);
+    assert_eq!(sums(&harness)[0].calls, 1, "the first call alone");
 }
 
 /// Function numbers past the slots' counters record every call.
@@ -297,5 +379,6 @@ fn a_function_numbered_past_the_counters_records_every_call() {
     call(&harness, None);
     let records = released(&harness);
     assert_eq!(ops(&records), [Op::MpiEntry, Op::MpiReturn]);
-    assert_eq!(slot_field(&harness, mpi::OWNER), 0, "no slot taken");
+    assert_eq!(state(&harness), mpi::IDLE, "the slot given back");
+    assert!(sums(&harness).is_empty());
 }

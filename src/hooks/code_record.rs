@@ -10,7 +10,7 @@ use iced_x86::code_asm::*;
 
 use super::code::CpuSource;
 use super::code_walk::emit_walk_routine;
-use super::layout::{header, record, ring, Op, AREA_HEADER_BYTES, POLICY_DROP, RECORD_BYTES};
+use super::layout::{header, mpi, record, ring, Op, AREA_HEADER_BYTES, POLICY_DROP, RECORD_BYTES};
 
 /// Frame offsets from the record routine's `rsp`.
 pub(super) const FRAME_RESULT: u64 = 16;
@@ -72,7 +72,7 @@ pub(super) fn emit_record_routine(a: &mut CodeAssembler, area: u64, cpu: CpuSour
     a.call(inner)?;
     // rax and rcx are the inner routine's answer to a holding hook: kept in r8 and r9.
     a.mov(rdx, area)?;
-    emit_generation(a)?;
+    emit_mark_mpi_call(a)?;
     a.test(dword_ptr(rdx + header::SAMPLE_MASK as i32), r12d)?;
     a.jne(untimed)?;
     a.test(rdi, rdi)?;
@@ -100,16 +100,26 @@ pub(super) fn emit_record_routine(a: &mut CodeAssembler, area: u64, cpu: CpuSour
     emit_walk_routine(a, area)
 }
 
-/// With MPI calls pending in slots (`layout::mpi`), tells them that a record was written:
-/// adds one to the generation. The record's TSC was read before (lfence), so a call whose
-/// entry TSC is younger counted itself in `MPI_ACTIVE` before this read. rdx = the area.
-fn emit_generation(a: &mut CodeAssembler) -> Emit {
+/// Marks the MPI call this thread has in its slot (`layout::mpi`), if any, as one inside
+/// which something was recorded, once any thread has taken a slot. rdx = the area; keeps
+/// rax, rcx and rdi.
+fn emit_mark_mpi_call(a: &mut CodeAssembler) -> Emit {
     let mut none = a.create_label();
-    a.lfence()?;
-    a.cmp(qword_ptr(rdx + header::MPI_ACTIVE as i32), 0)?;
+    a.cmp(dword_ptr(rdx + header::MPI_TAKEN as i32), 0)?;
     a.je(none)?;
-    a.lock()
-        .inc(qword_ptr(rdx + header::MPI_GENERATION as i32))?;
+    a.mov(rsi, qword_ptr(rdx + header::MPI_OFFSET as i32))?;
+    a.mov(r10, qword_ptr(0u64).fs())?;
+    a.mov(r11, mpi::SLOT_HASH)?;
+    a.imul_2(r11, r10)?;
+    a.shr(r11, 64 - mpi::SLOT_BITS)?;
+    a.shl(r11, mpi::SLOT_BYTES.trailing_zeros())?;
+    a.add(r11, rsi)?;
+    a.add(r11, rdx)?;
+    a.cmp(qword_ptr(r11 + mpi::OWNER as i32), r10)?;
+    a.jne(none)?;
+    a.cmp(dword_ptr(r11 + mpi::STATE as i32), mpi::IDLE as i32)?;
+    a.je(none)?;
+    a.mov(dword_ptr(r11 + mpi::DIRTY as i32), 1)?;
     a.set_label(&mut none)
 }
 

@@ -15,11 +15,12 @@ use super::inject::SharedArea;
 use super::layout::stacks::StackRef;
 use super::layout::{Op, POLICY_DROP, POLICY_WAIT};
 use super::mpi_fold::{CallKey, MpiFold};
-use super::mpi_slots::{OpenCalls, Sum, SummedCalls};
+use super::mpi_slots::{Sum, SummedCalls};
 use super::ring::{Area, Drainer, RawRecord};
 use super::stack_section::{SegmentTable, StackSection};
 use crate::events::calls::{mapping_result, returned_call};
 use crate::events::heap::IntegerMap;
+use crate::events::mpi_nesting::MpiNesting;
 use crate::events::{Event, EventKind, EventSink, RawStack};
 use crate::failure::lock;
 use crate::trace::format::{AllocFunction, HookCallCosts, HookCounters, HookStackCosts, MapCall};
@@ -102,9 +103,11 @@ struct Image {
     /// MPI functions whose name was sent, as pid << 32 | number: this image's, and its vfork
     /// children's.
     mpi_declared: IntegerMap<u64, ()>,
-    /// MPI calls the hooks summed in their slots, and when they may be sent.
+    /// MPI calls the hooks summed in their slots; the hooked calls sent and not yet closed,
+    /// by thread (sums are sent only outside them); the latest time sent.
     mpi_summed: SummedCalls,
-    mpi_open: OpenCalls,
+    mpi_open: MpiNesting,
+    latest_ns: u64,
 }
 
 struct AreaHandle {
@@ -244,7 +247,8 @@ impl Drain {
             call_costs: HookCallCosts::default(),
             mpi_declared: IntegerMap::default(),
             mpi_summed: SummedCalls::default(),
-            mpi_open: OpenCalls::default(),
+            mpi_open: MpiNesting::default(),
+            latest_ns: 0,
         };
         lock(&self.shared.images).insert(pid, image);
     }
@@ -518,6 +522,7 @@ fn drain_image(shared: &Shared, pid: u32, image: &mut Image, pass: Pass) -> usiz
         mpi_declared,
         mpi_summed,
         mpi_open,
+        latest_ns,
     } = image;
     let mut batcher = EventBatcher {
         shared,
@@ -535,6 +540,7 @@ fn drain_image(shared: &Shared, pid: u32, image: &mut Image, pass: Pass) -> usiz
         mpi_declared,
         mpi_summed,
         mpi_open,
+        latest_ns,
         area: &area.area,
         batch: Vec::new(),
         mpi_fold: MpiFold::default(),
@@ -550,10 +556,8 @@ fn drain_image(shared: &Shared, pid: u32, image: &mut Image, pass: Pass) -> usiz
     };
     batcher.mpi_fold.finish(&mut batcher.batch);
     let horizon = drainer.released_below();
-    if horizon != u64::MAX {
-        let horizon_ns = shared.clock().to_monotonic_ns(horizon);
-        batcher.mpi_open.latest_ns = batcher.mpi_open.latest_ns.max(horizon_ns);
-    }
+    let horizon_ns = shared.clock().to_monotonic_ns(horizon);
+    *batcher.latest_ns = (*batcher.latest_ns).max(horizon_ns);
     batcher.send_summed(pass == Pass::Finish);
     batcher.send();
     read
@@ -576,7 +580,8 @@ struct EventBatcher<'a> {
     call_costs: &'a mut HookCallCosts,
     mpi_declared: &'a mut IntegerMap<u64, ()>,
     mpi_summed: &'a mut SummedCalls,
-    mpi_open: &'a mut OpenCalls,
+    mpi_open: &'a mut MpiNesting,
+    latest_ns: &'a mut u64,
     area: &'a Area,
     batch: Vec<Event>,
     /// MPI calls in which nothing happened, summed instead of sent.
@@ -610,7 +615,7 @@ impl EventBatcher<'_> {
             return;
         };
         self.mpi_fold.saw(event.time_ns);
-        self.mpi_open.latest_ns = self.mpi_open.latest_ns.max(event.time_ns);
+        *self.latest_ns = (*self.latest_ns).max(event.time_ns);
         let key = CallKey {
             thread: record.thread,
             function: record.out as u32,
@@ -619,7 +624,8 @@ impl EventBatcher<'_> {
         match mpi {
             Some(true) => {
                 // The calls its hooks summed came before, outside any call in the stream.
-                if self.mpi_open.enter(record.thread) {
+                let nesting = &mut self.mpi_open;
+                if nesting.is_outermost(event.pid, event.tid, true, record.stack_pointer) {
                     let mut sums = Vec::new();
                     self.mpi_summed
                         .take_thread(self.area, record.thread, &mut sums);
@@ -628,7 +634,8 @@ impl EventBatcher<'_> {
                 self.mpi_fold.enter(key, event, &mut self.batch)
             }
             Some(false) => {
-                self.mpi_open.leave(record.thread);
+                let nesting = &mut self.mpi_open;
+                nesting.is_outermost(event.pid, event.tid, false, record.stack_pointer);
                 self.mpi_fold.leave(key, event, &mut self.batch)
             }
             None => self.mpi_fold.send(event, &mut self.batch),
@@ -639,11 +646,14 @@ impl EventBatcher<'_> {
     /// (all of them when `all`), stamped with the latest time sent.
     fn send_summed(&mut self, all: bool) {
         let mut sums = Vec::new();
-        let open = &*self.mpi_open;
-        self.mpi_summed
-            .take(self.area, |thread| all || !open.is_open(thread), &mut sums);
-        let time_ns = self.mpi_open.latest_ns;
-        self.send_sums(sums, time_ns);
+        let (image, threads, vfork_children) = (self.pid, self.threads, self.vfork_children);
+        let nesting = &*self.mpi_open;
+        let ready = |thread: u64| {
+            let (pid, tid) = owner_of(image, threads, vfork_children, thread);
+            all || !nesting.is_inside(pid, tid)
+        };
+        self.mpi_summed.take(self.area, ready, &mut sums);
+        self.send_sums(sums, *self.latest_ns);
     }
 
     fn send_sums(&mut self, sums: Vec<Sum>, time_ns: u64) {
@@ -666,17 +676,7 @@ impl EventBatcher<'_> {
 
     /// The process and thread of a thread pointer.
     fn owner_of(&self, thread: u64) -> (u32, u32) {
-        let vfork_child = match self.vfork_children.is_empty() {
-            true => None,
-            false => self.vfork_children.get(&thread),
-        };
-        match vfork_child {
-            Some(&child) => (child, child),
-            None => (
-                self.pid,
-                self.threads.get(&thread).copied().unwrap_or(self.pid),
-            ),
-        }
+        owner_of(self.pid, self.threads, self.vfork_children, thread)
     }
 
     /// The event of one record, with its thread and time, and for an MPI call whether it is
@@ -800,6 +800,24 @@ impl EventBatcher<'_> {
             },
         });
         RawStack::Known(record.stack)
+    }
+}
+
+/// The process and thread of a thread pointer in image `pid`: a vfork child running on that
+/// thread's stack, or the thread named for it, or the process.
+fn owner_of(
+    pid: u32,
+    threads: &IntegerMap<u64, u32>,
+    vfork_children: &HashMap<u64, u32>,
+    thread: u64,
+) -> (u32, u32) {
+    let vfork_child = match vfork_children.is_empty() {
+        true => None,
+        false => vfork_children.get(&thread),
+    };
+    match vfork_child {
+        Some(&child) => (child, child),
+        None => (pid, threads.get(&thread).copied().unwrap_or(pid)),
     }
 }
 

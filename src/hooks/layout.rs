@@ -12,7 +12,7 @@
 
 /// `MEMSUPHK`, little-endian.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"MEMSUPHK");
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 /// Bytes of the area header (one page).
 pub const AREA_HEADER_BYTES: u64 = 4096;
@@ -83,15 +83,13 @@ pub mod header {
     pub const FULL_SLEEPS: u64 = 256;
     pub const TIMED_CALLS: u64 = 264;
     pub const TIMED_TICKS: u64 = 272;
-    /// MPI calls pending in slots, not yet claimed by memsup (`mpi`): while it is not 0,
-    /// every record the hooks write adds one to `MPI_GENERATION`, so that a pending call
-    /// learns at its return whether anything was recorded inside it. A line of their own:
-    /// MPI calls write it, every record reads it.
-    pub const MPI_ACTIVE: u64 = 320;
-    pub const MPI_GENERATION: u64 = 328;
+    /// u32: 1 once a thread has taken an MPI slot (`mpi`): from then on every record looks
+    /// at its thread's slot, to mark a call pending there as one inside which something was
+    /// recorded. A line of its own: every record reads it.
+    pub const MPI_TAKEN: u64 = 320;
     /// A bit per MPI slot that a thread has taken (`mpi::SLOTS` bits), set once by the
     /// thread with a locked bit-test-and-set: the slots memsup reads.
-    pub const MPI_OWNED: u64 = 336;
+    pub const MPI_OWNED: u64 = 328;
 }
 
 /// `header::SAMPLE_MASK` by default: eight TSC bits above the lowest six (which can move in
@@ -423,18 +421,21 @@ pub mod stacks {
 
 /// The MPI section: a slot per thread (found by a hash of its thread pointer) where an MPI
 /// hook keeps the call it is in instead of writing an entry record, and per slot the calls
-/// summed in the hook. A call in which nothing was recorded (by any thread: `MPI_GENERATION`
-/// unchanged) is added to its slot's counters at return and writes no record at all.
-/// Otherwise its return record carries its entry TSC, or memsup has already claimed the
-/// pending entry and sent it in its place in time. Slot states:
-/// `IDLE` → `PENDING` (the owner, at entry) → `IDLE` (the owner, at return: summed) or
-/// `FLUSHING` (the owner, at return: writing its return record with the entry in it, then
-/// `IDLE`) or `CLAIMED` (memsup, which sent the entry; the owner writes its return record,
-/// then `IDLE`). Owner and memsup change `PENDING` only with a compare-and-swap.
+/// summed in the hook. A call inside which its thread recorded nothing (every record of a
+/// thread with a call in its slot marks the slot `DIRTY`) is added to its slot's counters at
+/// return and writes no record at all. Otherwise its return record carries its entry TSC,
+/// or memsup has already claimed the pending entry and sent it in its place in time. Slot
+/// states: `IDLE` → `ENTERING` (the owner, compare-and-swap at entry, then the fields) →
+/// `PENDING` → `IDLE` (the owner at return: summed) or `FLUSHING` (the owner at return:
+/// writing its return record with the entry in it, then `IDLE`) or `CLAIMED` (memsup, which
+/// sent the entry; the owner writes its return record, then `IDLE`); `RECORDED` while the
+/// owner is in a call it records at both ends (a function numbered past `FUNCTIONS`), so
+/// that calls inside it record too. Owner and memsup change `PENDING` only by
+/// compare-and-swap.
 pub mod mpi {
     pub const SLOT_BITS: u32 = 8;
     pub const SLOTS: u64 = 1 << SLOT_BITS;
-    pub const SLOT_BYTES: u64 = 256;
+    pub const SLOT_BYTES: u64 = 1024;
     /// Multiplier of the slot hash: the top `SLOT_BITS` of thread pointer × this.
     pub const SLOT_HASH: u64 = 0x9e37_79b9_7f4a_7c15;
 
@@ -442,26 +443,28 @@ pub mod mpi {
     /// The thread pointer of the thread that took the slot (compare-and-swap from 0); it
     /// keeps it for good. Another thread that hashes here records as without slots.
     pub const OWNER: u64 = 0;
-    /// u32: `IDLE`, `PENDING`, `CLAIMED` or `FLUSHING`.
+    /// u32: `IDLE`, `ENTERING`, `PENDING`, `CLAIMED`, `FLUSHING` or `RECORDED`.
     pub const STATE: u64 = 8;
     /// u32: the pending call's function number.
     pub const FUNCTION: u64 = 12;
     pub const ENTRY_TSC: u64 = 16;
     /// rsp at the function's entry (pointing at the return address).
     pub const STACK_POINTER: u64 = 24;
-    /// `header::MPI_GENERATION` as the call began.
-    pub const GENERATION: u64 = 32;
+    /// u32: set by any record of the owner while its slot is not `IDLE`, cleared at entry.
+    pub const DIRTY: u64 = 32;
     /// A bit per function number whose counters the owner has added to (`FUNCTIONS` bits),
     /// so that memsup reads only those.
     pub const TOUCHED: u64 = 64;
 
     pub const IDLE: u32 = 0;
-    pub const PENDING: u32 = 1;
-    pub const CLAIMED: u32 = 2;
-    pub const FLUSHING: u32 = 3;
+    pub const ENTERING: u32 = 1;
+    pub const PENDING: u32 = 2;
+    pub const CLAIMED: u32 = 3;
+    pub const FLUSHING: u32 = 4;
+    pub const RECORDED: u32 = 5;
 
     /// Function numbers below this are summed in the hook; the others always record.
-    pub const FUNCTIONS: u64 = 1024;
+    pub const FUNCTIONS: u64 = 4096;
     /// Per slot and function: calls (u64), then TSC ticks inside them (u64). Written by the
     /// owner only, read by memsup.
     pub const COUNTER_BYTES: u64 = 16;
@@ -469,6 +472,8 @@ pub mod mpi {
     /// Byte offset of slot 0's counters from the section's start.
     pub const COUNTERS: u64 = SLOTS * SLOT_BYTES;
     pub const SECTION_BYTES: u64 = COUNTERS + SLOTS * SLOT_COUNTERS_BYTES;
+
+    const _: () = assert!(TOUCHED + FUNCTIONS / 8 <= SLOT_BYTES);
 
     /// The slot of a thread.
     pub fn slot_of(thread: u64) -> u64 {

@@ -73,21 +73,27 @@ pub fn carried_entry(record: &RawRecord) -> Option<RawRecord> {
     })
 }
 
+/// Slots seen flushing, with the entry they flush and the pass's `now` when first seen so.
+#[derive(Debug, Default)]
+pub struct Flushing(HashMap<u64, (u64, u64)>);
+
 /// Claims the calls pending since before `cutoff` (their entries go to `entries`) and
-/// returns the cutoff, lowered to the entry of any call flushing its return record (unless
-/// that began `abandon_ticks` before `now`: its thread died in the middle).
+/// returns the cutoff, lowered to the entry of any call flushing its return record, unless
+/// it has been seen flushing for `abandon_ticks` (its thread died in the middle).
 pub fn claim_pending(
     area: &Area,
     mut cutoff: u64,
     now: u64,
     abandon_ticks: u64,
+    flushing: &mut Flushing,
     entries: &mut Vec<RawRecord>,
 ) -> u64 {
+    let mut still = HashMap::new();
     for (_, slot) in area.owned_slots() {
         let state = area.u32_at(slot + mpi::STATE);
         let mut seen = state.load(Ordering::Acquire);
-        let entry_tsc = area.u64_at(slot + mpi::ENTRY_TSC).load(Ordering::Relaxed);
-        if seen == mpi::PENDING && entry_tsc < cutoff {
+        let field = |offset: u64| area.u64_at(slot + offset).load(Ordering::Acquire);
+        if seen == mpi::PENDING && field(mpi::ENTRY_TSC) < cutoff {
             let claim = state.compare_exchange(
                 mpi::PENDING,
                 mpi::CLAIMED,
@@ -95,27 +101,51 @@ pub fn claim_pending(
                 Ordering::Acquire,
             );
             match claim {
+                // Read after the claim: the owner may have begun another call since.
                 Ok(_) => {
-                    area.u64_at(header::MPI_ACTIVE)
-                        .fetch_sub(1, Ordering::AcqRel);
-                    let field = |offset: u64| area.u64_at(slot + offset).load(Ordering::Relaxed);
-                    let function = area.u32_at(slot + mpi::FUNCTION).load(Ordering::Relaxed);
+                    let function = area.u32_at(slot + mpi::FUNCTION).load(Ordering::Acquire);
                     entries.push(entry_record(
                         field(mpi::OWNER),
                         u64::from(function),
                         field(mpi::STACK_POINTER),
-                        entry_tsc,
+                        field(mpi::ENTRY_TSC),
                     ));
                     continue;
                 }
                 Err(now_seen) => seen = now_seen,
             }
         }
-        if seen == mpi::FLUSHING && now.saturating_sub(entry_tsc) < abandon_ticks {
-            cutoff = cutoff.min(entry_tsc);
+        if seen == mpi::FLUSHING {
+            let entry_tsc = field(mpi::ENTRY_TSC);
+            let since = match flushing.0.get(&slot) {
+                Some(&(entry, since)) if entry == entry_tsc => since,
+                _ => now,
+            };
+            still.insert(slot, (entry_tsc, since));
+            if now.saturating_sub(since) < abandon_ticks {
+                cutoff = cutoff.min(entry_tsc);
+            }
         }
     }
+    flushing.0 = still;
     cutoff
+}
+
+/// Waits, yielding, up to `limit` for the slots flushing their return records to finish:
+/// a pass that releases everything published (a thread stopped at an int3 probe) then has
+/// their entries in place instead of holding back what came after them.
+pub fn wait_for_flushes(area: &Area, limit: std::time::Duration) {
+    let start = std::time::Instant::now();
+    let flushing = |slot: &(u64, u64)| {
+        area.u32_at(slot.1 + mpi::STATE).load(Ordering::Acquire) == mpi::FLUSHING
+    };
+    let mut slots = area.owned_slots();
+    while !slots.is_empty() && start.elapsed() < limit {
+        slots.retain(flushing);
+        if !slots.is_empty() {
+            std::thread::yield_now();
+        }
+    }
 }
 
 /// Calls summed in the hook, since they were last taken.
@@ -184,36 +214,6 @@ impl SummedCalls {
                 }
             }
         }
-    }
-}
-
-/// Per thread pointer, the MPI calls the drain has let into the stream and not yet closed:
-/// a thread's summed calls are sent only while it has none open, so that none reads as a
-/// call inside another.
-#[derive(Debug, Default)]
-pub struct OpenCalls {
-    open: crate::events::heap::IntegerMap<u64, u32>,
-    /// The latest time sent in this image: what sums sent at the end of a pass carry.
-    pub latest_ns: u64,
-}
-
-impl OpenCalls {
-    /// An entry of `thread` goes into the stream; true when it had no call open.
-    pub fn enter(&mut self, thread: u64) -> bool {
-        let open = self.open.entry(thread).or_default();
-        *open += 1;
-        *open == 1
-    }
-
-    /// A return of `thread` goes into the stream.
-    pub fn leave(&mut self, thread: u64) {
-        if let Some(open) = self.open.get_mut(&thread) {
-            *open = open.saturating_sub(1);
-        }
-    }
-
-    pub fn is_open(&self, thread: u64) -> bool {
-        self.open.get(&thread).is_some_and(|&open| open > 0)
     }
 }
 

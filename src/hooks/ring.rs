@@ -131,9 +131,7 @@ impl Area {
         let has_mpi = mpi + layout::mpi::SECTION_BYTES <= self.len as u64;
         self.u64_at(header::MPI_OFFSET)
             .store(if has_mpi { mpi } else { 0 }, Ordering::Relaxed);
-        self.u64_at(header::MPI_ACTIVE).store(0, Ordering::Relaxed);
-        self.u64_at(header::MPI_GENERATION)
-            .store(0, Ordering::Relaxed);
+        self.u32_at(header::MPI_TAKEN).store(0, Ordering::Relaxed);
         self.u64_at(header::MAGIC)
             .store(layout::MAGIC, Ordering::Relaxed);
         self.set_enabled(true);
@@ -323,6 +321,8 @@ pub struct Drainer {
     previous_now: u64,
     grace_ticks: u64,
     released_below: u64,
+    /// MPI slots seen flushing their return records (`mpi_slots`).
+    flushing: mpi_slots::Flushing,
     /// How long a claimed slot may stay unpublished before its producer counts as gone.
     abandon_ticks: u64,
     invalid: u64,
@@ -336,6 +336,10 @@ pub struct Drainer {
 /// hook, between the claim and the publication. It is skipped and counted as torn, so the
 /// ring moves on instead of filling and holding every producer of that CPU.
 pub const DEFAULT_ABANDON_TICKS: u64 = 1 << 35;
+
+/// The longest a pass for a stopped thread waits for MPI calls flushing their return
+/// records (a few stores each, unless their thread is preempted).
+const FLUSH_WAIT: Duration = Duration::from_millis(2);
 
 /// How far behind `now` the drain releases by default: a producer stalled longer than
 /// this between its TSC reading and its claim lands late (about 3 ms at 3 GHz).
@@ -359,6 +363,7 @@ impl Drainer {
             previous_now: 0,
             grace_ticks: DEFAULT_GRACE_TICKS,
             released_below: 0,
+            flushing: mpi_slots::Flushing::default(),
             abandon_ticks: DEFAULT_ABANDON_TICKS,
             invalid: 0,
             torn: 0,
@@ -391,7 +396,7 @@ impl Drainer {
         self.abandon_ticks = ticks;
     }
 
-    /// The highest cutoff released below so far (`u64::MAX` once finished).
+    /// The highest cutoff released below so far (not raised by `finish`).
     pub fn released_below(&self) -> u64 {
         self.released_below
     }
@@ -431,6 +436,7 @@ impl Drainer {
         out: &mut impl Extend<RawRecord>,
     ) -> usize {
         self.previous_now = now;
+        mpi_slots::wait_for_flushes(area, FLUSH_WAIT);
         self.drain_below(area, now, now, out)
     }
 
@@ -442,7 +448,14 @@ impl Drainer {
         out: &mut impl Extend<RawRecord>,
     ) -> usize {
         let mut entries = Vec::new();
-        cutoff = mpi_slots::claim_pending(area, cutoff, now, self.abandon_ticks, &mut entries);
+        cutoff = mpi_slots::claim_pending(
+            area,
+            cutoff,
+            now,
+            self.abandon_ticks,
+            &mut self.flushing,
+            &mut entries,
+        );
         self.hold_entries(entries);
         let mut read = 0;
         for index in 0..self.cursors.len() {
@@ -461,7 +474,8 @@ impl Drainer {
     /// slots never published (counted as torn).
     pub fn finish(&mut self, area: &Area, out: &mut impl Extend<RawRecord>) {
         let mut entries = Vec::new();
-        mpi_slots::claim_pending(area, u64::MAX, 0, 0, &mut entries);
+        let mut flushing = mpi_slots::Flushing::default();
+        mpi_slots::claim_pending(area, u64::MAX, 0, 0, &mut flushing, &mut entries);
         self.hold_entries(entries);
         for index in 0..self.cursors.len() {
             self.read_ring(area, index, None);

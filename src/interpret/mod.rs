@@ -6,7 +6,6 @@
 //! shows. Events arrive in time order (the sink stamps them as it queues them), and no record
 //! it writes goes back in time.
 
-mod mpi_nesting;
 mod records;
 mod requested_peaks;
 mod stacks;
@@ -23,12 +22,12 @@ use indicatif::MultiProgress;
 
 use crate::events::heap::IntegerMap;
 use crate::events::heap::{heap_event, HeapCall, HeapEvent, LiveHeap};
+use crate::events::mpi_nesting::MpiNesting;
 use crate::events::{CopiesInFlight, CopyWindows, Event, EventBatch, EventKind, RawStack, Watched};
 use crate::module::ModuleStore;
 use crate::trace::format::{Record, UnwindCosts};
 use crate::trace::stacks::{StackId, StackNode, EMPTY_STACK};
 use crate::trace::writer::RecordBatch;
-use mpi_nesting::MpiNesting;
 use requested_peaks::RequestedPeaks;
 use stacks::{Image, StackWalk};
 use symbolize::{DebugPreloader, ImageSymbolizer};

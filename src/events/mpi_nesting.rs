@@ -2,7 +2,9 @@
 //! or not (an MPI function calling another), and the int3 engine's probes, which stay on a
 //! few functions, report theirs into the same stream: the profile keeps one entry and one
 //! return per outermost call (`Record::MpiCall`), and the hook engine's sums of calls in
-//! which nothing happened (`Record::MpiCalls`) made outside any open call.
+//! which nothing happened (`Record::MpiCalls`) made outside any open call. The drain keeps
+//! one too, of the hooked calls it sends, to send the sums the hooks made in their slots
+//! only while their thread has none open.
 
 use std::collections::HashMap;
 
