@@ -645,6 +645,10 @@ impl EventBatcher<'_> {
     /// Sends what the hooks summed in the slots of threads with no call open in the stream
     /// (all of them when `all`), stamped with the latest time sent.
     fn send_summed(&mut self, all: bool) {
+        // Nothing released yet to stamp them with: the next pass sends them.
+        if *self.latest_ns == 0 && !all {
+            return;
+        }
         let mut sums = Vec::new();
         let (image, threads, vfork_children) = (self.pid, self.threads, self.vfork_children);
         let nesting = &*self.mpi_open;
