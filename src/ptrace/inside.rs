@@ -40,16 +40,21 @@ impl InsideCheck {
     }
 
     /// Whether thread `tid` (stopped) runs in one of `pages` (start, length) or has a frame
-    /// returning into one.
+    /// returning into one. A stack that cannot be read hides every frame above the rip: the
+    /// thread may be inside.
     pub(crate) fn may_be_inside(
         &self,
         tid: i32,
         memory: &dyn RemoteMemory,
         pages: &[(u64, u64)],
     ) -> bool {
-        self.code_references(tid, memory)
-            .into_iter()
-            .any(|address| in_ranges(pages, address))
+        let stack_unreadable = regs::get_registers(tid)
+            .is_ok_and(|registers| memory.read_u64(registers.rsp & !7).is_err());
+        stack_unreadable
+            || self
+                .code_references(tid, memory)
+                .into_iter()
+                .any(|address| in_ranges(pages, address))
     }
 
     /// The addresses thread `tid` (stopped) may go on at: its rip first, then the return

@@ -104,6 +104,20 @@ impl Tracer<'_> {
         (outcome, forked)
     }
 
+    /// Points `pid`'s memory at one of `tids` that has not reached its exit: the thread it
+    /// went through may have ended during the turns, and every read through it would fail.
+    fn read_through_a_live_thread(&mut self, pid: i32, tids: &[i32]) {
+        let Some(process) = self.processes.get_mut(&pid) else {
+            return;
+        };
+        let live = tids
+            .iter()
+            .find(|&&tid| !process.exiting_threads.contains(&tid) && !thread_is_zombie(pid, tid));
+        if let Some(&live) = live {
+            process.memory.use_thread(live);
+        }
+    }
+
     /// Whether thread `tid`'s SIGTRAP is memsup's (`Trap`); an int3's is rewound.
     fn our_trap(&self, tid: i32) -> bool {
         let Some(process) = self
@@ -288,7 +302,8 @@ impl Tracer<'_> {
 
     /// Whether a stopped thread of `pid` runs in `pages` or has a frame returning into them;
     /// a thread whose registers cannot be read, and is no zombie, may be.
-    fn may_be_inside(&self, pid: i32, tids: &[i32], pages: &[(u64, u64)]) -> bool {
+    fn may_be_inside(&mut self, pid: i32, tids: &[i32], pages: &[(u64, u64)]) -> bool {
+        self.read_through_a_live_thread(pid, tids);
         let Some(process) = self.processes.get(&pid) else {
             return false;
         };
