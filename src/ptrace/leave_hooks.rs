@@ -1,16 +1,20 @@
 //! Detach under the hook engine: a thread stopped inside the hook code (inside an allocator
 //! call a hook made, or in a hook's wait) must leave it before the code is unmapped. With the
-//! hooks switched off, the entries restored and every int3 gone, the process runs in short
-//! turns, stopped again after each, until no thread may be inside or the turns run out.
+//! hooks switched off, the entries restored and every int3 gone, the process runs in turns,
+//! stopped again after each, until no thread may be inside or the threads have had
+//! `RUN_TIME` to leave. The turns are short at first (an allocator call returns in
+//! microseconds), then longer: on a loaded machine a resumed thread may wait several
+//! milliseconds for a CPU, and a bound by time, not by a count of turns, gives it that.
 //!
 //! During a turn the process runs as it would untraced: a signal is delivered at its
 //! signal-delivery stop as soon as it is seen, with its own siginfo (a fault handled by the
 //! program sees its fault once). A clone or fork joins the new thread or process, stopped,
 //! and the turns go on (a forked process is detached after it, its copies of the hook code
-//! removed the same way). Whatever else stops a thread (a job-control stop, a vfork, an exec or
-//! exit, a thread that does not stop in time) ends the turns with the thread settled as at
-//! the detach's own stop. A thread at its exit event never runs the program's code again:
-//! it is not in the hook code, and a process whose threads all exit takes the code with it.
+//! removed the same way). A thread at its exit event is let go to its end and the turns go
+//! on for the others: it never runs the program's code again, so it is not in the hook
+//! code, and a process whose threads all exit takes the code with it. Whatever else stops a
+//! thread (a job-control stop, a vfork, an exec, a thread that does not stop in time) ends
+//! the turns with the thread settled as at the detach's own stop.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -24,11 +28,14 @@ use crate::ptrace::regs;
 use crate::ptrace::stop::{Deadline, Event, Stop, GROUP_STOP_SIGNALS, STOP_TIMEOUT};
 use crate::ptrace::tracer::Tracer;
 
-/// Turns of running before the code is given up as still in use (left mapped, switched off).
-const TURNS: u32 = 20;
-/// How long each turn runs: an allocator call returns in microseconds; a turn also lets a
-/// preempted thread be scheduled.
-const TURN: Duration = Duration::from_millis(2);
+/// How long the threads may run, over all turns, before the code is given up as still in
+/// use (left mapped, switched off).
+const RUN_TIME: Duration = Duration::from_millis(500);
+/// The first turn: an allocator call returns in microseconds.
+const FIRST_TURN: Duration = Duration::from_millis(2);
+/// Each turn runs twice as long as the one before, up to this: a thread waiting for a CPU
+/// gets one, and the checks between turns (an unwind of every thread) stay few.
+const LONGEST_TURN: Duration = Duration::from_millis(50);
 
 /// Signals a faulting instruction raises: they come again when it runs again.
 const FAULTS: [i32; 4] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGFPE];
@@ -56,10 +63,10 @@ pub(crate) enum HookCode {
 }
 
 impl Tracer<'_> {
-    /// Whether a thread of `pid` (stopped) may still be inside `pages`, after up to `TURNS`
-    /// turns of running, and the processes forked meanwhile (joined, stopped). A process
-    /// left in its group-stop by job control is not run, nor one with a thread stopped in
-    /// the middle of an event (a clone, an exec) or not stopped.
+    /// Whether a thread of `pid` (stopped) may still be inside `pages`, after turns of
+    /// running for up to `RUN_TIME` in all, and the processes forked meanwhile (joined,
+    /// stopped). A process left in its group-stop by job control is not run, nor one with a
+    /// thread stopped in the middle of an event (a clone, an exec) or not stopped.
     pub(crate) fn leave_hook_code(
         &mut self,
         pid: i32,
@@ -67,7 +74,9 @@ impl Tracer<'_> {
     ) -> (HookCode, Vec<i32>) {
         let processes_before: HashSet<i32> = self.processes.keys().copied().collect();
         let mut outcome = HookCode::MaybeInUse;
-        for turn in 0..=TURNS {
+        let mut ran = Duration::ZERO;
+        let mut turn = FIRST_TURN;
+        loop {
             // An exec makes the process anew, without its scratch page.
             if !self.image_stays(pid) {
                 outcome = HookCode::ImageGone;
@@ -80,12 +89,15 @@ impl Tracer<'_> {
                 outcome = HookCode::Unused;
                 break;
             }
-            if turn == TURNS || tids.iter().any(|&tid| self.held(tid)) {
+            if ran >= RUN_TIME || tids.iter().any(|&tid| self.held(tid)) {
                 break;
             }
-            if !self.run_one_turn(pid, &tids) {
+            let length = turn.min(RUN_TIME - ran);
+            if !self.run_one_turn(pid, &tids, length) {
                 break;
             }
+            ran += length;
+            turn = (turn * 2).min(LONGEST_TURN);
         }
         if !self.image_stays(pid) {
             outcome = HookCode::ImageGone;
@@ -166,16 +178,19 @@ impl Tracer<'_> {
                 .is_some_and(|thread| thread.job_stopped)
     }
 
-    /// Runs `tids` for one turn and stops them again; false when a thread reported
-    /// something that ends the turns. Signals are delivered as they come, during the turn
-    /// too: a timer signal pending at each resume would otherwise stop the thread before it
-    /// ran any code, turn after turn.
-    fn run_one_turn(&mut self, pid: i32, tids: &[i32]) -> bool {
-        // A zombie thread (a main thread ended by pthread_exit) never stops again.
+    /// Runs `tids` for one turn of `length` and stops them again; false when a thread
+    /// reported something that ends the turns. Signals are delivered as they come, during the
+    /// turn too: a timer signal pending at each resume would otherwise stop the thread before
+    /// it ran any code, turn after turn.
+    fn run_one_turn(&mut self, pid: i32, tids: &[i32], length: Duration) -> bool {
+        let exiting = self.processes.get(&pid).map(|p| &p.exiting_threads);
+        // A zombie thread (a main thread ended by pthread_exit) never stops again; one let go
+        // at its exit event is ending.
         let mut running: Vec<i32> = tids
             .iter()
             .copied()
             .filter(|&tid| !thread_is_zombie(pid, tid))
+            .filter(|tid| !exiting.is_some_and(|exiting| exiting.contains(tid)))
             .collect();
         for &tid in &running {
             if let Some(thread) = self.threads.get_mut(&tid) {
@@ -188,7 +203,7 @@ impl Tracer<'_> {
             }
             let _ = regs::resume(tid, 0);
         }
-        let mut go_on = self.poll_stops(pid, &mut running, Instant::now() + TURN, false);
+        let mut go_on = self.poll_stops(pid, &mut running, Instant::now() + length, false);
         running.retain(|&tid| regs::interrupt(tid).is_ok());
         go_on &= self.poll_stops(pid, &mut running, Instant::now() + STOP_TIMEOUT, true);
         if !running.is_empty() {
@@ -245,8 +260,9 @@ impl Tracer<'_> {
     /// What a stop of `tid` during the turns means: a signal is delivered and the thread
     /// runs on; our interrupt, or a clone or fork (the new thread or process joined,
     /// stopped; the creating thread goes on from its event stop at the next turn), leave it
-    /// stopped and the turns go on; anything else is settled for the detach and ends them (a
-    /// vfork's parent, for one, could not stop again until its child runs).
+    /// stopped and the turns go on; a thread at its exit event is let go and the turns go on
+    /// for the others; anything else is settled for the detach and ends them (a vfork's
+    /// parent, for one, could not stop again until its child runs).
     fn on_turn_stop(&mut self, tid: i32, stop: Stop, deadline: &Deadline) -> TurnStop {
         match stop {
             Stop::Event {
@@ -272,8 +288,10 @@ impl Tracer<'_> {
                 let _ = self.settle_for_detach(stop, deadline);
                 TurnStop::Stopped { go_on: true }
             }
-            // An exiting thread goes on to its end (the process may be ending: its other
-            // threads would never stop again for an interrupt).
+            // An exiting thread goes on to its end and is not run again. A thread that ends
+            // alone (a helper that returned) leaves the others their turns; when the process
+            // ends, the others reach their exit too (or end, reaped by the polls) and the
+            // next turn finds the image gone.
             Stop::Event {
                 event: Event::Exit, ..
             } => {
@@ -282,7 +300,7 @@ impl Tracer<'_> {
                     process.exiting_threads.insert(tid);
                 }
                 let _ = regs::resume(tid, 0);
-                TurnStop::Stopped { go_on: false }
+                TurnStop::Stopped { go_on: true }
             }
             Stop::Event {
                 event: Event::Clone | Event::Fork,
