@@ -394,17 +394,8 @@ mod tests {
         let mapping = |path: &str| MappingResidency {
             start: 0x1000,
             end: 0x2000,
-            flags: 0,
-            offset: 0,
-            inode: 0,
             path: path.to_string(),
-            rss: 0,
-            pss: 0,
-            shared: 0,
-            private_dirty: 0,
-            anonymous: 0,
-            swap: 0,
-            swap_pss: 0,
+            ..MappingResidency::default()
         };
         let proxy = [mapping("/usr/bin/hydra_pmi_proxy"), mapping("[heap]")];
         let rank = [mapping("/tmp/rank"), mapping("[stack]")];

@@ -59,13 +59,7 @@ pub fn unmeasured(map: MapEntry) -> MappingResidency {
         offset: map.offset,
         inode: map.inode,
         path: map.path.unwrap_or_default(),
-        rss: 0,
-        pss: 0,
-        shared: 0,
-        private_dirty: 0,
-        anonymous: 0,
-        swap: 0,
-        swap_pss: 0,
+        ..MappingResidency::default()
     }
 }
 

@@ -752,7 +752,7 @@ impl SnapshotReason {
 }
 
 /// One mapping of a smaps snapshot (sizes in bytes).
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq)]
 pub struct MappingResidency {
     pub start: u64,
     pub end: u64,
