@@ -89,16 +89,17 @@ fn emit_take_slot(a: &mut CodeAssembler, state: u32, unslotted: CodeLabel) -> Em
     emit_slot_address(a)?;
     a.cmp(owner, r10)?;
     a.je(owned)?;
-    a.mov(rdi, rax)?;
-    a.xor(eax, eax)?;
-    a.lock().cmpxchg(owner, r10)?;
-    a.jne(unslotted)?;
+    // Announced before the slot is taken: records look at the slots, and memsup reads this
+    // one, from the moment a call can be kept in it.
+    a.mov(dword_ptr(rax + header::MPI_TAKEN as i32), 1)?;
     a.mov(rdx, r11)?;
     a.sub(rdx, rsi)?;
     a.shr(rdx, mpi::SLOT_BYTES.trailing_zeros())?;
     a.lock()
-        .bts(qword_ptr(rdi + header::MPI_OWNED as i32), rdx)?;
-    a.mov(dword_ptr(rdi + header::MPI_TAKEN as i32), 1)?;
+        .bts(qword_ptr(rax + header::MPI_OWNED as i32), rdx)?;
+    a.xor(eax, eax)?;
+    a.lock().cmpxchg(owner, r10)?;
+    a.jne(unslotted)?;
     a.set_label(&mut owned)?;
     a.xor(eax, eax)?;
     a.mov(edx, state)?;
@@ -110,6 +111,8 @@ fn emit_take_slot(a: &mut CodeAssembler, state: u32, unslotted: CodeLabel) -> Em
 /// only in a pending slot); pops the arguments.
 fn emit_pending_entry(a: &mut CodeAssembler, function: u32) -> Emit {
     let slot_field = |offset: u64| qword_ptr(r11 + offset as i32);
+    // memsup compares and swaps state and sequence only while the state is PENDING.
+    a.inc(dword_ptr(r11 + mpi::SEQUENCE as i32))?;
     a.mov(dword_ptr(r11 + mpi::DIRTY as i32), 0)?;
     a.mov(dword_ptr(r11 + mpi::FUNCTION as i32), function)?;
     a.lea(rdx, qword_ptr(rsp + 48))?;
@@ -174,8 +177,9 @@ fn emit_pending_return(
     // A thread moved to a CPU whose TSC lags: no time to add.
     a.mov(edx, 0)?;
     a.cmovs(r8, rdx)?;
-    a.inc(qword_ptr(r9 + counters as i32))?;
+    // Ticks first: memsup reads calls, then ticks, so the ticks it reads cover the calls.
     a.add(qword_ptr(r9 + (counters + 8) as i32), r8)?;
+    a.inc(qword_ptr(r9 + counters as i32))?;
     let (word, bit) = (function / 64, function % 64);
     a.mov(rdx, 1u64 << bit)?;
     a.or(

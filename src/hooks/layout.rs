@@ -445,13 +445,17 @@ pub mod mpi {
     pub const OWNER: u64 = 0;
     /// u32: `IDLE`, `ENTERING`, `PENDING`, `CLAIMED`, `FLUSHING` or `RECORDED`.
     pub const STATE: u64 = 8;
-    /// u32: the pending call's function number.
-    pub const FUNCTION: u64 = 12;
+    /// u32 beside the state (one u64 with it): the owner adds one at each call it keeps, so
+    /// that memsup's claim (a compare-and-swap of both) takes only the call whose fields it
+    /// read.
+    pub const SEQUENCE: u64 = 12;
     pub const ENTRY_TSC: u64 = 16;
     /// rsp at the function's entry (pointing at the return address).
     pub const STACK_POINTER: u64 = 24;
     /// u32: set by any record of the owner while its slot is not `IDLE`, cleared at entry.
     pub const DIRTY: u64 = 32;
+    /// u32: the pending call's function number.
+    pub const FUNCTION: u64 = 36;
     /// A bit per function number whose counters the owner has added to (`FUNCTIONS` bits),
     /// so that memsup reads only those.
     pub const TOUCHED: u64 = 64;

@@ -90,32 +90,31 @@ pub fn claim_pending(
 ) -> u64 {
     let mut still = HashMap::new();
     for (_, slot) in area.owned_slots() {
-        let state = area.u32_at(slot + mpi::STATE);
-        let mut seen = state.load(Ordering::Acquire);
+        // The state and the owner's sequence of calls, as one word.
+        let word = area.u64_at(slot + mpi::STATE);
+        let seen = word.load(Ordering::Acquire);
         let field = |offset: u64| area.u64_at(slot + offset).load(Ordering::Acquire);
-        if seen == mpi::PENDING && field(mpi::ENTRY_TSC) < cutoff {
-            let claim = state.compare_exchange(
-                mpi::PENDING,
-                mpi::CLAIMED,
-                Ordering::AcqRel,
-                Ordering::Acquire,
+        let mut state = seen as u32;
+        if state == mpi::PENDING {
+            // Read before the claim, which succeeds only if the owner has not moved on.
+            let entry = entry_record(
+                field(mpi::OWNER),
+                u64::from(area.u32_at(slot + mpi::FUNCTION).load(Ordering::Acquire)),
+                field(mpi::STACK_POINTER),
+                field(mpi::ENTRY_TSC),
             );
-            match claim {
-                // Read after the claim: the owner may have begun another call since.
-                Ok(_) => {
-                    let function = area.u32_at(slot + mpi::FUNCTION).load(Ordering::Acquire);
-                    entries.push(entry_record(
-                        field(mpi::OWNER),
-                        u64::from(function),
-                        field(mpi::STACK_POINTER),
-                        field(mpi::ENTRY_TSC),
-                    ));
-                    continue;
+            if entry.tsc < cutoff {
+                let claimed = (seen & !0xffff_ffff) | u64::from(mpi::CLAIMED);
+                match word.compare_exchange(seen, claimed, Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(_) => {
+                        entries.push(entry);
+                        continue;
+                    }
+                    Err(now_seen) => state = now_seen as u32,
                 }
-                Err(now_seen) => seen = now_seen,
             }
         }
-        if seen == mpi::FLUSHING {
+        if state == mpi::FLUSHING {
             let entry_tsc = field(mpi::ENTRY_TSC);
             let since = match flushing.0.get(&slot) {
                 Some(&(entry, since)) if entry == entry_tsc => since,
