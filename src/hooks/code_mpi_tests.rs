@@ -146,7 +146,7 @@ fn summed_calls_are_taken_once() {
     assert_eq!(calls, [1, 2]);
 }
 
-/// A record inside the call (here the thread's own malloc) changes the generation: the
+/// A record of the thread inside the call (here its malloc) marks the call dirty: the
 /// return record carries the entry, which the drain puts before the malloc.
 #[test]
 fn a_call_inside_which_something_is_recorded_brings_its_entry_in_its_return_record() {
