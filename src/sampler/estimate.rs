@@ -2,9 +2,12 @@
 //! than the budget pays for yet (tens of ms on thousands of mappings or GiBs resident). What
 //! a high adds is mostly in mappings that changed (a block's own mapping, a grown heap), so:
 //! /proc/PID/maps lists the mappings as they are (no page walk: about a tenth of smaps'
-//! cost), those unchanged since the process's last snapshot keep the residency it gave them,
-//! and the others are counted page by page from /proc/PID/pagemap, which walks only their
-//! page tables.
+//! cost), those unchanged since the process's last snapshot or estimate keep the residency
+//! it gave them, and the others are counted page by page from /proc/PID/pagemap, which walks
+//! only their page tables. A mapping can change its residency without changing its shape (a
+//! reserved range written later, pages released with madvise, a mapping replaced by one of
+//! the same place): when the estimate's RSS disagrees with the status reads around it, every
+//! mapping is counted from pagemap.
 
 use std::fs::File;
 
@@ -12,15 +15,19 @@ use super::snapshot::{read_through_a_live_thread, unmeasured};
 use crate::proc::maps::{parse_maps, MapEntry};
 use crate::proc::pagemap::{count_ranges, PageCounts, PAGE};
 use crate::proc::smaps::read_into;
+use crate::proc::status::parse_status_memory;
 use crate::trace::format::{MappingResidency, MAPPING_EXECUTE, MAPPING_READ, MAPPING_WRITE};
 
-/// The mappings of `pid` now, estimated from `base` (its last snapshot, sorted by address) and
-/// pagemap; with how many were counted from pagemap. None when the process is gone.
+/// The mappings of `pid` now, estimated from `base` (its last snapshot, or the pieces of its
+/// last estimate, sorted by address) and pagemap, given its status RSS read just before.
+/// None when the process is gone, or when counting what changed would cost more than a
+/// snapshot.
 pub fn take(
     pid: i32,
     base: &[MappingResidency],
+    rss_before: u64,
     buffer: &mut Vec<u8>,
-) -> Option<(Vec<MappingResidency>, u32)> {
+) -> Option<Estimate> {
     read_into(&format!("/proc/{pid}/maps"), buffer).ok()?;
     if buffer.is_empty() {
         // A main thread that ended with pthread_exit shows no mappings; the others do.
@@ -32,52 +39,143 @@ pub fn take(
     }
     let pagemap = File::open(format!("/proc/{pid}/pagemap")).ok()?;
     let mut entries = Vec::new();
-    let estimate = compose(maps, base, |ranges| {
-        count_ranges(&pagemap, ranges, &mut entries)
-    });
-    Some(estimate)
+    let mut count = |ranges: &[(u64, u64)]| {
+        affordable(ranges, rss_before).then(|| count_ranges(&pagemap, ranges, &mut entries))
+    };
+    let estimate = compose(&maps, base, Trust::Every, &mut count)?;
+    let rss_after = status_rss(pid, buffer).unwrap_or(rss_before);
+    match compare(total_rss(&estimate.mappings), rss_before, rss_after) {
+        Comparison::Agrees => Some(estimate),
+        // Pages were written inside mappings that kept their shape: what the base did not
+        // show wholly resident is counted.
+        Comparison::Short => compose(&maps, base, Trust::Whole, count),
+        // Pages were released inside them: every mapping is counted.
+        Comparison::Over => compose(&maps, &[], Trust::Every, count),
+    }
+}
+
+/// Whether counting `ranges` may be cheaper than a snapshot of a process `rss` resident:
+/// pagemap walks every page asked for, where smaps walks only the resident ones, but a page
+/// not resident costs a tenth of one that is (about 1 ms a GiB against 10), so at most 8
+/// times the resident memory (256 MiB at least) is counted. A vast reservation (a sanitizer's
+/// shadow, a runtime's arena) is not.
+fn affordable(ranges: &[(u64, u64)], rss: u64) -> bool {
+    let bytes: u64 = ranges.iter().map(|(start, end)| end - start).sum();
+    bytes <= 8 * rss.max(CHUNK * 8)
+}
+
+/// VmRSS of `pid` now, in bytes.
+fn status_rss(pid: i32, buffer: &mut Vec<u8>) -> Option<u64> {
+    read_into(&format!("/proc/{pid}/status"), buffer).ok()?;
+    Some(parse_status_memory(buffer)?.rss)
+}
+
+fn total_rss(mappings: &[MappingResidency]) -> u64 {
+    mappings.iter().map(|mapping| mapping.rss).sum()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Comparison {
+    Agrees,
+    Short,
+    Over,
+}
+
+/// How an estimate's RSS compares with the status reads before and after it: it agrees
+/// within a 16th of the higher, 2 MiB at least, of the range they span. The program may
+/// write or free meanwhile, and a block being written when the base was read is as it was
+/// then; a high is a rise of a tenth at least, so one made inside mappings that kept their
+/// shape shows here.
+fn compare(estimated: u64, before: u64, after: u64) -> Comparison {
+    const MIB: u64 = 1 << 20;
+    let (low, high) = (before.min(after), before.max(after));
+    let slack = (high / 16).max(2 * MIB);
+    if estimated + slack < low {
+        Comparison::Short
+    } else if estimated > high + slack {
+        Comparison::Over
+    } else {
+        Comparison::Agrees
+    }
+}
+
+/// Which of the base's residency an estimate takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trust {
+    /// All of it, for mappings unchanged or grown over.
+    Every,
+    /// Only that of mappings the base showed wholly resident: they cannot have gained pages.
+    Whole,
+}
+
+impl Trust {
+    fn takes(self, part: &MappingResidency) -> bool {
+        match self {
+            Trust::Every => true,
+            Trust::Whole => wholly_resident(part),
+        }
+    }
+}
+
+/// Ranges are counted in pieces of this size at most: a block being written is then a
+/// piece of its own, which the next estimate counts again (`pieces`), not the whole range
+/// counted with it.
+const CHUNK: u64 = 32 << 20;
+
+/// An estimate of a process's mappings.
+#[derive(Debug)]
+pub struct Estimate {
+    pub mappings: Vec<MappingResidency>,
+    /// How many mappings were counted, wholly or in part, from pagemap.
+    pub sampled: u32,
+    /// The base for the next estimate: the mappings cut into the parts taken from the base
+    /// and the ranges counted, each with its own residency, sorted by address; of the
+    /// ranges counted, only those wholly resident, which cannot gain pages. The others (a
+    /// block being written, a file partly read) are what the next estimate counts again,
+    /// not the whole mapping they merged into.
+    pub pieces: Vec<MappingResidency>,
 }
 
 /// Each of `maps` with the residency `base` gave the same mapping; else, for a mapping that
-/// grew over mappings of `base` (neighbours merged into one, a heap extended), their
-/// residency plus what `count` finds in the pages around them; else what `count` finds in
-/// all its pages. `count` gets every range to count at once, in address order.
+/// grew over parts of `base` (neighbours merged into one, a heap extended), their residency
+/// plus what `count` finds in the pages around them; else what `count` finds in all its
+/// pages; parts of `base` that `trust` does not take are counted too. `count` gets every
+/// range to count at once, in address order.
 pub fn compose(
-    maps: Vec<MapEntry>,
+    maps: &[MapEntry],
     base: &[MappingResidency],
-    count: impl FnOnce(&[(u64, u64)]) -> Vec<PageCounts>,
-) -> (Vec<MappingResidency>, u32) {
+    trust: Trust,
+    count: impl FnOnce(&[(u64, u64)]) -> Option<Vec<PageCounts>>,
+) -> Option<Estimate> {
     let mut gaps: Vec<(u64, u64)> = Vec::new();
     // The mapping each range to count belongs to.
     let mut owners: Vec<usize> = Vec::new();
+    let mut pieces: Vec<MappingResidency> = Vec::new();
     let mut mappings: Vec<MappingResidency> = maps
-        .into_iter()
+        .iter()
         .enumerate()
         .map(|(index, map)| {
-            let mut mapping = unmeasured(map);
+            let mut mapping = unmeasured(map.clone());
             let parts = parts_inside(base, &mapping);
-            if let [only] = parts {
-                if (only.start, only.end, only.offset)
-                    == (mapping.start, mapping.end, mapping.offset)
-                {
-                    return only.clone();
-                }
-            }
             // Inaccessible ranges (guard pages, reserved address space) hold nothing: their
             // page tables are not walked, however large they are.
             if mapping.flags & (MAPPING_READ | MAPPING_WRITE | MAPPING_EXECUTE) == 0 {
+                pieces.push(mapping.clone());
                 return mapping;
             }
             let mut at = mapping.start;
             let mut gap = |start: u64, end: u64| {
-                gaps.push((start, end));
-                owners.push(index);
+                for chunk_start in (start..end).step_by(CHUNK as usize) {
+                    gaps.push((chunk_start, end.min(chunk_start + CHUNK)));
+                    owners.push(index);
+                }
             };
-            for part in parts {
+            for part in parts.iter().filter(|part| trust.takes(part)) {
                 if part.start > at {
                     gap(at, part.start);
                 }
                 add_residency(&mut mapping, part);
+                pieces.push(part.clone());
                 at = part.end;
             }
             if at < mapping.end {
@@ -86,13 +184,36 @@ pub fn compose(
             mapping
         })
         .collect();
-    let counted = count(&gaps);
-    for (&owner, counts) in owners.iter().zip(counted) {
-        add_counts(&mut mappings[owner], counts);
+    let counted = count(&gaps)?;
+    for ((&owner, (start, end)), counts) in owners.iter().zip(gaps).zip(counted) {
+        let mapping = &mut mappings[owner];
+        add_counts(mapping, counts);
+        let mut piece = MappingResidency {
+            start,
+            end,
+            flags: mapping.flags,
+            offset: mapping.offset + (start - mapping.start),
+            inode: mapping.inode,
+            path: mapping.path.clone(),
+            ..MappingResidency::default()
+        };
+        add_counts(&mut piece, counts);
+        if wholly_resident(&piece) {
+            pieces.push(piece);
+        }
     }
+    pieces.sort_unstable_by_key(|piece| piece.start);
     let mut sampled = owners;
     sampled.dedup();
-    (mappings, sampled.len() as u32)
+    Some(Estimate {
+        mappings,
+        sampled: sampled.len() as u32,
+        pieces,
+    })
+}
+
+fn wholly_resident(part: &MappingResidency) -> bool {
+    part.rss >= part.end - part.start
 }
 
 /// The mappings of `base` that overlap `mapping`, when each lies wholly inside it and is of
@@ -148,156 +269,8 @@ fn add_counts(mapping: &mut MappingResidency, counts: PageCounts) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::proc::maps::parse_maps;
-    use crate::proc::pagemap::TestMapping;
-
-    const MAPS: &str = "\
-55d000000000-55d000001000 r--p 00000000 08:01 42 /usr/bin/program
-55d000100000-55d000900000 rw-p 00000000 00:00 0 [heap]
-7f0000000000-7f0004001000 rw-p 00000000 00:00 0
-7f0010000000-7f0014000000 ---p 00000000 00:00 0
-7f0020000000-7f0020100000 rw-p 00000000 00:00 0
-7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0 [stack]
-";
-
-    fn mapping(start: u64, end: u64, flags: u8, path: &str, rss: u64) -> MappingResidency {
-        MappingResidency {
-            start,
-            end,
-            flags,
-            offset: 0,
-            inode: 0,
-            path: path.to_string(),
-            rss,
-            pss: rss,
-            shared: 0,
-            private_dirty: rss,
-            anonymous: rss,
-            swap: 0,
-            swap_pss: 0,
-        }
-    }
-
-    #[test]
-    fn unchanged_mappings_keep_their_residency_and_only_new_pages_are_counted() {
-        const MIB: u64 = 1 << 20;
-        let read_write = MAPPING_READ | MAPPING_WRITE;
-        let mut program = mapping(0x55d0_0000_0000, 0x55d0_0000_1000, MAPPING_READ, "", 4096);
-        (program.path, program.inode) = ("/usr/bin/program".to_string(), 42);
-        let base = vec![
-            program.clone(),
-            // The heap grew since: only its new end is counted.
-            mapping(
-                0x55d0_0010_0000,
-                0x55d0_0050_0000,
-                read_write,
-                "[heap]",
-                MIB,
-            ),
-            // Gone since: not in the estimate.
-            mapping(0x7eff_0000_0000, 0x7eff_0001_0000, read_write, "", 65536),
-            // A block's mapping that a new one below merged with: kept, the rest counted.
-            mapping(0x7f00_0300_0000, 0x7f00_0400_1000, read_write, "", 2 * MIB),
-            // Reaches below a mapping of now: that one is counted whole.
-            mapping(0x7f00_1ff0_0000, 0x7f00_2008_0000, read_write, "", 3 * MIB),
-            mapping(
-                0x7ffd_0000_0000,
-                0x7ffd_0002_1000,
-                read_write,
-                "[stack]",
-                8192,
-            ),
-        ];
-        let mut counted = Vec::new();
-        let (mappings, sampled) = compose(parse_maps(MAPS), &base, |ranges| {
-            counted.extend_from_slice(ranges);
-            let half = |(start, end): &(u64, u64)| (end - start) / PAGE / 2;
-            // Half the pages present, 2 of them only read (the zero page).
-            let counts = |range| PageCounts {
-                present: half(range),
-                exclusive: half(range) - 2,
-                anonymous: half(range),
-                anonymous_exclusive: half(range) - 2,
-                swapped: 3,
-            };
-            ranges.iter().map(counts).collect()
-        });
-        // Not the inaccessible reservation.
-        assert_eq!(sampled, 3);
-        let expected = [
-            (0x55d0_0050_0000, 0x55d0_0090_0000),
-            (0x7f00_0000_0000, 0x7f00_0300_0000),
-            (0x7f00_2000_0000, 0x7f00_2010_0000),
-        ];
-        assert_eq!(counted, expected);
-        assert_eq!(mappings.len(), 6);
-        assert_eq!(mappings[0], program);
-        assert_eq!(mappings[5], base[5]);
-        // 1 MiB kept; of 1024 new pages 512 present, 2 of them the zero page.
-        let heap = &mappings[1];
-        let written = 3 * MIB - 2 * PAGE;
-        assert_eq!((heap.rss, heap.pss, heap.shared), (written, written, 0));
-        assert_eq!((heap.swap, heap.anonymous), (3 * PAGE, written));
-        let merged = &mappings[2];
-        let written = 2 * MIB + 24 * MIB - 2 * PAGE;
-        assert_eq!((merged.path.as_str(), merged.rss), ("", written));
-        let reserved = &mappings[3];
-        assert_eq!((reserved.flags, reserved.rss), (0, 0));
-        assert_eq!(mappings[4].rss, MIB / 2 - 2 * PAGE);
-    }
-
-    #[test]
-    fn a_file_mapped_again_at_another_offset_or_with_other_permissions_is_counted_whole() {
-        const MAPS: &str = "\
-7f0000000000-7f0000004000 r--p 00002000 08:01 42 /usr/lib/data
-7f0000004000-7f0000008000 rw-p 00000000 00:00 0
-";
-        let mut file = mapping(0x7f00_0000_0000, 0x7f00_0000_4000, MAPPING_READ, "", 16384);
-        (file.path, file.inode, file.offset) = ("/usr/lib/data".to_string(), 42, 0x1000);
-        let anonymous = mapping(0x7f00_0000_4000, 0x7f00_0000_8000, MAPPING_READ, "", 16384);
-        let mut counted = Vec::new();
-        let (mappings, sampled) = compose(parse_maps(MAPS), &[file, anonymous], |ranges| {
-            counted.extend_from_slice(ranges);
-            vec![PageCounts::default(); ranges.len()]
-        });
-        assert_eq!(sampled, 2);
-        let whole = [
-            (0x7f00_0000_0000, 0x7f00_0000_4000),
-            (0x7f00_0000_4000, 0x7f00_0000_8000),
-        ];
-        assert_eq!(counted, whole);
-        assert_eq!((mappings[0].rss, mappings[1].rss), (0, 0));
-    }
-
-    #[test]
-    fn the_estimate_of_this_process_counts_the_written_pages_of_a_new_mapping() {
-        const PAGES: u64 = 300;
-        let pid = std::process::id() as i32;
-        let mut buffer = Vec::new();
-        let (before, _) = take(pid, &[], &mut buffer).expect("this process");
-        // Executable too, so that the kernel merges it with no neighbour.
-        let protection = libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC;
-        let map = TestMapping::new(PAGES, protection);
-        (0..100).for_each(|index| map.write(index));
-        let (after, sampled) = take(pid, &before, &mut buffer).expect("this process");
-        let start = map.start;
-        drop(map);
-        let holding = after
-            .iter()
-            .find(|mapping| mapping.start == start)
-            .expect("the new mapping");
-        assert_eq!(holding.end - holding.start, PAGES * PAGE);
-        let counted = (holding.rss, holding.pss, holding.anonymous, holding.shared);
-        assert_eq!(counted, (100 * PAGE, 100 * PAGE, 100 * PAGE, 0));
-        // Other threads of the tests map and unmap meanwhile; most mappings stayed put.
-        assert!(
-            sampled >= 1 && (sampled as usize) < after.len(),
-            "{sampled}"
-        );
-    }
-}
+#[path = "estimate_tests.rs"]
+mod tests;
 
 /// What an estimate costs on a process with 10,000 mappings, against a full snapshot:
 /// `cargo test --release --lib estimate_cost -- --ignored --nocapture`.
@@ -328,16 +301,23 @@ fn estimate_cost() {
         assert_ne!(map, libc::MAP_FAILED);
     }
     let base = full(&mut Vec::new());
+    let rss = total_rss(&base);
     best_of_10("snapshot", |buffer| full(buffer).len());
     best_of_10("read maps", |buffer| {
         read_into(&format!("/proc/{pid}/maps"), buffer).expect("maps");
         buffer.len()
     });
     best_of_10("estimate", |buffer| {
-        take(pid, &base, buffer).expect("estimate").0.len()
+        take(pid, &base, rss, buffer)
+            .expect("estimate")
+            .mappings
+            .len()
     });
     best_of_10("estimate, the 10,000 mappings new", |buffer| {
-        take(pid, &before, buffer).expect("estimate").0.len()
+        take(pid, &before, rss, buffer)
+            .expect("estimate")
+            .mappings
+            .len()
     });
 }
 

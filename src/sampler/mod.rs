@@ -298,11 +298,11 @@ impl Work {
     }
 
     /// Snapshots `pid` for `high` when the credit for highs allows; else the high waits for
-    /// a later read.
-    fn snapshot_high(&mut self, pid: i32, high: High) {
+    /// a later read. `rss`: its status RSS read just now.
+    fn snapshot_high(&mut self, pid: i32, high: High, rss: u64) {
         let expected = self.last_cost.get(&pid).copied().unwrap_or_default();
         if !self.credit.allows_snapshot(pid, expected, Instant::now()) {
-            self.estimate_high(pid, high, expected);
+            self.estimate_high(pid, high, rss, expected);
             return;
         }
         // The delay field holds the high's time until the read ends (`send_snapshot`).
@@ -327,8 +327,10 @@ impl Work {
     /// `snapshot_cost`, waits for the credit: once per high, when the process has a snapshot
     /// of its image to start from and the estimate is the cheaper by half (a first one is
     /// expected to cost a tenth, what reading maps costs next to smaps, and may take the
-    /// credit below zero, like a first snapshot). Paid for whether or not it is sent.
-    fn estimate_high(&mut self, pid: i32, high: High, snapshot_cost: Duration) {
+    /// credit below zero, like a first snapshot). Paid for whether or not it is sent. Each
+    /// estimate starts from the last snapshot or estimate of the image, so that a program
+    /// growing by GiBs has only what it added since the previous one counted.
+    fn estimate_high(&mut self, pid: i32, high: High, rss: u64, snapshot_cost: Duration) {
         let time_ns = match high {
             High::Requested { time_ns, .. } | High::Rss { time_ns, .. } => time_ns,
         };
@@ -348,7 +350,7 @@ impl Work {
             return;
         }
         let cpu = thread_cpu_ns();
-        let sent = self.send_estimate(pid, image, high, &base, cpu);
+        let sent = self.send_estimate(pid, image, high, (&base, rss), cpu);
         let cost_ns = thread_cpu_ns().saturating_sub(cpu);
         if !sent && self.watched.image(pid) != image {
             self.forget_image(pid);
@@ -361,21 +363,27 @@ impl Work {
         self.rollup.highs_cost(cost_ns);
     }
 
-    /// Reads and sends the estimate of `pid` (image `image`) at `high` from `base`; false
-    /// when the process had none to give or exec'd meanwhile.
+    /// Reads and sends the estimate of `pid` (image `image`) at `high` from `base` and the
+    /// status RSS read just before; keeps it as the base of the next. False when the process
+    /// had none to give or exec'd meanwhile.
     fn send_estimate(
         &mut self,
         pid: i32,
         image: u64,
         high: High,
-        base: &[MappingResidency],
+        (base, rss): (&[MappingResidency], u64),
         cpu: u64,
     ) -> bool {
         let (bytes, time_ns) = match high {
             High::Requested { bytes, time_ns } | High::Rss { bytes, time_ns } => (bytes, time_ns),
         };
         self.watched.before_snapshot(pid);
-        let Some((mappings, sampled)) = estimate::take(pid, base, &mut self.buffer) else {
+        let Some(estimate::Estimate {
+            mappings,
+            sampled,
+            pieces,
+        }) = estimate::take(pid, base, rss, &mut self.buffer)
+        else {
             return false;
         };
         let now_ns = monotonic_ns();
@@ -393,18 +401,18 @@ impl Work {
             },
         };
         let cost_ns = thread_cpu_ns().saturating_sub(cpu);
+        if !self.watched.maps_program(pid, &mappings) {
+            return false;
+        }
+        let next_base = Arc::new(pieces);
         let estimate = EventKind::SmapsSnapshot {
             reason,
             cost_ns,
             mappings,
         };
-        if let EventKind::SmapsSnapshot { mappings, .. } = &estimate {
-            if !self.watched.maps_program(pid, mappings) {
-                return false;
-            }
-        }
-        let output = &self.output;
+        let (output, watched) = (&self.output, &self.watched);
         self.watched.send_if_same_image(pid, image, || {
+            watched.keep_base(pid, image, next_base);
             output.send_at(now_ns, pid as u32, pid as u32, estimate)
         })
     }
@@ -457,7 +465,7 @@ impl Work {
             }
             if let Next::Snapshot(high) = self.highs.status(pid, memory.rss, activity, now_ns) {
                 let before = thread_cpu_ns();
-                self.snapshot_high(pid, high);
+                self.snapshot_high(pid, high, memory.rss);
                 highs_ns += thread_cpu_ns().saturating_sub(before);
             }
         }
