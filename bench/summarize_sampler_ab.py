@@ -1,8 +1,9 @@
 """One line of sampler costs for a profile's first process (memsup report --format json on
 stdin): status reads, rollups and snapshots for highs as shares of one core over the run,
 their total, and for each high its MiB, the delay and cost of its snapshot in ms, and "e"
-for an estimate (pagemap of the mappings changed since the last snapshot) or "f" for a full
-snapshot."""
+for an estimate (pagemap of the mappings changed since the last snapshot or estimate) or
+"f" for a full snapshot; then how long after it the level the growth stopped at was first
+measured."""
 import json
 import sys
 
@@ -39,3 +40,12 @@ print(
         for s in highs
     ],
 )
+if highs:
+    # The level the growth stopped at: the first measurement of a high within 3 % of the
+    # highest, however it was taken.
+    top = max(s["high"]["bytes"] for s in highs)
+    first = next(s for s in highs if s["high"]["bytes"] >= top * 0.97)
+    print(
+        f"last level {top >> 20} MiB, first measured {first['high']['delay_ns'] / 1e6:.0f} ms "
+        f"after ({'e' if first.get('estimated') else 'f'})"
+    )
