@@ -30,12 +30,13 @@ pub struct Watched {
     /// The program each process runs, as the tracer last recorded it: a snapshot that does
     /// not map it was read after an exec the tracer has not handled yet.
     programs: Mutex<BTreeMap<i32, String>>,
-    /// The mappings of each process's last snapshot, and of which image: what an estimate
-    /// at a high starts from.
+    /// The mappings of each process's last snapshot, or the pieces of its last estimate
+    /// since, and of which image: what an estimate at a high starts from.
     bases: Mutex<BTreeMap<i32, Base>>,
 }
 
-/// A snapshot's mappings, and the image (`Watched::image`) they are of.
+/// A snapshot's mappings or an estimate's pieces, and the image (`Watched::image`) they are
+/// of.
 type Base = (u64, Arc<Vec<MappingResidency>>);
 
 /// A new high of a process's live requested bytes, and when it was reached (monotonic ns).
@@ -137,7 +138,23 @@ impl Watched {
         lock(&self.bases).insert(pid, (image, mappings));
     }
 
-    /// The mappings of `pid`'s last snapshot, when it is of image `image`.
+    /// `pieces` of `pid`'s estimate of image `image`, just sent, started from `from`: kept
+    /// unless a snapshot (the tracer's, at an MPI call, a fork) replaced `from` meanwhile.
+    pub fn keep_estimate_base(
+        &self,
+        pid: i32,
+        (image, from): (u64, &Arc<Vec<MappingResidency>>),
+        pieces: Arc<Vec<MappingResidency>>,
+    ) {
+        let mut bases = lock(&self.bases);
+        if let Some((of, base)) = bases.get_mut(&pid) {
+            if *of == image && Arc::ptr_eq(base, from) {
+                *base = pieces;
+            }
+        }
+    }
+
+    /// The base of `pid`'s next estimate, when it is of image `image`.
     pub fn base(&self, pid: i32, image: u64) -> Option<Arc<Vec<MappingResidency>>> {
         let bases = lock(&self.bases);
         let (of, base) = bases.get(&pid)?;

@@ -6,8 +6,9 @@
 //! it gave them, and the others are counted page by page from /proc/PID/pagemap, which walks
 //! only their page tables. A mapping can change its residency without changing its shape (a
 //! reserved range written later, pages released with madvise, a mapping replaced by one of
-//! the same place): when the estimate's RSS disagrees with the status reads around it, every
-//! mapping is counted from pagemap.
+//! the same place): when the estimate's RSS falls short of the status reads around it, what
+//! the base did not show wholly resident is counted again, and when it is over them, every
+//! mapping is.
 
 use std::fs::File;
 
@@ -60,8 +61,9 @@ pub fn take(
 /// times the resident memory (256 MiB at least) is counted. A vast reservation (a sanitizer's
 /// shadow, a runtime's arena) is not.
 fn affordable(ranges: &[(u64, u64)], rss: u64) -> bool {
+    const LEAST_RSS: u64 = 256 << 20;
     let bytes: u64 = ranges.iter().map(|(start, end)| end - start).sum();
-    bytes <= 8 * rss.max(CHUNK * 8)
+    bytes <= 8 * rss.max(LEAST_RSS)
 }
 
 /// VmRSS of `pid` now, in bytes.
@@ -82,14 +84,15 @@ enum Comparison {
 }
 
 /// How an estimate's RSS compares with the status reads before and after it: it agrees
-/// within a 16th of the higher, 2 MiB at least, of the range they span. The program may
+/// within a 16th of the higher, 2 MiB at least, of the range they span, plus what the
+/// kernel's per-CPU counters behind VmRSS may be off by (`counter_error`). The program may
 /// write or free meanwhile, and a block being written when the base was read is as it was
 /// then; a high is a rise of a tenth at least, so one made inside mappings that kept their
 /// shape shows here.
 fn compare(estimated: u64, before: u64, after: u64) -> Comparison {
     const MIB: u64 = 1 << 20;
     let (low, high) = (before.min(after), before.max(after));
-    let slack = (high / 16).max(2 * MIB);
+    let slack = (high / 16).max(2 * MIB) + counter_error();
     if estimated + slack < low {
         Comparison::Short
     } else if estimated > high + slack {
@@ -97,6 +100,15 @@ fn compare(estimated: u64, before: u64, after: u64) -> Comparison {
     } else {
         Comparison::Agrees
     }
+}
+
+/// What VmRSS may be off by: the kernel keeps it in per-CPU counters, each allowed to hold
+/// back up to max(32, 2 × CPUs) pages (64 pages a thread on kernels before 6.2, less on
+/// few CPUs). 256 KiB on 2 CPUs, 128 MiB on 128.
+fn counter_error() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as u64;
+    cpus * (2 * cpus).max(32) * PAGE
 }
 
 /// Which of the base's residency an estimate takes.
@@ -129,10 +141,10 @@ pub struct Estimate {
     /// How many mappings were counted, wholly or in part, from pagemap.
     pub sampled: u32,
     /// The base for the next estimate: the mappings cut into the parts taken from the base
-    /// and the ranges counted, each with its own residency, sorted by address; of the
-    /// ranges counted, only those wholly resident, which cannot gain pages. The others (a
-    /// block being written, a file partly read) are what the next estimate counts again,
-    /// not the whole mapping they merged into.
+    /// and the ranges counted, each with its own residency, sorted by address. Left out: a
+    /// range counted in a mapping that grew over the base's parts and found not wholly
+    /// resident (a block being written as a heap or merged mapping grows), which the next
+    /// estimate counts again instead of the whole mapping it merged into.
     pub pieces: Vec<MappingResidency>,
 }
 
@@ -148,8 +160,9 @@ pub fn compose(
     count: impl FnOnce(&[(u64, u64)]) -> Option<Vec<PageCounts>>,
 ) -> Option<Estimate> {
     let mut gaps: Vec<(u64, u64)> = Vec::new();
-    // The mapping each range to count belongs to.
+    // The mapping each range to count belongs to, and whether it grew over parts taken.
     let mut owners: Vec<usize> = Vec::new();
+    let mut growing: Vec<bool> = Vec::new();
     let mut pieces: Vec<MappingResidency> = Vec::new();
     let mut mappings: Vec<MappingResidency> = maps
         .iter()
@@ -164,13 +177,17 @@ pub fn compose(
                 return mapping;
             }
             let mut at = mapping.start;
+            let taken: Vec<&MappingResidency> =
+                parts.iter().filter(|part| trust.takes(part)).collect();
+            let grew = trust == Trust::Every && !taken.is_empty();
             let mut gap = |start: u64, end: u64| {
                 for chunk_start in (start..end).step_by(CHUNK as usize) {
                     gaps.push((chunk_start, end.min(chunk_start + CHUNK)));
                     owners.push(index);
+                    growing.push(grew);
                 }
             };
-            for part in parts.iter().filter(|part| trust.takes(part)) {
+            for part in taken {
                 if part.start > at {
                     gap(at, part.start);
                 }
@@ -185,7 +202,8 @@ pub fn compose(
         })
         .collect();
     let counted = count(&gaps)?;
-    for ((&owner, (start, end)), counts) in owners.iter().zip(gaps).zip(counted) {
+    let ranges = owners.iter().zip(growing).zip(gaps);
+    for (((&owner, grew), (start, end)), counts) in ranges.zip(counted) {
         let mapping = &mut mappings[owner];
         add_counts(mapping, counts);
         let mut piece = MappingResidency {
@@ -198,7 +216,7 @@ pub fn compose(
             ..MappingResidency::default()
         };
         add_counts(&mut piece, counts);
-        if wholly_resident(&piece) {
+        if !grew || wholly_resident(&piece) {
             pieces.push(piece);
         }
     }

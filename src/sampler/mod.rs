@@ -350,7 +350,7 @@ impl Work {
             return;
         }
         let cpu = thread_cpu_ns();
-        let sent = self.send_estimate(pid, image, high, (&base, rss), cpu);
+        let sent = self.send_estimate(pid, (image, &base), high, rss, cpu);
         let cost_ns = thread_cpu_ns().saturating_sub(cpu);
         if !sent && self.watched.image(pid) != image {
             self.forget_image(pid);
@@ -364,14 +364,14 @@ impl Work {
     }
 
     /// Reads and sends the estimate of `pid` (image `image`) at `high` from `base` and the
-    /// status RSS read just before; keeps it as the base of the next. False when the process
-    /// had none to give or exec'd meanwhile.
+    /// status RSS `rss` read just before; keeps its pieces as the base of the next. False
+    /// when the process had none to give or exec'd meanwhile.
     fn send_estimate(
         &mut self,
         pid: i32,
-        image: u64,
+        (image, base): (u64, &Arc<Vec<MappingResidency>>),
         high: High,
-        (base, rss): (&[MappingResidency], u64),
+        rss: u64,
         cpu: u64,
     ) -> bool {
         let (bytes, time_ns) = match high {
@@ -412,7 +412,7 @@ impl Work {
         };
         let (output, watched) = (&self.output, &self.watched);
         self.watched.send_if_same_image(pid, image, || {
-            watched.keep_base(pid, image, next_base);
+            watched.keep_estimate_base(pid, (image, base), next_base);
             output.send_at(now_ns, pid as u32, pid as u32, estimate)
         })
     }
