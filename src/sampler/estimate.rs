@@ -177,9 +177,8 @@ pub fn compose(
                 return mapping;
             }
             let mut at = mapping.start;
-            let taken: Vec<&MappingResidency> =
-                parts.iter().filter(|part| trust.takes(part)).collect();
-            let grew = trust == Trust::Every && !taken.is_empty();
+            let taken = || parts.iter().filter(|part| trust.takes(part));
+            let grew = trust == Trust::Every && taken().next().is_some();
             let mut gap = |start: u64, end: u64| {
                 for chunk_start in (start..end).step_by(CHUNK as usize) {
                     gaps.push((chunk_start, end.min(chunk_start + CHUNK)));
@@ -187,7 +186,7 @@ pub fn compose(
                     growing.push(grew);
                 }
             };
-            for part in taken {
+            for part in taken() {
                 if part.start > at {
                     gap(at, part.start);
                 }
