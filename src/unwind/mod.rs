@@ -325,7 +325,13 @@ impl Unwinder {
                 .unwind_frame(address, &mut registers, cache, &mut read_stack);
             let return_address = match next {
                 // The CFI says this is the outermost frame, or a frame-pointer chain ended.
-                Ok(None) | Ok(Some(0)) => return stack,
+                // In code without CFI that chain was a guess: an rbp of 0 there may be any
+                // value the code kept in it, and its callers go on (musl's functions called
+                // from the program). The walk over memsup's tables stops there too.
+                Ok(None) | Ok(Some(0)) => {
+                    stack.truncated = !self.has_cfi(address.address_for_lookup());
+                    return stack;
+                }
                 Ok(Some(found)) => substitute(found).unwrap_or(found),
                 // A read outside the copy, or a walk that would not advance.
                 Err(_) => {

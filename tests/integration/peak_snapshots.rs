@@ -251,7 +251,8 @@ fn a_high_of_a_process_whose_snapshot_is_dear_is_estimated_while_it_lasts() {
             let counted = number(held, "/pagemap_mappings");
             assert!((1..=4).contains(&counted), "{what}: {counted}");
             let cost = number(held, "/cost_ns");
-            assert!(cost * 3 < dearest, "{what}: {cost} ns against {dearest} ns");
+            // At most half, as the sampler expects an estimate to cost when it takes one.
+            assert!(cost * 2 < dearest, "{what}: {cost} ns against {dearest} ns");
         });
     });
 }
@@ -263,13 +264,13 @@ fn a_high_of_a_process_whose_snapshot_is_dear_is_estimated_while_it_lasts() {
 /// was being written).
 #[test]
 fn an_rss_high_of_a_process_whose_snapshot_is_dear_is_estimated_while_it_lasts() {
-    rss_highs_are_estimated("mapped", 1..=4, 3);
+    rss_highs_are_estimated("mapped", 1..=4, 2);
 }
 
 /// dear_spikes' spikes written into one mapping that keeps its shape: the estimate falls
 /// short of the status reads by a whole spike, so the mappings the last snapshot did not
 /// show wholly resident (the 10,000 among them) are counted again, the spike's too. That
-/// costs less than the snapshot, not a third.
+/// costs less than the snapshot, not half.
 #[test]
 fn an_rss_high_inside_a_mapping_that_keeps_its_shape_is_estimated_while_it_lasts() {
     rss_highs_are_estimated("reused", 1..=u64::MAX, 1);
@@ -297,12 +298,17 @@ fn rss_highs_are_estimated(
             assert!(number(app, "/peak_requested_bytes") < 13 * MIB, "{what}");
             let all = snapshots(image);
             let full = |snapshot: &&Value| snapshot["estimated"] == false;
-            // The spike's mapping is app's, or unknown's where its stack ends inside musl
-            // (musl has no unwind tables: its mmap seen at the system call has no app frame).
+            // The spike's mapping is app's, or unknown's under musl: musl has no unwind
+            // tables, so the walk from its mmap, seen at the system call, stops there
+            // truncated under either engine.
+            let holder = match variant {
+                Variant::Musl => "unknown",
+                _ => "app",
+            };
             let resident = |snapshot: &Value| -> u64 {
                 let time = number(snapshot, "/time_ns");
                 let components = image["components"].as_array().unwrap().iter();
-                let holders = components.filter(|c| c["name"] == "app" || c["name"] == "unknown");
+                let holders = components.filter(|c| c["name"] == holder);
                 let points = holders.filter_map(|c| c["resident_timeline"].as_array());
                 let at = |points: &Vec<Value>| points.iter().find(|p| p[0] == time).cloned();
                 let points = points.filter_map(at);
