@@ -17,21 +17,18 @@ const MAPS: &str = "\
 7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0 [stack]
 ";
 
+/// A private anonymous mapping as a snapshot gives it, `rss` written.
 fn mapping(start: u64, end: u64, flags: u8, path: &str, rss: u64) -> MappingResidency {
     MappingResidency {
         start,
         end,
         flags,
-        offset: 0,
-        inode: 0,
         path: path.to_string(),
         rss,
         pss: rss,
-        shared: 0,
         private_dirty: rss,
         anonymous: rss,
-        swap: 0,
-        swap_pss: 0,
+        ..MappingResidency::default()
     }
 }
 
