@@ -45,14 +45,18 @@ pub fn take(
     };
     let estimate = compose(&maps, base, Trust::Every, &mut count)?;
     let rss_after = status_rss(pid, buffer).unwrap_or(rss_before);
-    match compare(total_rss(&estimate.mappings), rss_before, rss_after) {
-        Comparison::Agrees => Some(estimate),
+    let recount = match compare(total_rss(&estimate.mappings), rss_before, rss_after) {
+        Comparison::Agrees => return Some(estimate),
         // Pages were written inside mappings that kept their shape: what the base did not
         // show wholly resident is counted.
         Comparison::Short => compose(&maps, base, Trust::Whole, count),
         // Pages were released inside them: every mapping is counted.
         Comparison::Over => compose(&maps, &[], Trust::Every, count),
-    }
+    }?;
+    Some(Estimate {
+        recounted: true,
+        ..recount
+    })
 }
 
 /// Whether counting `ranges` may be cheaper than a snapshot of a process `rss` resident:
@@ -142,10 +146,14 @@ pub struct Estimate {
     pub sampled: u32,
     /// The base for the next estimate: the mappings cut into the parts taken from the base
     /// and the ranges counted, each with its own residency, sorted by address. Left out: a
-    /// range counted in a mapping that grew over the base's parts and found not wholly
-    /// resident (a block being written as a heap or merged mapping grows), which the next
+    /// range counted in a mapping that grew over the base's parts and found not `written`
+    /// (a block being written as a heap or merged mapping grows), which the next
     /// estimate counts again instead of the whole mapping it merged into.
     pub pieces: Vec<MappingResidency>,
+    /// Whether the status reads disagreed with the first count and the mappings were
+    /// counted again: a dearer estimate than the next one, which starts from this one's
+    /// pieces, is expected to be.
+    pub recounted: bool,
 }
 
 /// Each of `maps` with the residency `base` gave the same mapping; else, for a mapping that
@@ -215,7 +223,7 @@ pub fn compose(
             ..MappingResidency::default()
         };
         add_counts(&mut piece, counts);
-        if !grew || wholly_resident(&piece) {
+        if !grew || written(&piece) {
             pieces.push(piece);
         }
     }
@@ -226,11 +234,23 @@ pub fn compose(
         mappings,
         sampled: sampled.len() as u32,
         pieces,
+        recounted: false,
     })
 }
 
 fn wholly_resident(part: &MappingResidency) -> bool {
     part.rss >= part.end - part.start
+}
+
+/// Whether a range counted in a growing mapping is written and kept as a piece: resident
+/// but for a page and a 64th at most. A block's pages its program never touches (the last
+/// page of each of glibc's mmapped chunks, a header's alignment) would otherwise have every
+/// block of a merged mapping counted again by every estimate; a block still being written
+/// past that point is off by half a MiB at most, which the comparison with the status reads
+/// absorbs.
+fn written(piece: &MappingResidency) -> bool {
+    let size = piece.end - piece.start;
+    piece.rss + size / 64 + PAGE >= size
 }
 
 /// The mappings of `base` that overlap `mapping`, when each lies wholly inside it and is of

@@ -209,6 +209,46 @@ fn a_chained_estimate_counts_again_only_what_was_not_wholly_resident() {
     assert!(third.pieces.iter().all(wholly_resident));
 }
 
+/// glibc's mmapped chunks of 64 MiB + a page, merged into one mapping as they are made
+/// below one another, each with its top page never written: the written ones are kept as
+/// pieces however the 32 MiB ranges fall across them, so the next estimate counts only
+/// what is new.
+#[test]
+fn a_range_short_of_a_few_pages_is_kept_as_written() {
+    const BLOCK: u64 = (64 << 20) + PAGE;
+    let top = 0x7f00_0000_0000u64;
+    let grown = |blocks: u64| MapEntry {
+        start: top - blocks * BLOCK,
+        end: top,
+        ..parse_maps("7f0000000000-7f0000001000 rw-p 00000000 00:00 0\n")[0].clone()
+    };
+    // Every page written but each block's top one.
+    let written = |&(start, end): &(u64, u64)| {
+        let tops = (start..end)
+            .step_by(PAGE as usize)
+            .filter(|page| (top - page) % BLOCK == PAGE)
+            .count() as u64;
+        pages(&(start, end)) - tops
+    };
+    let count_bytes =
+        |counted: &[(u64, u64)]| -> u64 { counted.iter().map(|(start, end)| end - start).sum() };
+    let mut counted = Vec::new();
+    let count = counting(&mut counted, written);
+    let first = compose(&[grown(2)], &[], Trust::Every, count).expect("counted");
+    assert_eq!(first.mappings[0].rss, 2 * (BLOCK - PAGE));
+    // Two blocks more, twice: each time only their pages are counted, since the ranges
+    // counted the time before were kept.
+    let mut base = first.pieces;
+    for blocks in [4, 6] {
+        let mut counted = Vec::new();
+        let count = counting(&mut counted, written);
+        let next = compose(&[grown(blocks)], &base, Trust::Every, count).expect("counted");
+        assert_eq!(count_bytes(&counted), 2 * BLOCK);
+        assert_eq!(next.mappings[0].rss, blocks * (BLOCK - PAGE));
+        base = next.pieces;
+    }
+}
+
 #[test]
 fn trusting_only_whole_parts_counts_again_what_the_base_showed_partly_resident() {
     const MAPS: &str = "\
@@ -430,8 +470,14 @@ fn a_mapping_written_or_released_in_place_is_counted_again() {
     let written = take(pid, &unwritten, status_rss_of(pid), &mut buffer).expect("the child");
     let all = PAGES * PAGE;
     assert_eq!(residency_of(&written, holder.start), (all, all, all, 0));
+    assert!(written.recounted);
+    // From its pieces, nothing changed: counted once.
+    let again = take(pid, &written.pieces, status_rss_of(pid), &mut buffer).expect("the child");
+    assert_eq!(residency_of(&again, holder.start), (all, all, all, 0));
+    assert!(!again.recounted);
     let resident = snapshot_of(pid);
     holder.ask(Holder::RELEASE);
     let estimate = take(pid, &resident, status_rss_of(pid), &mut buffer).expect("the child");
     assert_eq!(residency_of(&estimate, holder.start), (0, 0, 0, 0));
+    assert!(estimate.recounted);
 }
