@@ -17,12 +17,15 @@ const ROLLUP_FLOOR: f64 = 0.01;
 pub const FIRST_INTERVAL: Duration = Duration::from_millis(100);
 pub const MIN_INTERVAL: Duration = Duration::from_millis(50);
 pub const MAX_INTERVAL: Duration = Duration::from_secs(10);
-/// Share of one core the snapshots and fast status reads for new highs may use on average,
-/// at most: less when the status reads leave less than that above the rollups' floor.
-pub const HIGHS_SHARE: f64 = 0.02;
+/// Share of one core the snapshots, estimates and fast status reads for new highs may use
+/// on average, at most: less when the status reads leave less than that above the rollups'
+/// floor. Taken from the rollups only while highs come.
+pub const HIGHS_SHARE: f64 = 0.03;
 /// The part of the highs' share that pays for estimates at highs (`estimate`), apart from
-/// the snapshots' credit.
-pub const ESTIMATES_PART: f64 = 0.5;
+/// the snapshots' credit: 2 % of a core, since counting pagemap costs about 10 ms a GiB
+/// resident and estimates should keep up with a program growing by GiBs a second, so that
+/// the level it stops at finds the credit to be measured.
+pub const ESTIMATES_PART: f64 = 2.0 / 3.0;
 /// CPU the credit for highs holds at most: a burst of snapshots of small processes (a few
 /// hundred µs each) is taken at once.
 const HIGHS_CREDIT_CAP_NS: f64 = 10e6;
@@ -213,6 +216,14 @@ impl HighsCredit {
     }
 }
 
+/// What a snapshot of a process `rss` resident is expected to cost now, its last one having
+/// cost `last` at `last_rss`: smaps walks every resident page, so it costs more by what the
+/// process grew since (never less: its mappings cost too).
+pub fn snapshot_cost_now(last: Duration, last_rss: u64, rss: u64) -> Duration {
+    let grown = rss as f64 / last_rss.max(1) as f64;
+    last.mul_f64(grown.max(1.0))
+}
+
 /// Exponential smoothing with weight 1/2 on the newest value (the first value as is).
 fn smooth(old: f64, new: f64) -> f64 {
     if old == 0.0 {
@@ -302,10 +313,14 @@ mod tests {
         assert!(!credit.allows_snapshot(PID, Duration::from_millis(1), later));
     }
 
+    /// The share the credits below fill at.
+    const SHARE: f64 = 0.02;
+
     #[test]
     fn the_credit_for_highs_allows_a_burst_then_its_share() {
         let start = Instant::now();
         let mut credit = HighsCredit::new(start);
+        credit.set_share(SHARE, start);
         let ms = Duration::from_millis(1);
         // A full credit pays for ten 1 ms snapshots at once, not for an eleventh.
         for _ in 0..10 {
@@ -331,6 +346,7 @@ mod tests {
     fn a_dear_snapshot_is_saved_for_while_the_credit_is_filled_every_status_round() {
         let start = Instant::now();
         let mut credit = HighsCredit::new(start);
+        credit.set_share(SHARE, start);
         credit.spend(10_000_000);
         let ms = Duration::from_millis(1);
         let dear = Duration::from_millis(40);
@@ -344,13 +360,14 @@ mod tests {
             if credit.allows_snapshot(PID, dear, at) {
                 allowed = Some(at - start);
             }
-            credit.set_share(HIGHS_SHARE, at);
+            credit.set_share(SHARE, at);
         }
         assert_eq!(allowed, Some(2000 * ms));
         // While it saves, the rollups leave it its share; once paid, and full, no more.
         let mut saving = HighsCredit::new(start);
+        saving.set_share(SHARE, start);
         saving.spend(5_000_000);
-        assert_eq!(saving.filling_share(), HIGHS_SHARE);
+        assert_eq!(saving.filling_share(), SHARE);
         assert!(saving.allows_snapshot(PID, ms, start + 250 * ms));
         assert_eq!(saving.filling_share(), 0.0);
     }
@@ -384,6 +401,16 @@ mod tests {
             10.0,
             TARGET - HIGHS_SHARE
         ));
+    }
+
+    #[test]
+    fn a_snapshot_costs_more_by_what_the_process_grew_since_the_last() {
+        let ms = Duration::from_millis(1);
+        const GIB: u64 = 1 << 30;
+        assert_eq!(snapshot_cost_now(13 * ms, GIB / 2, 4 * GIB), 104 * ms);
+        // Shrunk, or no RSS known: as the last.
+        assert_eq!(snapshot_cost_now(13 * ms, 4 * GIB, GIB), 13 * ms);
+        assert_eq!(snapshot_cost_now(13 * ms, 0, 0), 13 * ms);
     }
 
     #[test]

@@ -24,7 +24,7 @@ use crate::events::{
 use crate::proc::smaps::{parse_smaps_rollup, read_into};
 use crate::proc::status::{parse_status_memory, read_cpu_ns};
 use crate::trace::format::{MappingResidency, SamplerCosts, SnapshotReason};
-use budget::{thread_cpu_ns, HighsCredit, RollupRate, ESTIMATES_PART};
+use budget::{snapshot_cost_now, thread_cpu_ns, HighsCredit, RollupRate, ESTIMATES_PART};
 use highs::{Activity, High, Highs, Next, FAST_INTERVAL_NS};
 
 /// Default interval between /proc/PID/status rounds.
@@ -83,8 +83,9 @@ struct Work {
     /// The main thread's CPU time at each process's last status read.
     cpu_ns: HashMap<i32, u64>,
     credit: HighsCredit,
-    /// What the last snapshot of each process cost: what its next one is expected to.
-    last_cost: HashMap<i32, Duration>,
+    /// What the last snapshot of each process cost (what its next one is expected to), and
+    /// the RSS it found.
+    last_cost: HashMap<i32, (Duration, u64)>,
     /// The credit for estimates at highs, apart, so that a dear snapshot saved for does not
     /// hold them up; what the last estimate of each process cost; the high (its time) each
     /// process was last estimated for.
@@ -257,6 +258,7 @@ impl Work {
             *delay_ns = now_ns.saturating_sub(*delay_ns);
         }
         let cost = Duration::from_nanos(*cost_ns);
+        let rss = mappings.iter().map(|mapping| mapping.rss).sum();
         // Copied before the lock that the tracer's exec handling waits on.
         let base = Arc::new(mappings.clone());
         let (output, watched) = (&self.output, &self.watched);
@@ -282,7 +284,7 @@ impl Work {
         // An estimate waiting for its credit would start from this snapshot: a new high's.
         self.estimates.forget(pid);
         self.highs.snapshotted(pid, now_ns);
-        self.last_cost.insert(pid, cost);
+        self.last_cost.insert(pid, (cost, rss));
         Some(cost)
     }
 
@@ -300,9 +302,10 @@ impl Work {
     /// Snapshots `pid` for `high` when the credit for highs allows; else the high waits for
     /// a later read. `rss`: its status RSS read just now.
     fn snapshot_high(&mut self, pid: i32, high: High, rss: u64) {
-        let expected = self.last_cost.get(&pid).copied().unwrap_or_default();
+        let (expected, snapshot_rss) = self.last_cost.get(&pid).copied().unwrap_or_default();
         if !self.credit.allows_snapshot(pid, expected, Instant::now()) {
-            self.estimate_high(pid, high, rss, expected);
+            let now = snapshot_cost_now(expected, snapshot_rss, rss);
+            self.estimate_high(pid, high, rss, now);
             return;
         }
         // The delay field holds the high's time until the read ends (`send_snapshot`).
@@ -324,7 +327,7 @@ impl Work {
     }
 
     /// Estimates `pid`'s residency at `high` while its snapshot, expected to cost
-    /// `snapshot_cost`, waits for the credit: once per high, when the process has a snapshot
+    /// `snapshot_cost` now, waits for the credit: once per high, when the process has a snapshot
     /// of its image to start from and the estimate is the cheaper by half (a first one is
     /// expected to cost a tenth, what reading maps costs next to smaps, and may take the
     /// credit below zero, like a first snapshot). Paid for whether or not it is sent. Each
@@ -352,19 +355,22 @@ impl Work {
         let cpu = thread_cpu_ns();
         let sent = self.send_estimate(pid, (image, &base), high, rss, cpu);
         let cost_ns = thread_cpu_ns().saturating_sub(cpu);
-        if !sent && self.watched.image(pid) != image {
+        if sent.is_none() && self.watched.image(pid) != image {
             self.forget_image(pid);
             return;
         }
         self.estimated.insert(pid, time_ns);
-        self.last_estimate_cost
-            .insert(pid, Duration::from_nanos(cost_ns));
+        // A recount's cost is not what the next estimate, starting from its pieces, costs.
+        if sent != Some(Counted::Again) {
+            self.last_estimate_cost
+                .insert(pid, Duration::from_nanos(cost_ns));
+        }
         self.estimates.spend(cost_ns);
         self.rollup.highs_cost(cost_ns);
     }
 
     /// Reads and sends the estimate of `pid` (image `image`) at `high` from `base` and the
-    /// status RSS `rss` read just before; keeps its pieces as the base of the next. False
+    /// status RSS `rss` read just before; keeps its pieces as the base of the next. None
     /// when the process had none to give or exec'd meanwhile.
     fn send_estimate(
         &mut self,
@@ -373,19 +379,17 @@ impl Work {
         high: High,
         rss: u64,
         cpu: u64,
-    ) -> bool {
+    ) -> Option<Counted> {
         let (bytes, time_ns) = match high {
             High::Requested { bytes, time_ns } | High::Rss { bytes, time_ns } => (bytes, time_ns),
         };
         self.watched.before_snapshot(pid);
-        let Some(estimate::Estimate {
+        let estimate::Estimate {
             mappings,
             sampled,
             pieces,
-        }) = estimate::take(pid, base, rss, &mut self.buffer)
-        else {
-            return false;
-        };
+            recounted,
+        } = estimate::take(pid, base, rss, &mut self.buffer)?;
         let now_ns = monotonic_ns();
         let delay_ns = now_ns.saturating_sub(time_ns);
         let reason = match high {
@@ -402,7 +406,7 @@ impl Work {
         };
         let cost_ns = thread_cpu_ns().saturating_sub(cpu);
         if !self.watched.maps_program(pid, &mappings) {
-            return false;
+            return None;
         }
         let next_base = Arc::new(pieces);
         let estimate = EventKind::SmapsSnapshot {
@@ -411,9 +415,13 @@ impl Work {
             mappings,
         };
         let (output, watched) = (&self.output, &self.watched);
-        self.watched.send_if_same_image(pid, image, || {
+        let sent = self.watched.send_if_same_image(pid, image, || {
             watched.keep_estimate_base(pid, (image, base), next_base);
             output.send_at(now_ns, pid as u32, pid as u32, estimate)
+        });
+        sent.then_some(match recounted {
+            true => Counted::Again,
+            false => Counted::Once,
         })
     }
 
@@ -522,6 +530,13 @@ impl Work {
         }
         self.costs.rollup_cpu_ns += thread_cpu_ns().saturating_sub(cpu);
     }
+}
+
+/// How an estimate sent was counted: once, or again after the status reads disagreed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Counted {
+    Once,
+    Again,
 }
 
 /// The sampler's side of `Residency`, for sources that ask for snapshots.
