@@ -1,8 +1,9 @@
 //! The sampler's CPU budget. smaps_rollup's cost grows with the resident memory it walks
 //! (about 15 ms per GiB), so its interval follows the measured CPU time of the reads, and of
-//! the snapshots and fast status reads taken for new highs, so that the sampler as a whole
-//! stays within `BUDGET` of one core. Those for highs spend a credit that fills at
-//! `HIGHS_SHARE` of a core: a few in a burst, then as many as that share pays for.
+//! the snapshots, estimates and fast status reads taken for new highs, so that the sampler
+//! as a whole stays within `BUDGET` of one core. Those for highs spend credits that fill at
+//! `HIGHS_SHARE` of a core between them: a few in a burst, then as many as that share pays
+//! for.
 
 use std::time::{Duration, Instant};
 
@@ -217,11 +218,15 @@ impl HighsCredit {
 }
 
 /// What a snapshot of a process `rss` resident is expected to cost now, its last one having
-/// cost `last` at `last_rss`: smaps walks every resident page, so it costs more by what the
-/// process grew since (never less: its mappings cost too).
+/// cost `last` at `last_rss` (0: not known): smaps walks every resident page, so it costs
+/// more by about 15 ms for each GiB the process grew since; what its mappings cost stays.
 pub fn snapshot_cost_now(last: Duration, last_rss: u64, rss: u64) -> Duration {
-    let grown = rss as f64 / last_rss.max(1) as f64;
-    last.mul_f64(grown.max(1.0))
+    const NS_PER_GIB: f64 = 15e6;
+    if last_rss == 0 {
+        return last;
+    }
+    let grown = rss.saturating_sub(last_rss) as f64 / (1u64 << 30) as f64;
+    last + Duration::from_nanos((grown * NS_PER_GIB) as u64)
 }
 
 /// Exponential smoothing with weight 1/2 on the newest value (the first value as is).
@@ -377,7 +382,8 @@ mod tests {
         let start = Instant::now();
         let mut credit = HighsCredit::new(start);
         let ms = Duration::from_millis(1);
-        // Saving for two: 40 ms for one, 20 ms for another, the credit at 30 ms.
+        // Saving for two: 40 ms for one, 20 ms for another, the credit at 40 ms (10 ms and
+        // a second at 3 %).
         assert!(!credit.allows_snapshot(PID, 40 * ms, start));
         assert!(!credit.allows_snapshot(PID + 1, 20 * ms, start));
         credit.set_share(HIGHS_SHARE, start + 1000 * ms);
@@ -407,10 +413,15 @@ mod tests {
     fn a_snapshot_costs_more_by_what_the_process_grew_since_the_last() {
         let ms = Duration::from_millis(1);
         const GIB: u64 = 1 << 30;
-        assert_eq!(snapshot_cost_now(13 * ms, GIB / 2, 4 * GIB), 104 * ms);
+        // 13 ms at half a GiB, 3.5 GiB more: 52.5 ms more.
+        let now = snapshot_cost_now(13 * ms, GIB / 2, 4 * GIB);
+        assert_eq!(now, Duration::from_micros(65_500));
+        // 45 ms on 20,000 mappings at 80 MiB, 80 MiB more: the mappings still cost 45 ms.
+        let now = snapshot_cost_now(45 * ms, 80 << 20, 160 << 20);
+        assert_eq!(now, Duration::from_nanos(46_171_875));
         // Shrunk, or no RSS known: as the last.
         assert_eq!(snapshot_cost_now(13 * ms, 4 * GIB, GIB), 13 * ms);
-        assert_eq!(snapshot_cost_now(13 * ms, 0, 0), 13 * ms);
+        assert_eq!(snapshot_cost_now(13 * ms, 0, 4 * GIB), 13 * ms);
     }
 
     #[test]

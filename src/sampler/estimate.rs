@@ -7,7 +7,7 @@
 //! only their page tables. A mapping can change its residency without changing its shape (a
 //! reserved range written later, pages released with madvise, a mapping replaced by one of
 //! the same place): when the estimate's RSS falls short of the status reads around it, what
-//! the base did not show wholly resident is counted again, and when it is over them, every
+//! the base did not show resident (but for a page and a 64th) is counted again, and when it is over them, every
 //! mapping is.
 
 use std::fs::File;
@@ -48,7 +48,7 @@ pub fn take(
     let recount = match compare(total_rss(&estimate.mappings), rss_before, rss_after) {
         Comparison::Agrees => return Some(estimate),
         // Pages were written inside mappings that kept their shape: what the base did not
-        // show wholly resident is counted.
+        // show `written` is counted.
         Comparison::Short => compose(&maps, base, Trust::Whole, count),
         // Pages were released inside them: every mapping is counted.
         Comparison::Over => compose(&maps, &[], Trust::Every, count),
@@ -120,7 +120,8 @@ fn counter_error() -> u64 {
 pub enum Trust {
     /// All of it, for mappings unchanged or grown over.
     Every,
-    /// Only that of mappings the base showed wholly resident: they cannot have gained pages.
+    /// Only that of parts the base showed `written`: they can have gained a page and a 64th
+    /// at most.
     Whole,
 }
 
@@ -128,7 +129,7 @@ impl Trust {
     fn takes(self, part: &MappingResidency) -> bool {
         match self {
             Trust::Every => true,
-            Trust::Whole => wholly_resident(part),
+            Trust::Whole => written(part),
         }
     }
 }
@@ -238,16 +239,12 @@ pub fn compose(
     })
 }
 
-fn wholly_resident(part: &MappingResidency) -> bool {
-    part.rss >= part.end - part.start
-}
-
 /// Whether a range counted in a growing mapping is written and kept as a piece: resident
 /// but for a page and a 64th at most. A block's pages its program never touches (the last
 /// page of each of glibc's mmapped chunks, a header's alignment) would otherwise have every
 /// block of a merged mapping counted again by every estimate; a block still being written
-/// past that point is off by half a MiB at most, which the comparison with the status reads
-/// absorbs.
+/// past that point is off by 516 KiB a 32 MiB range at most, which the comparison with the
+/// status reads absorbs.
 fn written(piece: &MappingResidency) -> bool {
     let size = piece.end - piece.start;
     piece.rss + size / 64 + PAGE >= size

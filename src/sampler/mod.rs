@@ -90,7 +90,7 @@ struct Work {
     /// hold them up; what the last estimate of each process cost; the high (its time) each
     /// process was last estimated for.
     estimates: HighsCredit,
-    last_estimate_cost: HashMap<i32, Duration>,
+    last_estimate_cost: HashMap<i32, (Duration, Counted)>,
     estimated: HashMap<i32, u64>,
 }
 
@@ -150,6 +150,7 @@ impl Work {
                 self.cpu_ns.retain(|pid, _| pids.contains(pid));
                 self.estimated.retain(|pid, _| pids.contains(pid));
                 self.last_estimate_cost.retain(|pid, _| pids.contains(pid));
+                self.last_cost.retain(|pid, _| pids.contains(pid));
                 let reads = self.status_round(false);
                 self.rollup.status_round_cost(reads);
                 let share = self.rollup.highs_share();
@@ -297,6 +298,7 @@ impl Work {
         self.cpu_ns.remove(&pid);
         self.estimated.remove(&pid);
         self.last_estimate_cost.remove(&pid);
+        self.last_cost.remove(&pid);
     }
 
     /// Snapshots `pid` for `high` when the credit for highs allows; else the high waits for
@@ -344,7 +346,7 @@ impl Work {
         let Some(base) = self.watched.base(pid, image) else {
             return;
         };
-        let last = self.last_estimate_cost.get(&pid).copied();
+        let last = self.last_estimate_cost.get(&pid).map(|&(cost, _)| cost);
         let expected = last.unwrap_or(snapshot_cost / 10);
         let credit = last.unwrap_or_default();
         if expected * 2 > snapshot_cost
@@ -360,11 +362,16 @@ impl Work {
             return;
         }
         self.estimated.insert(pid, time_ns);
-        // A recount's cost is not what the next estimate, starting from its pieces, costs.
-        if sent != Some(Counted::Again) {
-            self.last_estimate_cost
-                .insert(pid, Duration::from_nanos(cost_ns));
-        }
+        let counted = sent.unwrap_or(Counted::Once);
+        let cost = Duration::from_nanos(cost_ns);
+        // A recount's cost is not what the next estimate, starting from its pieces, is
+        // expected to cost, unless that one was counted again too (pages written in place
+        // at every high) or none came before.
+        let expected = match (self.last_estimate_cost.get(&pid), counted) {
+            (Some(&(last, Counted::Once)), Counted::Again) => last,
+            _ => cost,
+        };
+        self.last_estimate_cost.insert(pid, (expected, counted));
         self.estimates.spend(cost_ns);
         self.rollup.highs_cost(cost_ns);
     }
