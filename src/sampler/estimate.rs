@@ -7,8 +7,8 @@
 //! only their page tables. A mapping can change its residency without changing its shape (a
 //! reserved range written later, pages released with madvise, a mapping replaced by one of
 //! the same place): when the estimate's RSS falls short of the status reads around it, what
-//! the base did not show resident (but for a page and a 64th) is counted again, and when it is over them, every
-//! mapping is.
+//! the base did not show resident (but for a 64th) is counted again, and when it is over
+//! them, every mapping is.
 
 use std::fs::File;
 
@@ -48,7 +48,7 @@ pub fn take(
     let recount = match compare(total_rss(&estimate.mappings), rss_before, rss_after) {
         Comparison::Agrees => return Some(estimate),
         // Pages were written inside mappings that kept their shape: what the base did not
-        // show `written` is counted.
+        // show nearly whole is counted.
         Comparison::Short => compose(&maps, base, Trust::Whole, count),
         // Pages were released inside them: every mapping is counted.
         Comparison::Over => compose(&maps, &[], Trust::Every, count),
@@ -120,8 +120,8 @@ fn counter_error() -> u64 {
 pub enum Trust {
     /// All of it, for mappings unchanged or grown over.
     Every,
-    /// Only that of parts the base showed `written`: they can have gained a page and a 64th
-    /// at most.
+    /// Only that of parts the base showed resident but for a 64th (`nearly_whole`): what
+    /// they can have gained is a 63rd of what they hold at most, however many they are.
     Whole,
 }
 
@@ -129,7 +129,7 @@ impl Trust {
     fn takes(self, part: &MappingResidency) -> bool {
         match self {
             Trust::Every => true,
-            Trust::Whole => written(part),
+            Trust::Whole => nearly_whole(part),
         }
     }
 }
@@ -248,6 +248,13 @@ pub fn compose(
 fn written(piece: &MappingResidency) -> bool {
     let size = piece.end - piece.start;
     piece.rss + size / 64 + PAGE >= size
+}
+
+/// Whether a part is resident but for a 64th of it at most. Without `written`'s page, so
+/// that thousands of one-page mappings never written are not all trusted.
+fn nearly_whole(part: &MappingResidency) -> bool {
+    let size = part.end - part.start;
+    part.rss + size / 64 >= size
 }
 
 /// The mappings of `base` that overlap `mapping`, when each lies wholly inside it and is of

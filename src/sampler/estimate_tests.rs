@@ -276,6 +276,27 @@ fn trusting_only_whole_parts_counts_again_what_the_base_showed_partly_resident()
     assert_eq!(whole.mappings[0], base[0]);
 }
 
+/// A recount trusts a glibc block short of its last page, and counts a one-page mapping
+/// never written: thousands of those could have gained a page each.
+#[test]
+fn a_recount_trusts_parts_short_of_a_64th_and_not_of_a_page() {
+    const MAPS: &str = "\
+7f0000000000-7f0004001000 rw-p 00000000 00:00 0
+7f0010000000-7f0010001000 rw-p 00000000 00:00 0
+";
+    let block = (0x7f00_0000_0000, 0x7f00_0400_1000);
+    let base = [
+        mapping(block.0, block.1, READ_WRITE, "", 64 * MIB),
+        mapping(0x7f00_1000_0000, 0x7f00_1000_1000, READ_WRITE, "", 0),
+    ];
+    let mut counted = Vec::new();
+    let count = counting(&mut counted, pages);
+    let whole = compose(&parse_maps(MAPS), &base, Trust::Whole, count).expect("counted");
+    assert_eq!(counted, [(0x7f00_1000_0000, 0x7f00_1000_1000)]);
+    assert_eq!(whole.mappings[0].rss, 64 * MIB);
+    assert_eq!(whole.mappings[1].rss, PAGE);
+}
+
 #[test]
 fn an_estimate_agrees_with_the_status_reads_within_a_sixteenth_and_the_counters_error() {
     let error = counter_error();
