@@ -176,6 +176,18 @@ impl HighsCredit {
         self.credit_ns >= 0.0
     }
 
+    /// Whether reads may be paid from this credit without holding up what waits on it:
+    /// while it holds the dearest cost waited for (nothing waiting: while not below zero).
+    pub fn allows_reads_beside_waiting(&mut self, now: Instant) -> bool {
+        self.fill(now);
+        let waited = self
+            .waiting
+            .iter()
+            .map(|&(_, cost)| cost)
+            .fold(0.0, f64::max);
+        self.credit_ns >= waited
+    }
+
     /// Whether `pid`'s snapshot, expected to cost `expected`, may be taken now: when the
     /// credit pays for it. One refused is waited for: the credit saves up to its cost until
     /// it is taken or its process forgotten.
@@ -375,6 +387,21 @@ mod tests {
         assert_eq!(saving.filling_share(), SHARE);
         assert!(saving.allows_snapshot(PID, ms, start + 250 * ms));
         assert_eq!(saving.filling_share(), 0.0);
+    }
+
+    #[test]
+    fn reads_leave_an_estimate_waited_for_its_credit() {
+        let start = Instant::now();
+        let mut credit = HighsCredit::new(start);
+        credit.set_share(SHARE, start);
+        let ms = Duration::from_millis(1);
+        credit.spend(8_000_000);
+        assert!(credit.allows_reads_beside_waiting(start));
+        // An 8 ms estimate refused with 2 ms held: reads wait until 8 ms are, 300 ms later.
+        assert!(!credit.allows_snapshot(PID, 8 * ms, start));
+        assert!(credit.allows_reads(start));
+        assert!(!credit.allows_reads_beside_waiting(start + 290 * ms));
+        assert!(credit.allows_reads_beside_waiting(start + 310 * ms));
     }
 
     #[test]

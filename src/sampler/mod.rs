@@ -196,10 +196,12 @@ impl Work {
     }
 
     /// Whether a process is followed and a credit for highs is not spent: the one for
-    /// estimates pays for the reads while a dear snapshot is saved for.
+    /// estimates pays for the reads while a dear snapshot is saved for, but not out of
+    /// what an estimate waits for (reads every 2 ms at each high would keep it from ever
+    /// holding the cost of one; the status rounds still see the highs).
     fn fast_reads_allowed(&mut self, now: Instant) -> bool {
         self.highs.any_followed(monotonic_ns())
-            && (self.credit.allows_reads(now) || self.estimates.allows_reads(now))
+            && (self.credit.allows_reads(now) || self.estimates.allows_reads_beside_waiting(now))
     }
 
     fn spend_on_reads(&mut self, cost: u64, now: Instant) {
