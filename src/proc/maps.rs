@@ -55,7 +55,28 @@ impl MapEntry {
 
 /// Parses the text of /proc/PID/maps. Lines that do not parse are skipped.
 pub fn parse_maps(text: &str) -> Vec<MapEntry> {
-    text.lines().filter_map(parse_line).collect()
+    parse_maps_bytes(text.as_bytes())
+}
+
+/// Parses /proc/PID/maps as read: a path is arbitrary bytes (kept as lossy UTF-8), the rest
+/// of a line ASCII, so nothing else of the text is converted.
+pub fn parse_maps_bytes(text: &[u8]) -> Vec<MapEntry> {
+    lines(text).filter_map(parse_line).collect()
+}
+
+/// The lines of `text`, without their newlines. maps and smaps of many mappings are
+/// megabytes of short lines: memchr finds their ends several bytes at a time.
+pub(crate) fn lines(text: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
+        let line = &rest[..end];
+        rest = rest.get(end + 1..).unwrap_or_default();
+        Some(line)
+    })
 }
 
 /// Reads and parses /proc/PID/maps.
@@ -70,45 +91,65 @@ pub fn mapping_containing(maps: &[MapEntry], address: u64) -> Option<&MapEntry> 
 }
 
 /// Splits off the next space-separated field; `None` when there is none.
-fn next_field(text: &str) -> Option<(&str, &str)> {
-    let text = text.trim_start_matches(' ');
-    let end = text.find(' ').unwrap_or(text.len());
+fn next_field(text: &[u8]) -> Option<(&[u8], &[u8])> {
+    let text = trim_spaces(text);
+    let end = memchr::memchr(b' ', text).unwrap_or(text.len());
     if end == 0 {
         return None;
     }
-    Some((&text[..end], &text[end..]))
+    Some(text.split_at(end))
+}
+
+fn trim_spaces(text: &[u8]) -> &[u8] {
+    let start = text.iter().position(|&byte| byte != b' ');
+    &text[start.unwrap_or(text.len())..]
+}
+
+fn split_once(text: &[u8], separator: u8) -> Option<(&[u8], &[u8])> {
+    let at = memchr::memchr(separator, text)?;
+    Some((&text[..at], &text[at + 1..]))
+}
+
+/// `digits` in base `radix` (at most 16): all of them digits, at least one, no overflow.
+fn number(digits: &[u8], radix: u32) -> Option<u64> {
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |value, &digit| {
+        let digit = (digit as char).to_digit(radix)?;
+        value.checked_mul(radix as u64)?.checked_add(digit as u64)
+    })
 }
 
 /// `start-end perms offset major:minor inode [path]`. The path is everything after the
 /// padding that follows the inode, so it may contain spaces. Shared with the smaps parser,
 /// whose mapping lines are the same.
-pub(crate) fn parse_line(line: &str) -> Option<MapEntry> {
+pub(crate) fn parse_line(line: &[u8]) -> Option<MapEntry> {
     let (range, rest) = next_field(line)?;
     let (permissions, rest) = next_field(rest)?;
     let (offset, rest) = next_field(rest)?;
     let (device, rest) = next_field(rest)?;
-    let (major, minor) = device.split_once(':')?;
+    let (major, minor) = split_once(device, b':')?;
     let (inode, rest) = next_field(rest)?;
-    let (start, end) = range.split_once('-')?;
-    let permissions = permissions.as_bytes();
+    let (start, end) = split_once(range, b'-')?;
     if permissions.len() < 4 {
         return None;
     }
-    let path = rest.trim_start_matches(' ');
+    let path = trim_spaces(rest);
     Some(MapEntry {
-        start: u64::from_str_radix(start, 16).ok()?,
-        end: u64::from_str_radix(end, 16).ok()?,
+        start: number(start, 16)?,
+        end: number(end, 16)?,
         readable: permissions[0] == b'r',
         writable: permissions[1] == b'w',
         executable: permissions[2] == b'x',
         shared: permissions[3] == b's',
-        offset: u64::from_str_radix(offset, 16).ok()?,
+        offset: number(offset, 16)?,
         device: (
-            u32::from_str_radix(major, 16).ok()?,
-            u32::from_str_radix(minor, 16).ok()?,
+            u32::try_from(number(major, 16)?).ok()?,
+            u32::try_from(number(minor, 16)?).ok()?,
         ),
-        inode: inode.parse().ok()?,
-        path: (!path.is_empty()).then(|| path.to_string()),
+        inode: number(inode, 10)?,
+        path: (!path.is_empty()).then(|| String::from_utf8_lossy(path).into_owned()),
     })
 }
 

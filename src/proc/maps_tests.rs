@@ -192,3 +192,25 @@ fn gap_never_in_first_64_kib() {
     assert_eq!(find_gap(&maps, 0x20100, 0x1000, 0x100000), Some(0x1e000));
     assert_eq!(find_gap(&maps, 0x20100, 0x10000, 0x100000), Some(0x31000));
 }
+
+#[test]
+fn parses_bytes_keeping_a_path_that_is_not_utf8_and_skipping_bad_numbers() {
+    let text = b"\
+1000-2000 rw-p 00000000 00:00 0                          /tmp/caf\xe9.so
+1000-2000 rw-p 00000000 00:00 1x                         /bad/inode
+10000000000000000-10000000000000001 rw-p 00000000 00:00 0
+2000-3000 rw-p 00000000 fe:100000000 0
+3000-4000 rw-p 0000000g 00:00 0
+4000-5000 r-x 00000000 00:00 0
+5000-6000 --xp 0000000000000000000000010 103:02 12345678901234567890
+";
+    let maps = parse_maps_bytes(text);
+    assert_eq!(maps.len(), 2, "{maps:?}");
+    assert_eq!(maps[0].path.as_deref(), Some("/tmp/caf\u{fffd}.so"));
+    assert_eq!((maps[0].start, maps[0].end), (0x1000, 0x2000));
+    // Leading zeros are not an overflow; a device number is hexadecimal.
+    assert_eq!(maps[1].offset, 0x10);
+    assert_eq!(maps[1].device, (0x103, 2));
+    assert_eq!(maps[1].inode, 12345678901234567890);
+    assert_eq!(maps[1].path, None);
+}

@@ -4,7 +4,7 @@
 //! without allocating; only a mapping's path is copied (once per mapping). Sizes are given
 //! by the kernel in kB and returned in bytes.
 
-use super::maps::{parse_line, MapEntry};
+use super::maps::{lines, parse_line, MapEntry};
 
 /// Residency of a mapping or of a whole process, in bytes.
 ///
@@ -77,8 +77,7 @@ pub fn parse_smaps(text: &[u8]) -> Vec<SmapsEntry> {
     for line in lines(text) {
         if is_mapping_line(line) {
             entries.extend(current.take());
-            // A path is arbitrary bytes; a mapping line is otherwise ASCII.
-            current = parse_line(&String::from_utf8_lossy(line)).map(|map| SmapsEntry {
+            current = parse_line(line).map(|map| SmapsEntry {
                 map,
                 residency: Residency::default(),
             });
@@ -108,21 +107,6 @@ pub fn read_smaps(pid: i32) -> std::io::Result<Vec<SmapsEntry>> {
     let mut buffer = Vec::new();
     read_into(&format!("/proc/{pid}/smaps"), &mut buffer)?;
     Ok(parse_smaps(&buffer))
-}
-
-/// The lines of `text`, without their newlines. smaps of many mappings is megabytes of
-/// short lines: memchr finds their ends several bytes at a time.
-fn lines(text: &[u8]) -> impl Iterator<Item = &[u8]> {
-    let mut rest = text;
-    std::iter::from_fn(move || {
-        if rest.is_empty() {
-            return None;
-        }
-        let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
-        let line = &rest[..end];
-        rest = rest.get(end + 1..).unwrap_or_default();
-        Some(line)
-    })
 }
 
 /// Mapping lines start with the lowercase hex start address; field keys start with an

@@ -13,7 +13,7 @@
 use std::fs::File;
 
 use super::snapshot::{read_through_a_live_thread, unmeasured};
-use crate::proc::maps::{parse_maps, MapEntry};
+use crate::proc::maps::{parse_maps_bytes, MapEntry};
 use crate::proc::pagemap::{count_ranges, PageCounts, PAGE};
 use crate::proc::smaps::read_into;
 use crate::proc::status::parse_status_memory;
@@ -34,7 +34,7 @@ pub fn take(
         // A main thread that ended with pthread_exit shows no mappings; the others do.
         read_through_a_live_thread(pid, "maps", buffer)?;
     }
-    let maps = parse_maps(&String::from_utf8_lossy(buffer));
+    let maps = parse_maps_bytes(buffer);
     if maps.is_empty() {
         return None;
     }
@@ -173,12 +173,13 @@ pub fn compose(
     let mut owners: Vec<usize> = Vec::new();
     let mut growing: Vec<bool> = Vec::new();
     let mut pieces: Vec<MappingResidency> = Vec::new();
+    let mut cursor = 0;
     let mut mappings: Vec<MappingResidency> = maps
         .iter()
         .enumerate()
         .map(|(index, map)| {
             let mut mapping = unmeasured(map.clone());
-            let parts = parts_inside(base, &mapping);
+            let parts = parts_inside(base, &mapping, &mut cursor);
             // Inaccessible ranges (guard pages, reserved address space) hold nothing: their
             // page tables are not walked, however large they are.
             if mapping.flags & (MAPPING_READ | MAPPING_WRITE | MAPPING_EXECUTE) == 0 {
@@ -258,26 +259,48 @@ fn nearly_whole(part: &MappingResidency) -> bool {
 }
 
 /// The mappings of `base` that overlap `mapping`, when each lies wholly inside it and is of
-/// the same kind (permissions, file and the file's part, path); else none.
+/// the same kind (permissions, file and the file's part, path); else none. Mappings are
+/// asked for in address order, and `base` is sorted and without overlaps, so the search
+/// goes on from `cursor` (where the previous one found its first overlap): one pass over
+/// `base` in all, where a binary search per mapping missed the cache at every step on
+/// tens of thousands of mappings.
 fn parts_inside<'a>(
     base: &'a [MappingResidency],
     mapping: &MappingResidency,
+    cursor: &mut usize,
 ) -> &'a [MappingResidency] {
-    let first = base.partition_point(|old| old.end <= mapping.start);
-    let last = base.partition_point(|old| old.start < mapping.end);
-    let overlapping = &base[first..last.max(first)];
+    let mut first = *cursor;
+    // Mappings out of address order would step back.
+    while first > 0 && base[first - 1].end > mapping.start {
+        first -= 1;
+    }
+    while base.get(first).is_some_and(|old| old.end <= mapping.start) {
+        first += 1;
+    }
+    *cursor = first;
+    let mut last = first;
+    while base.get(last).is_some_and(|old| old.start < mapping.end) {
+        last += 1;
+    }
+    let overlapping = &base[first..last];
     let inside = overlapping.iter().all(|old| {
         mapping.start <= old.start
             && old.end <= mapping.end
             && (old.flags, old.inode) == (mapping.flags, mapping.inode)
             && (old.inode == 0 || old.offset == mapping.offset + (old.start - mapping.start))
-            && old.path == mapping.path
+            && same_path(&old.path, &mapping.path)
     });
     if inside {
         overlapping
     } else {
         &[]
     }
+}
+
+/// Paths compared without a call to memcmp for the empty path of every anonymous mapping
+/// (a third of an estimate's cost on 20,000 of them).
+fn same_path(one: &str, other: &str) -> bool {
+    (one.is_empty() && other.is_empty()) || one == other
 }
 
 fn add_residency(mapping: &mut MappingResidency, part: &MappingResidency) {

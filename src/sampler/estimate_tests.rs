@@ -502,3 +502,26 @@ fn a_mapping_written_or_released_in_place_is_counted_again() {
     assert_eq!(residency_of(&estimate, holder.start), (0, 0, 0, 0));
     assert!(estimate.recounted);
 }
+
+#[test]
+fn mappings_out_of_address_order_still_find_their_parts() {
+    let base = vec![
+        mapping(0x1000_0000, 0x1010_0000, READ_WRITE, "", MIB),
+        mapping(0x2000_0000, 0x2010_0000, READ_WRITE, "", MIB / 2),
+        mapping(0x3000_0000, 0x3010_0000, READ_WRITE, "", MIB / 4),
+    ];
+    let maps = parse_maps(
+        "30000000-30100000 rw-p 00000000 00:00 0\n\
+         10000000-10100000 rw-p 00000000 00:00 0\n\
+         20000000-20100000 rw-p 00000000 00:00 0\n",
+    );
+    let mut counted = Vec::new();
+    let estimate = compose(&maps, &base, Trust::Every, counting(&mut counted, pages)).unwrap();
+    assert_eq!(counted, []);
+    let rss: Vec<u64> = estimate
+        .mappings
+        .iter()
+        .map(|mapping| mapping.rss)
+        .collect();
+    assert_eq!(rss, [MIB / 4, MIB, MIB / 2]);
+}
