@@ -24,7 +24,7 @@ use crate::events::{
 use crate::proc::smaps::{parse_smaps_rollup, read_into};
 use crate::proc::status::{parse_status_memory, read_cpu_ns};
 use crate::trace::format::{MappingResidency, SamplerCosts, SnapshotReason};
-use budget::{snapshot_cost_now, thread_cpu_ns, HighsCredit, RollupRate, ESTIMATES_PART};
+use budget::{snapshot_cost_now, thread_cpu_ns, HighsCredit, RollupRate, Size, ESTIMATES_PART};
 use highs::{Activity, High, Highs, Next, FAST_INTERVAL_NS};
 
 /// Default interval between /proc/PID/status rounds.
@@ -84,8 +84,9 @@ struct Work {
     cpu_ns: HashMap<i32, u64>,
     credit: HighsCredit,
     /// What the last snapshot of each process cost (what its next one is expected to), and
-    /// the RSS it found.
-    last_cost: HashMap<i32, (Duration, u64)>,
+    /// the size it found; how many mappings its last snapshot or estimate found.
+    last_cost: HashMap<i32, (Duration, Size)>,
+    mappings: HashMap<i32, usize>,
     /// The credit for estimates at highs, apart, so that a dear snapshot saved for does not
     /// hold them up; what the last estimate of each process cost; the high (its time) each
     /// process was last estimated for.
@@ -116,6 +117,7 @@ impl Work {
             cpu_ns: HashMap::new(),
             credit: HighsCredit::new(Instant::now()),
             last_cost: HashMap::new(),
+            mappings: HashMap::new(),
             estimates: HighsCredit::new(Instant::now()),
             last_estimate_cost: HashMap::new(),
             estimated: HashMap::new(),
@@ -151,6 +153,7 @@ impl Work {
                 self.estimated.retain(|pid, _| pids.contains(pid));
                 self.last_estimate_cost.retain(|pid, _| pids.contains(pid));
                 self.last_cost.retain(|pid, _| pids.contains(pid));
+                self.mappings.retain(|pid, _| pids.contains(pid));
                 let reads = self.status_round(false);
                 self.rollup.status_round_cost(reads);
                 let share = self.rollup.highs_share();
@@ -264,6 +267,7 @@ impl Work {
         let rss = mappings.iter().map(|mapping| mapping.rss).sum();
         // Copied before the lock that the tracer's exec handling waits on.
         let base = Arc::new(mappings.clone());
+        let base_mappings = base.len();
         let (output, watched) = (&self.output, &self.watched);
         let sent = self.watched.send_if_same_image(pid, image, || {
             watched.keep_base(pid, image, base);
@@ -287,7 +291,12 @@ impl Work {
         // An estimate waiting for its credit would start from this snapshot: a new high's.
         self.estimates.forget(pid);
         self.highs.snapshotted(pid, now_ns);
-        self.last_cost.insert(pid, (cost, rss));
+        let size = Size {
+            rss,
+            mappings: base_mappings,
+        };
+        self.last_cost.insert(pid, (cost, size));
+        self.mappings.insert(pid, base_mappings);
         Some(cost)
     }
 
@@ -301,14 +310,16 @@ impl Work {
         self.estimated.remove(&pid);
         self.last_estimate_cost.remove(&pid);
         self.last_cost.remove(&pid);
+        self.mappings.remove(&pid);
     }
 
     /// Snapshots `pid` for `high` when the credit for highs allows; else the high waits for
     /// a later read. `rss`: its status RSS read just now.
     fn snapshot_high(&mut self, pid: i32, high: High, rss: u64) {
-        let (expected, snapshot_rss) = self.last_cost.get(&pid).copied().unwrap_or_default();
+        let (expected, then) = self.last_cost.get(&pid).copied().unwrap_or_default();
         if !self.credit.allows_snapshot(pid, expected, Instant::now()) {
-            let now = snapshot_cost_now(expected, snapshot_rss, rss);
+            let mappings = self.mappings.get(&pid).copied().unwrap_or(then.mappings);
+            let now = snapshot_cost_now(expected, then, Size { rss, mappings });
             self.estimate_high(pid, high, rss, now);
             return;
         }
@@ -418,6 +429,7 @@ impl Work {
             return None;
         }
         let next_base = Arc::new(pieces);
+        let mappings_now = mappings.len();
         let estimate = EventKind::SmapsSnapshot {
             reason,
             cost_ns,
@@ -428,6 +440,9 @@ impl Work {
             watched.keep_estimate_base(pid, (image, base), next_base);
             output.send_at(now_ns, pid as u32, pid as u32, estimate)
         });
+        if sent {
+            self.mappings.insert(pid, mappings_now);
+        }
         sent.then_some(match recounted {
             true => Counted::Again,
             false => Counted::Once,
