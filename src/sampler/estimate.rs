@@ -13,6 +13,7 @@
 use std::fs::File;
 
 use super::snapshot::{read_through_a_live_thread, unmeasured};
+use crate::proc::hugetlb::HugetlbDevices;
 use crate::proc::maps::{parse_maps_bytes, MapEntry};
 use crate::proc::pagemap::{count_ranges, PageCounts, PAGE};
 use crate::proc::smaps::read_into;
@@ -27,6 +28,7 @@ pub fn take(
     pid: i32,
     base: &[MappingResidency],
     rss_before: u64,
+    hugetlb: &HugetlbDevices,
     buffer: &mut Vec<u8>,
 ) -> Option<Estimate> {
     read_into(&format!("/proc/{pid}/maps"), buffer).ok()?;
@@ -43,15 +45,15 @@ pub fn take(
     let mut count = |ranges: &[(u64, u64)]| {
         affordable(ranges, rss_before).then(|| count_ranges(&pagemap, ranges, &mut entries))
     };
-    let estimate = compose(&maps, base, Trust::Every, &mut count)?;
+    let estimate = compose(&maps, base, Trust::Every, hugetlb, &mut count)?;
     let rss_after = status_rss(pid, buffer).unwrap_or(rss_before);
     let recount = match compare(total_rss(&estimate.mappings), rss_before, rss_after) {
         Comparison::Agrees => return Some(estimate),
         // Pages were written inside mappings that kept their shape: what the base did not
         // show nearly whole is counted.
-        Comparison::Short => compose(&maps, base, Trust::Whole, count),
+        Comparison::Short => compose(&maps, base, Trust::Whole, hugetlb, count),
         // Pages were released inside them: every mapping is counted.
-        Comparison::Over => compose(&maps, &[], Trust::Every, count),
+        Comparison::Over => compose(&maps, &[], Trust::Every, hugetlb, count),
     }?;
     Some(Estimate {
         recounted: true,
@@ -161,11 +163,13 @@ pub struct Estimate {
 /// grew over parts of `base` (neighbours merged into one, a heap extended), their residency
 /// plus what `count` finds in the pages around them; else what `count` finds in all its
 /// pages; parts of `base` that `trust` does not take are counted too. `count` gets every
-/// range to count at once, in address order.
+/// range to count at once, in address order. Mappings of hugetlb pages are not counted:
+/// smaps counts none of their pages in Rss, nor VmRSS.
 pub fn compose(
     maps: &[MapEntry],
     base: &[MappingResidency],
     trust: Trust,
+    hugetlb: &HugetlbDevices,
     count: impl FnOnce(&[(u64, u64)]) -> Option<Vec<PageCounts>>,
 ) -> Option<Estimate> {
     let mut gaps: Vec<(u64, u64)> = Vec::new();
@@ -182,7 +186,9 @@ pub fn compose(
             let parts = parts_inside(base, &mapping, &mut cursor);
             // Inaccessible ranges (guard pages, reserved address space) hold nothing: their
             // page tables are not walked, however large they are.
-            if mapping.flags & (MAPPING_READ | MAPPING_WRITE | MAPPING_EXECUTE) == 0 {
+            let inaccessible =
+                mapping.flags & (MAPPING_READ | MAPPING_WRITE | MAPPING_EXECUTE) == 0;
+            if inaccessible || hugetlb.holds(map) {
                 pieces.push(mapping.clone());
                 return mapping;
             }
@@ -372,13 +378,13 @@ fn estimate_cost() {
         buffer.len()
     });
     best_of_10("estimate", |buffer| {
-        take(pid, &base, rss, buffer)
+        take(pid, &base, rss, &HugetlbDevices::default(), buffer)
             .expect("estimate")
             .mappings
             .len()
     });
     best_of_10("estimate, the 10,000 mappings new", |buffer| {
-        take(pid, &before, rss, buffer)
+        take(pid, &before, rss, &HugetlbDevices::default(), buffer)
             .expect("estimate")
             .mappings
             .len()

@@ -21,6 +21,7 @@ use crate::events::{
     monotonic_ns, EventKind, EventSink, RequestedHigh, Residency, RollupCounters, StatusCounters,
     Watched,
 };
+use crate::proc::hugetlb::HugetlbDevices;
 use crate::proc::smaps::{parse_smaps_rollup, read_into};
 use crate::proc::status::{parse_status_memory, read_cpu_ns};
 use crate::trace::format::{MappingResidency, SamplerCosts, SnapshotReason};
@@ -93,6 +94,8 @@ struct Work {
     estimates: HighsCredit,
     last_estimate_cost: HashMap<i32, (Duration, Counted)>,
     estimated: HashMap<i32, u64>,
+    /// Where mappings of hugetlb pages are, which estimates do not count.
+    hugetlb: HugetlbDevices,
 }
 
 impl Work {
@@ -121,6 +124,9 @@ impl Work {
             estimates: HighsCredit::new(Instant::now()),
             last_estimate_cost: HashMap::new(),
             estimated: HashMap::new(),
+            hugetlb: HugetlbDevices::find(
+                &std::fs::read("/proc/self/mountinfo").unwrap_or_default(),
+            ),
         }
     }
 
@@ -409,7 +415,7 @@ impl Work {
             sampled,
             pieces,
             recounted,
-        } = estimate::take(pid, base, rss, &mut self.buffer)?;
+        } = estimate::take(pid, base, rss, &self.hugetlb, &mut self.buffer)?;
         let now_ns = monotonic_ns();
         let delay_ns = now_ns.saturating_sub(time_ns);
         let reason = match high {
