@@ -230,10 +230,15 @@ impl EventSink {
         }
     }
 
-    /// A process leaves the supervised set as its exit is sent.
+    /// A process leaves the supervised set as its exit is sent; its mapping calls are
+    /// counted as they are sent.
     fn follow_processes_before(&self, pid: u32, kind: &EventKind) {
-        if matches!(kind, EventKind::ProcessExit { .. }) {
-            self.shared.watched.remove(pid as i32);
+        match kind {
+            EventKind::ProcessExit { .. } => self.shared.watched.remove(pid as i32),
+            EventKind::Mapping { call, result, .. } => {
+                self.shared.watched.mapping_call(pid as i32, *call, *result)
+            }
+            _ => {}
         }
     }
 

@@ -11,7 +11,7 @@ use crossbeam_channel::Sender;
 
 use crate::failure::lock;
 use crate::hooks::drain::Flusher;
-use crate::trace::format::{MappingResidency, SnapshotReason};
+use crate::trace::format::{MapCall, MappingResidency, SnapshotReason};
 
 #[derive(Debug, Default)]
 pub struct Watched {
@@ -33,6 +33,10 @@ pub struct Watched {
     /// The mappings of each process's last snapshot, or the pieces of its last estimate
     /// since, and of which image: what an estimate at a high starts from.
     bases: Mutex<BTreeMap<i32, Base>>,
+    /// Each process's mappings made less those removed, by the calls recorded so far: how
+    /// many more mappings a snapshot or estimate will find than the last one did, without
+    /// reading them.
+    mappings_made: Mutex<BTreeMap<i32, i64>>,
 }
 
 /// A snapshot's mappings or an estimate's pieces, and the image (`Watched::image`) they are
@@ -89,11 +93,31 @@ impl Watched {
     pub fn remove(&self, pid: i32) {
         lock(&self.pids).remove(&pid);
         lock(&self.bases).remove(&pid);
+        lock(&self.mappings_made).remove(&pid);
         self.started(pid);
         let mut requests = lock(&self.requests);
         requests.snapshots.remove(&pid);
         requests.peaks.remove(&pid);
         requests.new_images.remove(&pid);
+    }
+
+    /// `pid` made a mapping call that returned `result`: one mapping more for an mmap or
+    /// shmat, one less for a munmap or shmdt (merges and splits aside).
+    pub fn mapping_call(&self, pid: i32, call: MapCall, result: i64) {
+        if (-4095..0).contains(&result) {
+            return;
+        }
+        let change = match call {
+            MapCall::Mmap | MapCall::Shmat => 1,
+            MapCall::Munmap | MapCall::Shmdt => -1,
+            MapCall::Mremap | MapCall::Brk => return,
+        };
+        *lock(&self.mappings_made).entry(pid).or_default() += change;
+    }
+
+    /// `pid`'s mappings made less those removed so far (`mapping_call`).
+    pub fn mappings_made(&self, pid: i32) -> i64 {
+        lock(&self.mappings_made).get(&pid).copied().unwrap_or(0)
     }
 
     /// Which image of `pid` a sample about to be read belongs to, for `send_if_same_image`.

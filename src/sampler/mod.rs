@@ -25,7 +25,10 @@ use crate::proc::hugetlb::HugetlbDevices;
 use crate::proc::smaps::{parse_smaps_rollup, read_into};
 use crate::proc::status::{parse_status_memory, read_cpu_ns};
 use crate::trace::format::{MappingResidency, SamplerCosts, SnapshotReason};
-use budget::{snapshot_cost_now, thread_cpu_ns, HighsCredit, RollupRate, Size, ESTIMATES_PART};
+use budget::{
+    estimate_cost_now, snapshot_cost_now, thread_cpu_ns, HighsCredit, RollupRate, Size,
+    ESTIMATES_PART,
+};
 use highs::{Activity, High, Highs, Next, FAST_INTERVAL_NS};
 
 /// Default interval between /proc/PID/status rounds.
@@ -85,14 +88,17 @@ struct Work {
     cpu_ns: HashMap<i32, u64>,
     credit: HighsCredit,
     /// What the last snapshot of each process cost (what its next one is expected to), and
-    /// the size it found; how many mappings its last snapshot or estimate found.
+    /// the size it found; how many mappings its last snapshot or estimate found, and its
+    /// mappings made (`Watched::mappings_made`) before that read.
     last_cost: HashMap<i32, (Duration, Size)>,
-    mappings: HashMap<i32, usize>,
+    mappings: HashMap<i32, (usize, i64)>,
     /// The credit for estimates at highs, apart, so that a dear snapshot saved for does not
     /// hold them up; what the last estimate of each process cost; the high (its time) each
     /// process was last estimated for.
     estimates: HighsCredit,
-    last_estimate_cost: HashMap<i32, (Duration, Counted)>,
+    /// What each process's next estimate is expected to cost, whether its last one was
+    /// counted again, and on how many mappings.
+    last_estimate_cost: HashMap<i32, (Duration, Counted, usize)>,
     estimated: HashMap<i32, u64>,
     /// Where mappings of hugetlb pages are, which estimates do not count.
     hugetlb: HugetlbDevices,
@@ -248,6 +254,7 @@ impl Work {
         // Blocks recorded by hooks and not yet sent must precede the snapshot.
         self.watched.before_snapshot(pid);
         let image = self.watched.image(pid);
+        let made = self.watched.mappings_made(pid);
         let mut snapshot = snapshot::take(pid, asked, &mut self.buffer)?;
         let now_ns = monotonic_ns();
         let EventKind::SmapsSnapshot {
@@ -302,7 +309,7 @@ impl Work {
             mappings: base_mappings,
         };
         self.last_cost.insert(pid, (cost, size));
-        self.mappings.insert(pid, base_mappings);
+        self.mappings.insert(pid, (base_mappings, made));
         Some(cost)
     }
 
@@ -319,12 +326,20 @@ impl Work {
         self.mappings.remove(&pid);
     }
 
+    /// How many mappings `pid` has now, as its last snapshot or estimate and the mapping
+    /// calls recorded since tell.
+    fn mappings_now(&self, pid: i32) -> Option<usize> {
+        let &(found, made) = self.mappings.get(&pid)?;
+        let since = self.watched.mappings_made(pid) - made;
+        Some((found as i64 + since).max(0) as usize)
+    }
+
     /// Snapshots `pid` for `high` when the credit for highs allows; else the high waits for
     /// a later read. `rss`: its status RSS read just now.
     fn snapshot_high(&mut self, pid: i32, high: High, rss: u64) {
         let (expected, then) = self.last_cost.get(&pid).copied().unwrap_or_default();
         if !self.credit.allows_snapshot(pid, expected, Instant::now()) {
-            let mappings = self.mappings.get(&pid).copied().unwrap_or(then.mappings);
+            let mappings = self.mappings_now(pid).unwrap_or(then.mappings);
             let now = snapshot_cost_now(expected, then, Size { rss, mappings });
             self.estimate_high(pid, high, rss, now);
             return;
@@ -365,7 +380,11 @@ impl Work {
         let Some(base) = self.watched.base(pid, image) else {
             return;
         };
-        let last = self.last_estimate_cost.get(&pid).map(|&(cost, _)| cost);
+        let now = self.mappings_now(pid);
+        let last = self
+            .last_estimate_cost
+            .get(&pid)
+            .map(|&(cost, _, then)| estimate_cost_now(cost, then, now.unwrap_or(then)));
         let expected = last.unwrap_or(snapshot_cost / 10);
         let credit = last.unwrap_or_default();
         if expected * 2 > snapshot_cost
@@ -383,14 +402,18 @@ impl Work {
         self.estimated.insert(pid, time_ns);
         let counted = sent.unwrap_or(Counted::Once);
         let cost = Duration::from_nanos(cost_ns);
+        let mappings = self.mappings_now(pid).unwrap_or_default();
         // A recount's cost is not what the next estimate, starting from its pieces, is
         // expected to cost, unless that one was counted again too (pages written in place
         // at every high) or none came before.
         let expected = match (self.last_estimate_cost.get(&pid), counted) {
-            (Some(&(last, Counted::Once)), Counted::Again) => last,
+            (Some(&(last, Counted::Once, then)), Counted::Again) => {
+                estimate_cost_now(last, then, mappings)
+            }
             _ => cost,
         };
-        self.last_estimate_cost.insert(pid, (expected, counted));
+        self.last_estimate_cost
+            .insert(pid, (expected, counted, mappings));
         self.estimates.spend(cost_ns);
         self.rollup.highs_cost(cost_ns);
     }
@@ -410,6 +433,7 @@ impl Work {
             High::Requested { bytes, time_ns } | High::Rss { bytes, time_ns } => (bytes, time_ns),
         };
         self.watched.before_snapshot(pid);
+        let made = self.watched.mappings_made(pid);
         let estimate::Estimate {
             mappings,
             sampled,
@@ -447,7 +471,7 @@ impl Work {
             output.send_at(now_ns, pid as u32, pid as u32, estimate)
         });
         if sent {
-            self.mappings.insert(pid, mappings_now);
+            self.mappings.insert(pid, (mappings_now, made));
         }
         sent.then_some(match recounted {
             true => Counted::Again,

@@ -233,3 +233,48 @@ fn a_batch_keeps_the_watched_set_as_single_sends_would() {
     sink.send_batch(vec![exit(8), start(8)]);
     assert!(watched.contains(8), "a start after the exit in the batch");
 }
+
+#[test]
+fn mapping_calls_are_counted_as_they_are_sent() {
+    use crate::trace::format::{ExitKind, MapCall};
+    let (sender, _receiver) = crossbeam_channel::unbounded();
+    let watched = Arc::new(Watched::default());
+    let sink = EventSink::new(
+        sender,
+        0,
+        Arc::default(),
+        Arc::default(),
+        Arc::clone(&watched),
+    );
+    let mapping = |call, result| EventKind::Mapping {
+        call,
+        args: [0; 6],
+        result,
+        stack: RawStack::Caller(0x1000),
+    };
+    sink.send(5, 5, mapping(MapCall::Mmap, 0x7f00_0000_0000));
+    sink.send(5, 6, mapping(MapCall::Shmat, 0x7f00_1000_0000));
+    // Failed calls, and calls that make no mapping of their own, count for nothing.
+    sink.send(5, 5, mapping(MapCall::Mmap, -12));
+    sink.send(5, 5, mapping(MapCall::Mremap, 0x7f00_2000_0000));
+    sink.send(5, 5, mapping(MapCall::Brk, 0x5600_0000_0000));
+    let event = |kind| Event {
+        time_ns: 1,
+        pid: 5,
+        tid: 5,
+        kind,
+    };
+    let calls = [MapCall::Mmap, MapCall::Mmap, MapCall::Munmap];
+    sink.send_batch(calls.map(|call| event(mapping(call, 0))).to_vec());
+    sink.send(6, 6, mapping(MapCall::Munmap, 0));
+    assert_eq!(
+        (watched.mappings_made(5), watched.mappings_made(6)),
+        (3, -1)
+    );
+    let exit = EventKind::ProcessExit {
+        status: ExitKind::Code(0),
+        counters: Default::default(),
+    };
+    sink.send(5, 5, exit);
+    assert_eq!(watched.mappings_made(5), 0);
+}
