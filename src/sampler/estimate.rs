@@ -342,8 +342,9 @@ fn add_counts(mapping: &mut MappingResidency, counts: PageCounts) {
 #[path = "estimate_tests.rs"]
 mod tests;
 
-/// What an estimate costs on a process with 10,000 mappings, against a full snapshot:
-/// `cargo test --release --lib estimate_cost -- --ignored --nocapture`.
+/// What an estimate costs on a process with 10,000 mappings (`MAPPINGS` more), against a
+/// full snapshot, and its parts: `cargo test --release --lib estimate_cost -- --ignored
+/// --nocapture`.
 #[cfg(test)]
 #[test]
 #[ignore]
@@ -358,7 +359,8 @@ fn estimate_cost() {
     };
     let before = full(&mut Vec::new());
     let page = PAGE as usize;
-    for index in 0..10_000 {
+    let count: usize = std::env::var("MAPPINGS").map_or(10_000, |count| count.parse().unwrap());
+    for index in 0..count {
         let protection = match index % 2 {
             0 => libc::PROT_READ | libc::PROT_WRITE,
             _ => libc::PROT_READ,
@@ -377,13 +379,25 @@ fn estimate_cost() {
         read_into(&format!("/proc/{pid}/maps"), buffer).expect("maps");
         buffer.len()
     });
+    let mut text = Vec::new();
+    read_into(&format!("/proc/{pid}/maps"), &mut text).expect("maps");
+    best_of_10("parse maps", |_| parse_maps_bytes(&text).len());
+    let maps = parse_maps_bytes(&text);
+    let hugetlb = HugetlbDevices::default();
+    let none_counted = |ranges: &[(u64, u64)]| Some(vec![PageCounts::default(); ranges.len()]);
+    best_of_10("compose, all unchanged", |_| {
+        compose(&maps, &base, Trust::Every, &hugetlb, none_counted)
+            .expect("composed")
+            .mappings
+            .len()
+    });
     best_of_10("estimate", |buffer| {
         take(pid, &base, rss, &HugetlbDevices::default(), buffer)
             .expect("estimate")
             .mappings
             .len()
     });
-    best_of_10("estimate, the 10,000 mappings new", |buffer| {
+    best_of_10("estimate, the mappings new", |buffer| {
         take(pid, &before, rss, &HugetlbDevices::default(), buffer)
             .expect("estimate")
             .mappings
