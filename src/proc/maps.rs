@@ -81,8 +81,9 @@ pub(crate) fn lines(text: &[u8]) -> impl Iterator<Item = &[u8]> {
 
 /// Reads and parses /proc/PID/maps.
 pub fn read_maps(pid: i32) -> std::io::Result<Vec<MapEntry>> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/maps"))?;
-    Ok(parse_maps(&text))
+    // Not as a string: a file's name may be any bytes.
+    let text = std::fs::read(format!("/proc/{pid}/maps"))?;
+    Ok(parse_maps_bytes(&text))
 }
 
 /// The mapping that contains `address`.

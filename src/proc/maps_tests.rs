@@ -214,3 +214,39 @@ fn parses_bytes_keeping_a_path_that_is_not_utf8_and_skipping_bad_numbers() {
     assert_eq!(maps[1].inode, 12345678901234567890);
     assert_eq!(maps[1].path, None);
 }
+
+#[test]
+fn a_process_mapping_a_file_whose_name_is_not_utf8_is_read() {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::io::AsRawFd;
+    let mut name = std::ffi::OsString::from(format!("memsup-maps-{}-", std::process::id()));
+    name.push(std::ffi::OsStr::from_bytes(b"\xff-test"));
+    let path = std::env::temp_dir().join(name);
+    std::fs::write(&path, [1u8; 4096]).unwrap();
+    let file = std::fs::File::open(&path).unwrap();
+    // SAFETY: a fresh read-only mapping of the file, unmapped below.
+    let address = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ,
+            libc::MAP_PRIVATE,
+            file.as_raw_fd(),
+            0,
+        )
+    };
+    assert_ne!(address, libc::MAP_FAILED);
+    let maps = read_maps(std::process::id() as i32);
+    // SAFETY: the mapping made above.
+    unsafe { libc::munmap(address, 4096) };
+    std::fs::remove_file(&path).unwrap();
+    let maps = maps.expect("maps with a name that is not UTF-8");
+    let mapping = maps
+        .iter()
+        .find(|map| map.start == address as u64)
+        .expect("the mapping");
+    assert!(
+        mapping.path.as_deref().unwrap().ends_with("-\u{fffd}-test"),
+        "{mapping:?}"
+    );
+}
