@@ -198,6 +198,17 @@ impl Error {
         }
     }
 
+    /// A failed read of /proc/`pid`/maps: `ProcessGone` when the process is (killed and
+    /// reaped meanwhile, or its memory already released), else an I/O error.
+    pub fn maps_read(pid: i32, source: std::io::Error) -> Error {
+        let gone = source.kind() == std::io::ErrorKind::NotFound
+            || source.raw_os_error() == Some(libc::ESRCH);
+        match gone {
+            true => Error::ProcessGone(pid),
+            false => Error::io(format!("/proc/{pid}/maps"), source),
+        }
+    }
+
     /// The exit code `main` uses for this error.
     pub fn exit_code(&self) -> i32 {
         use exit_code::*;

@@ -48,7 +48,7 @@ pub fn loaded_modules(maps: &[MapEntry]) -> Vec<LoadedModule> {
 
 /// The loaded modules of process `pid` now.
 pub fn of_process(pid: i32) -> Result<Vec<LoadedModule>> {
-    let maps = read_maps(pid).map_err(|e| Error::io(format!("/proc/{pid}/maps"), e))?;
+    let maps = read_maps(pid).map_err(|error| Error::maps_read(pid, error))?;
     Ok(loaded_modules(&maps))
 }
 
@@ -85,5 +85,20 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn a_process_reaped_already_is_gone_not_an_error() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id() as i32;
+        child.wait().unwrap();
+        assert!(matches!(of_process(pid), Err(Error::ProcessGone(gone)) if gone == pid));
+        let denied = std::io::Error::from_raw_os_error(libc::EACCES);
+        assert!(matches!(Error::maps_read(pid, denied), Error::Io { .. }));
+        let released = std::io::Error::from_raw_os_error(libc::ESRCH);
+        assert!(matches!(
+            Error::maps_read(pid, released),
+            Error::ProcessGone(_)
+        ));
     }
 }

@@ -203,7 +203,7 @@ impl ScratchPage {
         anchor: u64,
         room: Option<u64>,
     ) -> Result<(ScratchPage, Vec<i32>)> {
-        let maps = read_maps(pid).map_err(|e| Error::io(format!("/proc/{pid}/maps"), e))?;
+        let maps = read_maps(pid).map_err(|error| Error::maps_read(pid, error))?;
         let hint = find_gap(&maps, anchor, PAGE_SIZE, REACH);
         let mut saved = vec![0u8; STUB_BYTES as usize];
         let room = room.filter(|&address| memory.read(address, &mut saved).is_ok());
