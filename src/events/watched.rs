@@ -104,7 +104,8 @@ impl Watched {
     /// `pid` made a mapping call that returned `result`: one mapping more for an mmap or
     /// shmat, one less for a munmap or shmdt (merges and splits aside).
     pub fn mapping_call(&self, pid: i32, call: MapCall, result: i64) {
-        if (-4095..0).contains(&result) {
+        // A call sent after its process's exit would leave an entry nothing removes.
+        if (-4095..0).contains(&result) || !self.contains(pid) {
             return;
         }
         let change = match call {

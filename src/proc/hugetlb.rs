@@ -31,11 +31,12 @@ impl HugetlbDevices {
 
     /// Whether `map` holds hugetlb pages.
     pub fn holds(&self, map: &MapEntry) -> bool {
-        map.inode != 0 && self.0.contains(&map.device)
-            || map
-                .path
-                .as_deref()
-                .is_some_and(|path| path.starts_with("/anon_hugepage"))
+        // MAP_HUGETLB's name, on a kernel mount (major 0), when its device is not known.
+        let anonymous = matches!(
+            map.path.as_deref(),
+            Some("/anon_hugepage" | "/anon_hugepage (deleted)")
+        );
+        map.inode != 0 && (self.0.contains(&map.device) || anonymous && map.device.0 == 0)
     }
 }
 
@@ -99,17 +100,20 @@ mod tests {
              7f0000800000-7f0001000000 rw-s 00000000 00:11 1105854 /memfd:pool (deleted)\n\
              7f0001000000-7f0001800000 rw-s 00000000 00:22 9 /dev/hugepages/buffer\n\
              7f0001800000-7f0002000000 rw-s 00000000 00:01 7 /memfd:ring (deleted)\n\
-             7f0002000000-7f0002800000 rw-p 00000000 00:00 0\n",
+             7f0002000000-7f0002800000 rw-p 00000000 00:00 0\n\
+             7f0002800000-7f0003000000 rw-p 00000000 fe:00 77 /anon_hugepage (deleted)\n\
+             7f0003000000-7f0003800000 rw-p 00000000 fe:00 78 /anon_hugepages/data\n",
         );
         let devices = HugetlbDevices::of(&[(0, 0x11), (0, 0x22)]);
         let held: Vec<bool> = maps.iter().map(|map| devices.holds(map)).collect();
-        assert_eq!(held, [true, true, true, false, false]);
+        // Files of those names on a disk are files.
+        assert_eq!(held, [true, true, true, false, false, false, false]);
         // Without the devices, MAP_HUGETLB's mappings are still told by their name.
         let held: Vec<bool> = maps
             .iter()
             .map(|map| HugetlbDevices::default().holds(map))
             .collect();
-        assert_eq!(held, [true, false, false, false, false]);
+        assert_eq!(held, [true, false, false, false, false, false, false]);
     }
 
     #[test]

@@ -97,8 +97,11 @@ struct Work {
     /// process was last estimated for.
     estimates: HighsCredit,
     /// What each process's next estimate is expected to cost, whether its last one was
-    /// counted again, and on how many mappings.
-    last_estimate_cost: HashMap<i32, (Duration, Counted, usize)>,
+    /// counted again, and on how many mappings (when known).
+    last_estimate_cost: HashMap<i32, (Duration, Counted, Option<usize>)>,
+    /// The most mappings a process can have (vm.max_map_count): what the mapping calls
+    /// counted say beyond it was merged by the kernel.
+    max_mappings: usize,
     estimated: HashMap<i32, u64>,
     /// Where mappings of hugetlb pages are, which estimates do not count.
     hugetlb: HugetlbDevices,
@@ -130,6 +133,10 @@ impl Work {
             estimates: HighsCredit::new(Instant::now()),
             last_estimate_cost: HashMap::new(),
             estimated: HashMap::new(),
+            max_mappings: std::fs::read_to_string("/proc/sys/vm/max_map_count")
+                .ok()
+                .and_then(|text| text.trim().parse().ok())
+                .unwrap_or(65_530),
             hugetlb: HugetlbDevices::find(
                 &std::fs::read("/proc/self/mountinfo").unwrap_or_default(),
             ),
@@ -327,11 +334,12 @@ impl Work {
     }
 
     /// How many mappings `pid` has now, as its last snapshot or estimate and the mapping
-    /// calls recorded since tell.
+    /// calls recorded since tell: an upper bound, since neighbours made apart may be merged
+    /// into one (a slab allocator's), and no more than the kernel allows.
     fn mappings_now(&self, pid: i32) -> Option<usize> {
         let &(found, made) = self.mappings.get(&pid)?;
         let since = self.watched.mappings_made(pid) - made;
-        Some((found as i64 + since).max(0) as usize)
+        Some(((found as i64 + since).max(0) as usize).min(self.max_mappings.max(found)))
     }
 
     /// Snapshots `pid` for `high` when the credit for highs allows; else the high waits for
@@ -384,7 +392,10 @@ impl Work {
         let last = self
             .last_estimate_cost
             .get(&pid)
-            .map(|&(cost, _, then)| estimate_cost_now(cost, then, now.unwrap_or(then)));
+            .map(|&(cost, _, then)| match (then, now) {
+                (Some(then), Some(now)) => estimate_cost_now(cost, then, now),
+                _ => cost,
+            });
         let expected = last.unwrap_or(snapshot_cost / 10);
         let credit = last.unwrap_or_default();
         if expected * 2 > snapshot_cost
@@ -402,14 +413,15 @@ impl Work {
         self.estimated.insert(pid, time_ns);
         let counted = sent.unwrap_or(Counted::Once);
         let cost = Duration::from_nanos(cost_ns);
-        let mappings = self.mappings_now(pid).unwrap_or_default();
+        let mappings = self.mappings_now(pid);
         // A recount's cost is not what the next estimate, starting from its pieces, is
         // expected to cost, unless that one was counted again too (pages written in place
         // at every high) or none came before.
         let expected = match (self.last_estimate_cost.get(&pid), counted) {
-            (Some(&(last, Counted::Once, then)), Counted::Again) => {
-                estimate_cost_now(last, then, mappings)
-            }
+            (Some(&(last, Counted::Once, then)), Counted::Again) => match (then, mappings) {
+                (Some(then), Some(now)) => estimate_cost_now(last, then, now),
+                _ => last,
+            },
             _ => cost,
         };
         self.last_estimate_cost

@@ -13,6 +13,16 @@ fn sink_over(sender: Sender<EventBatch>, copies: &Arc<CopiesInFlight>) -> EventS
     )
 }
 
+fn sink_watching(sender: Sender<EventBatch>, watched: &Arc<Watched>) -> EventSink {
+    EventSink::new(
+        sender,
+        0,
+        Arc::default(),
+        Arc::default(),
+        Arc::clone(watched),
+    )
+}
+
 fn alloc_with(stack: RawStack) -> EventKind {
     EventKind::Alloc {
         function: AllocFunction::Malloc,
@@ -110,13 +120,7 @@ fn the_watched_set_follows_starts_and_exits_as_they_are_sent() {
     use crate::trace::format::{ExitKind, StartCause};
     let (sender, receiver) = crossbeam_channel::unbounded();
     let watched = Arc::new(Watched::default());
-    let sink = EventSink::new(
-        sender,
-        0,
-        Arc::default(),
-        Arc::default(),
-        Arc::clone(&watched),
-    );
+    let sink = sink_watching(sender, &watched);
     let start = |cause| EventKind::ProcessStart {
         parent_pid: None,
         cause,
@@ -201,13 +205,7 @@ fn a_batch_keeps_the_watched_set_as_single_sends_would() {
     use crate::trace::format::{ExitKind, StartCause};
     let (sender, _receiver) = crossbeam_channel::unbounded();
     let watched = Arc::new(Watched::default());
-    let sink = EventSink::new(
-        sender,
-        0,
-        Arc::default(),
-        Arc::default(),
-        Arc::clone(&watched),
-    );
+    let sink = sink_watching(sender, &watched);
     let event = |pid, kind| Event {
         time_ns: 1,
         pid,
@@ -239,19 +237,15 @@ fn mapping_calls_are_counted_as_they_are_sent() {
     use crate::trace::format::{ExitKind, MapCall};
     let (sender, _receiver) = crossbeam_channel::unbounded();
     let watched = Arc::new(Watched::default());
-    let sink = EventSink::new(
-        sender,
-        0,
-        Arc::default(),
-        Arc::default(),
-        Arc::clone(&watched),
-    );
+    let sink = sink_watching(sender, &watched);
     let mapping = |call, result| EventKind::Mapping {
         call,
         args: [0; 6],
         result,
         stack: RawStack::Caller(0x1000),
     };
+    watched.insert(5);
+    watched.insert(6);
     sink.send(5, 5, mapping(MapCall::Mmap, 0x7f00_0000_0000));
     sink.send(5, 6, mapping(MapCall::Shmat, 0x7f00_1000_0000));
     // Failed calls, and calls that make no mapping of their own, count for nothing.
@@ -276,5 +270,7 @@ fn mapping_calls_are_counted_as_they_are_sent() {
         counters: Default::default(),
     };
     sink.send(5, 5, exit);
+    // Nor is a call of a process not watched (any more).
+    sink.send(5, 5, mapping(MapCall::Mmap, 0x7f00_3000_0000));
     assert_eq!(watched.mappings_made(5), 0);
 }
