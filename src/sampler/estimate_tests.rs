@@ -50,6 +50,16 @@ fn counting<'a>(
     }
 }
 
+/// `compose` where no mapping holds hugetlb pages.
+fn compose_ordinary(
+    maps: &[MapEntry],
+    base: &[MappingResidency],
+    trust: Trust,
+    count: impl FnOnce(&[(u64, u64)]) -> Option<Vec<PageCounts>>,
+) -> Option<Estimate> {
+    compose(maps, base, trust, &HugetlbDevices::default(), count)
+}
+
 fn wholly_resident(part: &MappingResidency) -> bool {
     part.rss >= part.end - part.start
 }
@@ -100,14 +110,8 @@ fn unchanged_mappings_keep_their_residency_and_only_new_pages_are_counted() {
         };
         Some(ranges.iter().map(counts).collect())
     };
-    let estimate = compose(
-        &parse_maps(MAPS),
-        &base,
-        Trust::Every,
-        &HugetlbDevices::default(),
-        count,
-    )
-    .expect("counted");
+    let estimate =
+        compose_ordinary(&parse_maps(MAPS), &base, Trust::Every, count).expect("counted");
     // Not the inaccessible reservation.
     assert_eq!(estimate.sampled, 3);
     // The 48 MiB below the merged block in pieces of 32 MiB at most.
@@ -164,14 +168,8 @@ fn a_file_mapped_again_at_another_offset_or_with_other_permissions_is_counted_wh
     let mut counted = Vec::new();
     let count = counting(&mut counted, |_| 0);
     let base = [file, anonymous];
-    let estimate = compose(
-        &parse_maps(MAPS),
-        &base,
-        Trust::Every,
-        &HugetlbDevices::default(),
-        count,
-    )
-    .expect("counted");
+    let estimate =
+        compose_ordinary(&parse_maps(MAPS), &base, Trust::Every, count).expect("counted");
     assert_eq!(estimate.sampled, 2);
     let whole = [
         (0x7f00_0000_0000, 0x7f00_0000_4000),
@@ -196,14 +194,7 @@ fn a_chained_estimate_counts_again_only_what_was_not_wholly_resident() {
     let first_maps = maps("7f00_00000000-7f00_02000000 rw-p 00000000 00:00 0\n");
     let mut counted = Vec::new();
     let count = counting(&mut counted, pages);
-    let first = compose(
-        &first_maps,
-        &[],
-        Trust::Every,
-        &HugetlbDevices::default(),
-        count,
-    )
-    .expect("counted");
+    let first = compose_ordinary(&first_maps, &[], Trust::Every, count).expect("counted");
     assert_eq!(places(&first), [(0x7f00_0000_0000, 0x7f00_0200_0000)]);
     // Grown by 96 MiB below, of which the top 32 MiB written, the next half, the last not.
     let grown = maps("7eff_fa000000-7f00_02000000 rw-p 00000000 00:00 0\n");
@@ -214,14 +205,7 @@ fn a_chained_estimate_counts_again_only_what_was_not_wholly_resident() {
     };
     let mut counted = Vec::new();
     let count = counting(&mut counted, written);
-    let second = compose(
-        &grown,
-        &first.pieces,
-        Trust::Every,
-        &HugetlbDevices::default(),
-        count,
-    )
-    .expect("counted");
+    let second = compose_ordinary(&grown, &first.pieces, Trust::Every, count).expect("counted");
     let below = [
         (0x7eff_fa00_0000, 0x7eff_fc00_0000),
         (0x7eff_fc00_0000, 0x7eff_fe00_0000),
@@ -234,14 +218,7 @@ fn a_chained_estimate_counts_again_only_what_was_not_wholly_resident() {
     // Then all written: only the two ranges left out are counted.
     let mut counted = Vec::new();
     let count = counting(&mut counted, pages);
-    let third = compose(
-        &grown,
-        &second.pieces,
-        Trust::Every,
-        &HugetlbDevices::default(),
-        count,
-    )
-    .expect("counted");
+    let third = compose_ordinary(&grown, &second.pieces, Trust::Every, count).expect("counted");
     assert_eq!(counted, below[..2]);
     assert_eq!((third.sampled, third.mappings[0].rss), (1, 128 * MIB));
     assert_eq!(third.pieces.len(), 4);
@@ -273,14 +250,7 @@ fn a_range_short_of_a_few_pages_is_kept_as_written() {
         |counted: &[(u64, u64)]| -> u64 { counted.iter().map(|(start, end)| end - start).sum() };
     let mut counted = Vec::new();
     let count = counting(&mut counted, written);
-    let first = compose(
-        &[grown(2)],
-        &[],
-        Trust::Every,
-        &HugetlbDevices::default(),
-        count,
-    )
-    .expect("counted");
+    let first = compose_ordinary(&[grown(2)], &[], Trust::Every, count).expect("counted");
     assert_eq!(first.mappings[0].rss, 2 * (BLOCK - PAGE));
     // Two blocks more, twice: each time only their pages are counted, since the ranges
     // counted the time before were kept.
@@ -288,14 +258,7 @@ fn a_range_short_of_a_few_pages_is_kept_as_written() {
     for blocks in [4, 6] {
         let mut counted = Vec::new();
         let count = counting(&mut counted, written);
-        let next = compose(
-            &[grown(blocks)],
-            &base,
-            Trust::Every,
-            &HugetlbDevices::default(),
-            count,
-        )
-        .expect("counted");
+        let next = compose_ordinary(&[grown(blocks)], &base, Trust::Every, count).expect("counted");
         assert_eq!(count_bytes(&counted), 2 * BLOCK);
         assert_eq!(next.mappings[0].rss, blocks * (BLOCK - PAGE));
         base = next.pieces;
@@ -315,25 +278,11 @@ fn trusting_only_whole_parts_counts_again_what_the_base_showed_partly_resident()
     let maps = parse_maps(MAPS);
     let mut counted = Vec::new();
     let count = counting(&mut counted, pages);
-    let every = compose(
-        &maps,
-        &base,
-        Trust::Every,
-        &HugetlbDevices::default(),
-        count,
-    )
-    .expect("counted");
+    let every = compose_ordinary(&maps, &base, Trust::Every, count).expect("counted");
     assert_eq!((every.sampled, every.mappings[1].rss), (0, MIB));
     assert!(counted.is_empty());
     let count = counting(&mut counted, pages);
-    let whole = compose(
-        &maps,
-        &base,
-        Trust::Whole,
-        &HugetlbDevices::default(),
-        count,
-    )
-    .expect("counted");
+    let whole = compose_ordinary(&maps, &base, Trust::Whole, count).expect("counted");
     assert_eq!(counted, [(0x7f00_0020_0000, 0x7f00_0040_0000)]);
     assert_eq!((whole.sampled, whole.mappings[1].rss), (1, 2 * MIB));
     assert_eq!(whole.mappings[0], base[0]);
@@ -354,14 +303,7 @@ fn a_recount_trusts_parts_short_of_a_64th_and_not_of_a_page() {
     ];
     let mut counted = Vec::new();
     let count = counting(&mut counted, pages);
-    let whole = compose(
-        &parse_maps(MAPS),
-        &base,
-        Trust::Whole,
-        &HugetlbDevices::default(),
-        count,
-    )
-    .expect("counted");
+    let whole = compose_ordinary(&parse_maps(MAPS), &base, Trust::Whole, count).expect("counted");
     assert_eq!(counted, [(0x7f00_1000_0000, 0x7f00_1000_1000)]);
     assert_eq!(whole.mappings[0].rss, 64 * MIB);
     assert_eq!(whole.mappings[1].rss, PAGE);
@@ -404,13 +346,7 @@ fn an_estimate_counts_at_most_eight_times_the_resident_memory() {
     assert!(!affordable(&[(0, 2048 * MIB + PAGE)], 100 * MIB));
     assert!(affordable(&[(0, 8192 * MIB)], 1024 * MIB));
     assert!(!affordable(&[(0, 8192 * MIB + PAGE)], 1024 * MIB));
-    let refused = compose(
-        &parse_maps(MAPS),
-        &[],
-        Trust::Every,
-        &HugetlbDevices::default(),
-        |_| None,
-    );
+    let refused = compose_ordinary(&parse_maps(MAPS), &[], Trust::Every, |_| None);
     assert!(refused.is_none());
 }
 
@@ -613,14 +549,8 @@ fn mappings_out_of_address_order_still_find_their_parts() {
          20000000-20100000 rw-p 00000000 00:00 0\n",
     );
     let mut counted = Vec::new();
-    let estimate = compose(
-        &maps,
-        &base,
-        Trust::Every,
-        &HugetlbDevices::default(),
-        counting(&mut counted, pages),
-    )
-    .unwrap();
+    let estimate =
+        compose_ordinary(&maps, &base, Trust::Every, counting(&mut counted, pages)).unwrap();
     assert_eq!(counted, []);
     let rss: Vec<u64> = estimate
         .mappings
