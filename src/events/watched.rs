@@ -135,6 +135,18 @@ impl Watched {
         lock(&self.programs).remove(&pid);
     }
 
+    /// `pid` reached its exit stop, where its last snapshot is taken: nothing read of it
+    /// meanwhile or later (a high the interpret stage passes on late, a snapshot for a high
+    /// being read) may follow that snapshot in the stream, so it is no longer sampled and
+    /// what was read of it before is dropped, as at an exec.
+    pub fn exit_begins(&self, pid: i32) {
+        *lock(&self.images).entry(pid).or_default() += 1;
+        lock(&self.pids).remove(&pid);
+        let mut requests = lock(&self.requests);
+        requests.snapshots.remove(&pid);
+        requests.peaks.remove(&pid);
+    }
+
     /// `pid` runs `exe` (recorded at its launch, attach or exec).
     pub fn program_is(&self, pid: i32, exe: &str) {
         lock(&self.programs).insert(pid, exe.to_string());
@@ -482,5 +494,26 @@ mod tests {
             sent,
             ["first image", "new image", "still new image", "reused"]
         );
+    }
+
+    #[test]
+    fn nothing_read_of_a_process_follows_its_exit_snapshot() {
+        let watched = Watched::default();
+        watched.insert(5);
+        let image = watched.image(5);
+        watched.request(5, SnapshotReason::Signal);
+        let high = RequestedHigh {
+            bytes: 1 << 20,
+            time_ns: 1,
+        };
+        watched.exit_begins(5);
+        // A high the interpret stage passes on after the exit stop.
+        watched.note_peak(5, high);
+        assert!(!watched.contains(5));
+        let (mut snapshots, mut peaks) = (Vec::new(), Vec::new());
+        watched.take_requests(&mut snapshots, &mut peaks);
+        assert_eq!((snapshots, peaks), (vec![], vec![]));
+        // A snapshot read before the exit stop.
+        assert!(!watched.send_if_same_image(5, image, || panic!("sent after the exit")));
     }
 }

@@ -630,6 +630,9 @@ impl Residency for Snapshots {
     }
 
     fn snapshot_now(&self, pid: i32, reason: SnapshotReason) -> Option<EventKind> {
+        if reason == SnapshotReason::Exit {
+            self.watched.exit_begins(pid);
+        }
         let image = self.watched.image(pid);
         let snapshot = snapshot::take(pid, reason, &mut Vec::new())?;
         // The process waits meanwhile: no copy for an estimate after its end.
