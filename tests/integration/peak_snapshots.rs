@@ -1,9 +1,12 @@
-//! Snapshots at the moments that matter: fixtures/spikes.c's 30 ms spikes are snapshotted
-//! while they last, with their delay recorded; every image of a fork or a vfork+exec child
-//! has a snapshot from its start.
+//! Snapshots at the moments that matter: fixtures/spikes.c's 30 ms spikes, and its 64 MiB
+//! block that lives 50 ms, are snapshotted while they last, with their delay recorded;
+//! every image of a fork, of a vfork+exec child and of a compiler run has a snapshot from
+//! its start.
 
 use serde_json::Value;
 
+use crate::common::report::processes;
+use crate::common::tools::find_tool;
 use crate::common::*;
 
 const KIB: u64 = 1 << 10;
@@ -34,25 +37,36 @@ fn resident_at(image: &Value, name: &str, time_ns: u64) -> u64 {
 
 #[test]
 fn a_30ms_spike_is_snapshotted_while_it_lasts() {
+    spikes_are_snapshotted_while_they_last(&[], "held 4 MiB, 3 spikes of 8 MiB\n", 8 * MIB);
+}
+
+#[test]
+fn a_64_mib_block_that_lives_50_ms_is_snapshotted_while_it_lasts() {
+    let args = ["64", "1", "50"];
+    spikes_are_snapshotted_while_they_last(&args, "held 4 MiB, 1 spike of 64 MiB\n", 64 * MIB);
+}
+
+/// `fixtures/spikes.c` run with `args`, its spikes `spike` bytes over its 4 MiB block: the
+/// peak is snapshotted while it lasts, with every live block resident.
+fn spikes_are_snapshotted_while_they_last(args: &[&str], prints: &str, spike: u64) {
+    let top = 4 * MIB + spike;
     for_each_variant("spikes", |variant, program| {
-        let recording = record(program, &[], None);
-        assert_eq!(
-            String::from_utf8_lossy(&recording.native.stdout),
-            "held 4 MiB, 3 spikes of 8 MiB\n"
-        );
+        let recording = record(program, args, None);
+        assert_eq!(String::from_utf8_lossy(&recording.native.stdout), prints);
         assert_eq!(recording.native.status.code(), Some(0));
-        let image = launched_image(&recording.report, program, &[]);
-        let what = format!("spikes {variant:?}");
+        let image = launched_image(&recording.report, program, args);
+        let what = format!("spikes {args:?} {variant:?}");
         showing_on_failure(&image["snapshots"], || {
             let app = component(image, "app");
-            assert_eq!(number(app, "/peak_requested_bytes"), 12 * MIB, "{what}");
-            // The image's peak: app's 12 MiB, and static glibc's blocks from before main.
+            assert_eq!(number(app, "/peak_requested_bytes"), top, "{what}");
+            // The image's peak: app's spike over its block, and static glibc's blocks from
+            // before main.
             let peak = number(image, "/peak_live_bytes");
             let startup = match variant {
                 Variant::Static => GlibcStaticStartup::of(program).bytes,
                 _ => 0,
             };
-            assert_eq!(peak, 12 * MIB + startup, "{what}");
+            assert_eq!(peak, top + startup, "{what}");
             // The snapshot the split at the peak comes from: taken for a high (of requested
             // bytes, or of RSS when the first was taken while the block was still being
             // written), it still shows the spike (taken before its free), with every live
@@ -92,15 +106,16 @@ fn a_30ms_spike_is_snapshotted_while_it_lasts() {
                 (time_ns - peak_ns) / 1000,
                 delay_ns / 1000
             );
-            // app at the peak: the 12 MiB, plus the executable's own pages, which only grow
-            // until the exit snapshot (where app holds the 4 MiB block and those pages).
+            // app at the peak: the spike and the block, plus the executable's own pages,
+            // which only grow until the exit snapshot (where app holds the 4 MiB block and
+            // those pages).
             let peak_rss = resident_at(image, "app", time_ns);
             assert_eq!(number(app, "/peak_rss_bytes"), peak_rss, "{what}");
             let exit = snapshots(image).last().expect("an exit snapshot");
             assert_eq!(exit["reason"], "exit", "{what}");
             let program_pages = resident_at(image, "app", number(exit, "/time_ns")) - 4 * MIB;
             assert!(
-                (12 * MIB..=12 * MIB + program_pages).contains(&peak_rss),
+                (top..=top + program_pages).contains(&peak_rss),
                 "{what}: app RSS {peak_rss} at the peak, the program's pages {program_pages}"
             );
             // The split at the peak RSS is measured: some snapshot reached it.
@@ -183,6 +198,50 @@ fn every_image_of_a_fork_and_of_a_vfork_child_has_a_snapshot_from_its_start() {
             assert_starts_with_snapshot(exec_child, "exec", &what);
         }
     });
+}
+
+/// `gcc -c` of a small file: the driver, the compiler proper and the assembler (vfork
+/// children) each have residency from their start.
+#[test]
+fn every_image_of_a_compiler_run_has_a_snapshot_from_its_start() {
+    if !require_tool("gcc") {
+        return;
+    }
+    let gcc = find_tool("gcc").expect("gcc");
+    let directory = tempfile::tempdir().expect("a temporary directory");
+    let source = directory.path().join("twice.c");
+    std::fs::write(&source, "int twice(int x) { return 2 * x; }\n").expect("the source");
+    let object = directory.path().join("twice.o");
+    let args = [
+        "-c",
+        source.to_str().expect("a UTF-8 path"),
+        "-o",
+        object.to_str().expect("a UTF-8 path"),
+    ];
+    let recording = record(&gcc, &args, None);
+    assert_eq!(recording.native.status.code(), Some(0));
+    assert!(object.exists(), "no object file");
+    let images = processes(&recording.report);
+    let names: Vec<&str> = images
+        .iter()
+        .filter_map(|image| image["exe"].as_str())
+        .map(|exe| exe.rsplit('/').next().unwrap_or(exe))
+        .collect();
+    // The assembler's file may be named for the target (x86_64-linux-gnu-as).
+    let runs = |program: &str| {
+        let suffix = format!("-{program}");
+        names
+            .iter()
+            .any(|name| *name == program || name.ends_with(&suffix))
+    };
+    assert!(runs("cc1") && runs("as") && names.len() == 3, "{names:?}");
+    for (image, name) in images.iter().zip(&names) {
+        let reason = match image["cause"].as_str() {
+            Some("launch") => "start",
+            _ => "exec",
+        };
+        assert_starts_with_snapshot(image, reason, name);
+    }
 }
 
 #[test]
