@@ -252,11 +252,15 @@ pub fn snapshot_cost_now(last: Duration, then: Size, now: Size) -> Duration {
 }
 
 /// What an estimate is expected to cost now, its process's last one having cost `last` on
-/// `then` mappings and the process having `now`: reading maps and composing the estimate
-/// cost about 0.75 µs a mapping (12–19 ms on 20,000 of a page), so a process that made
-/// thousands since costs that much more, however little the last one cost.
-pub fn estimate_cost_now(last: Duration, then: usize, now: usize) -> Duration {
+/// `then` mappings and the process having `now` (either unknown: as the last): reading maps
+/// and composing the estimate cost about 0.75 µs a mapping (12–19 ms on 20,000 of a page),
+/// so a process that made thousands since costs that much more, however little the last
+/// one cost.
+pub fn estimate_cost_now(last: Duration, then: Option<usize>, now: Option<usize>) -> Duration {
     const NS_PER_MAPPING: u64 = 750;
+    let Some((then, now)) = then.zip(now) else {
+        return last;
+    };
     last + Duration::from_nanos(now.saturating_sub(then) as u64 * NS_PER_MAPPING)
 }
 
@@ -484,9 +488,14 @@ mod tests {
     fn an_estimate_costs_more_by_the_mappings_made_since_the_last() {
         let ms = Duration::from_millis(1);
         // 3 ms on 4,000 mappings, 16,000 more: 12 ms more.
-        assert_eq!(estimate_cost_now(3 * ms, 4_000, 20_000), 15 * ms);
-        // Fewer: as the last.
-        assert_eq!(estimate_cost_now(3 * ms, 4_000, 1_000), 3 * ms);
+        assert_eq!(
+            estimate_cost_now(3 * ms, Some(4_000), Some(20_000)),
+            15 * ms
+        );
+        // Fewer, or either count unknown: as the last.
+        assert_eq!(estimate_cost_now(3 * ms, Some(4_000), Some(1_000)), 3 * ms);
+        assert_eq!(estimate_cost_now(3 * ms, None, Some(20_000)), 3 * ms);
+        assert_eq!(estimate_cost_now(3 * ms, Some(4_000), None), 3 * ms);
     }
 
     #[test]

@@ -88,10 +88,14 @@ struct Work {
     cpu_ns: HashMap<i32, u64>,
     credit: HighsCredit,
     /// What the last snapshot of each process cost (what its next one is expected to), and
-    /// the size it found; how many mappings its last snapshot or estimate found, and its
-    /// mappings made (`Watched::mappings_made`) before that read.
+    /// the size it found.
     last_cost: HashMap<i32, (Duration, Size)>,
+    /// How many mappings each process's last snapshot or estimate found, and its mappings
+    /// made (`Watched::mappings_made`) before that read.
     mappings: HashMap<i32, (usize, i64)>,
+    /// The most mappings a process can have (vm.max_map_count): what the mapping calls
+    /// counted say beyond it was merged by the kernel.
+    max_mappings: usize,
     /// The credit for estimates at highs, apart, so that a dear snapshot saved for does not
     /// hold them up; what the last estimate of each process cost; the high (its time) each
     /// process was last estimated for.
@@ -99,9 +103,6 @@ struct Work {
     /// What each process's next estimate is expected to cost, whether its last one was
     /// counted again, and on how many mappings (when known).
     last_estimate_cost: HashMap<i32, (Duration, Counted, Option<usize>)>,
-    /// The most mappings a process can have (vm.max_map_count): what the mapping calls
-    /// counted say beyond it was merged by the kernel.
-    max_mappings: usize,
     estimated: HashMap<i32, u64>,
     /// Where mappings of hugetlb pages are, which estimates do not count.
     hugetlb: HugetlbDevices,
@@ -392,10 +393,7 @@ impl Work {
         let last = self
             .last_estimate_cost
             .get(&pid)
-            .map(|&(cost, _, then)| match (then, now) {
-                (Some(then), Some(now)) => estimate_cost_now(cost, then, now),
-                _ => cost,
-            });
+            .map(|&(cost, _, then)| estimate_cost_now(cost, then, now));
         let expected = last.unwrap_or(snapshot_cost / 10);
         let credit = last.unwrap_or_default();
         if expected * 2 > snapshot_cost
@@ -418,10 +416,9 @@ impl Work {
         // expected to cost, unless that one was counted again too (pages written in place
         // at every high) or none came before.
         let expected = match (self.last_estimate_cost.get(&pid), counted) {
-            (Some(&(last, Counted::Once, then)), Counted::Again) => match (then, mappings) {
-                (Some(then), Some(now)) => estimate_cost_now(last, then, now),
-                _ => last,
-            },
+            (Some(&(last, Counted::Once, then)), Counted::Again) => {
+                estimate_cost_now(last, then, mappings)
+            }
             _ => cost,
         };
         self.last_estimate_cost
