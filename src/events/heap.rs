@@ -3,7 +3,7 @@
 //! watcher, the report's replay and its component tracker all consume its outcomes, so they
 //! cannot disagree on what a call did.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::trace::format::{AllocFunction, Record};
@@ -234,6 +234,9 @@ impl ImageLifecycle {
 /// faster than the default SipHash, which guards against keys chosen by an attacker (these
 /// come from memsup's own recordings).
 pub type IntegerMap<K, V> = HashMap<K, V, BuildHasherDefault<IntegerHasher>>;
+
+/// A set of such keys, hashed the same way.
+pub type IntegerSet<K> = HashSet<K, BuildHasherDefault<IntegerHasher>>;
 
 /// Fibonacci hashing, rotated so that the bits that vary in aligned addresses reach the low
 /// bits the table indexes by.

@@ -19,7 +19,7 @@ use super::mpi_slots::{Sum, SummedCalls};
 use super::ring::{Area, Drainer, RawRecord};
 use super::stack_section::{SegmentTable, StackSection};
 use crate::events::calls::{mapping_result, returned_call};
-use crate::events::heap::IntegerMap;
+use crate::events::heap::{IntegerMap, IntegerSet};
 use crate::events::mpi_nesting::MpiNesting;
 use crate::events::{Event, EventKind, EventSink, RawStack};
 use crate::failure::lock;
@@ -92,12 +92,12 @@ struct Image {
     pages: Vec<(u64, u64)>,
     /// Where hooked MPI calls return into their hooks: an allocator an MPI function
     /// tail-calls has its caller there, and is the program's call, not an inner one.
-    mpi_returns: std::collections::HashSet<u64>,
+    mpi_returns: IntegerSet<u64>,
     counters: HookCounters,
     /// What the hooks' stack walker reads, as memsup wrote it.
     stacks: StackSection,
     /// Walked stacks already sent as `KnownStack` in this image, by `StackRef`.
-    known_stacks: std::collections::HashSet<u64>,
+    known_stacks: IntegerSet<u64>,
     stack_costs: HookStackCosts,
     call_costs: HookCallCosts,
     /// MPI functions whose name was sent, as pid << 32 | number: this image's, and its vfork
@@ -239,10 +239,10 @@ impl Drain {
             vfork_children: HashMap::new(),
             internal: Vec::new(),
             pages: Vec::new(),
-            mpi_returns: std::collections::HashSet::new(),
+            mpi_returns: IntegerSet::default(),
             counters: HookCounters::default(),
             stacks,
-            known_stacks: std::collections::HashSet::new(),
+            known_stacks: IntegerSet::default(),
             stack_costs: HookStackCosts::default(),
             call_costs: HookCallCosts::default(),
             mpi_declared: IntegerMap::default(),
@@ -572,10 +572,10 @@ struct EventBatcher<'a> {
     vfork_children: &'a HashMap<u64, u32>,
     internal: &'a [(u64, u64)],
     pages: &'a [(u64, u64)],
-    mpi_returns: &'a std::collections::HashSet<u64>,
+    mpi_returns: &'a IntegerSet<u64>,
     counters: &'a mut HookCounters,
     stacks: &'a StackSection,
-    known_stacks: &'a mut std::collections::HashSet<u64>,
+    known_stacks: &'a mut IntegerSet<u64>,
     stack_costs: &'a mut HookStackCosts,
     call_costs: &'a mut HookCallCosts,
     mpi_declared: &'a mut IntegerMap<u64, ()>,

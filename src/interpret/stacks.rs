@@ -1,11 +1,12 @@
 //! Raw stacks to interned stack ids, per process image: copies are unwound, walked frames
 //! taken as they are, known stacks looked up by the id their source registered.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::symbolize::SignalFrames;
+use crate::events::heap::IntegerMap;
 use crate::events::stack::INTERRUPTED_MARK;
 use crate::events::{CopyWindows, RawStack, StackCopy};
 use crate::module::ModuleStore;
@@ -28,7 +29,7 @@ pub struct Image {
     /// Which of them are signal frames (named at the address itself, not at `a - 1`).
     pub signal_frames: SignalFrames,
     /// Stacks a source registered by id (`EventKind::KnownStack`).
-    known: HashMap<u64, StackId>,
+    known: IntegerMap<u64, StackId>,
 }
 
 impl Image {
@@ -39,7 +40,7 @@ impl Image {
             stacks: StackInterner::default(),
             addresses: BTreeMap::new(),
             signal_frames: SignalFrames::default(),
-            known: HashMap::new(),
+            known: IntegerMap::default(),
         }
     }
 
@@ -51,7 +52,7 @@ impl Image {
             stacks: StackInterner::default(),
             addresses: BTreeMap::new(),
             signal_frames: SignalFrames::default(),
-            known: HashMap::new(),
+            known: IntegerMap::default(),
         }
     }
 

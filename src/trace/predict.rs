@@ -4,8 +4,7 @@
 //! repeats a working set of call sites), and where a fresh allocation starts (glibc carves new chunks one after the other from the top of the
 //! heap, so a block not reused from a free list lies where the previous fresh one ended).
 
-use std::collections::HashMap;
-
+use crate::events::heap::IntegerMap;
 use crate::trace::recent::rounded_size;
 use crate::trace::stacks::StackId;
 
@@ -18,7 +17,7 @@ pub(super) const RECENT_STACKS: usize = 64;
 #[derive(Default)]
 pub(super) struct Predictions {
     /// The function (its index in `AllocFunction::ALL`) and size of each stack's last call.
-    calls: HashMap<StackId, (u8, u64)>,
+    calls: IntegerMap<StackId, (u8, u64)>,
     recent_stacks: Vec<StackId>,
 }
 
