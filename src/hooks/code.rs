@@ -11,7 +11,7 @@
 //! | 8 | spare (the hook keeps rdx there across the record) |
 //! | 16 | result (rax after the call; 0 for a free) |
 //! | 24 | out pointer (posix_memalign; else 0) |
-//! | 32 | TSC at entry (0 for a free) |
+//! | 32 | TSC at entry (MPI calls; else 0) |
 //! | 40..88 | rdi, rsi, rdx, rcx, r8, r9 as at entry |
 //! | 88 | the caller's return address; its address is `rsp` at entry |
 //!
@@ -236,9 +236,9 @@ fn emit_after(
     with_out_pointer: bool,
     returns: &mut ReturnSites,
 ) -> std::result::Result<(), IcedError> {
-    emit_rdtsc(a)?;
+    // No entry TSC: only MPI calls use theirs (`code_mpi`).
     // Seven pushes since entry: rsp is 16-byte aligned at the call, as the ABI wants.
-    a.push(rax)?;
+    a.push(0)?;
     a.mov(rdx, qword_ptr(rsp + 24))?;
     returns.call(a, slot, 8 * 7 + 8)?;
     if with_out_pointer {

@@ -34,19 +34,27 @@ const INNER: u64 = 24;
 type Emit = Result<(), IcedError>;
 
 /// The record routine. Callee-saved registers carry what must outlive the inner routine:
-/// rbx the walk's stack reference, r12 the TSC at entry. About one call in 256 (the entry
-/// TSC's bits under the header's `SAMPLE_MASK` all clear) adds its time here to the
-/// header's timed totals, unless it waited for room.
+/// rbx the walk's stack reference, r12 the TSC at entry of a timed call (0 for the others).
+/// About one record in 256 of a ring (its head's bits under the header's `SAMPLE_MASK` all
+/// clear at entry) adds its time here to the header's timed totals, unless it waited for
+/// room. The others read no clock here: `rdtsc` costs 20-30 ns on some machines.
 pub(super) fn emit_record_routine(a: &mut CodeAssembler, area: u64, cpu: CpuSource) -> Emit {
     let mut inner = a.create_label();
     let mut walk = a.create_label();
     let mut unwalked = a.create_label();
     let mut untimed = a.create_label();
     let mut backwards = a.create_label();
+    let mut unsampled = a.create_label();
     a.push(rbx)?;
     a.push(r12)?;
+    a.xor(r12d, r12d)?;
+    emit_ring_address(a, area, cpu)?;
+    a.mov(rax, qword_ptr(rcx + ring::HEAD as i32))?;
+    a.test(dword_ptr(rdi + header::SAMPLE_MASK as i32), eax)?;
+    a.jne(unsampled)?;
     emit_rdtsc(a)?;
     a.mov(r12, rax)?;
+    a.set_label(&mut unsampled)?;
     a.xor(ebx, ebx)?;
     a.mov(eax, r8d)?;
     a.and(eax, 0xffff)?;
@@ -73,8 +81,8 @@ pub(super) fn emit_record_routine(a: &mut CodeAssembler, area: u64, cpu: CpuSour
     // rax and rcx are the inner routine's answer to a holding hook: kept in r8 and r9.
     a.mov(rdx, area)?;
     emit_mark_mpi_call(a)?;
-    a.test(dword_ptr(rdx + header::SAMPLE_MASK as i32), r12d)?;
-    a.jne(untimed)?;
+    a.test(r12, r12)?;
+    a.je(untimed)?;
     a.test(rdi, rdi)?;
     a.jne(untimed)?;
     a.mov(r8, rax)?;
@@ -156,8 +164,8 @@ fn emit_inner_routine(a: &mut CodeAssembler, area: u64, cpu: CpuSource) -> Emit 
     emit_full(a, area, claim)
 }
 
-/// r9 = the ring, rsi = capacity, r8 = op | ring << 32.
-fn emit_ring_choice(a: &mut CodeAssembler, area: u64, cpu: CpuSource) -> Emit {
+/// rax = the number of the ring this CPU records into, rdi = the area (ecx clobbered).
+fn emit_ring_number(a: &mut CodeAssembler, area: u64, cpu: CpuSource) -> Emit {
     match cpu {
         CpuSource::Rseq { offset } => {
             let mut registered = a.create_label();
@@ -174,16 +182,26 @@ fn emit_ring_choice(a: &mut CodeAssembler, area: u64, cpu: CpuSource) -> Emit {
     a.mov(rdi, area)?;
     a.mov(ecx, dword_ptr(rdi + header::RING_COUNT as i32))?;
     a.dec(ecx)?;
-    a.and(eax, ecx)?;
-    a.mov(rcx, rax)?;
-    a.shl(rcx, 32)?;
-    a.or(r8, rcx)?;
+    a.and(eax, ecx)
+}
+
+/// rcx = the ring this CPU records into, rsi = capacity, rdi = the area; rax = its number.
+fn emit_ring_address(a: &mut CodeAssembler, area: u64, cpu: CpuSource) -> Emit {
+    emit_ring_number(a, area, cpu)?;
     a.mov(rsi, qword_ptr(rdi + header::CAPACITY as i32))?;
     // ring_bytes = (capacity + 1) * RECORD_BYTES (its header is one record's size).
     a.lea(rcx, qword_ptr(rsi + 1))?;
     a.shl(rcx, RECORD_BYTES.trailing_zeros())?;
     a.imul_2(rcx, rax)?;
-    a.lea(r9, qword_ptr(rdi + rcx + AREA_HEADER_BYTES as i32))
+    a.lea(rcx, qword_ptr(rdi + rcx + AREA_HEADER_BYTES as i32))
+}
+
+/// r9 = the ring, rsi = capacity, r8 = op | ring << 32.
+fn emit_ring_choice(a: &mut CodeAssembler, area: u64, cpu: CpuSource) -> Emit {
+    emit_ring_address(a, area, cpu)?;
+    a.mov(r9, rcx)?;
+    a.shl(rax, 32)?;
+    a.or(r8, rax)
 }
 
 /// Index in rax: writes every field, `SEQ` last. With `record::HOLD` in the operation it

@@ -92,9 +92,9 @@ pub mod header {
     pub const MPI_OWNED: u64 = 328;
 }
 
-/// `header::SAMPLE_MASK` by default: eight TSC bits above the lowest six (which can move in
-/// steps on some machines), so about one call in 256 is timed.
-pub const SAMPLE_BITS: u32 = 0xff << 6;
+/// `header::SAMPLE_MASK` by default: the low eight bits of a ring's head, so one record in
+/// 256 of each ring is timed.
+pub const SAMPLE_BITS: u32 = 0xff;
 
 pub const POLICY_WAIT: u32 = 0;
 pub const POLICY_DROP: u32 = 1;
@@ -149,7 +149,7 @@ pub mod record {
     /// 0, else 0. For `MpiEntry` and `MpiReturn`: the MPI function's number (`Hook`).
     /// Unused by other operations.
     pub const OUT: u64 = 104;
-    /// `rdtsc` at entry, for calls recorded after they return (0 for a free).
+    /// `rdtsc` at an MPI call's entry (0 for the others).
     pub const ENTRY_TSC: u64 = 112;
     /// The walked call stack (`stacks::StackRef`), 0 when none was walked.
     pub const STACK: u64 = 120;

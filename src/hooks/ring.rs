@@ -231,7 +231,8 @@ impl Area {
         self.u64_at(header::FULL_WAITS).load(Ordering::Acquire)
     }
 
-    /// Which calls the hooks time: those whose entry TSC has none of `mask`'s bits set.
+    /// Which records the hooks time: those taking a ring whose head has none of `mask`'s
+    /// bits set.
     pub fn set_sample_mask(&self, mask: u32) {
         self.u32_at(header::SAMPLE_MASK)
             .store(mask, Ordering::Relaxed);
