@@ -11,7 +11,7 @@
 //! | 8 | spare (the hook keeps rdx there across the record) |
 //! | 16 | result (rax after the call; 0 for a free) |
 //! | 24 | out pointer (posix_memalign; else 0) |
-//! | 32 | TSC at entry (MPI calls; else 0) |
+//! | 32 | TSC at entry (an MPI call kept in its slot; else 0) |
 //! | 40..88 | rdi, rsi, rdx, rcx, r8, r9 as at entry |
 //! | 88 | the caller's return address; its address is `rsp` at entry |
 //!

@@ -12,6 +12,16 @@ use super::code::CpuSource;
 use super::code_walk::emit_walk_routine;
 use super::layout::{header, mpi, record, ring, Op, AREA_HEADER_BYTES, POLICY_DROP, RECORD_BYTES};
 
+/// Odd, so that heads map one to one; its top bits spread consecutive heads (and every
+/// second one, a malloc-free loop's) evenly over the sampled byte.
+const SAMPLE_SCRAMBLE: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// Whether the record routine times a record taking a ring at `head` (as its code decides).
+#[cfg(test)]
+pub(super) fn sampled_head(head: u64, mask: u32) -> bool {
+    (head.wrapping_mul(SAMPLE_SCRAMBLE) >> 56) as u32 & mask == 0
+}
+
 /// Frame offsets from the record routine's `rsp`.
 pub(super) const FRAME_RESULT: u64 = 16;
 pub(super) const FRAME_OUT: u64 = 24;
@@ -35,9 +45,10 @@ type Emit = Result<(), IcedError>;
 
 /// The record routine. Callee-saved registers carry what must outlive the inner routine:
 /// rbx the walk's stack reference, r12 the TSC at entry of a timed call (0 for the others).
-/// About one record in 256 of a ring (its head's bits under the header's `SAMPLE_MASK` all
-/// clear at entry) adds its time here to the header's timed totals, unless it waited for
-/// room. The others read no clock here: `rdtsc` costs 20-30 ns on some machines.
+/// About one record in 256 (`sampled_head`: its ring's head at entry, scrambled, has none
+/// of the header's `SAMPLE_MASK` bits set) adds its time here to the header's timed totals,
+/// unless it waited for room or was dropped. The others read no clock here: `rdtsc` costs
+/// 20-30 ns on some machines.
 pub(super) fn emit_record_routine(a: &mut CodeAssembler, area: u64, cpu: CpuSource) -> Emit {
     let mut inner = a.create_label();
     let mut walk = a.create_label();
@@ -50,6 +61,9 @@ pub(super) fn emit_record_routine(a: &mut CodeAssembler, area: u64, cpu: CpuSour
     a.xor(r12d, r12d)?;
     emit_ring_address(a, area, cpu)?;
     a.mov(rax, qword_ptr(rcx + ring::HEAD as i32))?;
+    a.mov(rdx, SAMPLE_SCRAMBLE)?;
+    a.imul_2(rax, rdx)?;
+    a.shr(rax, 56)?;
     a.test(dword_ptr(rdi + header::SAMPLE_MASK as i32), eax)?;
     a.jne(unsampled)?;
     emit_rdtsc(a)?;
@@ -85,6 +99,9 @@ pub(super) fn emit_record_routine(a: &mut CodeAssembler, area: u64, cpu: CpuSour
     a.je(untimed)?;
     a.test(rdi, rdi)?;
     a.jne(untimed)?;
+    // Dropped (no record): a ring stuck full at a sampled head would time every drop.
+    a.test(rcx, rcx)?;
+    a.je(untimed)?;
     a.mov(r8, rax)?;
     a.mov(r9, rcx)?;
     emit_rdtsc(a)?;

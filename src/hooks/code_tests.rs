@@ -3,6 +3,7 @@
 
 use super::clock::rdtsc;
 use super::code::{assemble, CpuSource};
+use super::code_record::sampled_head;
 use super::layout::{self, Hook, HookShape, Op};
 use super::ring::{Drainer, RawRecord};
 use super::test_support::*;
@@ -514,4 +515,39 @@ fn rdpid_source_picks_the_ring_of_the_current_cpu() {
     }
     let (cpu, ring) = ring_of_a_call(CpuSource::Rdpid);
     assert_eq!(ring, cpu & 3);
+}
+
+/// With the default mask, the records timed are those whose ring's head `sampled_head`
+/// picks: about one in 256, spread over a malloc-free loop's mallocs and frees alike.
+#[test]
+fn about_one_record_in_256_is_timed_mallocs_and_frees_alike() {
+    const PAIRS: u64 = 2000;
+    let config = AreaConfig::waiting(1, 4096);
+    let targets = [
+        fake_malloc as *const () as u64,
+        fake_free as *const () as u64,
+    ];
+    let harness = Harness::new(CpuSource::Single, config, &[Op::Malloc, Op::Free], &targets);
+    let (malloc, free) = (harness.malloc(), harness.free());
+    for size in 0..PAIRS {
+        free(malloc(size));
+    }
+    let (timed, ticks) = harness.area.timed();
+    let sampled = |heads: &mut dyn Iterator<Item = u64>| {
+        heads
+            .filter(|&head| sampled_head(head, layout::SAMPLE_BITS))
+            .count() as u64
+    };
+    // Mallocs take the even heads, frees the odd ones.
+    let mallocs = sampled(&mut (0..2 * PAIRS).step_by(2));
+    let frees = sampled(&mut (1..2 * PAIRS).step_by(2));
+    assert_eq!(timed, mallocs + frees);
+    assert!(mallocs > 0 && frees > 0, "{mallocs} mallocs, {frees} frees");
+    assert!(
+        (10..=22).contains(&timed),
+        "{timed} of {} records",
+        2 * PAIRS
+    );
+    assert!(ticks > 0);
+    assert_eq!(records(&harness).len() as u64, 2 * PAIRS);
 }

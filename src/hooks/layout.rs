@@ -71,7 +71,8 @@ pub mod header {
     /// A `struct timespec` (seconds, nanoseconds): the longest a producer sleeps on a full
     /// ring before it looks at the heartbeat and its wait limit again.
     pub const SLEEP_TIMESPEC: u64 = 152;
-    /// u32: a call is timed when its entry TSC has none of these bits set (`SAMPLE_BITS`).
+    /// u32: a record is timed when its ring's head at entry, scrambled, has none of these
+    /// bits set (`SAMPLE_BITS`; `code_record::sampled_head`).
     pub const SAMPLE_MASK: u64 = 168;
     /// Byte offset of the MPI section (`mpi`) from the area's start, 0 for none: MPI hooks
     /// then write a record at entry and at return.
@@ -79,7 +80,8 @@ pub mod header {
     /// Counters the hooks add to now and then, on a cache line of their own (every hook
     /// reads the lines above): times a producer slept on a full ring, and the timed calls
     /// that did not wait for room with the TSC ticks they spent in the record routine (the
-    /// walk, the claim and the record's write). Atomic additions.
+    /// walk, the claim and the record's write; not the ring's choice before them). Atomic
+    /// additions.
     pub const FULL_SLEEPS: u64 = 256;
     pub const TIMED_CALLS: u64 = 264;
     pub const TIMED_TICKS: u64 = 272;
@@ -92,8 +94,8 @@ pub mod header {
     pub const MPI_OWNED: u64 = 328;
 }
 
-/// `header::SAMPLE_MASK` by default: the low eight bits of a ring's head, so one record in
-/// 256 of each ring is timed.
+/// `header::SAMPLE_MASK` by default: all eight bits of the scrambled head, so about one
+/// record in 256 is timed.
 pub const SAMPLE_BITS: u32 = 0xff;
 
 pub const POLICY_WAIT: u32 = 0;
@@ -149,7 +151,8 @@ pub mod record {
     /// 0, else 0. For `MpiEntry` and `MpiReturn`: the MPI function's number (`Hook`).
     /// Unused by other operations.
     pub const OUT: u64 = 104;
-    /// `rdtsc` at an MPI call's entry (0 for the others).
+    /// `rdtsc` at an MPI call's entry, in the return record of a call kept in its slot (0
+    /// in the others).
     pub const ENTRY_TSC: u64 = 112;
     /// The walked call stack (`stacks::StackRef`), 0 when none was walked.
     pub const STACK: u64 = 120;

@@ -633,8 +633,8 @@ pub struct HookCallCosts {
     /// twice) and how many the rule cache did not answer.
     pub rule_lookups: u64,
     pub cache_misses: u64,
-    /// Calls timed (about one in 256, picked by the clock; not those that waited for room
-    /// in their ring) and their time in the hook, in nanoseconds: the walk, the claim of a
+    /// Calls timed (about one in 256, picked by their ring's head; not those that waited
+    /// for room in their ring or were dropped) and their time in the hook, in nanoseconds: the walk, the claim of a
     /// slot and the record's write.
     pub timed_calls: u64,
     pub timed_ns: u64,
