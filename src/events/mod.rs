@@ -9,6 +9,7 @@ pub mod heap;
 pub mod mpi_nesting;
 pub mod sink;
 pub mod stack;
+pub mod unmapped;
 pub mod watched;
 
 pub use sink::{monotonic_ns, CopiesInFlight, EventBatch, EventSink};

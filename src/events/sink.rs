@@ -235,9 +235,12 @@ impl EventSink {
     fn follow_processes_before(&self, pid: u32, kind: &EventKind) {
         match kind {
             EventKind::ProcessExit { .. } => self.shared.watched.remove(pid as i32),
-            EventKind::Mapping { call, result, .. } => {
-                self.shared.watched.mapping_call(pid as i32, *call, *result)
-            }
+            EventKind::Mapping {
+                call, args, result, ..
+            } => self
+                .shared
+                .watched
+                .mapping_call(pid as i32, *call, args, *result),
             _ => {}
         }
     }

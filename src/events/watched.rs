@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::Sender;
 
+use super::unmapped::UnmappedLog;
 use crate::failure::lock;
 use crate::hooks::drain::Flusher;
 use crate::trace::format::{MapCall, MappingResidency, SnapshotReason};
@@ -37,11 +38,21 @@ pub struct Watched {
     /// many more mappings a snapshot or estimate will find than the last one did, without
     /// reading them.
     mappings_made: Mutex<BTreeMap<i32, i64>>,
+    /// Where each process unmapped since its base was read: residency not to take from it.
+    unmapped: Mutex<BTreeMap<i32, UnmappedLog>>,
 }
 
-/// A snapshot's mappings or an estimate's pieces, and the image (`Watched::image`) they are
-/// of.
-type Base = (u64, Arc<Vec<MappingResidency>>);
+/// A snapshot's mappings or an estimate's pieces, the image (`Watched::image`) they are
+/// of, and the unmapped log's mark (`Watched::unmapped_mark`) taken before they were read.
+type Base = (u64, Arc<Vec<MappingResidency>>, u64);
+
+/// What an estimate of a process starts from (`Watched::base`).
+pub struct EstimateBase {
+    /// Its last snapshot's mappings, or its last estimate's pieces.
+    pub mappings: Arc<Vec<MappingResidency>>,
+    /// Where it unmapped since they were read, sorted and merged.
+    pub unmapped: Vec<(u64, u64)>,
+}
 
 /// A new high of a process's live requested bytes, and when it was reached (monotonic ns).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,6 +105,7 @@ impl Watched {
         lock(&self.pids).remove(&pid);
         lock(&self.bases).remove(&pid);
         lock(&self.mappings_made).remove(&pid);
+        lock(&self.unmapped).remove(&pid);
         self.started(pid);
         let mut requests = lock(&self.requests);
         requests.snapshots.remove(&pid);
@@ -101,19 +113,30 @@ impl Watched {
         requests.new_images.remove(&pid);
     }
 
-    /// `pid` made a mapping call that returned `result`: one mapping more for an mmap or
-    /// shmat, one less for a munmap or shmdt (merges and splits aside).
-    pub fn mapping_call(&self, pid: i32, call: MapCall, result: i64) {
+    /// `pid` made a mapping call with `args` that returned `result`: one mapping more for
+    /// an mmap or shmat, one less for a munmap or shmdt (merges and splits aside); what it
+    /// unmapped is logged (`UnmappedLog::call`).
+    pub fn mapping_call(&self, pid: i32, call: MapCall, args: &[u64; 6], result: i64) {
         // A call sent after its process's exit would leave an entry nothing removes.
         if (-4095..0).contains(&result) || !self.contains(pid) {
             return;
         }
+        lock(&self.unmapped)
+            .entry(pid)
+            .or_default()
+            .call(call, args, result);
         let change = match call {
             MapCall::Mmap | MapCall::Shmat => 1,
             MapCall::Munmap | MapCall::Shmdt => -1,
             MapCall::Mremap | MapCall::Brk => return,
         };
         *lock(&self.mappings_made).entry(pid).or_default() += change;
+    }
+
+    /// The unmapped log's mark of `pid`, to take before reading the maps of a base (after
+    /// `before_snapshot`, which sends what the hooks recorded).
+    pub fn unmapped_mark(&self, pid: i32) -> u64 {
+        lock(&self.unmapped).get(&pid).map_or(0, UnmappedLog::mark)
     }
 
     /// `pid`'s mappings made less those removed so far (`mapping_call`).
@@ -170,9 +193,16 @@ impl Watched {
         mappings.is_empty() || mappings.iter().any(|mapping| mapping.path.starts_with(exe))
     }
 
-    /// `mappings` are of `pid`'s snapshot of image `image`, just sent.
-    pub fn keep_base(&self, pid: i32, image: u64, mappings: Arc<Vec<MappingResidency>>) {
-        lock(&self.bases).insert(pid, (image, mappings));
+    /// `mappings` are of `pid`'s snapshot of image `image`, just sent, read after `mark`.
+    pub fn keep_base(&self, pid: i32, image: u64, mappings: Arc<Vec<MappingResidency>>, mark: u64) {
+        lock(&self.bases).insert(pid, (image, mappings, mark));
+        self.forget_unmapped_before(pid, mark);
+    }
+
+    fn forget_unmapped_before(&self, pid: i32, mark: u64) {
+        if let Some(log) = lock(&self.unmapped).get_mut(&pid) {
+            log.forget_before(mark);
+        }
     }
 
     /// `pieces` of `pid`'s estimate of image `image`, just sent, started from `from`: kept
@@ -182,20 +212,33 @@ impl Watched {
         pid: i32,
         (image, from): (u64, &Arc<Vec<MappingResidency>>),
         pieces: Arc<Vec<MappingResidency>>,
+        mark: u64,
     ) {
         let mut bases = lock(&self.bases);
-        if let Some((of, base)) = bases.get_mut(&pid) {
+        if let Some((of, base, base_mark)) = bases.get_mut(&pid) {
             if *of == image && Arc::ptr_eq(base, from) {
-                *base = pieces;
+                (*base, *base_mark) = (pieces, mark);
+                drop(bases);
+                self.forget_unmapped_before(pid, mark);
             }
         }
     }
 
     /// The base of `pid`'s next estimate, when it is of image `image`.
-    pub fn base(&self, pid: i32, image: u64) -> Option<Arc<Vec<MappingResidency>>> {
+    pub fn base(&self, pid: i32, image: u64) -> Option<EstimateBase> {
         let bases = lock(&self.bases);
-        let (of, base) = bases.get(&pid)?;
-        (*of == image).then(|| Arc::clone(base))
+        let (of, base, mark) = bases.get(&pid)?;
+        if *of != image {
+            return None;
+        }
+        let unmapped = lock(&self.unmapped)
+            .get(&pid)
+            .map(|log| log.since(*mark))
+            .unwrap_or_default();
+        Some(EstimateBase {
+            mappings: Arc::clone(base),
+            unmapped,
+        })
     }
 
     /// Runs `send` if `pid` has not exec'd since `image` was read, and says whether it ran.

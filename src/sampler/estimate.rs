@@ -13,6 +13,7 @@
 use std::fs::File;
 
 use super::snapshot::{read_through_a_live_thread, unmeasured};
+use crate::events::unmapped;
 use crate::proc::hugetlb::HugetlbDevices;
 use crate::proc::maps::{parse_maps_bytes, MapEntry};
 use crate::proc::pagemap::{count_ranges, PageCounts, PAGE};
@@ -21,12 +22,13 @@ use crate::proc::status::parse_status_memory;
 use crate::trace::format::{MappingResidency, MAPPING_EXECUTE, MAPPING_READ, MAPPING_WRITE};
 
 /// The mappings of `pid` now, estimated from `base` (its last snapshot, or the pieces of its
-/// last estimate, sorted by address) and pagemap, given its status RSS read just before.
+/// last estimate, sorted by address, and the ranges unmapped since it was read) and
+/// pagemap, given its status RSS read just before.
 /// None when the process is gone, or when counting what changed would cost more than a
 /// snapshot.
 pub fn take(
     pid: i32,
-    base: &[MappingResidency],
+    base: (&[MappingResidency], &[(u64, u64)]),
     rss_before: u64,
     hugetlb: &HugetlbDevices,
     buffer: &mut Vec<u8>,
@@ -53,7 +55,7 @@ pub fn take(
         // show nearly whole is counted.
         Comparison::Short => compose(&maps, base, Trust::Whole, hugetlb, count),
         // Pages were released inside them: every mapping is counted.
-        Comparison::Over => compose(&maps, &[], Trust::Every, hugetlb, count),
+        Comparison::Over => compose(&maps, (&[], &[]), Trust::Every, hugetlb, count),
     }?;
     Some(Estimate {
         recounted: true,
@@ -162,12 +164,13 @@ pub struct Estimate {
 /// Each of `maps` with the residency `base` gave the same mapping; else, for a mapping that
 /// grew over parts of `base` (neighbours merged into one, a heap extended), their residency
 /// plus what `count` finds in the pages around them; else what `count` finds in all its
-/// pages; parts of `base` that `trust` does not take are counted too. `count` gets every
+/// pages; parts of `base` that `trust` does not take, or that lie where the process
+/// unmapped since (`base.1`: a new mapping in an old one's place), are counted too. `count` gets every
 /// range to count at once, in address order. Mappings of hugetlb pages are not counted:
 /// smaps counts none of their pages in Rss, nor VmRSS.
 pub fn compose(
     maps: &[MapEntry],
-    base: &[MappingResidency],
+    (base, unmapped): (&[MappingResidency], &[(u64, u64)]),
     trust: Trust,
     hugetlb: &HugetlbDevices,
     count: impl FnOnce(&[(u64, u64)]) -> Option<Vec<PageCounts>>,
@@ -193,7 +196,11 @@ pub fn compose(
                 return mapping;
             }
             let mut at = mapping.start;
-            let taken = || parts.iter().filter(|part| trust.takes(part));
+            let taken = || {
+                parts.iter().filter(|part| {
+                    trust.takes(part) && !unmapped::overlaps(unmapped, part.start, part.end)
+                })
+            };
             let grew = trust == Trust::Every && taken().next().is_some();
             let mut gap = |start: u64, end: u64| {
                 for chunk_start in (start..end).step_by(CHUNK as usize) {
@@ -386,19 +393,19 @@ fn estimate_cost() {
     let hugetlb = HugetlbDevices::default();
     let none_counted = |ranges: &[(u64, u64)]| Some(vec![PageCounts::default(); ranges.len()]);
     best_of_10("compose, all unchanged", |_| {
-        compose(&maps, &base, Trust::Every, &hugetlb, none_counted)
+        compose(&maps, (&base, &[]), Trust::Every, &hugetlb, none_counted)
             .expect("composed")
             .mappings
             .len()
     });
     best_of_10("estimate", |buffer| {
-        take(pid, &base, rss, &HugetlbDevices::default(), buffer)
+        take(pid, (&base, &[]), rss, &HugetlbDevices::default(), buffer)
             .expect("estimate")
             .mappings
             .len()
     });
     best_of_10("estimate, the mappings new", |buffer| {
-        take(pid, &before, rss, &HugetlbDevices::default(), buffer)
+        take(pid, (&before, &[]), rss, &HugetlbDevices::default(), buffer)
             .expect("estimate")
             .mappings
             .len()

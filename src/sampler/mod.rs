@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
+use crate::events::watched::EstimateBase;
 use crate::events::{
     monotonic_ns, EventKind, EventSink, RequestedHigh, Residency, RollupCounters, StatusCounters,
     Watched,
@@ -24,7 +25,7 @@ use crate::events::{
 use crate::proc::hugetlb::HugetlbDevices;
 use crate::proc::smaps::{parse_smaps_rollup, read_into};
 use crate::proc::status::{parse_status_memory, read_cpu_ns};
-use crate::trace::format::{MappingResidency, SamplerCosts, SnapshotReason};
+use crate::trace::format::{SamplerCosts, SnapshotReason};
 use budget::{
     estimate_cost_now, snapshot_cost_now, thread_cpu_ns, HighsCredit, RollupRate, Size,
     ESTIMATES_PART,
@@ -263,6 +264,7 @@ impl Work {
         self.watched.before_snapshot(pid);
         let image = self.watched.image(pid);
         let made = self.watched.mappings_made(pid);
+        let mark = self.watched.unmapped_mark(pid);
         let mut snapshot = snapshot::take(pid, asked, &mut self.buffer)?;
         let now_ns = monotonic_ns();
         let EventKind::SmapsSnapshot {
@@ -291,7 +293,7 @@ impl Work {
         let base_mappings = base.len();
         let (output, watched) = (&self.output, &self.watched);
         let sent = self.watched.send_if_same_image(pid, image, || {
-            watched.keep_base(pid, image, base);
+            watched.keep_base(pid, image, base, mark);
             output.send_at(now_ns, pid as u32, pid as u32, snapshot)
         });
         if !sent {
@@ -433,7 +435,7 @@ impl Work {
     fn send_estimate(
         &mut self,
         pid: i32,
-        (image, base): (u64, &Arc<Vec<MappingResidency>>),
+        (image, base): (u64, &EstimateBase),
         high: High,
         rss: u64,
         cpu: u64,
@@ -443,12 +445,19 @@ impl Work {
         };
         self.watched.before_snapshot(pid);
         let made = self.watched.mappings_made(pid);
+        let mark = self.watched.unmapped_mark(pid);
         let estimate::Estimate {
             mappings,
             sampled,
             pieces,
             recounted,
-        } = estimate::take(pid, base, rss, &self.hugetlb, &mut self.buffer)?;
+        } = estimate::take(
+            pid,
+            (&base.mappings, &base.unmapped),
+            rss,
+            &self.hugetlb,
+            &mut self.buffer,
+        )?;
         let now_ns = monotonic_ns();
         let delay_ns = now_ns.saturating_sub(time_ns);
         let reason = match high {
@@ -476,7 +485,7 @@ impl Work {
         };
         let (output, watched) = (&self.output, &self.watched);
         let sent = self.watched.send_if_same_image(pid, image, || {
-            watched.keep_estimate_base(pid, (image, base), next_base);
+            watched.keep_estimate_base(pid, (image, &base.mappings), next_base, mark);
             output.send_at(now_ns, pid as u32, pid as u32, estimate)
         });
         if sent {
@@ -631,12 +640,13 @@ impl Residency for Snapshots {
             self.watched.exit_begins(pid);
         }
         let image = self.watched.image(pid);
+        let mark = self.watched.unmapped_mark(pid);
         let snapshot = snapshot::take(pid, reason, &mut Vec::new())?;
         // The process waits meanwhile: no copy for an estimate after its end.
         if let EventKind::SmapsSnapshot { mappings, .. } = &snapshot {
             if reason != SnapshotReason::Exit {
                 self.watched
-                    .keep_base(pid, image, Arc::new(mappings.clone()));
+                    .keep_base(pid, image, Arc::new(mappings.clone()), mark);
             }
         }
         Some(snapshot)

@@ -274,3 +274,40 @@ fn mapping_calls_are_counted_as_they_are_sent() {
     sink.send(5, 5, mapping(MapCall::Mmap, 0x7f00_3000_0000));
     assert_eq!(watched.mappings_made(5), 0);
 }
+
+/// What a process unmaps is logged as its calls are sent: an estimate from a base read
+/// before gets it, one from a base read after does not.
+#[test]
+fn unmapped_ranges_reach_the_base_read_before_them() {
+    use crate::trace::format::{MapCall, MappingResidency};
+    let (sender, _receiver) = crossbeam_channel::unbounded();
+    let watched = Arc::new(Watched::default());
+    let sink = sink_watching(sender, &watched);
+    let munmap = |start: u64, length: u64, result| EventKind::Mapping {
+        call: MapCall::Munmap,
+        args: [start, length, 0, 0, 0, 0],
+        result,
+        stack: RawStack::Caller(0x1000),
+    };
+    watched.insert(5);
+    let image = watched.image(5);
+    sink.send(5, 5, munmap(0x7f00_0000_0000, 0x1000, 0));
+    let mark = watched.unmapped_mark(5);
+    let base = Arc::new(vec![MappingResidency::default()]);
+    watched.keep_base(5, image, Arc::clone(&base), mark);
+    sink.send(5, 5, munmap(0x7f00_0010_0000, 0x2000, 0));
+    // A failed call unmapped nothing.
+    sink.send(5, 5, munmap(0x7f00_0020_0000, 0x2000, -22));
+    let from = watched.base(5, image).expect("the base");
+    assert!(Arc::ptr_eq(&from.mappings, &base));
+    assert_eq!(from.unmapped, [(0x7f00_0010_0000, 0x7f00_0010_2000)]);
+    // The estimate's pieces, read after a mark, are the next base.
+    let mark = watched.unmapped_mark(5);
+    let pieces = Arc::new(vec![]);
+    sink.send(5, 5, munmap(0x7f00_0030_0000, 0x1000, 0));
+    watched.keep_estimate_base(5, (image, &base), Arc::clone(&pieces), mark);
+    let from = watched.base(5, image).expect("the pieces");
+    assert!(Arc::ptr_eq(&from.mappings, &pieces));
+    assert_eq!(from.unmapped, [(0x7f00_0030_0000, 0x7f00_0030_1000)]);
+    assert!(watched.base(5, image + 1).is_none());
+}
