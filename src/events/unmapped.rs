@@ -18,6 +18,11 @@ const MERGE_ABOVE: usize = 4096;
 pub struct UnmappedLog {
     entries: Vec<(u64, u64, u64)>,
     next: u64,
+    /// Numbers below this were forgotten: a mark older than it is not answered.
+    forgotten: u64,
+    /// Entries past which the next merge comes: twice what the last one left, so that
+    /// thousands of ranges apart are not sorted again at every call.
+    merge_above: usize,
 }
 
 impl UnmappedLog {
@@ -36,19 +41,25 @@ impl UnmappedLog {
                     add(result, args[2]);
                 }
             }
+            // Shrunk in place: its tail (grown in place, nothing).
+            MapCall::Mremap => {
+                let kept = page_end(args[2]);
+                add(args[0].saturating_add(kept), args[1].saturating_sub(kept));
+            }
             _ => {}
         }
     }
 
     fn add(&mut self, start: u64, end: u64) {
-        let end = end.saturating_add(PAGE - 1) & !(PAGE - 1);
+        let end = page_end(end);
         if start >= end {
             return;
         }
         self.entries.push((self.next, start, end));
         self.next += 1;
-        if self.entries.len() > MERGE_ABOVE {
+        if self.entries.len() > self.merge_above.max(MERGE_ABOVE) {
             self.merge();
+            self.merge_above = 2 * self.entries.len();
         }
     }
 
@@ -74,8 +85,11 @@ impl UnmappedLog {
     }
 
     /// The ranges unmapped since `mark` (and perhaps some before, merged with them),
-    /// sorted and merged.
-    pub fn since(&self, mark: u64) -> Vec<(u64, u64)> {
+    /// sorted and merged; None when some of them were forgotten.
+    pub fn since(&self, mark: u64) -> Option<Vec<(u64, u64)>> {
+        if mark < self.forgotten {
+            return None;
+        }
         let mut ranges: Vec<(u64, u64)> = self
             .entries
             .iter()
@@ -90,14 +104,20 @@ impl UnmappedLog {
             }
             touching
         });
-        ranges
+        Some(ranges)
     }
 
     /// A base read after `mark` replaced the older ones: what came before it is not asked
     /// for again.
     pub fn forget_before(&mut self, mark: u64) {
         self.entries.retain(|&(number, _, _)| number >= mark);
+        self.forgotten = self.forgotten.max(mark);
     }
+}
+
+/// `address` rounded up to a page boundary.
+fn page_end(address: u64) -> u64 {
+    address.saturating_add(PAGE - 1) & !(PAGE - 1)
 }
 
 /// Whether `[start, end)` overlaps one of `ranges` (sorted, merged).
@@ -126,83 +146,91 @@ mod tests {
         let start = log.mark();
         log.call(MapCall::Munmap, &args(&[0x10000, 100]), 0);
         // An mmap where the kernel chose: nothing was there.
-        log.call(MapCall::Mmap, &args(&[0, MIB, 3, 0x22]), 0x40000000);
+        log.call(MapCall::Mmap, &args(&[0, MIB, 3, 0x22]), 0x4000_0000);
         log.call(
             MapCall::Mmap,
-            &args(&[0x50000000, MIB, 3, 0x32]),
-            0x50000000,
+            &args(&[0x5000_0000, MIB, 3, 0x32]),
+            0x5000_0000,
         );
-        // Grown in place: the mapping's shape tells.
+        // Grown in place: the mapping's shape tells. Shrunk in place: its tail is gone.
+        let in_place = 0x6000_0000;
         log.call(
             MapCall::Mremap,
-            &args(&[0x60000000, MIB, 2 * MIB, 1]),
-            0x60000000,
+            &args(&[in_place, MIB, 2 * MIB, 1]),
+            in_place as i64,
+        );
+        let shrunk = 0x6800_0000;
+        log.call(
+            MapCall::Mremap,
+            &args(&[shrunk, MIB, 100, 0]),
+            shrunk as i64,
         );
         log.call(
             MapCall::Mremap,
-            &args(&[0x70000000, MIB, 2 * MIB, 1]),
+            &args(&[0x7000_0000, MIB, 2 * MIB, 1]),
             0x7100_0000,
         );
-        log.call(
-            MapCall::Mremap,
-            &args(&[0x80000000, MIB, 2 * MIB, 3, 0x9000_0000]),
-            0x9000_0000,
-        );
-        log.call(MapCall::Shmdt, &args(&[0xa0000000]), 0);
-        log.call(MapCall::Brk, &args(&[0xb0000000]), 0xb0000000);
-        assert_eq!(
-            log.since(start),
-            vec![
-                (0x10000, 0x11000),
-                (0x50000000, 0x50000000 + MIB),
-                (0x70000000, 0x70000000 + MIB),
-                (0x80000000, 0x80000000 + MIB),
-                (0x90000000, 0x90000000 + 2 * MIB),
-            ]
-        );
-        assert_eq!(log.since(log.mark()), vec![]);
+        let fixed = [0x8000_0000, MIB, 2 * MIB, 3, 0x9000_0000];
+        log.call(MapCall::Mremap, &args(&fixed), 0x9000_0000);
+        log.call(MapCall::Shmdt, &args(&[0xa000_0000]), 0);
+        log.call(MapCall::Brk, &args(&[0xb000_0000]), 0xb000_0000);
+        let expected = vec![
+            (0x10000, 0x11000),
+            (0x5000_0000, 0x5000_0000 + MIB),
+            (shrunk + 0x1000, shrunk + MIB),
+            (0x7000_0000, 0x7000_0000 + MIB),
+            (0x8000_0000, 0x8000_0000 + MIB),
+            (0x9000_0000, 0x9000_0000 + 2 * MIB),
+        ];
+        assert_eq!(log.since(start), Some(expected));
+        assert_eq!(log.since(log.mark()), Some(vec![]));
     }
 
     #[test]
-    fn a_mark_sees_only_what_came_after_it() {
+    fn a_mark_sees_only_what_came_after_it_until_it_is_forgotten() {
         let mut log = UnmappedLog::default();
         log.call(MapCall::Munmap, &args(&[0x10000, 0x1000]), 0);
         let mark = log.mark();
         log.call(MapCall::Munmap, &args(&[0x30000, 0x1000]), 0);
         log.call(MapCall::Munmap, &args(&[0x20000, 0x1000]), 0);
         log.call(MapCall::Munmap, &args(&[0x21000, 0x1000]), 0);
-        assert_eq!(
-            log.since(mark),
-            vec![(0x20000, 0x22000), (0x30000, 0x31000)]
-        );
+        let after = vec![(0x20000, 0x22000), (0x30000, 0x31000)];
+        assert_eq!(log.since(mark), Some(after));
         log.forget_before(mark + 1);
-        assert_eq!(log.since(0), vec![(0x20000, 0x22000)]);
+        assert_eq!(log.since(mark + 1), Some(vec![(0x20000, 0x22000)]));
+        assert_eq!(log.since(mark), None);
     }
 
     #[test]
     fn many_ranges_merge_and_a_merge_counts_as_its_latest_part() {
         let mut log = UnmappedLog::default();
         // glibc's 32 MiB blocks freed one after the other at two places.
+        let (near, far) = (0x7f00_0000_0000, 0x7f00_0000_0000 + 64 * MIB);
         for index in 0..MERGE_ABOVE as u64 {
-            let start = 0x7f00_0000_0000 + (index % 2) * 64 * MIB;
+            let start = if index % 2 == 0 { near } else { far };
             log.call(MapCall::Munmap, &args(&[start, 32 * MIB]), 0);
         }
         let mark = log.mark();
-        log.call(MapCall::Munmap, &args(&[0x7f00_0000_0000, 32 * MIB]), 0);
+        log.call(MapCall::Munmap, &args(&[near, 32 * MIB]), 0);
         assert_eq!(log.entries.len(), 2);
-        assert_eq!(
-            log.since(mark),
-            vec![(0x7f00_0000_0000, 0x7f00_0000_0000 + 32 * MIB)]
-        );
+        assert_eq!(log.since(mark), Some(vec![(near, near + 32 * MIB)]));
         // A mark inside what was merged sees all of it, more than came after it.
-        let far = 0x7f00_0000_0000 + 64 * MIB;
-        assert_eq!(
-            log.since(mark - 1),
-            vec![
-                (0x7f00_0000_0000, 0x7f00_0000_0000 + 32 * MIB),
-                (far, far + 32 * MIB)
-            ]
-        );
+        let both = vec![(near, near + 32 * MIB), (far, far + 32 * MIB)];
+        assert_eq!(log.since(mark - 1), Some(both));
+    }
+
+    #[test]
+    fn ranges_apart_merge_again_only_once_they_doubled() {
+        let mut log = UnmappedLog::default();
+        for index in 0..=MERGE_ABOVE as u64 {
+            log.call(MapCall::Munmap, &args(&[index * 2 * PAGE, PAGE]), 0);
+        }
+        assert_eq!(log.entries.len(), MERGE_ABOVE + 1);
+        assert_eq!(log.merge_above, 2 * (MERGE_ABOVE + 1));
+        // Between the first two: a merge would make the three one.
+        log.call(MapCall::Munmap, &args(&[PAGE, PAGE]), 0);
+        assert_eq!(log.entries.len(), MERGE_ABOVE + 2);
+        assert_eq!(log.entries.last(), Some(&(log.mark() - 1, PAGE, 2 * PAGE)));
     }
 
     #[test]

@@ -50,8 +50,8 @@ type Base = (u64, Arc<Vec<MappingResidency>>, u64);
 pub struct EstimateBase {
     /// Its last snapshot's mappings, or its last estimate's pieces.
     pub mappings: Arc<Vec<MappingResidency>>,
-    /// Where it unmapped since they were read, sorted and merged.
-    pub unmapped: Vec<(u64, u64)>,
+    /// The unmapped log's mark taken before they were read (`Watched::unmapped_since`).
+    pub mark: u64,
 }
 
 /// A new high of a process's live requested bytes, and when it was reached (monotonic ns).
@@ -193,9 +193,18 @@ impl Watched {
         mappings.is_empty() || mappings.iter().any(|mapping| mapping.path.starts_with(exe))
     }
 
-    /// `mappings` are of `pid`'s snapshot of image `image`, just sent, read after `mark`.
+    /// `mappings` are of `pid`'s snapshot of image `image`, just sent, read after `mark`:
+    /// the base of its next estimate, unless one read after a later mark is kept already
+    /// (an estimate's, sent while the tracer read this at a stop).
     pub fn keep_base(&self, pid: i32, image: u64, mappings: Arc<Vec<MappingResidency>>, mark: u64) {
-        lock(&self.bases).insert(pid, (image, mappings, mark));
+        let mut bases = lock(&self.bases);
+        if let Some((of, _, newer)) = bases.get(&pid) {
+            if *of == image && *newer > mark {
+                return;
+            }
+        }
+        bases.insert(pid, (image, mappings, mark));
+        // Under the bases' lock: no older base can be kept after this forgets its ranges.
         self.forget_unmapped_before(pid, mark);
     }
 
@@ -218,7 +227,6 @@ impl Watched {
         if let Some((of, base, base_mark)) = bases.get_mut(&pid) {
             if *of == image && Arc::ptr_eq(base, from) {
                 (*base, *base_mark) = (pieces, mark);
-                drop(bases);
                 self.forget_unmapped_before(pid, mark);
             }
         }
@@ -228,17 +236,21 @@ impl Watched {
     pub fn base(&self, pid: i32, image: u64) -> Option<EstimateBase> {
         let bases = lock(&self.bases);
         let (of, base, mark) = bases.get(&pid)?;
-        if *of != image {
-            return None;
-        }
-        let unmapped = lock(&self.unmapped)
-            .get(&pid)
-            .map(|log| log.since(*mark))
-            .unwrap_or_default();
-        Some(EstimateBase {
+        (*of == image).then(|| EstimateBase {
             mappings: Arc::clone(base),
-            unmapped,
+            mark: *mark,
         })
+    }
+
+    /// The unmapped log's mark of `pid` now, to take before reading the maps of a base
+    /// (after `before_snapshot`, which sends what the hooks recorded), and the ranges logged
+    /// since `base`'s mark (sorted, merged; None when they were forgotten: a newer base
+    /// replaced it meanwhile).
+    pub fn unmapped_since(&self, pid: i32, base: &EstimateBase) -> (u64, Option<Vec<(u64, u64)>>) {
+        match lock(&self.unmapped).get(&pid) {
+            Some(log) => (log.mark(), log.since(base.mark)),
+            None => (0, Some(Vec::new())),
+        }
     }
 
     /// Runs `send` if `pid` has not exec'd since `image` was read, and says whether it ran.

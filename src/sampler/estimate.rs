@@ -165,9 +165,9 @@ pub struct Estimate {
 /// grew over parts of `base` (neighbours merged into one, a heap extended), their residency
 /// plus what `count` finds in the pages around them; else what `count` finds in all its
 /// pages; parts of `base` that `trust` does not take, or that lie where the process
-/// unmapped since (`base.1`: a new mapping in an old one's place), are counted too. `count` gets every
-/// range to count at once, in address order. Mappings of hugetlb pages are not counted:
-/// smaps counts none of their pages in Rss, nor VmRSS.
+/// unmapped since (`base.1`: a new mapping in an old one's place), are counted too.
+/// `count` gets every range to count at once, in address order. Mappings of hugetlb pages
+/// are not counted: smaps counts none of their pages in Rss, nor VmRSS.
 pub fn compose(
     maps: &[MapEntry],
     (base, unmapped): (&[MappingResidency], &[(u64, u64)]),

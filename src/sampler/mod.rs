@@ -445,19 +445,19 @@ impl Work {
         };
         self.watched.before_snapshot(pid);
         let made = self.watched.mappings_made(pid);
-        let mark = self.watched.unmapped_mark(pid);
+        // What was unmapped up to now (the hooks' records flushed just above) is counted;
+        // anything later, by the next estimate, from this mark.
+        let (mark, unmapped) = self.watched.unmapped_since(pid, base);
+        let (parts, unmapped) = match &unmapped {
+            Some(unmapped) => (&base.mappings[..], &unmapped[..]),
+            None => (&[][..], &[][..]),
+        };
         let estimate::Estimate {
             mappings,
             sampled,
             pieces,
             recounted,
-        } = estimate::take(
-            pid,
-            (&base.mappings, &base.unmapped),
-            rss,
-            &self.hugetlb,
-            &mut self.buffer,
-        )?;
+        } = estimate::take(pid, (parts, unmapped), rss, &self.hugetlb, &mut self.buffer)?;
         let now_ns = monotonic_ns();
         let delay_ns = now_ns.saturating_sub(time_ns);
         let reason = match high {

@@ -276,7 +276,8 @@ fn mapping_calls_are_counted_as_they_are_sent() {
 }
 
 /// What a process unmaps is logged as its calls are sent: an estimate from a base read
-/// before gets it, one from a base read after does not.
+/// before gets it, one from a base read after does not; a base read before the one kept is
+/// not kept, and an estimate from a base replaced meanwhile learns that its ranges are gone.
 #[test]
 fn unmapped_ranges_reach_the_base_read_before_them() {
     use crate::trace::format::{MapCall, MappingResidency};
@@ -300,14 +301,23 @@ fn unmapped_ranges_reach_the_base_read_before_them() {
     sink.send(5, 5, munmap(0x7f00_0020_0000, 0x2000, -22));
     let from = watched.base(5, image).expect("the base");
     assert!(Arc::ptr_eq(&from.mappings, &base));
-    assert_eq!(from.unmapped, [(0x7f00_0010_0000, 0x7f00_0010_2000)]);
-    // The estimate's pieces, read after a mark, are the next base.
-    let mark = watched.unmapped_mark(5);
+    let (now, unmapped) = watched.unmapped_since(5, &from);
+    assert_eq!(unmapped, Some(vec![(0x7f00_0010_0000, 0x7f00_0010_2000)]));
+    // The estimate's pieces, read after its mark, are the next base.
     let pieces = Arc::new(vec![]);
     sink.send(5, 5, munmap(0x7f00_0030_0000, 0x1000, 0));
-    watched.keep_estimate_base(5, (image, &base), Arc::clone(&pieces), mark);
-    let from = watched.base(5, image).expect("the pieces");
-    assert!(Arc::ptr_eq(&from.mappings, &pieces));
-    assert_eq!(from.unmapped, [(0x7f00_0030_0000, 0x7f00_0030_1000)]);
+    watched.keep_estimate_base(5, (image, &base), Arc::clone(&pieces), now);
+    let next = watched.base(5, image).expect("the pieces");
+    assert!(Arc::ptr_eq(&next.mappings, &pieces));
+    let unmapped = watched.unmapped_since(5, &next).1;
+    assert_eq!(unmapped, Some(vec![(0x7f00_0030_0000, 0x7f00_0030_1000)]));
+    // Read before those pieces (the tracer's, at a stop): not kept.
+    watched.keep_base(5, image, Arc::clone(&base), mark);
+    assert!(Arc::ptr_eq(
+        &watched.base(5, image).unwrap().mappings,
+        &pieces
+    ));
+    // The first base's ranges were forgotten with it.
+    assert_eq!(watched.unmapped_since(5, &from).1, None);
     assert!(watched.base(5, image + 1).is_none());
 }
