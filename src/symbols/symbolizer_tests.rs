@@ -238,8 +238,9 @@ fn compressed_debug_sections_are_inflated() {
     assert_eq!(frames, fixture.expected_frames());
 }
 
-/// The installed C library, through its `libc6-dbg` file under `/usr/lib/debug` when that
-/// package is installed (the test passes without checking anything otherwise).
+/// The installed C library, through its `libc6-dbg` file under `/usr/lib/debug` (its
+/// sections compressed, inflated in parallel). Without the package: reported as skipped, or
+/// a failure under `CI=true`, where every tool must be installed.
 #[test]
 fn installed_libc_debug_file_names_malloc_with_its_source() {
     let libc_path = "/lib/x86_64-linux-gnu/libc.so.6";
@@ -247,7 +248,11 @@ fn installed_libc_debug_file_names_malloc_with_its_source() {
     let build_id = libc.build_id().unwrap();
     let locator = DebugFileLocator::default();
     if !locator.build_id_path(&build_id).unwrap().exists() {
-        eprintln!("libc6-dbg is not installed: nothing checked");
+        let missing = "libc6-dbg is not installed";
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("{missing}, and CI=true requires it");
+        }
+        eprintln!("skipped: {missing}");
         return;
     }
     let malloc = &libc.find_functions(&["malloc"])[0];
