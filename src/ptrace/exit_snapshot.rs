@@ -1,7 +1,8 @@
 //! The last smaps snapshot of a process, taken at its main thread's exit stop: the one moment
 //! its whole address space is still there and the program waits. The thread waits while
 //! /proc/PID/smaps is read (tens of ms for a large process), so these snapshots are bounded,
-//! together with those at fork and exec (`start_snapshot.rs`).
+//! together with those at fork and exec (`start_snapshot.rs`); an image whose start was
+//! snapshotted is snapshotted at its exit too, so the bound costs images, not their ends.
 
 use std::sync::OnceLock;
 
@@ -35,7 +36,8 @@ impl Tracer<'_> {
         if process.exiting_threads.len() < threads || process.shares_parent_memory {
             return;
         }
-        if pid != self.root_pid && !self.waiting_snapshot_within_budget() {
+        let owed = pid == self.root_pid || process.start_snapshotted;
+        if !owed && !self.waiting_snapshot_within_budget() {
             return;
         }
         if killed_by_exec_on_old_kernel(tid) {
@@ -48,15 +50,18 @@ impl Tracer<'_> {
     }
 
     /// Snapshots `pid`, which waits meanwhile; what that took counts against the budget
-    /// unless it is the launched process.
-    pub(super) fn snapshot_waiting(&mut self, pid: i32, reason: SnapshotReason) {
+    /// unless it is the launched process. Whether a snapshot was sent.
+    pub(super) fn snapshot_waiting(&mut self, pid: i32, reason: SnapshotReason) -> bool {
         let started = std::time::Instant::now();
-        if let Some(snapshot) = self.residency.snapshot_now(pid, reason) {
+        let snapshot = self.residency.snapshot_now(pid, reason);
+        let taken = snapshot.is_some();
+        if let Some(snapshot) = snapshot {
             self.send(pid, pid, snapshot);
         }
         if pid != self.root_pid {
             self.waiting_snapshot_ns += started.elapsed().as_nanos() as u64;
         }
+        taken
     }
 
     pub(super) fn waiting_snapshot_within_budget(&self) -> bool {

@@ -13,6 +13,9 @@ impl Tracer<'_> {
         if pid != self.root_pid && !self.waiting_snapshot_within_budget() {
             return;
         }
-        self.snapshot_waiting(pid, reason);
+        let taken = self.snapshot_waiting(pid, reason);
+        if let Some(process) = self.processes.get_mut(&pid) {
+            process.start_snapshotted = taken;
+        }
     }
 }

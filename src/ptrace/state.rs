@@ -61,6 +61,9 @@ pub struct Process {
     /// Threads that reached their exit stop and are not reaped yet: when all of them have,
     /// the process is ending (exit_group, or the last thread after a pthread_exit'd main).
     pub(super) exiting_threads: HashSet<i32>,
+    /// This image's first snapshot was taken: its last, at its exit, is owed whatever the
+    /// budget, so its residency does not stop short of its end.
+    pub(super) start_snapshotted: bool,
     /// The hook engine's pages, area and patches in this image, once it has any.
     pub(super) hooks: Option<ProcessHooks>,
     /// Its role in an MPI job, once sent (an image with one is never made a singleton).
@@ -155,6 +158,7 @@ impl Process {
             probe_mapping_wrappers,
             shares_parent_memory: false,
             exiting_threads: HashSet::new(),
+            start_snapshotted: false,
             hooks: None,
             role: None,
             mpi: ProcessMpi::default(),

@@ -244,6 +244,33 @@ fn every_image_of_a_compiler_run_has_a_snapshot_from_its_start() {
     }
 }
 
+/// A child whose start was snapshotted is snapshotted at its exit too, though another
+/// child's dear snapshots used up the budget of the snapshots processes wait for meanwhile.
+#[test]
+fn a_child_snapshotted_at_its_start_is_snapshotted_at_its_exit_past_the_budget() {
+    for_each_variant("dear_children", |variant, program| {
+        let recording = record(program, &[], None);
+        assert_eq!(
+            String::from_utf8_lossy(&recording.native.stdout),
+            "20000 mappings, children exited with 0 and 0\n"
+        );
+        assert_eq!(recording.native.status.code(), Some(0));
+        let report = &recording.report;
+        assert_image_count(report, 3);
+        let what = format!("dear_children {variant:?}");
+        let parent = process_image(report, &file_name(program), "launch");
+        assert_starts_with_snapshot(parent, "start", &what);
+        let children: Vec<&Value> = processes(report)
+            .iter()
+            .filter(|image| image["cause"] == "fork")
+            .collect();
+        assert_eq!(children.len(), 2, "{what}");
+        for child in children {
+            assert_starts_with_snapshot(child, "fork", &what);
+        }
+    });
+}
+
 #[test]
 fn a_high_of_a_process_whose_snapshot_is_dear_is_estimated_while_it_lasts() {
     for_each_variant("dear_spikes", |variant, program| {
