@@ -3,6 +3,7 @@
 //! milliseconds. A vfork child shares its parent's memory until it execs: its exec is its
 //! first snapshot.
 
+use crate::events::EventKind;
 use crate::ptrace::tracer::Tracer;
 use crate::trace::format::SnapshotReason;
 
@@ -11,6 +12,14 @@ impl Tracer<'_> {
     /// snapshots processes wait for; the launched process is always snapshotted.
     pub(crate) fn snapshot_at_start(&mut self, pid: i32, reason: SnapshotReason) {
         if pid != self.root_pid && !self.waiting_snapshot_within_budget() {
+            // Said in its image, not on the terminal: a build forks thousands of them.
+            let message = format!(
+                "no snapshot at its {}: the snapshots processes wait for (fork, exec, exit) \
+                 had used their budget (5 % of the recording's time, 20 ms at least); its \
+                 residency starts at the sampler's first reading",
+                reason.name()
+            );
+            self.send(pid, pid, EventKind::Warning { message });
             return;
         }
         let taken = self.snapshot_waiting(pid, reason);

@@ -245,28 +245,53 @@ fn every_image_of_a_compiler_run_has_a_snapshot_from_its_start() {
 }
 
 /// A child whose start was snapshotted is snapshotted at its exit too, though another
-/// child's dear snapshots used up the budget of the snapshots processes wait for meanwhile.
+/// child's dear snapshots used up the budget of the snapshots processes wait for meanwhile;
+/// a child forked after that has no snapshot at its fork, and its image says why.
 #[test]
 fn a_child_snapshotted_at_its_start_is_snapshotted_at_its_exit_past_the_budget() {
     for_each_variant("dear_children", |variant, program| {
         let recording = record(program, &[], None);
         assert_eq!(
             String::from_utf8_lossy(&recording.native.stdout),
-            "20000 mappings, children exited with 0 and 0\n"
+            "20000 mappings, children exited with 0, 0 and 0\n"
         );
         assert_eq!(recording.native.status.code(), Some(0));
         let report = &recording.report;
-        assert_image_count(report, 3);
+        assert_image_count(report, 4);
         let what = format!("dear_children {variant:?}");
         let parent = process_image(report, &file_name(program), "launch");
         assert_starts_with_snapshot(parent, "start", &what);
-        let children: Vec<&Value> = processes(report)
+        let mut children: Vec<&Value> = processes(report)
             .iter()
             .filter(|image| image["cause"] == "fork")
             .collect();
-        assert_eq!(children.len(), 2, "{what}");
-        for child in children {
+        children.sort_by_key(|image| number(image, "/start_ns"));
+        let [waiting, quick, late] = children[..] else {
+            panic!("{what}: {} fork children", children.len());
+        };
+        for child in [waiting, quick] {
             assert_starts_with_snapshot(child, "fork", &what);
+        }
+        let late_reasons = reasons(late);
+        assert!(!late_reasons.contains(&"fork"), "{what}: {late_reasons:?}");
+        assert_eq!(
+            late["warnings"],
+            serde_json::json!([
+                "no snapshot at its fork: the snapshots processes wait for (fork, exec, exit) \
+                 had used their budget (5 % of the recording's time, 20 ms at least); its \
+                 residency starts at the sampler's first reading"
+            ]),
+            "{what}"
+        );
+        // (A musl build links no allocator, which its images warn of.)
+        for image in [parent, waiting, quick] {
+            let warnings = image["warnings"].as_array().expect("a warnings list");
+            assert!(
+                !warnings.iter().any(|warning| warning
+                    .as_str()
+                    .is_some_and(|text| text.starts_with("no snapshot"))),
+                "{what}: {warnings:?}"
+            );
         }
     });
 }
