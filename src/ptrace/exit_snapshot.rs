@@ -13,10 +13,10 @@ use crate::trace::format::SnapshotReason;
 /// Share of the recording's time the snapshots a process waits for (fork, exec, exit) may
 /// take, but for the launched process's (a program forking many short children must not
 /// slow down by much more).
-const WAITING_SNAPSHOT_SHARE: u64 = 20; // 1/20 = 5 %
+pub(super) const WAITING_SNAPSHOT_SHARE: u64 = 20; // 1/20 = 5 %
 /// What they may take whatever the share: the first children of a recording, a few ms into
 /// it, are snapshotted too.
-const WAITING_SNAPSHOT_ALLOWANCE_NS: u64 = 20_000_000;
+pub(super) const WAITING_SNAPSHOT_ALLOWANCE_NS: u64 = 20_000_000;
 
 impl Tracer<'_> {
     /// Called at `tid`'s exit stop: snapshots the process when every thread memsup knows of

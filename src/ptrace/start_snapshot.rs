@@ -3,6 +3,7 @@
 //! milliseconds. A vfork child shares its parent's memory until it execs: its exec is its
 //! first snapshot.
 
+use super::exit_snapshot::{WAITING_SNAPSHOT_ALLOWANCE_NS, WAITING_SNAPSHOT_SHARE};
 use crate::events::EventKind;
 use crate::ptrace::tracer::Tracer;
 use crate::trace::format::SnapshotReason;
@@ -15,9 +16,11 @@ impl Tracer<'_> {
             // Said in its image, not on the terminal: a build forks thousands of them.
             let message = format!(
                 "no snapshot at its {}: the snapshots processes wait for (fork, exec, exit) \
-                 had used their budget (5 % of the recording's time, 20 ms at least); its \
+                 had used their budget ({} % of the recording's time, {} ms at least); its \
                  residency starts at the sampler's first reading",
-                reason.name()
+                reason.name(),
+                100 / WAITING_SNAPSHOT_SHARE,
+                WAITING_SNAPSHOT_ALLOWANCE_NS / 1_000_000
             );
             self.send(pid, pid, EventKind::Warning { message });
             return;
