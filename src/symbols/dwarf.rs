@@ -200,10 +200,16 @@ mod tests {
             "inflates past the 99999 bytes expected"
         );
         // A header claiming more than memory can hold is refused, not an abort.
-        assert!(inflate(&data, 1 << 60).is_err());
+        assert_eq!(
+            inflate(&data, 1 << 60).unwrap_err(),
+            "memory allocation failed because the memory allocator returned an error"
+        );
         let mut damaged = data.clone();
         damaged[data.len() / 2] ^= 0xff;
-        assert!(inflate(&damaged, bytes.len() as u64).is_err());
+        assert_eq!(
+            inflate(&damaged, bytes.len() as u64).unwrap_err(),
+            "inflating: corrupt deflate stream"
+        );
     }
 
     /// What loading the C library's DWARF (libc6-dbg's compressed debug file) costs, best
