@@ -163,8 +163,11 @@ impl Watched {
     /// being read) may follow that snapshot in the stream, so it is no longer sampled and
     /// what was read of it before is dropped, as at an exec.
     pub fn exit_begins(&self, pid: i32) {
-        *lock(&self.images).entry(pid).or_default() += 1;
+        // Both under the images lock: a send sees the old image or the process gone.
+        let mut images = lock(&self.images);
+        *images.entry(pid).or_default() += 1;
         lock(&self.pids).remove(&pid);
+        drop(images);
         let mut requests = lock(&self.requests);
         requests.snapshots.remove(&pid);
         requests.peaks.remove(&pid);
@@ -253,13 +256,14 @@ impl Watched {
         }
     }
 
-    /// Runs `send` if `pid` has not exec'd since `image` was read, and says whether it ran.
-    /// `send` runs under the lock `exec_begins` takes, so what it sends precedes the exec's
-    /// events; a sample of the new image read before its exec stop is dropped too (the exec
-    /// stop snapshots the new image itself).
+    /// Runs `send` if `pid` has not exec'd since `image` was read and is still sampled (its
+    /// exit did not begin, even after `image` was read), and says whether it ran. `send`
+    /// runs under the lock `exec_begins` and `exit_begins` take, so what it sends precedes
+    /// the exec's events and the exit's snapshot; a sample of the new image read before its
+    /// exec stop is dropped too (the exec stop snapshots the new image itself).
     pub fn send_if_same_image(&self, pid: i32, image: u64, send: impl FnOnce()) -> bool {
         let images = lock(&self.images);
-        if images.get(&pid).copied().unwrap_or(0) != image {
+        if images.get(&pid).copied().unwrap_or(0) != image || !lock(&self.pids).contains(&pid) {
             return false;
         }
         send();
@@ -380,6 +384,27 @@ mod tests {
             bytes,
             time_ns: bytes * 10,
         }
+    }
+
+    /// A high followed since before the exit, read after it began: the image read then is
+    /// the one the exit made, and the send is still refused.
+    #[test]
+    fn nothing_is_sent_of_a_process_whose_exit_began_whenever_its_image_was_read() {
+        let watched = Watched::default();
+        watched.insert(9);
+        let before = watched.image(9);
+        assert!(watched.send_if_same_image(9, before, || {}));
+        watched.exit_begins(9);
+        let after = watched.image(9);
+        assert_eq!(after, before + 1);
+        let mut sent = 0;
+        assert!(!watched.send_if_same_image(9, before, || sent += 1));
+        assert!(!watched.send_if_same_image(9, after, || sent += 1));
+        assert_eq!(sent, 0);
+        // A process that came under supervision again under that pid is sampled again.
+        watched.insert(9);
+        assert!(watched.send_if_same_image(9, after, || sent += 1));
+        assert_eq!(sent, 1);
     }
 
     #[test]
@@ -531,6 +556,7 @@ mod tests {
     fn a_sample_read_across_an_exec_is_not_sent() {
         let watched = Watched::default();
         let mut sent = Vec::new();
+        watched.insert(5);
         let before = watched.image(5);
         assert!(watched.send_if_same_image(5, before, || sent.push("first image")));
         watched.exec_begins(5);
@@ -541,8 +567,10 @@ mod tests {
         // Another process's exec changes nothing of this one's.
         watched.exec_begins(6);
         assert!(watched.send_if_same_image(5, after, || sent.push("still new image")));
-        // Gone and back (a reused pid): the count goes on.
+        // Gone (nothing of it is sent) and back (a reused pid): the count goes on.
         watched.remove(5);
+        assert!(!watched.send_if_same_image(5, after, || sent.push("gone")));
+        watched.insert(5);
         assert!(!watched.send_if_same_image(5, before, || sent.push("stale")));
         assert!(watched.send_if_same_image(5, after, || sent.push("reused")));
         assert_eq!(
