@@ -2,9 +2,11 @@
 //! stage's) or of its RSS (the status reads'). Memory is resident only once written, so a
 //! snapshot taken at the allocation would miss it: after a high, the process's status is
 //! read every `FAST_INTERVAL_NS`, and the snapshot is taken as soon as its RSS stopped
-//! rising while it sleeps or waits (it writes nothing then), or stayed put for two reads
-//! between which it ran (its CPU time grew: a runnable process the scheduler kept waiting
-//! proves nothing), or when the window ends; so, while the memory is still there. A
+//! rising while it sleeps or waits (it writes nothing then), or stayed put while its main
+//! thread ran `QUIET_CPU_NS` (a runnable process the scheduler kept waiting proves
+//! nothing), or when the window ends: `FOLLOW_NS` of the time the process could use (all
+//! of it while asleep, its CPU time while runnable, so that a loaded machine does not cut
+//! a write short), `FOLLOW_WALL_NS` at most. So, while the memory is still there. A
 //! snapshot taken while the process ran may have caught a rise midway: it is followed on,
 //! and any page more is a new high until it settles.
 
@@ -12,8 +14,16 @@ use std::collections::HashMap;
 
 /// Between the status reads of a process following a high.
 pub const FAST_INTERVAL_NS: u64 = 2_000_000;
-/// Longest time a high is followed before its snapshot is taken all the same.
+/// How much of the time it could use a high is followed before its snapshot is taken all
+/// the same.
 const FOLLOW_NS: u64 = 50_000_000;
+/// Longest wall time a high is followed, however little CPU time the process was given.
+const FOLLOW_WALL_NS: u64 = 500_000_000;
+/// CPU time the main thread runs without its RSS rising before the rise is taken as over:
+/// writing fresh memory faults in far more than a 64th of it in 2 ms. The kernel brings a
+/// running thread's count in /proc/PID/schedstat up to date only at its tick (every 4 ms
+/// at 250 Hz), so the read a quiet stretch starts from may be that far behind: 4 ms more.
+const QUIET_CPU_NS: u64 = 6_000_000;
 const MIB: u64 = 1 << 20;
 
 /// RSS above the last snapshotted high by this much is a new high (a tenth, at least 1 MiB,
@@ -22,7 +32,7 @@ fn rise(mark: u64) -> u64 {
     (mark / 10).max(MIB)
 }
 
-/// RSS that grew by less than this between two reads has stopped rising.
+/// RSS that grew by less than this since it was last seen rising has stopped rising.
 fn level(rss: u64) -> u64 {
     (rss / 64).max(64 << 10)
 }
@@ -40,16 +50,14 @@ pub enum Next {
     Snapshot(High),
 }
 
-/// What the main thread did since the previous status read.
+/// What the main thread is doing at a status read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Activity {
     /// Asleep or waiting in the kernel (not state R): it writes nothing.
     Asleep,
-    /// Runnable and given CPU time since the previous read: it may be writing.
-    Ran,
-    /// Runnable but given no CPU time since the previous read (a loaded machine): an RSS
-    /// that stayed put says nothing about whether it stopped writing.
-    Waited,
+    /// Runnable, having run `ran_ns` on a CPU since the previous read (None when that is
+    /// not known): under load, much less than the time between the reads.
+    Runnable { ran_ns: Option<u64> },
 }
 
 /// The high a snapshot is for: bytes and when they were reached (monotonic ns).
@@ -65,17 +73,46 @@ struct Watch {
     mark: u64,
     /// RSS of the previous status read (None before the first).
     previous: Option<u64>,
+    /// When the previous status read was.
+    previous_read_ns: Option<u64>,
     /// A new RSS high not yet snapshotted: its bytes and when first seen at that level.
     rss_high: Option<(u64, u64)>,
     /// A new high of requested bytes not yet snapshotted, and when it was reached.
     requested: Option<(u64, u64)>,
-    /// While following a high: until when.
+    /// While following a high: until when, at most, and how much of the time the process
+    /// could use has passed since.
     follow_until_ns: Option<u64>,
-    /// Reads in a row that saw the process run with its RSS put.
-    quiet_reads: u32,
+    followed_ns: u64,
+    /// The lowest RSS since it was last seen rising, and the CPU time the main thread ran
+    /// since then.
+    quiet_from: u64,
+    quiet_cpu_ns: u64,
     /// The last snapshot for a high was decided while the process ran or its RSS rose: it
     /// may have caught a rise midway.
     uncertain: bool,
+    /// A snapshot was asked for and not taken yet (its credit not saved up).
+    asked: bool,
+}
+
+impl Watch {
+    /// Follows from `now_ns`, unless already following: a new high gets a window of its own
+    /// even while an earlier one, its window over, still waits for its snapshot's credit.
+    fn follow(&mut self, now_ns: u64) {
+        if !self.following(now_ns) {
+            self.follow_until_ns = Some(now_ns + FOLLOW_WALL_NS);
+            self.followed_ns = 0;
+        }
+    }
+
+    fn following(&self, now_ns: u64) -> bool {
+        self.follow_until_ns.is_some_and(|until| now_ns < until) && self.followed_ns < FOLLOW_NS
+    }
+
+    /// A new stretch of quiet starts at `rss`.
+    fn quiet_from(&mut self, rss: u64) {
+        self.quiet_from = rss;
+        self.quiet_cpu_ns = 0;
+    }
 }
 
 #[derive(Debug, Default)]
@@ -85,35 +122,58 @@ pub struct Highs {
 
 impl Highs {
     /// `pid`'s live requested bytes reached `bytes` at `time_ns`: follow its RSS from now.
-    /// Whether it rises is told by two reads after the high, the next one being the first.
+    /// Whether it rises is told by the reads after the high, the next one being the first.
     pub fn requested(&mut self, pid: i32, bytes: u64, time_ns: u64, now_ns: u64) {
         let watch = self.watches.entry(pid).or_default();
         watch.requested = Some((bytes, time_ns));
         watch.previous = None;
-        watch.follow_until_ns.get_or_insert(now_ns + FOLLOW_NS);
+        watch.follow(now_ns);
     }
 
-    /// Takes a status read of `pid` showing `rss` at `now_ns`, and what it did since the last.
+    /// Takes a status read of `pid` showing `rss` at `now_ns`, and what it is doing.
     pub fn status(&mut self, pid: i32, rss: u64, activity: Activity, now_ns: u64) -> Next {
         let watch = self.watches.entry(pid).or_default();
-        let Some(previous) = watch.previous.replace(rss) else {
+        let elapsed = watch
+            .previous_read_ns
+            .replace(now_ns)
+            .map(|previous| now_ns.saturating_sub(previous));
+        // One thread runs no longer than the time between two reads (a count brought up to
+        // date meanwhile shows more).
+        let ran_ns = match activity {
+            Activity::Asleep => None,
+            Activity::Runnable { ran_ns } => ran_ns.map(|ran| elapsed.map_or(ran, |e| ran.min(e))),
+        };
+        // The time it could use: its CPU time while runnable, all of it while asleep.
+        watch.followed_ns += match (activity, ran_ns) {
+            (Activity::Runnable { .. }, Some(ran)) => ran,
+            _ => elapsed.unwrap_or(0),
+        };
+        if watch.previous.replace(rss).is_none() {
             // The image's first read (what it starts with is no high), or the first since a
             // requested high.
             watch.mark = watch.mark.max(rss);
-            watch.quiet_reads = 0;
+            watch.quiet_from(rss);
             return match watch.requested {
                 Some(_) => Next::Follow,
                 None => Next::Nothing,
             };
-        };
-        let rising = rss >= previous + level(previous);
-        watch.quiet_reads = match (rising, activity) {
-            (false, Activity::Ran) => watch.quiet_reads + 1,
-            // No CPU time, no evidence either way.
-            (false, Activity::Waited) => watch.quiet_reads,
-            _ => 0,
-        };
-        let settled = !rising && (activity == Activity::Asleep || watch.quiet_reads >= 2);
+        }
+        let rising = rss >= watch.quiet_from + level(watch.quiet_from);
+        match rising {
+            true => watch.quiet_from(rss),
+            false => {
+                watch.quiet_from = watch.quiet_from.min(rss);
+                watch.quiet_cpu_ns += ran_ns.unwrap_or(0);
+            }
+        }
+        if rising && watch.asked {
+            // Rising again while its snapshot waits for credit: a window for this rise, so
+            // that the snapshot, once paid for, does not cut it midway.
+            watch.asked = false;
+            watch.follow(now_ns);
+        }
+        let settled =
+            !rising && (activity == Activity::Asleep || watch.quiet_cpu_ns >= QUIET_CPU_NS);
         let threshold = match watch.uncertain {
             true => PAGE,
             false => rise(watch.mark),
@@ -123,14 +183,14 @@ impl Highs {
                 // Gone before it was snapshotted: a later snapshot would not show it.
                 watch.rss_high = None;
             }
-            Some(_) if rising => watch.rss_high = Some((rss, now_ns)),
+            Some((high, _)) if rss >= high + level(high) => watch.rss_high = Some((rss, now_ns)),
             None if rss >= watch.mark + threshold => {
                 watch.rss_high = Some((rss, now_ns));
-                watch.follow_until_ns.get_or_insert(now_ns + FOLLOW_NS);
+                watch.follow(now_ns);
             }
             _ => {}
         }
-        let following = watch.follow_until_ns.is_some_and(|until| now_ns < until);
+        let following = watch.following(now_ns);
         let high = match (watch.requested, watch.rss_high) {
             (Some((bytes, time_ns)), _) => High::Requested { bytes, time_ns },
             (None, Some((bytes, time_ns))) => High::Rss { bytes, time_ns },
@@ -150,6 +210,7 @@ impl Highs {
             return Next::Follow;
         }
         watch.uncertain = activity != Activity::Asleep || rising;
+        watch.asked = true;
         Next::Snapshot(high)
     }
 
@@ -162,8 +223,12 @@ impl Highs {
         watch.mark = watch.mark.max(seen).max(high);
         watch.rss_high = None;
         watch.requested = None;
-        watch.quiet_reads = 0;
-        watch.follow_until_ns = watch.uncertain.then_some(now_ns + FOLLOW_NS);
+        watch.asked = false;
+        watch.quiet_from(seen);
+        watch.follow_until_ns = None;
+        if watch.uncertain {
+            watch.follow(now_ns);
+        }
     }
 
     /// Whether `pid` is followed at `now_ns` (its status read every `FAST_INTERVAL_NS`);
@@ -171,14 +236,12 @@ impl Highs {
     pub fn following(&self, pid: i32, now_ns: u64) -> bool {
         self.watches
             .get(&pid)
-            .is_some_and(|watch| watch.follow_until_ns.is_some_and(|until| now_ns < until))
+            .is_some_and(|watch| watch.following(now_ns))
     }
 
     /// Whether any process is followed at `now_ns`.
     pub fn any_followed(&self, now_ns: u64) -> bool {
-        self.watches
-            .values()
-            .any(|watch| watch.follow_until_ns.is_some_and(|until| now_ns < until))
+        self.watches.values().any(|watch| watch.following(now_ns))
     }
 
     /// Forgets the processes no longer supervised (`pids` sorted).
@@ -198,7 +261,11 @@ mod tests {
     use super::*;
 
     const MS: u64 = 1_000_000;
-    const RUNNING: Activity = Activity::Ran;
+    /// Ran the whole time between two fast reads.
+    const RUNNING: Activity = Activity::Runnable {
+        ran_ns: Some(FAST_INTERVAL_NS),
+    };
+    const WAITED: Activity = Activity::Runnable { ran_ns: Some(0) };
     const ASLEEP: Activity = Activity::Asleep;
 
     #[test]
@@ -235,51 +302,160 @@ mod tests {
         // Runnable without CPU time: its RSS stays put, yet it is not done writing.
         for read in 1..=5 {
             let now = MS + 2 * read * MS;
-            assert_eq!(
-                highs.status(7, 8 * MIB, Activity::Waited, now),
-                Next::Follow
-            );
+            assert_eq!(highs.status(7, 8 * MIB, WAITED, now), Next::Follow);
         }
         assert_eq!(highs.status(7, 12 * MIB, RUNNING, 13 * MS), Next::Follow);
-        assert_eq!(highs.status(7, 12 * MIB, RUNNING, 15 * MS), Next::Follow);
+        // Its count behind by a tick at the read the quiet starts from: no more than the
+        // time between two reads is taken as run.
+        let behind = Activity::Runnable {
+            ran_ns: Some(4 * MS),
+        };
+        assert_eq!(highs.status(7, 12 * MIB, behind, 15 * MS), Next::Follow);
+        assert_eq!(highs.status(7, 12 * MIB, RUNNING, 17 * MS), Next::Follow);
         let high = High::Requested {
             bytes: 12 * MIB,
             time_ns: MS,
         };
         assert_eq!(
-            highs.status(7, 12 * MIB, RUNNING, 17 * MS),
+            highs.status(7, 12 * MIB, RUNNING, 19 * MS),
             Next::Snapshot(high)
         );
     }
 
     #[test]
-    fn a_running_program_is_snapshotted_after_two_reads_without_a_rise() {
+    fn a_rise_while_a_snapshot_waits_for_its_credit_gets_a_window_of_its_own() {
+        let mut highs = Highs::default();
+        assert_eq!(highs.status(7, 5 * MIB, ASLEEP, 0), Next::Nothing);
+        highs.requested(7, 12 * MIB, MS, MS);
+        assert_eq!(highs.status(7, 12 * MIB, RUNNING, MS), Next::Follow);
+        let high = High::Requested {
+            bytes: 12 * MIB,
+            time_ns: MS,
+        };
+        assert_eq!(
+            highs.status(7, 12 * MIB, ASLEEP, 3 * MS),
+            Next::Snapshot(high)
+        );
+        // Not taken; asleep past the window, then writing 12 MiB more.
+        assert_eq!(
+            highs.status(7, 12 * MIB, ASLEEP, 90 * MS),
+            Next::Snapshot(high)
+        );
+        assert!(!highs.following(7, 90 * MS));
+        assert_eq!(highs.status(7, 18 * MIB, RUNNING, 92 * MS), Next::Follow);
+        assert!(highs.following(7, 92 * MS));
+        assert_eq!(highs.status(7, 24 * MIB, RUNNING, 94 * MS), Next::Follow);
+        assert_eq!(
+            highs.status(7, 24 * MIB, ASLEEP, 96 * MS),
+            Next::Snapshot(high)
+        );
+    }
+
+    #[test]
+    fn a_write_slowed_by_a_loaded_machine_is_followed_until_it_is_done() {
+        let mut highs = Highs::default();
+        assert_eq!(highs.status(7, 12 * MIB, ASLEEP, 0), Next::Nothing);
+        highs.requested(7, 36 * MIB, MS, MS);
+        assert_eq!(highs.status(7, 12 * MIB, WAITED, MS), Next::Follow);
+        // Given a tenth of a CPU: each read finds less than a 64th more, yet it rises.
+        let slowly = Activity::Runnable {
+            ran_ns: Some(MS / 5),
+        };
+        let mut rss = 12 * MIB;
+        let mut now = MS;
+        while rss < 36 * MIB {
+            rss += MIB / 8;
+            now += FAST_INTERVAL_NS;
+            assert_eq!(highs.status(7, rss, slowly, now), Next::Follow, "{now}");
+        }
+        // Far past 50 ms of wall time, not of the time it could use.
+        assert!(now > 300 * MS && highs.following(7, now));
+        let high = High::Requested {
+            bytes: 36 * MIB,
+            time_ns: MS,
+        };
+        assert_eq!(
+            highs.status(7, rss, ASLEEP, now + FAST_INTERVAL_NS),
+            Next::Snapshot(high)
+        );
+    }
+
+    #[test]
+    fn a_process_never_given_a_cpu_is_snapshotted_at_the_end_of_the_wall_window() {
+        let mut highs = Highs::default();
+        assert_eq!(highs.status(7, 12 * MIB, ASLEEP, 0), Next::Nothing);
+        highs.requested(7, 36 * MIB, MS, MS);
+        assert_eq!(highs.status(7, 12 * MIB, WAITED, MS), Next::Follow);
+        let last = MS + FOLLOW_WALL_NS - FAST_INTERVAL_NS;
+        let mut now = MS;
+        while now < last {
+            now += FAST_INTERVAL_NS;
+            assert_eq!(
+                highs.status(7, 12 * MIB, WAITED, now),
+                Next::Follow,
+                "{now}"
+            );
+        }
+        let high = High::Requested {
+            bytes: 36 * MIB,
+            time_ns: MS,
+        };
+        let end = MS + FOLLOW_WALL_NS;
+        assert_eq!(highs.status(7, 12 * MIB, WAITED, end), Next::Snapshot(high));
+        // Its CPU time unknown: no read counts as quiet, and the window is wall time.
+        highs.snapshotted(7, end);
+        highs.requested(7, 48 * MIB, end, end);
+        let unknown = Activity::Runnable { ran_ns: None };
+        let mut now = end;
+        assert_eq!(highs.status(7, 12 * MIB, unknown, now), Next::Follow);
+        while now < end + FOLLOW_NS - FAST_INTERVAL_NS {
+            now += FAST_INTERVAL_NS;
+            assert_eq!(
+                highs.status(7, 12 * MIB, unknown, now),
+                Next::Follow,
+                "{now}"
+            );
+        }
+        let high = High::Requested {
+            bytes: 48 * MIB,
+            time_ns: end,
+        };
+        let now = now + FAST_INTERVAL_NS;
+        assert_eq!(
+            highs.status(7, 12 * MIB, unknown, now),
+            Next::Snapshot(high)
+        );
+    }
+
+    #[test]
+    fn a_running_program_is_snapshotted_once_it_ran_6_ms_without_a_rise() {
         let mut highs = Highs::default();
         assert_eq!(highs.status(7, 5 * MIB, RUNNING, 0), Next::Nothing);
         highs.requested(7, 256 * MIB, MS, MS);
         assert_eq!(highs.status(7, 5 * MIB, RUNNING, MS), Next::Follow);
         assert_eq!(highs.status(7, 5 * MIB, RUNNING, 3 * MS), Next::Follow);
+        assert_eq!(highs.status(7, 5 * MIB, RUNNING, 5 * MS), Next::Follow);
         let high = High::Requested {
             bytes: 256 * MIB,
             time_ns: MS,
         };
         assert_eq!(
-            highs.status(7, 5 * MIB, RUNNING, 5 * MS),
+            highs.status(7, 5 * MIB, RUNNING, 7 * MS),
             Next::Snapshot(high)
         );
-        highs.snapshotted(7, 5 * MS);
+        highs.snapshotted(7, 7 * MS);
         // Taken while it ran: followed on, and a page more is a new high, snapshotted once
         // the process sleeps.
-        assert!(highs.following(7, 0));
+        assert!(highs.following(7, 7 * MS));
         let more = 5 * MIB + MIB / 8;
-        assert_eq!(highs.status(7, more, RUNNING, 7 * MS), Next::Follow);
+        assert_eq!(highs.status(7, more, RUNNING, 9 * MS), Next::Follow);
         let high = High::Rss {
             bytes: more,
-            time_ns: 7 * MS,
+            time_ns: 9 * MS,
         };
-        assert_eq!(highs.status(7, more, ASLEEP, 9 * MS), Next::Snapshot(high));
-        highs.snapshotted(7, 9 * MS);
-        assert!(!highs.following(7, 0));
+        assert_eq!(highs.status(7, more, ASLEEP, 11 * MS), Next::Snapshot(high));
+        highs.snapshotted(7, 11 * MS);
+        assert!(!highs.following(7, 11 * MS));
         assert_eq!(highs.status(7, more + 8192, ASLEEP, 29 * MS), Next::Nothing);
     }
 
@@ -290,15 +466,16 @@ mod tests {
         highs.requested(7, 8 * MIB, MS, MS);
         highs.status(7, 6 * MIB, RUNNING, MS);
         highs.status(7, 6 * MIB, RUNNING, 3 * MS);
+        highs.status(7, 6 * MIB, RUNNING, 5 * MS);
         assert!(matches!(
-            highs.status(7, 6 * MIB, RUNNING, 5 * MS),
+            highs.status(7, 6 * MIB, RUNNING, 7 * MS),
             Next::Snapshot(_)
         ));
-        highs.snapshotted(7, 5 * MS);
+        highs.snapshotted(7, 7 * MS);
         // No page more once it sleeps: nothing to add, and no longer followed.
-        assert_eq!(highs.status(7, 6 * MIB, RUNNING, 7 * MS), Next::Follow);
-        assert_eq!(highs.status(7, 6 * MIB, ASLEEP, 9 * MS), Next::Nothing);
-        assert!(!highs.following(7, 0));
+        assert_eq!(highs.status(7, 6 * MIB, RUNNING, 9 * MS), Next::Follow);
+        assert_eq!(highs.status(7, 6 * MIB, ASLEEP, 11 * MS), Next::Nothing);
+        assert!(!highs.following(7, 11 * MS));
     }
 
     #[test]

@@ -554,21 +554,22 @@ impl Work {
         reads
     }
 
-    /// What `pid`'s main thread did since its last status read: not runnable, or runnable
-    /// and given CPU time (or no way to tell), or kept waiting by the scheduler.
+    /// What `pid`'s main thread is doing: not runnable, or runnable and how long it ran on a
+    /// CPU since the previous read. Its CPU time is read at every read, asleep or not, so
+    /// that what it ran before it slept never counts as run since.
     fn activity(&mut self, pid: i32, running: bool) -> Activity {
-        if !running {
-            return Activity::Asleep;
-        }
-        // Read only when runnable: an older value can only make it look as if it ran.
         let cpu_ns = read_cpu_ns(pid);
         let previous = match cpu_ns {
             Some(cpu_ns) => self.cpu_ns.insert(pid, cpu_ns),
             None => self.cpu_ns.remove(&pid),
         };
-        match (previous, cpu_ns) {
-            (Some(before), Some(now)) if now == before => Activity::Waited,
-            _ => Activity::Ran,
+        match running {
+            false => Activity::Asleep,
+            true => Activity::Runnable {
+                ran_ns: previous
+                    .zip(cpu_ns)
+                    .map(|(before, now)| now.saturating_sub(before)),
+            },
         }
     }
 
