@@ -20,10 +20,14 @@ const FOLLOW_NS: u64 = 50_000_000;
 /// Longest wall time a high is followed, however little CPU time the process was given.
 const FOLLOW_WALL_NS: u64 = 500_000_000;
 /// CPU time the main thread runs without its RSS rising before the rise is taken as over:
-/// writing fresh memory faults in far more than a 64th of it in 2 ms. The kernel brings a
+/// writing fresh memory faults in more than a 64th of a process of up to a few hundred MiB
+/// in 2 ms (a larger one can look quiet midway: the snapshot is then followed on). The kernel brings a
 /// running thread's count in /proc/PID/schedstat up to date only at its tick (every 4 ms
 /// at 250 Hz), so the read a quiet stretch starts from may be that far behind: 4 ms more.
 const QUIET_CPU_NS: u64 = 6_000_000;
+/// What a read's count shows beyond the time since the previous read is carried to the
+/// next reads, up to a tick at 100 Hz.
+const CARRY_MAX_NS: u64 = 10_000_000;
 const MIB: u64 = 1 << 20;
 
 /// RSS above the last snapshotted high by this much is a new high (a tenth, at least 1 MiB,
@@ -69,8 +73,10 @@ pub enum High {
 
 #[derive(Debug, Default)]
 struct Watch {
-    /// Highest status RSS at which this image was snapshotted.
+    /// Highest status RSS at which this image was snapshotted, and when the read of its last
+    /// snapshot began.
     mark: u64,
+    snapshotted_ns: Option<u64>,
     /// RSS of the previous status read (None before the first).
     previous: Option<u64>,
     /// When the previous status read was.
@@ -79,10 +85,13 @@ struct Watch {
     rss_high: Option<(u64, u64)>,
     /// A new high of requested bytes not yet snapshotted, and when it was reached.
     requested: Option<(u64, u64)>,
-    /// While following a high: until when, at most, and how much of the time the process
-    /// could use has passed since.
+    /// While following a high: since when, until when at most, and how much of the time
+    /// the process could use has passed since.
+    follow_from_ns: u64,
     follow_until_ns: Option<u64>,
     followed_ns: u64,
+    /// CPU time a read's count showed beyond the time since the previous read.
+    cpu_carry_ns: u64,
     /// The lowest RSS since it was last seen rising, and the CPU time the main thread ran
     /// since then.
     quiet_from: u64,
@@ -90,8 +99,10 @@ struct Watch {
     /// The last snapshot for a high was decided while the process ran or its RSS rose: it
     /// may have caught a rise midway.
     uncertain: bool,
-    /// A snapshot was asked for and not taken yet (its credit not saved up).
+    /// A snapshot was asked for and not taken yet (its credit not saved up), and whether a
+    /// rise meanwhile has had its window.
     asked: bool,
+    reopened: bool,
 }
 
 impl Watch {
@@ -99,9 +110,47 @@ impl Watch {
     /// even while an earlier one, its window over, still waits for its snapshot's credit.
     fn follow(&mut self, now_ns: u64) {
         if !self.following(now_ns) {
+            self.follow_from_ns = now_ns;
             self.follow_until_ns = Some(now_ns + FOLLOW_WALL_NS);
             self.followed_ns = 0;
         }
+    }
+
+    /// Counts the time between the previous read and this one at `now_ns`: returns the CPU
+    /// time the main thread ran, if runnable and known, and adds the time it could use to
+    /// the window's.
+    fn count_time(&mut self, activity: Activity, now_ns: u64) -> Option<u64> {
+        let previous = self.previous_read_ns.replace(now_ns);
+        let elapsed = previous.map_or(0, |previous| now_ns.saturating_sub(previous));
+        let ran_ns = match activity {
+            // Its count is brought up to date as it stops running.
+            Activity::Asleep => {
+                self.cpu_carry_ns = 0;
+                None
+            }
+            // The count of a running thread moves at the scheduler's tick: what it shows
+            // beyond the time since the previous read belongs to the next ones.
+            Activity::Runnable { ran_ns } => ran_ns.map(|ran| {
+                let shown = ran + self.cpu_carry_ns;
+                let counted = match previous {
+                    Some(_) => shown.min(elapsed),
+                    None => shown,
+                };
+                self.cpu_carry_ns = (shown - counted).min(CARRY_MAX_NS);
+                counted
+            }),
+        };
+        // Only what passed since the window began counts towards it: all of it while
+        // asleep, the CPU time while runnable.
+        let in_window = match previous {
+            Some(previous) => now_ns.saturating_sub(previous.max(self.follow_from_ns)),
+            None => 0,
+        };
+        self.followed_ns += match (activity, ran_ns) {
+            (Activity::Runnable { .. }, Some(ran)) => ran.min(in_window),
+            _ => in_window,
+        };
+        ran_ns
     }
 
     fn following(&self, now_ns: u64) -> bool {
@@ -123,31 +172,26 @@ pub struct Highs {
 impl Highs {
     /// `pid`'s live requested bytes reached `bytes` at `time_ns`: follow its RSS from now.
     /// Whether it rises is told by the reads after the high, the next one being the first.
+    /// One reached before the last snapshot (the interpret stage late) is shown by it, as
+    /// far as written then; what is written after is a high of RSS.
     pub fn requested(&mut self, pid: i32, bytes: u64, time_ns: u64, now_ns: u64) {
         let watch = self.watches.entry(pid).or_default();
+        if watch
+            .snapshotted_ns
+            .is_some_and(|snapshotted| time_ns < snapshotted)
+        {
+            return;
+        }
         watch.requested = Some((bytes, time_ns));
         watch.previous = None;
+        watch.reopened = false;
         watch.follow(now_ns);
     }
 
     /// Takes a status read of `pid` showing `rss` at `now_ns`, and what it is doing.
     pub fn status(&mut self, pid: i32, rss: u64, activity: Activity, now_ns: u64) -> Next {
         let watch = self.watches.entry(pid).or_default();
-        let elapsed = watch
-            .previous_read_ns
-            .replace(now_ns)
-            .map(|previous| now_ns.saturating_sub(previous));
-        // One thread runs no longer than the time between two reads (a count brought up to
-        // date meanwhile shows more).
-        let ran_ns = match activity {
-            Activity::Asleep => None,
-            Activity::Runnable { ran_ns } => ran_ns.map(|ran| elapsed.map_or(ran, |e| ran.min(e))),
-        };
-        // The time it could use: its CPU time while runnable, all of it while asleep.
-        watch.followed_ns += match (activity, ran_ns) {
-            (Activity::Runnable { .. }, Some(ran)) => ran,
-            _ => elapsed.unwrap_or(0),
-        };
+        let ran_ns = watch.count_time(activity, now_ns);
         if watch.previous.replace(rss).is_none() {
             // The image's first read (what it starts with is no high), or the first since a
             // requested high.
@@ -166,10 +210,10 @@ impl Highs {
                 watch.quiet_cpu_ns += ran_ns.unwrap_or(0);
             }
         }
-        if rising && watch.asked {
-            // Rising again while its snapshot waits for credit: a window for this rise, so
-            // that the snapshot, once paid for, does not cut it midway.
-            watch.asked = false;
+        if rising && watch.asked && !watch.reopened && !watch.following(now_ns) {
+            // Rising again while its snapshot waits for credit: one window more, for this
+            // rise, so that the snapshot, once paid for, does not cut it midway.
+            watch.reopened = true;
             watch.follow(now_ns);
         }
         let settled =
@@ -214,16 +258,18 @@ impl Highs {
         Next::Snapshot(high)
     }
 
-    /// `pid` was snapshotted at `now_ns`: the highs so far are taken. After one that may have
-    /// caught a rise midway, the process is followed on.
-    pub fn snapshotted(&mut self, pid: i32, now_ns: u64) {
+    /// `pid` was snapshotted by a read from `read_from_ns` to `now_ns`: the highs so far are
+    /// taken. After one that may have caught a rise midway, the process is followed on.
+    pub fn snapshotted(&mut self, pid: i32, read_from_ns: u64, now_ns: u64) {
         let watch = self.watches.entry(pid).or_default();
         let seen = watch.previous.unwrap_or(0);
         let high = watch.rss_high.map_or(0, |(bytes, _)| bytes);
         watch.mark = watch.mark.max(seen).max(high);
+        watch.snapshotted_ns = Some(read_from_ns);
         watch.rss_high = None;
         watch.requested = None;
         watch.asked = false;
+        watch.reopened = false;
         watch.quiet_from(seen);
         watch.follow_until_ns = None;
         if watch.uncertain {
@@ -273,7 +319,7 @@ mod tests {
         let mut highs = Highs::default();
         assert_eq!(highs.status(7, 5 * MIB, RUNNING, 0), Next::Nothing);
         highs.requested(7, 12 * MIB, 10 * MS, 11 * MS);
-        assert!(highs.following(7, 0));
+        assert!(highs.following(7, 11 * MS));
         // Being written: 8, 11 MiB, put for one read (preempted), then 13 MiB; it stays
         // there once the program sleeps.
         assert_eq!(highs.status(7, 8 * MIB, RUNNING, 11 * MS), Next::Follow);
@@ -286,8 +332,8 @@ mod tests {
         };
         let put = 13 * MIB + 4096;
         assert_eq!(highs.status(7, put, ASLEEP, 19 * MS), Next::Snapshot(high));
-        highs.snapshotted(7, 19 * MS);
-        assert!(!highs.following(7, 0) && !highs.any_followed(0));
+        highs.snapshotted(7, 19 * MS, 19 * MS);
+        assert!(!highs.following(7, 19 * MS) && !highs.any_followed(19 * MS));
         // The same level again is no new high, nor a rise of less than a tenth.
         assert_eq!(highs.status(7, 13 * MIB, ASLEEP, 39 * MS), Next::Nothing);
         assert_eq!(highs.status(7, 14 * MIB, RUNNING, 59 * MS), Next::Nothing);
@@ -325,28 +371,92 @@ mod tests {
     #[test]
     fn a_rise_while_a_snapshot_waits_for_its_credit_gets_a_window_of_its_own() {
         let mut highs = Highs::default();
-        assert_eq!(highs.status(7, 5 * MIB, ASLEEP, 0), Next::Nothing);
-        highs.requested(7, 12 * MIB, MS, MS);
-        assert_eq!(highs.status(7, 12 * MIB, RUNNING, MS), Next::Follow);
+        assert_eq!(highs.status(7, 20 * MIB, ASLEEP, 0), Next::Nothing);
+        highs.requested(7, 24 * MIB, MS, MS);
+        // Below a tenth more than the first read after the high: no RSS high, so no window
+        // from one.
+        let rss = |mib: u64| 20 * MIB + mib * MIB / 2;
+        assert_eq!(highs.status(7, rss(1), RUNNING, MS), Next::Follow);
         let high = High::Requested {
-            bytes: 12 * MIB,
+            bytes: 24 * MIB,
             time_ns: MS,
         };
         assert_eq!(
-            highs.status(7, 12 * MIB, ASLEEP, 3 * MS),
+            highs.status(7, rss(1), ASLEEP, 3 * MS),
             Next::Snapshot(high)
         );
-        // Not taken; asleep past the window, then writing 12 MiB more.
+        // Not taken; asleep past the window, then rising again: one window more, for that
+        // rise.
         assert_eq!(
-            highs.status(7, 12 * MIB, ASLEEP, 90 * MS),
+            highs.status(7, rss(1), ASLEEP, 90 * MS),
             Next::Snapshot(high)
         );
         assert!(!highs.following(7, 90 * MS));
-        assert_eq!(highs.status(7, 18 * MIB, RUNNING, 92 * MS), Next::Follow);
+        assert_eq!(highs.status(7, rss(2), RUNNING, 92 * MS), Next::Follow);
         assert!(highs.following(7, 92 * MS));
-        assert_eq!(highs.status(7, 24 * MIB, RUNNING, 94 * MS), Next::Follow);
+        assert_eq!(highs.status(7, rss(3), RUNNING, 94 * MS), Next::Follow);
         assert_eq!(
-            highs.status(7, 24 * MIB, ASLEEP, 96 * MS),
+            highs.status(7, rss(3), ASLEEP, 96 * MS),
+            Next::Snapshot(high)
+        );
+        // Still not taken: a later rise has no window of its own, the snapshot is asked at
+        // once.
+        assert_eq!(
+            highs.status(7, rss(3), ASLEEP, 200 * MS),
+            Next::Snapshot(high)
+        );
+        assert_eq!(
+            highs.status(7, rss(4), RUNNING, 202 * MS),
+            Next::Snapshot(high)
+        );
+    }
+
+    #[test]
+    fn a_requested_high_reached_before_the_last_snapshot_is_not_followed() {
+        let mut highs = Highs::default();
+        assert_eq!(highs.status(7, 5 * MIB, ASLEEP, 0), Next::Nothing);
+        assert_eq!(highs.status(7, 12 * MIB, RUNNING, 2 * MS), Next::Follow);
+        let high = High::Rss {
+            bytes: 12 * MIB,
+            time_ns: 2 * MS,
+        };
+        assert_eq!(
+            highs.status(7, 12 * MIB, ASLEEP, 4 * MS),
+            Next::Snapshot(high)
+        );
+        highs.snapshotted(7, 4 * MS, 4 * MS);
+        // The allocation of those 7 MiB, passed on after the snapshot that showed them.
+        highs.requested(7, 12 * MIB, MS, 6 * MS);
+        assert!(!highs.any_followed(6 * MS));
+        assert_eq!(highs.status(7, 12 * MIB, ASLEEP, 8 * MS), Next::Nothing);
+        // One reached after it is followed.
+        highs.requested(7, 14 * MIB, 5 * MS, 10 * MS);
+        assert!(highs.following(7, 10 * MS));
+    }
+
+    #[test]
+    fn a_count_that_moves_at_the_tick_is_counted_whole_and_the_window_from_its_start() {
+        let mut highs = Highs::default();
+        assert_eq!(highs.status(7, 5 * MIB, ASLEEP, 0), Next::Nothing);
+        // The read before the high was 100 ms before it: none of that time is the window's.
+        highs.requested(7, 12 * MIB, 100 * MS, 100 * MS);
+        assert_eq!(highs.status(7, 5 * MIB, ASLEEP, 100 * MS), Next::Follow);
+        assert!(highs.following(7, 100 * MS));
+        let none = Activity::Runnable { ran_ns: Some(0) };
+        let tick = Activity::Runnable {
+            ran_ns: Some(4 * MS),
+        };
+        // Running all along, its count moving 4 ms every other read: 2 ms a read, 6 ms
+        // after three reads without a rise, not 2 ms per tick.
+        assert_eq!(highs.status(7, 12 * MIB, tick, 102 * MS), Next::Follow);
+        assert_eq!(highs.status(7, 12 * MIB, none, 104 * MS), Next::Follow);
+        assert_eq!(highs.status(7, 12 * MIB, tick, 106 * MS), Next::Follow);
+        let high = High::Requested {
+            bytes: 12 * MIB,
+            time_ns: 100 * MS,
+        };
+        assert_eq!(
+            highs.status(7, 12 * MIB, none, 108 * MS),
             Next::Snapshot(high)
         );
     }
@@ -403,7 +513,7 @@ mod tests {
         let end = MS + FOLLOW_WALL_NS;
         assert_eq!(highs.status(7, 12 * MIB, WAITED, end), Next::Snapshot(high));
         // Its CPU time unknown: no read counts as quiet, and the window is wall time.
-        highs.snapshotted(7, end);
+        highs.snapshotted(7, end, end);
         highs.requested(7, 48 * MIB, end, end);
         let unknown = Activity::Runnable { ran_ns: None };
         let mut now = end;
@@ -443,7 +553,7 @@ mod tests {
             highs.status(7, 5 * MIB, RUNNING, 7 * MS),
             Next::Snapshot(high)
         );
-        highs.snapshotted(7, 7 * MS);
+        highs.snapshotted(7, 7 * MS, 7 * MS);
         // Taken while it ran: followed on, and a page more is a new high, snapshotted once
         // the process sleeps.
         assert!(highs.following(7, 7 * MS));
@@ -454,7 +564,7 @@ mod tests {
             time_ns: 9 * MS,
         };
         assert_eq!(highs.status(7, more, ASLEEP, 11 * MS), Next::Snapshot(high));
-        highs.snapshotted(7, 11 * MS);
+        highs.snapshotted(7, 11 * MS, 11 * MS);
         assert!(!highs.following(7, 11 * MS));
         assert_eq!(highs.status(7, more + 8192, ASLEEP, 29 * MS), Next::Nothing);
     }
@@ -471,7 +581,7 @@ mod tests {
             highs.status(7, 6 * MIB, RUNNING, 7 * MS),
             Next::Snapshot(_)
         ));
-        highs.snapshotted(7, 7 * MS);
+        highs.snapshotted(7, 7 * MS, 7 * MS);
         // No page more once it sleeps: nothing to add, and no longer followed.
         assert_eq!(highs.status(7, 6 * MIB, RUNNING, 9 * MS), Next::Follow);
         assert_eq!(highs.status(7, 6 * MIB, ASLEEP, 11 * MS), Next::Nothing);
@@ -499,7 +609,7 @@ mod tests {
             highs.status(3, 40 * MIB, ASLEEP, 64 * MS),
             Next::Snapshot(high)
         );
-        highs.snapshotted(3, 64 * MS);
+        highs.snapshotted(3, 64 * MS, 64 * MS);
         assert_eq!(highs.status(3, 43 * MIB, ASLEEP, 84 * MS), Next::Nothing);
     }
 

@@ -265,6 +265,7 @@ impl Work {
         let image = self.watched.image(pid);
         let made = self.watched.mappings_made(pid);
         let mark = self.watched.unmapped_mark(pid);
+        let read_from_ns = monotonic_ns();
         let mut snapshot = snapshot::take(pid, asked, &mut self.buffer)?;
         let now_ns = monotonic_ns();
         let EventKind::SmapsSnapshot {
@@ -313,7 +314,7 @@ impl Work {
         self.watched.started(pid);
         // An estimate waiting for its credit would start from this snapshot: a new high's.
         self.estimates.forget(pid);
-        self.highs.snapshotted(pid, now_ns);
+        self.highs.snapshotted(pid, read_from_ns, now_ns);
         let size = Size {
             rss,
             mappings: base_mappings,
@@ -538,7 +539,7 @@ impl Work {
                 self.forget_image(pid);
                 continue;
             }
-            let activity = self.activity(pid, memory.running);
+            let activity = self.activity(pid, memory.running, now_ns);
             if self.watched.awaiting_start(pid) {
                 // Every read is a first read until the start snapshot: no high yet.
                 self.highs.forget(pid);
@@ -555,10 +556,14 @@ impl Work {
     }
 
     /// What `pid`'s main thread is doing: not runnable, or runnable and how long it ran on a
-    /// CPU since the previous read. Its CPU time is read at every read, asleep or not, so
-    /// that what it ran before it slept never counts as run since.
-    fn activity(&mut self, pid: i32, running: bool) -> Activity {
-        let cpu_ns = read_cpu_ns(pid);
+    /// CPU since the previous read. Its CPU time is read while it runs or is followed (so
+    /// that what it ran before it slept never counts as run since); otherwise the count is
+    /// dropped, and the next runnable read has none to compare with.
+    fn activity(&mut self, pid: i32, running: bool, now_ns: u64) -> Activity {
+        let cpu_ns = match running || self.highs.following(pid, now_ns) {
+            true => read_cpu_ns(pid),
+            false => None,
+        };
         let previous = match cpu_ns {
             Some(cpu_ns) => self.cpu_ns.insert(pid, cpu_ns),
             None => self.cpu_ns.remove(&pid),
