@@ -314,6 +314,23 @@ mod tests {
     const WAITED: Activity = Activity::Runnable { ran_ns: Some(0) };
     const ASLEEP: Activity = Activity::Asleep;
 
+    /// Reads process 7 at `rss` every fast interval after `from_ns` until `last_ns`, each
+    /// read followed on; returns the last read's time.
+    fn followed_through(
+        highs: &mut Highs,
+        rss: u64,
+        activity: Activity,
+        from_ns: u64,
+        last_ns: u64,
+    ) -> u64 {
+        let mut now = from_ns;
+        while now < last_ns {
+            now += FAST_INTERVAL_NS;
+            assert_eq!(highs.status(7, rss, activity, now), Next::Follow, "{now}");
+        }
+        now
+    }
+
     #[test]
     fn a_requested_high_is_snapshotted_once_the_rss_stopped_rising_and_the_program_sleeps() {
         let mut highs = Highs::default();
@@ -497,15 +514,7 @@ mod tests {
         highs.requested(7, 36 * MIB, MS, MS);
         assert_eq!(highs.status(7, 12 * MIB, WAITED, MS), Next::Follow);
         let last = MS + FOLLOW_WALL_NS - FAST_INTERVAL_NS;
-        let mut now = MS;
-        while now < last {
-            now += FAST_INTERVAL_NS;
-            assert_eq!(
-                highs.status(7, 12 * MIB, WAITED, now),
-                Next::Follow,
-                "{now}"
-            );
-        }
+        followed_through(&mut highs, 12 * MIB, WAITED, MS, last);
         let high = High::Requested {
             bytes: 36 * MIB,
             time_ns: MS,
@@ -516,16 +525,9 @@ mod tests {
         highs.snapshotted(7, end, end);
         highs.requested(7, 48 * MIB, end, end);
         let unknown = Activity::Runnable { ran_ns: None };
-        let mut now = end;
-        assert_eq!(highs.status(7, 12 * MIB, unknown, now), Next::Follow);
-        while now < end + FOLLOW_NS - FAST_INTERVAL_NS {
-            now += FAST_INTERVAL_NS;
-            assert_eq!(
-                highs.status(7, 12 * MIB, unknown, now),
-                Next::Follow,
-                "{now}"
-            );
-        }
+        assert_eq!(highs.status(7, 12 * MIB, unknown, end), Next::Follow);
+        let last = end + FOLLOW_NS - FAST_INTERVAL_NS;
+        let now = followed_through(&mut highs, 12 * MIB, unknown, end, last);
         let high = High::Requested {
             bytes: 48 * MIB,
             time_ns: end,
