@@ -21,9 +21,10 @@ const FOLLOW_NS: u64 = 50_000_000;
 const FOLLOW_WALL_NS: u64 = 500_000_000;
 /// CPU time the main thread runs without its RSS rising before the rise is taken as over:
 /// writing fresh memory faults in more than a 64th of a process of up to a few hundred MiB
-/// in 2 ms (a larger one can look quiet midway: the snapshot is then followed on). The kernel brings a
-/// running thread's count in /proc/PID/schedstat up to date only at its tick (every 4 ms
-/// at 250 Hz), so the read a quiet stretch starts from may be that far behind: 4 ms more.
+/// in 2 ms (a larger one can look quiet midway: the snapshot is then followed on). The
+/// kernel brings a running thread's count in /proc/PID/schedstat up to date only at its
+/// tick (every 4 ms at 250 Hz), so the read a quiet stretch starts from may be that far
+/// behind: 4 ms more.
 const QUIET_CPU_NS: u64 = 6_000_000;
 /// What a read's count shows beyond the time since the previous read is carried to the
 /// next reads, up to a tick at 100 Hz.
