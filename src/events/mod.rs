@@ -6,6 +6,7 @@
 
 pub mod calls;
 pub mod heap;
+pub mod made;
 pub mod mpi_nesting;
 pub mod sink;
 pub mod stack;

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::Sender;
 
+use super::made::MadeRanges;
 use super::unmapped::UnmappedLog;
 use crate::failure::lock;
 use crate::hooks::drain::Flusher;
@@ -38,6 +39,9 @@ pub struct Watched {
     /// many more mappings a snapshot or estimate will find than the last one did, without
     /// reading them.
     mappings_made: Mutex<BTreeMap<i32, i64>>,
+    /// The ranges each process's recorded calls mapped: where a snapshot's merged mapping
+    /// is cut again.
+    made: Mutex<BTreeMap<i32, MadeRanges>>,
     /// Where each process unmapped since its base was read: residency not to take from it.
     unmapped: Mutex<BTreeMap<i32, UnmappedLog>>,
 }
@@ -105,6 +109,7 @@ impl Watched {
         lock(&self.pids).remove(&pid);
         lock(&self.bases).remove(&pid);
         lock(&self.mappings_made).remove(&pid);
+        lock(&self.made).remove(&pid);
         lock(&self.unmapped).remove(&pid);
         self.started(pid);
         let mut requests = lock(&self.requests);
@@ -125,6 +130,10 @@ impl Watched {
             .entry(pid)
             .or_default()
             .call(call, args, result);
+        lock(&self.made)
+            .entry(pid)
+            .or_default()
+            .call(call, args, result);
         let change = match call {
             MapCall::Mmap | MapCall::Shmat => 1,
             MapCall::Munmap | MapCall::Shmdt => -1,
@@ -137,6 +146,13 @@ impl Watched {
     /// `before_snapshot`, which sends what the hooks recorded).
     pub fn unmapped_mark(&self, pid: i32) -> u64 {
         lock(&self.unmapped).get(&pid).map_or(0, UnmappedLog::mark)
+    }
+
+    /// The ranges `pid`'s recorded calls mapped, cut to [start, end), in address order.
+    pub fn made_inside(&self, pid: i32, start: u64, end: u64) -> Vec<(u64, u64)> {
+        lock(&self.made)
+            .get(&pid)
+            .map_or_else(Vec::new, |made| made.inside(start, end))
     }
 
     /// `pid`'s mappings made less those removed so far (`mapping_call`).
@@ -156,6 +172,7 @@ impl Watched {
         *lock(&self.images).entry(pid).or_default() += 1;
         // Unknown until the exec is recorded: no snapshot is refused meanwhile.
         lock(&self.programs).remove(&pid);
+        lock(&self.made).remove(&pid);
     }
 
     /// `pid` reached its exit stop, where its last snapshot is taken: nothing read of it
@@ -178,11 +195,17 @@ impl Watched {
         lock(&self.programs).insert(pid, exe.to_string());
     }
 
-    /// Fork child `child` runs its parent's program until it execs.
+    /// Fork child `child` runs its parent's program until it execs, in a copy of its
+    /// parent's mappings.
     pub fn forked(&self, parent: i32, child: i32) {
         let mut programs = lock(&self.programs);
         if let Some(exe) = programs.get(&parent).cloned() {
             programs.insert(child, exe);
+        }
+        drop(programs);
+        let mut made = lock(&self.made);
+        if let Some(ranges) = made.get(&parent).cloned() {
+            made.entry(child).or_insert(ranges);
         }
     }
 

@@ -9,6 +9,7 @@ mod budget;
 mod estimate;
 mod highs;
 pub mod snapshot;
+mod split;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,7 +26,7 @@ use crate::events::{
 use crate::proc::hugetlb::HugetlbDevices;
 use crate::proc::smaps::{parse_smaps_rollup, read_into};
 use crate::proc::status::{parse_status_memory, read_cpu_ns};
-use crate::trace::format::{SamplerCosts, SnapshotReason};
+use crate::trace::format::{MappingResidency, SamplerCosts, SnapshotReason};
 use budget::{
     estimate_cost_now, snapshot_cost_now, thread_cpu_ns, HighsCredit, RollupRate, Size,
     ESTIMATES_PART,
@@ -281,6 +282,8 @@ impl Work {
         if !self.watched.maps_program(pid, mappings) {
             return None;
         }
+        let base_mappings = mappings.len();
+        cut_merged(&self.watched, pid, mappings);
         // A high's delay runs to the snapshot's time, the end of its read.
         if let SnapshotReason::RequestedHigh { delay_ns, .. }
         | SnapshotReason::RssHigh { delay_ns, .. } = reason
@@ -291,7 +294,6 @@ impl Work {
         let rss = mappings.iter().map(|mapping| mapping.rss).sum();
         // Copied before the lock that the tracer's exec handling waits on.
         let base = Arc::new(mappings.clone());
-        let base_mappings = base.len();
         let (output, watched) = (&self.output, &self.watched);
         let sent = self.watched.send_if_same_image(pid, image, || {
             watched.keep_base(pid, image, base, mark);
@@ -454,7 +456,7 @@ impl Work {
             None => (&[][..], &[][..]),
         };
         let estimate::Estimate {
-            mappings,
+            mut mappings,
             sampled,
             pieces,
             recounted,
@@ -479,6 +481,7 @@ impl Work {
         }
         let next_base = Arc::new(pieces);
         let mappings_now = mappings.len();
+        cut_merged(&self.watched, pid, &mut mappings);
         let estimate = EventKind::SmapsSnapshot {
             reason,
             cost_ns,
@@ -647,9 +650,10 @@ impl Residency for Snapshots {
         }
         let image = self.watched.image(pid);
         let mark = self.watched.unmapped_mark(pid);
-        let snapshot = snapshot::take(pid, reason, &mut Vec::new())?;
+        let mut snapshot = snapshot::take(pid, reason, &mut Vec::new())?;
         // The process waits meanwhile: no copy for an estimate after its end.
-        if let EventKind::SmapsSnapshot { mappings, .. } = &snapshot {
+        if let EventKind::SmapsSnapshot { mappings, .. } = &mut snapshot {
+            cut_merged(&self.watched, pid, mappings);
             if reason != SnapshotReason::Exit {
                 self.watched
                     .keep_base(pid, image, Arc::new(mappings.clone()), mark);
@@ -669,4 +673,11 @@ impl Residency for Snapshots {
     fn forked(&self, parent: i32, child: i32) {
         self.watched.forked(parent, child);
     }
+}
+
+/// `mappings` of `pid` with those the kernel merged cut again where the ranges its recorded
+/// calls mapped begin and end (`split`).
+fn cut_merged(watched: &Watched, pid: i32, mappings: &mut Vec<MappingResidency>) {
+    let made = |start, end| watched.made_inside(pid, start, end);
+    *mappings = split::cut_merged(pid, std::mem::take(mappings), made);
 }

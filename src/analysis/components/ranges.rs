@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::events::made::cut_span;
 use crate::trace::format::MapCall;
 use crate::trace::stacks::StackId;
 
@@ -149,36 +150,6 @@ impl CreatedRanges {
         cut_span(&mut self.removed, start, end);
         self.removed.insert(start, (end, (creator, self.now_ns)));
     }
-}
-
-/// Removes [start, end) from `ranges` (by start: end first in each value), cutting ranges
-/// that straddle either end; returns the pieces removed, as (start, end, the rest).
-fn cut_span<T: Copy>(
-    ranges: &mut BTreeMap<u64, (u64, T)>,
-    start: u64,
-    end: u64,
-) -> Vec<(u64, u64, T)> {
-    let mut removed = Vec::new();
-    if end <= start {
-        return removed;
-    }
-    let overlapping: Vec<(u64, u64, T)> = ranges
-        .range(..end)
-        .rev()
-        .take_while(|(_, &(range_end, _))| range_end > start)
-        .map(|(&range_start, &(range_end, rest))| (range_start, range_end, rest))
-        .collect();
-    for (range_start, range_end, rest) in overlapping {
-        ranges.remove(&range_start);
-        if range_start < start {
-            ranges.insert(range_start, (start, rest));
-        }
-        if range_end > end {
-            ranges.insert(end, (range_end, rest));
-        }
-        removed.push((range_start.max(start), range_end.min(end), rest));
-    }
-    removed
 }
 
 fn page_round(length: u64) -> u64 {

@@ -1,0 +1,310 @@
+//! Mappings the kernel merged, cut again. Neighbouring private anonymous mappings of the
+//! same permissions become one in smaps and maps, whoever made them: a program's buffer
+//! mapped beside a block its allocator mapped would be counted whole as the allocator's, and
+//! an MPI library's beside the program's as one of the two. Where the ranges the recorded
+//! calls mapped meet inside such a mapping, it is cut there, and its residency is shared
+//! out by what /proc/PID/pagemap finds in each piece, so that the pieces add up to what
+//! smaps said of the whole.
+
+use std::fs::File;
+
+use crate::proc::pagemap::{count_ranges, PageCounts, PAGE};
+use crate::trace::format::{MappingResidency, MAPPING_SHARED};
+
+const HEAP: &str = "[heap]";
+
+/// `mappings` of `pid`, each private anonymous one (or `[heap]`, which a mapping laid
+/// beside the brk area joins) cut where the ranges `made_inside` gives for it begin and end
+/// inside it. Unchanged when there are none, or pagemap cannot be read.
+pub fn cut_merged(
+    pid: i32,
+    mappings: Vec<MappingResidency>,
+    made_inside: impl Fn(u64, u64) -> Vec<(u64, u64)>,
+) -> Vec<MappingResidency> {
+    let mut buffer = Vec::new();
+    cut(mappings, made_inside, |ranges| {
+        let pagemap = File::open(format!("/proc/{pid}/pagemap")).ok()?;
+        Some(count_ranges(&pagemap, ranges, &mut buffer))
+    })
+}
+
+/// A piece of a mapping cut, and whether a recorded call made it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Piece {
+    start: u64,
+    end: u64,
+    made: bool,
+}
+
+/// `cut_merged` with the pages of the pieces counted by `count` (every piece at once, in
+/// address order).
+fn cut(
+    mappings: Vec<MappingResidency>,
+    made_inside: impl Fn(u64, u64) -> Vec<(u64, u64)>,
+    count: impl FnOnce(&[(u64, u64)]) -> Option<Vec<PageCounts>>,
+) -> Vec<MappingResidency> {
+    // Each mapping's pieces, and where they begin among all pieces.
+    let mut pieces: Vec<Piece> = Vec::new();
+    let mut cuts: Vec<(usize, usize)> = Vec::new();
+    for (index, mapping) in mappings.iter().enumerate() {
+        let anonymous = mapping.path.is_empty() || mapping.path == HEAP;
+        if !anonymous || mapping.flags & MAPPING_SHARED != 0 {
+            continue;
+        }
+        let made = made_inside(mapping.start, mapping.end);
+        let whole = [(mapping.start, mapping.end)];
+        if made.is_empty() || made == whole {
+            continue;
+        }
+        cuts.push((index, pieces.len()));
+        let mut at = mapping.start;
+        for (start, end) in made {
+            if start > at {
+                pieces.push(Piece {
+                    start: at,
+                    end: start,
+                    made: false,
+                });
+            }
+            pieces.push(Piece {
+                start,
+                end,
+                made: true,
+            });
+            at = end;
+        }
+        if at < mapping.end {
+            pieces.push(Piece {
+                start: at,
+                end: mapping.end,
+                made: false,
+            });
+        }
+    }
+    if cuts.is_empty() {
+        return mappings;
+    }
+    let ranges: Vec<(u64, u64)> = pieces
+        .iter()
+        .map(|piece| (piece.start, piece.end))
+        .collect();
+    let Some(counts) = count(&ranges) else {
+        return mappings;
+    };
+    let mut cut_mappings = Vec::with_capacity(mappings.len() + pieces.len());
+    let mut next_cut = cuts.iter().peekable();
+    for (index, mapping) in mappings.into_iter().enumerate() {
+        let Some(&(_, first)) = next_cut.next_if(|&&(cut_index, _)| cut_index == index) else {
+            cut_mappings.push(mapping);
+            continue;
+        };
+        let last = match next_cut.peek() {
+            Some(&&(_, next_first)) => next_first,
+            None => pieces.len(),
+        };
+        cut_mappings.extend(shared_out(
+            &mapping,
+            &pieces[first..last],
+            &counts[first..last],
+        ));
+    }
+    cut_mappings
+}
+
+/// `mapping` as `pieces`, its resident bytes shared out by their present pages and its
+/// swapped ones by their swapped pages (by their sizes when pagemap found none).
+fn shared_out(
+    mapping: &MappingResidency,
+    pieces: &[Piece],
+    counts: &[PageCounts],
+) -> Vec<MappingResidency> {
+    let sizes: Vec<u64> = pieces
+        .iter()
+        .map(|piece| (piece.end - piece.start) / PAGE)
+        .collect();
+    let or_sizes = |weights: Vec<u64>| match weights.iter().sum::<u64>() {
+        0 => sizes.clone(),
+        _ => weights,
+    };
+    let present = or_sizes(counts.iter().map(|count| count.present).collect());
+    let swapped = or_sizes(counts.iter().map(|count| count.swapped).collect());
+    let rss = share(mapping.rss, &present);
+    let pss = share(mapping.pss, &present);
+    let shared = share(mapping.shared, &present);
+    let private_dirty = share(mapping.private_dirty, &present);
+    let anonymous = share(mapping.anonymous, &present);
+    let swap = share(mapping.swap, &swapped);
+    let swap_pss = share(mapping.swap_pss, &swapped);
+    pieces
+        .iter()
+        .enumerate()
+        .map(|(index, piece)| MappingResidency {
+            start: piece.start,
+            end: piece.end,
+            offset: mapping.offset + (piece.start - mapping.start),
+            // What a call mapped beside the brk area is not of it.
+            path: match piece.made {
+                true => String::new(),
+                false => mapping.path.clone(),
+            },
+            rss: rss[index],
+            pss: pss[index],
+            shared: shared[index],
+            private_dirty: private_dirty[index],
+            anonymous: anonymous[index],
+            swap: swap[index],
+            swap_pss: swap_pss[index],
+            ..*mapping
+        })
+        .collect()
+}
+
+/// `total` bytes shared out by `weights` (not all 0) in whole pages, the last share taking
+/// what rounding left: shares add up to `total`, and a weight in pages that matches the
+/// total in pages gets exactly its pages.
+fn share(total: u64, weights: &[u64]) -> Vec<u64> {
+    let sum: u64 = weights.iter().sum();
+    let mut left = total;
+    let mut shares: Vec<u64> = weights
+        .iter()
+        .map(|&weight| {
+            let part = (u128::from(total) * u128::from(weight) / u128::from(sum)) as u64;
+            let part = (part / PAGE * PAGE).min(left);
+            left -= part;
+            part
+        })
+        .collect();
+    if let Some(last) = shares.last_mut() {
+        *last += left;
+    }
+    shares
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proc::pagemap::TestMapping;
+
+    const MIB: u64 = 1 << 20;
+
+    fn anonymous(start: u64, end: u64, rss: u64) -> MappingResidency {
+        MappingResidency {
+            start,
+            end,
+            flags: 3,
+            rss,
+            pss: rss,
+            private_dirty: rss,
+            anonymous: rss,
+            ..MappingResidency::default()
+        }
+    }
+
+    fn present(pages: u64) -> PageCounts {
+        PageCounts {
+            present: pages,
+            ..PageCounts::default()
+        }
+    }
+
+    #[test]
+    fn a_merged_mapping_is_cut_where_the_recorded_ranges_begin_and_end() {
+        let file = MappingResidency {
+            path: "/usr/lib/libc.so.6".into(),
+            ..anonymous(0x1000, 0x5000, 0x4000)
+        };
+        let merged = anonymous(0x10000, 0x10000 + 24 * MIB, 17 * MIB);
+        let alone = anonymous(0x4000000, 0x4001000, 0x1000);
+        let edge = 0x10000 + 16 * MIB;
+        // Each mapping holds made ranges: the file's is not cut, nor the one that a single
+        // call made whole.
+        let made = |start: u64, end: u64| match start {
+            0x10000 => vec![(start, edge), (edge, end)],
+            0x4000000 => vec![(start, end)],
+            _ => vec![(start, (start + end) / 2)],
+        };
+        let mappings = vec![file, merged.clone(), alone];
+        let cut_mappings = cut(mappings, made, |ranges| {
+            assert_eq!(ranges, [(0x10000, edge), (edge, merged.end)]);
+            // The program's 16 MiB written whole beside 1 MiB of the allocator's block.
+            Some(vec![present(16 * MIB / PAGE), present(MIB / PAGE)])
+        });
+        let rss: Vec<(u64, u64, u64, u64)> = cut_mappings
+            .iter()
+            .map(|mapping| (mapping.start, mapping.end, mapping.rss, mapping.pss))
+            .collect();
+        assert_eq!(
+            rss,
+            [
+                (0x1000, 0x5000, 0x4000, 0x4000),
+                (0x10000, edge, 16 * MIB, 16 * MIB),
+                (edge, merged.end, MIB, MIB),
+                (0x4000000, 0x4001000, 0x1000, 0x1000),
+            ]
+        );
+        assert_eq!(cut_mappings[2].offset, 16 * MIB);
+        assert_eq!(cut_mappings[2].flags, 3);
+    }
+
+    #[test]
+    fn a_mapping_beside_the_brk_area_is_cut_from_the_heap() {
+        let heap = MappingResidency {
+            path: HEAP.into(),
+            ..anonymous(0x100000, 0x400000, 0x300000)
+        };
+        // Mapped right below the brk area, which begins at 0x200000.
+        let made = |start: u64, _| vec![(start, 0x200000)];
+        let counts = |_: &[(u64, u64)]| Some(vec![present(0x100), present(0x200)]);
+        let cut_mappings = cut(vec![heap], made, counts);
+        let pieces: Vec<(u64, u64, u64, &str)> = cut_mappings
+            .iter()
+            .map(|mapping| {
+                (
+                    mapping.start,
+                    mapping.end,
+                    mapping.rss,
+                    mapping.path.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            pieces,
+            [
+                (0x100000, 0x200000, 0x100000, ""),
+                (0x200000, 0x400000, 0x200000, HEAP)
+            ]
+        );
+    }
+
+    #[test]
+    fn shares_add_up_to_the_whole_in_pages() {
+        assert_eq!(share(10 * PAGE, &[1, 1, 1]), [3 * PAGE, 3 * PAGE, 4 * PAGE]);
+        assert_eq!(share(5 * PAGE, &[2, 3]), [2 * PAGE, 3 * PAGE]);
+        // smaps read a page more than pagemap found a moment later.
+        assert_eq!(share(6 * PAGE, &[2, 3]), [2 * PAGE, 4 * PAGE]);
+        assert_eq!(share(0, &[2, 3]), [0, 0]);
+    }
+
+    #[test]
+    fn unreadable_pages_leave_the_mappings_whole() {
+        let merged = anonymous(0x10000, 0x30000, 0x1000);
+        let made = |start, _| vec![(start, 0x20000)];
+        let cut_mappings = cut(vec![merged.clone()], made, |_| None);
+        assert_eq!(cut_mappings, [merged]);
+    }
+
+    #[test]
+    fn pieces_of_this_process_get_their_own_resident_pages() {
+        // One mapping, cut in halves as if two recorded ranges met in it.
+        let pages = 64;
+        let mapping = TestMapping::new(2 * pages, libc::PROT_READ | libc::PROT_WRITE);
+        let edge = mapping.start + pages * PAGE;
+        // SAFETY: the first 3 pages of the second half, inside the test's own mapping.
+        unsafe { std::ptr::write_bytes(edge as *mut u8, 1, 3 * PAGE as usize) };
+        let whole = anonymous(mapping.start, mapping.start + 2 * pages * PAGE, 3 * PAGE);
+        let pid = std::process::id() as i32;
+        let cut_mappings = cut_merged(pid, vec![whole], |start, _| vec![(start, edge)]);
+        let rss: Vec<u64> = cut_mappings.iter().map(|mapping| mapping.rss).collect();
+        assert_eq!(rss, [0, 3 * PAGE]);
+    }
+}
