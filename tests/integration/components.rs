@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::common::interactive::{only_child, run_until_ready, send_signal};
 use crate::common::live_process::wait_until;
-use crate::common::report::report_json_with;
+use crate::common::report::{report_json_with, resident_at};
 use crate::common::run::{assert_same_behaviour, clean_command, memsup_binary};
 use crate::common::*;
 
@@ -386,24 +386,6 @@ fn read_own_smaps(pid: u32) -> OwnSmaps {
             .sum(),
         by_path,
     }
-}
-
-/// The resident point of `component` at the snapshot taken at `time_ns` (0 when absent).
-fn resident_at(image: &Value, name: &str, time_ns: u64) -> u64 {
-    let Some(component) = image["components"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == name)
-    else {
-        return 0;
-    };
-    component["resident_timeline"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|point| point[0].as_u64() == Some(time_ns))
-        .map_or(0, |point| point[1].as_u64().unwrap())
 }
 
 #[test]

@@ -41,6 +41,7 @@ mod job_report;
 mod leader_exit;
 mod longjmp_signal;
 mod mappings;
+mod merged_mappings;
 mod mid_prologue;
 mod module_reads;
 mod mpi_both_ways;

@@ -150,3 +150,21 @@ pub fn assert_profile(report: &Value, mode: &str, target: &[String]) {
     assert_eq!(shown, target, "profile.target");
     assert_eq!(profile["memsup_version"], env!("CARGO_PKG_VERSION"));
 }
+
+/// The resident point of `component` at the snapshot taken at `time_ns` (0 when absent).
+pub fn resident_at(image: &Value, name: &str, time_ns: u64) -> u64 {
+    let Some(component) = image["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+    else {
+        return 0;
+    };
+    component["resident_timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|point| point[0].as_u64() == Some(time_ns))
+        .map_or(0, |point| point[1].as_u64().unwrap())
+}
