@@ -46,6 +46,9 @@ impl MadeRanges {
 
     /// The ranges that overlap [start, end), cut to it, in address order.
     pub fn inside(&self, start: u64, end: u64) -> Vec<(u64, u64)> {
+        if end <= start {
+            return Vec::new();
+        }
         // The range holding `start` may begin before it.
         let before = self.ranges.range(..=start).next_back();
         let after = self.ranges.range(start.saturating_add(1)..end);

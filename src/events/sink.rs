@@ -231,10 +231,11 @@ impl EventSink {
     }
 
     /// A process leaves the supervised set as its exit is sent; its mapping calls are
-    /// counted as they are sent.
+    /// counted as they are sent, those of an image until its exec is.
     fn follow_processes_before(&self, pid: u32, kind: &EventKind) {
         match kind {
             EventKind::ProcessExit { .. } => self.shared.watched.remove(pid as i32),
+            EventKind::Exec { .. } => self.shared.watched.exec_sent(pid as i32),
             EventKind::Mapping {
                 call, args, result, ..
             } => self

@@ -172,7 +172,6 @@ impl Watched {
         *lock(&self.images).entry(pid).or_default() += 1;
         // Unknown until the exec is recorded: no snapshot is refused meanwhile.
         lock(&self.programs).remove(&pid);
-        lock(&self.made).remove(&pid);
     }
 
     /// `pid` reached its exit stop, where its last snapshot is taken: nothing read of it
@@ -188,6 +187,12 @@ impl Watched {
         let mut requests = lock(&self.requests);
         requests.snapshots.remove(&pid);
         requests.peaks.remove(&pid);
+    }
+
+    /// `pid`'s exec was sent: the mapping calls of the image it left (the hooks' last
+    /// records among them, sent before it) made nothing in the new one.
+    pub fn exec_sent(&self, pid: i32) {
+        lock(&self.made).remove(&pid);
     }
 
     /// `pid` runs `exe` (recorded at its launch, attach or exec).

@@ -283,7 +283,7 @@ impl Work {
             return None;
         }
         let base_mappings = mappings.len();
-        cut_merged(&self.watched, pid, mappings);
+        *cost_ns += cut_merged(&self.watched, pid, mappings);
         // A high's delay runs to the snapshot's time, the end of its read.
         if let SnapshotReason::RequestedHigh { delay_ns, .. }
         | SnapshotReason::RssHigh { delay_ns, .. } = reason
@@ -461,6 +461,8 @@ impl Work {
             pieces,
             recounted,
         } = estimate::take(pid, (parts, unmapped), rss, &self.hugetlb, &mut self.buffer)?;
+        let mappings_now = mappings.len();
+        cut_merged(&self.watched, pid, &mut mappings);
         let now_ns = monotonic_ns();
         let delay_ns = now_ns.saturating_sub(time_ns);
         let reason = match high {
@@ -480,8 +482,6 @@ impl Work {
             return None;
         }
         let next_base = Arc::new(pieces);
-        let mappings_now = mappings.len();
-        cut_merged(&self.watched, pid, &mut mappings);
         let estimate = EventKind::SmapsSnapshot {
             reason,
             cost_ns,
@@ -652,8 +652,11 @@ impl Residency for Snapshots {
         let mark = self.watched.unmapped_mark(pid);
         let mut snapshot = snapshot::take(pid, reason, &mut Vec::new())?;
         // The process waits meanwhile: no copy for an estimate after its end.
-        if let EventKind::SmapsSnapshot { mappings, .. } = &mut snapshot {
-            cut_merged(&self.watched, pid, mappings);
+        if let EventKind::SmapsSnapshot {
+            mappings, cost_ns, ..
+        } = &mut snapshot
+        {
+            *cost_ns += cut_merged(&self.watched, pid, mappings);
             if reason != SnapshotReason::Exit {
                 self.watched
                     .keep_base(pid, image, Arc::new(mappings.clone()), mark);
@@ -676,8 +679,11 @@ impl Residency for Snapshots {
 }
 
 /// `mappings` of `pid` with those the kernel merged cut again where the ranges its recorded
-/// calls mapped begin and end (`split`).
-fn cut_merged(watched: &Watched, pid: i32, mappings: &mut Vec<MappingResidency>) {
+/// calls mapped begin and end (`split`); returns the CPU time that took, part of the
+/// snapshot's cost.
+fn cut_merged(watched: &Watched, pid: i32, mappings: &mut Vec<MappingResidency>) -> u64 {
+    let cpu = thread_cpu_ns();
     let made = |start, end| watched.made_inside(pid, start, end);
     *mappings = split::cut_merged(pid, std::mem::take(mappings), made);
+    thread_cpu_ns().saturating_sub(cpu)
 }

@@ -48,7 +48,8 @@ fn cut(
     let mut cuts: Vec<(usize, usize)> = Vec::new();
     for (index, mapping) in mappings.iter().enumerate() {
         let anonymous = mapping.path.is_empty() || mapping.path == HEAP;
-        if !anonymous || mapping.flags & MAPPING_SHARED != 0 {
+        let holds = mapping.rss + mapping.swap > 0;
+        if !anonymous || mapping.flags & MAPPING_SHARED != 0 || !holds {
             continue;
         }
         let made = made_inside(mapping.start, mapping.end);
@@ -111,28 +112,30 @@ fn cut(
     cut_mappings
 }
 
-/// `mapping` as `pieces`, its resident bytes shared out by their present pages and its
-/// swapped ones by their swapped pages (by their sizes when pagemap found none).
+/// `mapping` as `pieces`, its resident bytes shared out by their resident pages (present,
+/// but for the zero page, which smaps does not count either) and its swapped ones by their
+/// swapped pages, each piece's share at most its size; whole when pagemap found none of
+/// what smaps did (the process is going, or its pages moved between the reads).
 fn shared_out(
     mapping: &MappingResidency,
     pieces: &[Piece],
     counts: &[PageCounts],
 ) -> Vec<MappingResidency> {
-    let sizes: Vec<u64> = pieces
-        .iter()
-        .map(|piece| (piece.end - piece.start) / PAGE)
+    let resident: Vec<u64> = (counts.iter())
+        .map(|count| count.present - (count.anonymous - count.anonymous_exclusive))
         .collect();
-    let or_sizes = |weights: Vec<u64>| match weights.iter().sum::<u64>() {
-        0 => sizes.clone(),
-        _ => weights,
-    };
-    let present = or_sizes(counts.iter().map(|count| count.present).collect());
-    let swapped = or_sizes(counts.iter().map(|count| count.swapped).collect());
-    let rss = share(mapping.rss, &present);
-    let pss = share(mapping.pss, &present);
-    let shared = share(mapping.shared, &present);
-    let private_dirty = share(mapping.private_dirty, &present);
-    let anonymous = share(mapping.anonymous, &present);
+    let swapped: Vec<u64> = counts.iter().map(|count| count.swapped).collect();
+    let found = |total: u64, weights: &[u64]| total == 0 || weights.iter().sum::<u64>() > 0;
+    if !found(mapping.rss, &resident) || !found(mapping.swap, &swapped) {
+        return vec![mapping.clone()];
+    }
+    let sizes: Vec<u64> = pieces.iter().map(|piece| piece.end - piece.start).collect();
+    let share = |total: u64, weights: &[u64]| share(total, weights, &sizes);
+    let rss = share(mapping.rss, &resident);
+    let pss = share(mapping.pss, &resident);
+    let shared = share(mapping.shared, &resident);
+    let private_dirty = share(mapping.private_dirty, &resident);
+    let anonymous = share(mapping.anonymous, &resident);
     let swap = share(mapping.swap, &swapped);
     let swap_pss = share(mapping.swap_pss, &swapped);
     pieces
@@ -159,21 +162,24 @@ fn shared_out(
         .collect()
 }
 
-/// `total` bytes shared out by `weights` (not all 0) in whole pages, the last share taking
-/// what rounding left: shares add up to `total`, and a weight in pages that matches the
-/// total in pages gets exactly its pages.
-fn share(total: u64, weights: &[u64]) -> Vec<u64> {
-    let sum: u64 = weights.iter().sum();
-    let mut left = total;
-    let mut shares: Vec<u64> = weights
-        .iter()
-        .map(|&weight| {
+/// `total` bytes shared out by `weights` in whole pages, each share at most its `cap`: what
+/// rounding and the caps leave goes to the last pieces with room. Shares add up to `total`
+/// (when the caps allow), and a weight in pages that matches the total in pages gets
+/// exactly its pages.
+fn share(total: u64, weights: &[u64], caps: &[u64]) -> Vec<u64> {
+    let sum: u64 = weights.iter().sum::<u64>().max(1);
+    let mut shares: Vec<u64> = (weights.iter().zip(caps))
+        .map(|(&weight, &cap)| {
             let part = (u128::from(total) * u128::from(weight) / u128::from(sum)) as u64;
-            let part = (part / PAGE * PAGE).min(left);
-            left -= part;
-            part
+            (part / PAGE * PAGE).min(cap)
         })
         .collect();
+    let mut left = total - shares.iter().sum::<u64>();
+    for (share, &cap) in shares.iter_mut().zip(caps).rev() {
+        let added = left.min(cap - *share);
+        *share += added;
+        left -= added;
+    }
     if let Some(last) = shares.last_mut() {
         *last += left;
     }
@@ -277,12 +283,48 @@ mod tests {
     }
 
     #[test]
-    fn shares_add_up_to_the_whole_in_pages() {
-        assert_eq!(share(10 * PAGE, &[1, 1, 1]), [3 * PAGE, 3 * PAGE, 4 * PAGE]);
-        assert_eq!(share(5 * PAGE, &[2, 3]), [2 * PAGE, 3 * PAGE]);
+    fn shares_add_up_to_the_whole_in_pages_each_at_most_its_piece() {
+        let room = [u64::MAX; 3];
+        assert_eq!(
+            share(10 * PAGE, &[1, 1, 1], &room),
+            [3 * PAGE, 3 * PAGE, 4 * PAGE]
+        );
+        assert_eq!(share(5 * PAGE, &[2, 3], &room), [2 * PAGE, 3 * PAGE]);
         // smaps read a page more than pagemap found a moment later.
-        assert_eq!(share(6 * PAGE, &[2, 3]), [2 * PAGE, 4 * PAGE]);
-        assert_eq!(share(0, &[2, 3]), [0, 0]);
+        assert_eq!(share(6 * PAGE, &[2, 3], &room), [2 * PAGE, 4 * PAGE]);
+        assert_eq!(share(0, &[2, 3], &room), [0, 0]);
+        // 16 pages of the first piece were unmapped between the reads: the second, a page
+        // long, keeps its page, and the first takes the rest.
+        assert_eq!(
+            share(17 * PAGE, &[0, 1], &[16 * PAGE, PAGE]),
+            [16 * PAGE, PAGE]
+        );
+    }
+
+    #[test]
+    fn pieces_are_weighed_without_zero_pages_and_kept_whole_when_none_are_found() {
+        let merged = anonymous(0x10000, 0x30000, 0x4000);
+        let made = |start, _| vec![(start, 0x20000)];
+        // The first piece only read (16 zero pages), the second written (4 pages).
+        let read_only = PageCounts {
+            present: 16,
+            anonymous: 16,
+            ..PageCounts::default()
+        };
+        let written = PageCounts {
+            present: 4,
+            anonymous: 4,
+            anonymous_exclusive: 4,
+            exclusive: 4,
+            ..PageCounts::default()
+        };
+        let counts = |_: &[(u64, u64)]| Some(vec![read_only, written]);
+        let rss: Vec<u64> = (cut(vec![merged.clone()], made, counts).iter())
+            .map(|mapping| mapping.rss)
+            .collect();
+        assert_eq!(rss, [0, 0x4000]);
+        let nothing = |_: &[(u64, u64)]| Some(vec![PageCounts::default(); 2]);
+        assert_eq!(cut(vec![merged.clone()], made, nothing), [merged]);
     }
 
     #[test]
