@@ -275,6 +275,45 @@ fn mapping_calls_are_counted_as_they_are_sent() {
     assert_eq!(watched.mappings_made(5), 0);
 }
 
+/// The ranges a process's calls mapped are kept as they are sent, copied to a fork child,
+/// and dropped when its exec is sent: a call of the image it left, sent late, is not of the
+/// new one.
+#[test]
+fn made_ranges_follow_the_calls_sent_until_the_exec() {
+    use crate::trace::format::MapCall;
+    let (sender, _receiver) = crossbeam_channel::unbounded();
+    let watched = Arc::new(Watched::default());
+    let sink = sink_watching(sender, &watched);
+    let mmap = |start: i64, length: u64| EventKind::Mapping {
+        call: MapCall::Mmap,
+        args: [0, length, 3, 0x22, u64::MAX, 0],
+        result: start,
+        stack: RawStack::Caller(0x1000),
+    };
+    watched.insert(5);
+    sink.send(5, 5, mmap(0x10000, 0x2000));
+    sink.send(5, 5, mmap(0x12000, 0x1000));
+    let both = vec![(0x10000, 0x12000), (0x12000, 0x13000)];
+    assert_eq!(watched.made_inside(5, 0x10000, 0x13000), both);
+    watched.insert(6);
+    watched.forked(5, 6);
+    assert_eq!(watched.made_inside(6, 0x10000, 0x13000), both);
+    let exec = EventKind::Exec {
+        exe: "/bin/true".into(),
+        argv: Vec::new(),
+    };
+    watched.exec_begins(5);
+    // Sent between the exec's stop and its event: still the old image's.
+    sink.send(5, 5, mmap(0x20000, 0x1000));
+    assert_eq!(
+        watched.made_inside(5, 0x20000, 0x21000),
+        [(0x20000, 0x21000)]
+    );
+    sink.send(5, 5, exec);
+    assert_eq!(watched.made_inside(5, 0, u64::MAX), []);
+    assert_eq!(watched.made_inside(6, 0x10000, 0x13000), both);
+}
+
 /// What a process unmaps is logged as its calls are sent: an estimate from a base read
 /// before gets it, one from a base read after does not; a base read before the one kept is
 /// not kept, and an estimate from a base replaced meanwhile learns that its ranges are gone.
