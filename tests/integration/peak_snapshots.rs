@@ -384,6 +384,14 @@ fn an_rss_high_of_a_process_whose_snapshot_is_dear_is_estimated_while_it_lasts()
     rss_highs_are_estimated("mapped", 1..=4, 2);
 }
 
+/// dear_spikes' spikes laid right below the 8 MiB block's mapping, which the kernel merges
+/// with it: the estimate counts the merged mapping's new part, and the cut where the calls'
+/// ranges meet gives the spike to the program (unknown under musl), not to the arena.
+#[test]
+fn an_rss_high_in_a_mapping_merged_with_an_allocator_s_is_estimated_while_it_lasts() {
+    rss_highs_are_estimated("merged", 1..=4, 2);
+}
+
 /// dear_spikes' spikes written into one mapping that keeps its shape: the estimate falls
 /// short of the status reads by a whole spike, so the mappings the last snapshot did not
 /// show wholly resident (the 10,000 among them) are counted again, the spike's too. That

@@ -266,7 +266,7 @@ fn build(name: &str, kind: Artifact, codegen: CodeGen) -> PathBuf {
 }
 
 /// Builds `file_name` in the fixtures output directory with `compile` (which must write the
-/// file it is given), unless it is newer than `sources` and `fixture_output.h`; one build at
+/// file it is given), unless it is newer than `sources` and the shared headers; one build at
 /// a time per output, across threads and processes.
 pub fn build_output(file_name: &str, sources: &[PathBuf], compile: impl FnOnce(&Path)) -> PathBuf {
     type Locks = Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>;
@@ -281,7 +281,9 @@ pub fn build_output(file_name: &str, sources: &[PathBuf], compile: impl FnOnce(&
     let _guard = lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let _other_processes = lock_across_processes(&output);
     let mut inputs = sources.to_vec();
-    inputs.push(fixtures_source_dir().join("fixture_output.h"));
+    for header in ["fixture_output.h", "fixture_maps.h"] {
+        inputs.push(fixtures_source_dir().join(header));
+    }
     if !is_fresh(&output, &inputs) {
         compile(&output);
     }
