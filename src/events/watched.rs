@@ -40,8 +40,9 @@ pub struct Watched {
     /// reading them.
     mappings_made: Mutex<BTreeMap<i32, i64>>,
     /// The ranges each process's recorded calls mapped: where a snapshot's merged mapping
-    /// is cut again.
-    made: Mutex<BTreeMap<i32, MadeRanges>>,
+    /// is cut again. None from a process's exec stop until its exec is sent: the calls of
+    /// the image it left, sent meanwhile, made nothing in the new one.
+    made: Mutex<BTreeMap<i32, Option<MadeRanges>>>,
     /// Where each process unmapped since its base was read: residency not to take from it.
     unmapped: Mutex<BTreeMap<i32, UnmappedLog>>,
 }
@@ -130,10 +131,12 @@ impl Watched {
             .entry(pid)
             .or_default()
             .call(call, args, result);
-        lock(&self.made)
+        if let Some(made) = lock(&self.made)
             .entry(pid)
-            .or_default()
-            .call(call, args, result);
+            .or_insert_with(|| Some(MadeRanges::default()))
+        {
+            made.call(call, args, result);
+        }
         let change = match call {
             MapCall::Mmap | MapCall::Shmat => 1,
             MapCall::Munmap | MapCall::Shmdt => -1,
@@ -150,9 +153,10 @@ impl Watched {
 
     /// The ranges `pid`'s recorded calls mapped, cut to [start, end), in address order.
     pub fn made_inside(&self, pid: i32, start: u64, end: u64) -> Vec<(u64, u64)> {
-        lock(&self.made)
-            .get(&pid)
-            .map_or_else(Vec::new, |made| made.inside(start, end))
+        match lock(&self.made).get(&pid) {
+            Some(Some(made)) => made.inside(start, end),
+            _ => Vec::new(),
+        }
     }
 
     /// `pid`'s mappings made less those removed so far (`mapping_call`).
@@ -172,6 +176,7 @@ impl Watched {
         *lock(&self.images).entry(pid).or_default() += 1;
         // Unknown until the exec is recorded: no snapshot is refused meanwhile.
         lock(&self.programs).remove(&pid);
+        lock(&self.made).insert(pid, None);
     }
 
     /// `pid` reached its exit stop, where its last snapshot is taken: nothing read of it
@@ -189,8 +194,7 @@ impl Watched {
         requests.peaks.remove(&pid);
     }
 
-    /// `pid`'s exec was sent: the mapping calls of the image it left (the hooks' last
-    /// records among them, sent before it) made nothing in the new one.
+    /// `pid`'s exec was sent: the mapping calls sent from now on are the new image's.
     pub fn exec_sent(&self, pid: i32) {
         lock(&self.made).remove(&pid);
     }
@@ -209,8 +213,8 @@ impl Watched {
         }
         drop(programs);
         let mut made = lock(&self.made);
-        if let Some(ranges) = made.get(&parent).cloned() {
-            made.entry(child).or_insert(ranges);
+        if let Some(Some(ranges)) = made.get(&parent).cloned() {
+            made.entry(child).or_insert(Some(ranges));
         }
     }
 

@@ -301,13 +301,19 @@ fn parts_inside<'a>(
             && old.end <= mapping.end
             && (old.flags, old.inode) == (mapping.flags, mapping.inode)
             && (old.inode == 0 || old.offset == mapping.offset + (old.start - mapping.start))
-            && same_path(&old.path, &mapping.path)
+            && (same_path(&old.path, &mapping.path) || made_beside_the_heap(old, mapping))
     });
     if inside {
         overlapping
     } else {
         &[]
     }
+}
+
+/// Whether `old` is a piece of `[heap]` that a call mapped beside the brk area, which the
+/// snapshot named apart (`split`).
+fn made_beside_the_heap(old: &MappingResidency, mapping: &MappingResidency) -> bool {
+    old.path.is_empty() && mapping.path == "[heap]"
 }
 
 /// Paths compared without a call to memcmp for the empty path of every anonymous mapping

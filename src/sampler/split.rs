@@ -112,17 +112,23 @@ fn cut(
     cut_mappings
 }
 
-/// `mapping` as `pieces`, its resident bytes shared out by their resident pages (present,
-/// but for the zero page, which smaps does not count either) and its swapped ones by their
-/// swapped pages, each piece's share at most its size; whole when pagemap found none of
-/// what smaps did (the process is going, or its pages moved between the reads).
+/// `mapping` as `pieces`, its resident bytes shared out by their resident pages and its
+/// swapped ones by their swapped pages, each piece's share at most its size; whole when
+/// pagemap found none of what smaps did (the process is going, or its pages moved between
+/// the reads). A private page another process maps too is the zero page (read, never
+/// written), which smaps does not count, unless smaps found pages shared (with a fork
+/// parent or child): then every present page weighs, zero pages being rare beside those.
 fn shared_out(
     mapping: &MappingResidency,
     pieces: &[Piece],
     counts: &[PageCounts],
 ) -> Vec<MappingResidency> {
+    let zero_pages = |count: &PageCounts| match mapping.shared {
+        0 => count.anonymous - count.anonymous_exclusive,
+        _ => 0,
+    };
     let resident: Vec<u64> = (counts.iter())
-        .map(|count| count.present - (count.anonymous - count.anonymous_exclusive))
+        .map(|count| count.present - zero_pages(count))
         .collect();
     let swapped: Vec<u64> = counts.iter().map(|count| count.swapped).collect();
     let found = |total: u64, weights: &[u64]| total == 0 || weights.iter().sum::<u64>() > 0;
@@ -325,6 +331,35 @@ mod tests {
         assert_eq!(rss, [0, 0x4000]);
         let nothing = |_: &[(u64, u64)]| Some(vec![PageCounts::default(); 2]);
         assert_eq!(cut(vec![merged.clone()], made, nothing), [merged]);
+    }
+
+    #[test]
+    fn pages_shared_with_a_fork_parent_weigh_when_smaps_found_shared_pages() {
+        // A fork child's copy: 16 MiB of the program's and 1 MiB of a block, all still
+        // shared with the parent but a page of the block, which the child wrote.
+        let merged = MappingResidency {
+            shared: 17 * MIB - PAGE,
+            ..anonymous(0x10000, 0x10000 + 24 * MIB, 17 * MIB)
+        };
+        let edge = 0x10000 + 16 * MIB;
+        let made = |start, end| vec![(start, edge), (edge, end)];
+        let shared_pages = |pages: u64, written: u64| PageCounts {
+            present: pages,
+            anonymous: pages,
+            anonymous_exclusive: written,
+            exclusive: written,
+            ..PageCounts::default()
+        };
+        let counts = |_: &[(u64, u64)]| {
+            Some(vec![
+                shared_pages(16 * MIB / PAGE, 0),
+                shared_pages(MIB / PAGE, 1),
+            ])
+        };
+        let rss: Vec<u64> = (cut(vec![merged], made, counts).iter())
+            .map(|mapping| mapping.rss)
+            .collect();
+        assert_eq!(rss, [16 * MIB, MIB]);
     }
 
     #[test]

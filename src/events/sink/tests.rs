@@ -275,9 +275,9 @@ fn mapping_calls_are_counted_as_they_are_sent() {
     assert_eq!(watched.mappings_made(5), 0);
 }
 
-/// The ranges a process's calls mapped are kept as they are sent, copied to a fork child,
-/// and dropped when its exec is sent: a call of the image it left, sent late, is not of the
-/// new one.
+/// The ranges a process's calls mapped are kept as they are sent and copied to a fork
+/// child; from its exec's stop they cut nothing, and a call of the image it left, sent
+/// before the exec's event, is not of the new one.
 #[test]
 fn made_ranges_follow_the_calls_sent_until_the_exec() {
     use crate::trace::format::MapCall;
@@ -303,14 +303,15 @@ fn made_ranges_follow_the_calls_sent_until_the_exec() {
         argv: Vec::new(),
     };
     watched.exec_begins(5);
-    // Sent between the exec's stop and its event: still the old image's.
+    // From the exec's stop, the old image's ranges cut nothing, nor do its calls sent
+    // between that stop and the exec's event; the new image's calls count.
+    assert_eq!(watched.made_inside(5, 0x10000, 0x13000), []);
     sink.send(5, 5, mmap(0x20000, 0x1000));
-    assert_eq!(
-        watched.made_inside(5, 0x20000, 0x21000),
-        [(0x20000, 0x21000)]
-    );
+    assert_eq!(watched.made_inside(5, 0x20000, 0x21000), []);
     sink.send(5, 5, exec);
     assert_eq!(watched.made_inside(5, 0, u64::MAX), []);
+    sink.send(5, 5, mmap(0x30000, 0x1000));
+    assert_eq!(watched.made_inside(5, 0, u64::MAX), [(0x30000, 0x31000)]);
     assert_eq!(watched.made_inside(6, 0x10000, 0x13000), both);
 }
 
