@@ -46,8 +46,8 @@ fn a_mapping_merged_with_an_allocator_s_is_counted_apart() {
             // dozen, or a few hundred with the C library linked in.
             let (mapping_holder, own_pages) = match variant {
                 Variant::Musl => (unknown, 0),
-                Variant::Static => (app - 8 * MIB, MIB),
-                _ => (app - 8 * MIB, 256 * KIB),
+                Variant::Static => (app.saturating_sub(8 * MIB), MIB),
+                _ => (app.saturating_sub(8 * MIB), 256 * KIB),
             };
             assert!(
                 (16 * MIB..=16 * MIB + own_pages).contains(&mapping_holder),
