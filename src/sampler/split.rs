@@ -85,13 +85,29 @@ fn cut(
     if cuts.is_empty() {
         return mappings;
     }
-    let ranges: Vec<(u64, u64)> = pieces
-        .iter()
-        .map(|piece| (piece.start, piece.end))
+    // Each mapping's largest piece is what smaps found less the others: its pages, often
+    // nearly all of the mapping's, are not walked again.
+    let largest: Vec<usize> = (cuts.iter().enumerate())
+        .map(|(number, &(_, first))| {
+            let last = cuts.get(number + 1).map_or(pieces.len(), |&(_, next)| next);
+            (first..last)
+                .max_by_key(|&index| pieces[index].end - pieces[index].start)
+                .expect("a cut mapping has pieces")
+        })
         .collect();
-    let Some(counts) = count(&ranges) else {
+    let counted: Vec<usize> = (0..pieces.len())
+        .filter(|index| largest.binary_search(index).is_err())
+        .collect();
+    let ranges: Vec<(u64, u64)> = (counted.iter())
+        .map(|&index| (pieces[index].start, pieces[index].end))
+        .collect();
+    let Some(found) = count(&ranges) else {
         return mappings;
     };
+    let mut counts: Vec<Option<PageCounts>> = vec![None; pieces.len()];
+    for (&index, found) in counted.iter().zip(found) {
+        counts[index] = Some(found);
+    }
     let mut cut_mappings = Vec::with_capacity(mappings.len() + pieces.len());
     let mut next_cut = cuts.iter().peekable();
     for (index, mapping) in mappings.into_iter().enumerate() {
@@ -113,24 +129,31 @@ fn cut(
 }
 
 /// `mapping` as `pieces`, its resident bytes shared out by their resident pages and its
-/// swapped ones by their swapped pages, each piece's share at most its size; whole when
-/// pagemap found none of what smaps did (the process is going, or its pages moved between
-/// the reads). A private page another process maps too is the zero page (read, never
-/// written), which smaps does not count, unless smaps found pages shared (with a fork
-/// parent or child): then every present page weighs, zero pages being rare beside those.
+/// swapped ones by their swapped pages, each piece's share at most its size. The piece not
+/// counted (None: the largest) weighs what smaps found less what the others weigh. Whole
+/// when that leaves no weight for what smaps found (pages moved between the reads). A
+/// private page another process maps too is the zero page (read, never written), which
+/// smaps does not count, unless smaps found pages shared (with a fork parent or child):
+/// then every present page weighs, zero pages being rare beside those.
 fn shared_out(
     mapping: &MappingResidency,
     pieces: &[Piece],
-    counts: &[PageCounts],
+    counts: &[Option<PageCounts>],
 ) -> Vec<MappingResidency> {
     let zero_pages = |count: &PageCounts| match mapping.shared {
         0 => count.anonymous - count.anonymous_exclusive,
         _ => 0,
     };
-    let resident: Vec<u64> = (counts.iter())
-        .map(|count| count.present - zero_pages(count))
-        .collect();
-    let swapped: Vec<u64> = counts.iter().map(|count| count.swapped).collect();
+    let weights = |weight: &dyn Fn(&PageCounts) -> u64, total: u64| {
+        let counted: u64 = counts.iter().flatten().map(weight).sum();
+        let rest = (total / PAGE).saturating_sub(counted);
+        let each = counts
+            .iter()
+            .map(|count| count.as_ref().map_or(rest, weight));
+        each.collect::<Vec<u64>>()
+    };
+    let resident = weights(&|count| count.present - zero_pages(count), mapping.rss);
+    let swapped = weights(&|count| count.swapped, mapping.swap);
     let found = |total: u64, weights: &[u64]| total == 0 || weights.iter().sum::<u64>() > 0;
     if !found(mapping.rss, &resident) || !found(mapping.swap, &swapped) {
         return vec![mapping.clone()];
@@ -237,9 +260,10 @@ mod tests {
         };
         let mappings = vec![file, merged.clone(), alone];
         let cut_mappings = cut(mappings, made, |ranges| {
-            assert_eq!(ranges, [(0x10000, edge), (edge, merged.end)]);
-            // The program's 16 MiB written whole beside 1 MiB of the allocator's block.
-            Some(vec![present(16 * MIB / PAGE), present(MIB / PAGE)])
+            // The largest piece, the program's 16 MiB written whole, is what smaps found
+            // less the rest: 1 MiB of the allocator's block, counted.
+            assert_eq!(ranges, [(edge, merged.end)]);
+            Some(vec![present(MIB / PAGE)])
         });
         let rss: Vec<(u64, u64, u64, u64)> = cut_mappings
             .iter()
@@ -266,7 +290,7 @@ mod tests {
         };
         // Mapped right below the brk area, which begins at 0x200000.
         let made = |start: u64, _| vec![(start, 0x200000)];
-        let counts = |_: &[(u64, u64)]| Some(vec![present(0x100), present(0x200)]);
+        let counts = |_: &[(u64, u64)]| Some(vec![present(0x100)]);
         let cut_mappings = cut(vec![heap], made, counts);
         let pieces: Vec<(u64, u64, u64, &str)> = cut_mappings
             .iter()
@@ -308,41 +332,44 @@ mod tests {
     }
 
     #[test]
-    fn pieces_are_weighed_without_zero_pages_and_kept_whole_when_none_are_found() {
-        let merged = anonymous(0x10000, 0x30000, 0x4000);
-        let made = |start, _| vec![(start, 0x20000)];
-        // The first piece only read (16 zero pages), the second written (4 pages).
+    fn pieces_are_weighed_without_zero_pages() {
+        let merged = anonymous(0x10000, 0x40000, 0x4000);
+        // The first piece only read (16 zero pages), the second written (its page); the
+        // third, the largest, holds what smaps found less those: 3 pages.
         let read_only = PageCounts {
             present: 16,
             anonymous: 16,
             ..PageCounts::default()
         };
         let written = PageCounts {
-            present: 4,
-            anonymous: 4,
-            anonymous_exclusive: 4,
-            exclusive: 4,
+            present: 1,
+            anonymous: 1,
+            anonymous_exclusive: 1,
+            exclusive: 1,
             ..PageCounts::default()
         };
-        let counts = |_: &[(u64, u64)]| Some(vec![read_only, written]);
-        let rss: Vec<u64> = (cut(vec![merged.clone()], made, counts).iter())
+        let made = |start, _| vec![(start, 0x20000), (0x20000, 0x21000)];
+        let counts = |ranges: &[(u64, u64)]| {
+            assert_eq!(ranges, [(0x10000, 0x20000), (0x20000, 0x21000)]);
+            Some(vec![read_only, written])
+        };
+        let rss: Vec<u64> = (cut(vec![merged], made, counts).iter())
             .map(|mapping| mapping.rss)
             .collect();
-        assert_eq!(rss, [0, 0x4000]);
-        let nothing = |_: &[(u64, u64)]| Some(vec![PageCounts::default(); 2]);
-        assert_eq!(cut(vec![merged.clone()], made, nothing), [merged]);
+        assert_eq!(rss, [0, 0x1000, 0x3000]);
     }
 
     #[test]
     fn pages_shared_with_a_fork_parent_weigh_when_smaps_found_shared_pages() {
-        // A fork child's copy: 16 MiB of the program's and 1 MiB of a block, all still
-        // shared with the parent but a page of the block, which the child wrote.
+        // A fork child's copy: 4 MiB of the program's and 4 MiB of a block, all still
+        // shared with the parent but a page of the block, which the child wrote; beside
+        // them 16 MiB never touched, the largest piece, which holds what is left.
         let merged = MappingResidency {
-            shared: 17 * MIB - PAGE,
-            ..anonymous(0x10000, 0x10000 + 24 * MIB, 17 * MIB)
+            shared: 8 * MIB - PAGE,
+            ..anonymous(0x10000, 0x10000 + 24 * MIB, 8 * MIB)
         };
-        let edge = 0x10000 + 16 * MIB;
-        let made = |start, end| vec![(start, edge), (edge, end)];
+        let (first, second) = (0x10000 + 4 * MIB, 0x10000 + 8 * MIB);
+        let made = |start, end| vec![(start, first), (first, second), (second, end)];
         let shared_pages = |pages: u64, written: u64| PageCounts {
             present: pages,
             anonymous: pages,
@@ -351,15 +378,13 @@ mod tests {
             ..PageCounts::default()
         };
         let counts = |_: &[(u64, u64)]| {
-            Some(vec![
-                shared_pages(16 * MIB / PAGE, 0),
-                shared_pages(MIB / PAGE, 1),
-            ])
+            let pages = 4 * MIB / PAGE;
+            Some(vec![shared_pages(pages, 0), shared_pages(pages, 1)])
         };
         let rss: Vec<u64> = (cut(vec![merged], made, counts).iter())
             .map(|mapping| mapping.rss)
             .collect();
-        assert_eq!(rss, [16 * MIB, MIB]);
+        assert_eq!(rss, [4 * MIB, 4 * MIB, 0]);
     }
 
     #[test]
@@ -376,12 +401,13 @@ mod tests {
         let pages = 64;
         let mapping = TestMapping::new(2 * pages, libc::PROT_READ | libc::PROT_WRITE);
         let edge = mapping.start + pages * PAGE;
-        // SAFETY: the first 3 pages of the second half, inside the test's own mapping.
-        unsafe { std::ptr::write_bytes(edge as *mut u8, 1, 3 * PAGE as usize) };
+        // SAFETY: the first 3 pages, inside the test's own mapping. The halves are as large:
+        // the second, the last, is the one not counted.
+        unsafe { std::ptr::write_bytes(mapping.start as *mut u8, 1, 3 * PAGE as usize) };
         let whole = anonymous(mapping.start, mapping.start + 2 * pages * PAGE, 3 * PAGE);
         let pid = std::process::id() as i32;
         let cut_mappings = cut_merged(pid, vec![whole], |start, _| vec![(start, edge)]);
         let rss: Vec<u64> = cut_mappings.iter().map(|mapping| mapping.rss).collect();
-        assert_eq!(rss, [0, 3 * PAGE]);
+        assert_eq!(rss, [3 * PAGE, 0]);
     }
 }
