@@ -99,7 +99,17 @@ fn spikes_are_snapshotted_while_they_last(args: &[&str], prints: &str, spike: u6
                 }
                 kind => {
                     assert_eq!(kind, Some("rss"), "{what}");
-                    assert!(high_ns + 2_000 >= peak_ns, "{what}: peak at {peak_ns}");
+                    // Seen by a status read after the peak's allocation; or, on a loaded
+                    // machine, by one before it (the 4 MiB block being written) that asked
+                    // for a snapshot whose read began only once the spike was written, the
+                    // requested high then being shown by it: that read's RSS held no spike.
+                    if high_ns + 2_000 < peak_ns {
+                        let seen = number(snapshot, "/high/bytes");
+                        assert!(
+                            seen < top,
+                            "{what}: RSS {seen} before the peak at {peak_ns}"
+                        );
+                    }
                 }
             }
             eprintln!(
