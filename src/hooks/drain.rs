@@ -18,6 +18,7 @@ use super::mpi_fold::{CallKey, MpiFold};
 use super::mpi_slots::{Sum, SummedCalls};
 use super::ring::{Area, Drainer, RawRecord};
 use super::stack_section::{SegmentTable, StackSection};
+use super::switch::Switch;
 use crate::events::calls::{mapping_result, returned_call};
 use crate::events::heap::{IntegerMap, IntegerSet};
 use crate::events::mpi_nesting::MpiNesting;
@@ -74,6 +75,9 @@ pub struct Finished {
     /// What its stack walks cost; None when the hooks recorded callers only.
     pub stacks: Option<HookStackCosts>,
     pub calls: HookCallCosts,
+    /// Times its hooks found the heartbeat stale and switched themselves off: the calls
+    /// made until the heartbeat thread switched them back on went unrecorded.
+    pub switched_off: u64,
 }
 
 struct Image {
@@ -113,6 +117,7 @@ struct Image {
 struct AreaHandle {
     area: Area,
     _local: SharedArea,
+    switch: Switch,
 }
 
 struct Shared {
@@ -229,6 +234,7 @@ impl Drain {
         let handle = Arc::new(AreaHandle {
             area,
             _local: shared_area,
+            switch: Switch::default(),
         });
         let drainer = Drainer::new(&handle.area);
         lock(&self.shared.beating).push(Arc::clone(&handle));
@@ -390,6 +396,7 @@ impl Drain {
             counters: image.counters,
             stacks,
             calls,
+            switched_off: image.area.switch.times_off(area),
         })
     }
 
@@ -412,13 +419,6 @@ impl Drain {
             }
             drain_image(&self.shared, pid, image, Pass::Published);
             image.vfork_children.retain(|_, c| *c != child);
-        }
-    }
-
-    /// Makes `pid`'s hooks pass through (a detach that cannot remove them).
-    pub fn disable(&self, pid: u32) {
-        if let Some(image) = lock(&self.shared.images).get(&pid) {
-            image.area.area.set_enabled(false);
         }
     }
 }
@@ -482,6 +482,7 @@ fn heartbeat_loop(shared: &Shared) {
         let now = rdtsc();
         for handle in lock(&shared.beating).iter() {
             handle.area.heartbeat(now);
+            handle.switch.back_on(&handle.area);
         }
         std::thread::sleep(HEARTBEAT_EVERY);
     }

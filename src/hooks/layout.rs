@@ -27,7 +27,8 @@ pub mod header {
     /// Records per ring, a power of two.
     pub const CAPACITY: u64 = 16;
     /// u32: 1 while hooks record; 0 makes every hook pass straight through to the
-    /// allocator. memsup clears it at detach; a producer clears it when nobody drains.
+    /// allocator. memsup clears it at detach; a producer clears it when nobody drains, and
+    /// memsup's heartbeat sets it again if memsup was only slow.
     pub const ENABLED: u64 = 24;
     /// u32: what a producer does when its ring is full: `POLICY_WAIT` or `POLICY_DROP`.
     pub const POLICY: u64 = 28;

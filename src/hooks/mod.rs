@@ -16,6 +16,7 @@ pub mod placement;
 pub mod relocate;
 pub mod ring;
 pub mod stack_section;
+mod switch;
 pub mod trailer;
 
 #[cfg(test)]

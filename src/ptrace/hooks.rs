@@ -446,6 +446,18 @@ impl Tracer<'_> {
             self.send(pid, pid, EventKind::HookStacks(costs));
         }
         self.send(pid, pid, EventKind::HookCalls(finished.calls));
+        if finished.switched_off > 0 {
+            let times = match finished.switched_off {
+                1 => "once".to_string(),
+                n => format!("{n} times"),
+            };
+            self.warn(
+                pid,
+                format!(
+                    "its hooks found memsup's heartbeat over a second old {times} (memsup starved of CPU) and passed calls through until its heartbeat switched them back on or the image ended: calls made meanwhile are missing, and blocks freed then stay live"
+                ),
+            );
+        }
     }
 
     /// Detach (every int3 already removed): every entry gets its bytes back; the code pages

@@ -74,6 +74,7 @@ mod snapshot;
 mod snapshot_repeat;
 mod stack_tree;
 mod stacks;
+mod stale_heartbeat;
 mod stdin_lines;
 mod step_over;
 mod text_report;

@@ -28,9 +28,15 @@ impl AttachWindow {
     /// them; what it does next happens before any signal sent to them from now on is
     /// delivered, since ptrace hands such signals to memsup first).
     pub fn open(pids: &[u32], options: &[&str]) -> AttachWindow {
+        AttachWindow::open_with_env(pids, options, &[])
+    }
+
+    /// `open`, with memsup's environment holding `env` too.
+    pub fn open_with_env(pids: &[u32], options: &[&str], env: &[(&str, &str)]) -> AttachWindow {
         let directory = tempfile::tempdir().expect("a temporary directory");
         let mut command = clean_command(memsup_binary());
         command
+            .envs(env.iter().copied())
             .arg("attach")
             .arg("-o")
             .arg(directory.path().join("attach.msup"))

@@ -1,0 +1,60 @@
+//! Hooks switch themselves off when the heartbeat looks stale, taking memsup for dead. memsup
+//! may be only starved of CPU for a second (a loaded machine, a paused VM): the heartbeat
+//! thread, running again, switches them back on and counts it, so that the recording goes
+//! on and the profile says what it missed. memsup switches hooks off itself only at a
+//! detach, once `Drain::finish` took the area off the heartbeat's list: this never undoes one.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::ring::Area;
+
+#[derive(Debug, Default)]
+pub struct Switch {
+    back_on: AtomicU64,
+}
+
+impl Switch {
+    /// Switches hooks that switched themselves off back on; true when it did.
+    pub fn back_on(&self, area: &Area) -> bool {
+        if area.enabled() {
+            return false;
+        }
+        area.set_enabled(true);
+        self.back_on.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    /// Times the hooks switched themselves off: those switched back on, and one more when
+    /// they are off now.
+    pub fn times_off(&self, area: &Area) -> u64 {
+        self.back_on.load(Ordering::Relaxed) + u64::from(!area.enabled())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hooks::layout;
+
+    #[test]
+    fn hooks_that_switched_themselves_off_are_switched_back_on_and_counted() {
+        let words = layout::rings_end(1, 4) as usize / 8;
+        let mut buffer = vec![0u64; words];
+        // SAFETY: the buffer outlives the area.
+        let area = unsafe { Area::new(buffer.as_mut_ptr().cast(), words * 8) };
+        area.initialise(1, 4, layout::POLICY_WAIT, 0, 0);
+        let switch = Switch::default();
+        assert!(!switch.back_on(&area), "on already");
+        assert_eq!(switch.times_off(&area), 0);
+        // A hook found the heartbeat stale.
+        area.set_enabled(false);
+        assert_eq!(switch.times_off(&area), 1, "off now");
+        assert!(switch.back_on(&area));
+        assert!(area.enabled());
+        assert_eq!(switch.times_off(&area), 1);
+        area.set_enabled(false);
+        assert!(switch.back_on(&area));
+        area.set_enabled(false);
+        assert_eq!(switch.times_off(&area), 3, "twice back on, off again now");
+    }
+}
