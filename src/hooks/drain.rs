@@ -75,8 +75,9 @@ pub struct Finished {
     /// What its stack walks cost; None when the hooks recorded callers only.
     pub stacks: Option<HookStackCosts>,
     pub calls: HookCallCosts,
-    /// Times its hooks found the heartbeat stale and switched themselves off: the calls
-    /// made until the heartbeat thread switched them back on went unrecorded.
+    /// Times its hooks found the heartbeat stale and switched themselves off (counted by
+    /// the heartbeats that found them so, and at the end): the calls made until the
+    /// heartbeat thread switched them back on went unrecorded.
     pub switched_off: u64,
 }
 
@@ -420,6 +421,17 @@ impl Drain {
             drain_image(&self.shared, pid, image, Pass::Published);
             image.vfork_children.retain(|_, c| *c != child);
         }
+    }
+}
+
+impl Drain {
+    /// Runs `switch_off`, which marks an area switched off by memsup
+    /// (`header::OFF_BY_MEMSUP`) and then clears its `ENABLED` through the target's memory,
+    /// with the heartbeat held: it never switches that area back on, whichever image it is
+    /// registered for.
+    pub fn switch_off<T>(&self, switch_off: impl FnOnce() -> T) -> T {
+        let _held = lock(&self.shared.beating);
+        switch_off()
     }
 }
 

@@ -78,6 +78,10 @@ pub mod header {
     /// Byte offset of the MPI section (`mpi`) from the area's start, 0 for none: MPI hooks
     /// then write a record at entry and at return.
     pub const MPI_OFFSET: u64 = 176;
+    /// u32: 1 once memsup switched the hooks off for good (a detach, an earlier memsup's
+    /// leftovers), written before `ENABLED`: its heartbeat switches hooks back on only
+    /// where they switched themselves off. No hook reads it.
+    pub const OFF_BY_MEMSUP: u64 = 184;
     /// Counters the hooks add to now and then, on a cache line of their own (every hook
     /// reads the lines above): times a producer slept on a full ring, and the timed calls
     /// that did not wait for room with the TSC ticks they spent in the record routine (the

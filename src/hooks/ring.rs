@@ -132,6 +132,8 @@ impl Area {
         self.u64_at(header::MPI_OFFSET)
             .store(if has_mpi { mpi } else { 0 }, Ordering::Relaxed);
         self.u32_at(header::MPI_TAKEN).store(0, Ordering::Relaxed);
+        self.u32_at(header::OFF_BY_MEMSUP)
+            .store(0, Ordering::Relaxed);
         self.u64_at(header::MAGIC)
             .store(layout::MAGIC, Ordering::Relaxed);
         self.set_enabled(true);
@@ -207,6 +209,11 @@ impl Area {
 
     pub fn enabled(&self) -> bool {
         self.u32_at(header::ENABLED).load(Ordering::Acquire) != 0
+    }
+
+    /// Whether memsup switched the hooks off for good (`header::OFF_BY_MEMSUP`).
+    pub fn off_by_memsup(&self) -> bool {
+        self.u32_at(header::OFF_BY_MEMSUP).load(Ordering::Acquire) != 0
     }
 
     pub fn heartbeat(&self, tsc: u64) {

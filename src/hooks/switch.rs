@@ -1,8 +1,10 @@
 //! Hooks switch themselves off when the heartbeat looks stale, taking memsup for dead. memsup
-//! may be only starved of CPU for a second (a loaded machine, a paused VM): the heartbeat
-//! thread, running again, switches them back on and counts it, so that the recording goes
-//! on and the profile says what it missed. memsup switches hooks off itself only at a
-//! detach, once `Drain::finish` took the area off the heartbeat's list: this never undoes one.
+//! may be only stopped or starved of CPU for a second (a loaded machine, a paused VM): the
+//! heartbeat thread, running again, switches them back on and counts it, so that the
+//! recording goes on and the profile says what it missed. Never hooks memsup switched off
+//! for good: it marks those (`header::OFF_BY_MEMSUP`) before it clears `ENABLED`, with the
+//! heartbeat held (`Drain::switch_off`), whichever image the area serves (a fork child may
+//! share its parent's).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -16,7 +18,7 @@ pub struct Switch {
 impl Switch {
     /// Switches hooks that switched themselves off back on; true when it did.
     pub fn back_on(&self, area: &Area) -> bool {
-        if area.enabled() {
+        if area.enabled() || area.off_by_memsup() {
             return false;
         }
         area.set_enabled(true);
@@ -24,17 +26,18 @@ impl Switch {
         true
     }
 
-    /// Times the hooks switched themselves off: those switched back on, and one more when
-    /// they are off now.
+    /// Heartbeats that found the hooks switched off by themselves (several switch-offs
+    /// between two heartbeats count once), and one more when they are so now.
     pub fn times_off(&self, area: &Area) -> u64 {
-        self.back_on.load(Ordering::Relaxed) + u64::from(!area.enabled())
+        let off_now = !area.enabled() && !area.off_by_memsup();
+        self.back_on.load(Ordering::Relaxed) + u64::from(off_now)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hooks::layout;
+    use crate::hooks::layout::{self, header};
 
     #[test]
     fn hooks_that_switched_themselves_off_are_switched_back_on_and_counted() {
@@ -56,5 +59,30 @@ mod tests {
         assert!(switch.back_on(&area));
         area.set_enabled(false);
         assert_eq!(switch.times_off(&area), 3, "twice back on, off again now");
+    }
+
+    #[test]
+    fn hooks_memsup_switched_off_stay_off_and_are_not_counted() {
+        let words = layout::rings_end(1, 4) as usize / 8;
+        let mut buffer = vec![0u64; words];
+        // SAFETY: the buffer outlives the area.
+        let area = unsafe { Area::new(buffer.as_mut_ptr().cast(), words * 8) };
+        area.initialise(1, 4, layout::POLICY_WAIT, 0, 0);
+        let switch = Switch::default();
+        area.set_enabled(false);
+        assert!(switch.back_on(&area));
+        // What a detach writes through the target's memory: the mark, then the switch.
+        buffer[header::OFF_BY_MEMSUP as usize / 8] |= 1;
+        area.set_enabled(false);
+        assert!(!switch.back_on(&area));
+        assert!(!area.enabled());
+        assert_eq!(
+            switch.times_off(&area),
+            1,
+            "only the time they did themselves"
+        );
+        // A new memsup's area starts unmarked.
+        area.initialise(1, 4, layout::POLICY_WAIT, 0, 0);
+        assert!(!area.off_by_memsup());
     }
 }

@@ -8,7 +8,7 @@ use crate::breakpoints::table::ProbeKind;
 use crate::error::{Error, Result};
 use crate::events::EventKind;
 use crate::hooks::code::CpuSource;
-use crate::hooks::drain::{op_of, op_of_map_call, ring_capacity, ring_count};
+use crate::hooks::drain::{op_of, op_of_map_call, ring_capacity, ring_count, Drain};
 use crate::hooks::inject::Injector;
 use crate::hooks::layout::{area_bytes, header, rings_end, Hook, Op};
 use crate::hooks::placement::{page_bytes, plan, Target};
@@ -16,6 +16,7 @@ use crate::module::loaded::LoadedModule;
 use crate::ptrace::detach::stub_is_mapped;
 use crate::ptrace::inject::choose_live_injector;
 use crate::ptrace::leave_hooks::HookCode;
+use crate::ptrace::memory::TraceeMemory;
 use crate::ptrace::patch_clearance::PatchedBytes;
 use crate::ptrace::regs;
 use crate::ptrace::state::{PatchedEntry, ProcessHooks};
@@ -454,7 +455,7 @@ impl Tracer<'_> {
             self.warn(
                 pid,
                 format!(
-                    "its hooks found memsup's heartbeat over a second old {times} (memsup starved of CPU) and passed calls through until its heartbeat switched them back on or the image ended: calls made meanwhile are missing, and blocks freed then stay live"
+                    "its hooks found memsup's heartbeat over a second old {times} (memsup stopped or starved of CPU) and passed calls through until memsup switched them back on or the image ended: calls made meanwhile are missing, blocks freed then stay live, and blocks allocated then are unknown frees"
                 ),
             );
         }
@@ -470,8 +471,7 @@ impl Tracer<'_> {
         let process = self.processes.get_mut(&pid).expect("checked");
         // Off through the target's memory: the drain has let go of the image already
         // (`finish_image`), and a rendezvous hook waiting in the page leaves once it reads 0.
-        let enabled = hooks.area + header::ENABLED;
-        let _ = process.memory.write_data(enabled, &0u32.to_le_bytes());
+        switch_hooks_off(self.drain.as_ref(), process.memory.as_mut(), hooks.area);
         for entry in &hooks.patched {
             let mut current = vec![0u8; entry.original.len()];
             let bytes = match process.memory.read(entry.address, &mut current) {
@@ -547,4 +547,19 @@ fn shares_memory(a: i32, b: i32) -> bool {
     let order = unsafe { libc::syscall(libc::SYS_kcmp, a, b, KCMP_VM, 0, 0) };
     // 1 and 2 order two different objects; 3: different, without an order.
     !(1..=3).contains(&order)
+}
+
+/// Switches the hooks of the area at `area` in `memory`'s process off for good: marked as
+/// memsup's doing before `ENABLED` is cleared, with the heartbeat held, so that it never
+/// switches them back on (the area may serve another image too: a fork child shares its
+/// parent's until it has its own).
+pub(super) fn switch_hooks_off(drain: Option<&Drain>, memory: &mut dyn TraceeMemory, area: u64) {
+    let mut write = || {
+        let _ = memory.write_data(area + header::OFF_BY_MEMSUP, &1u32.to_le_bytes());
+        let _ = memory.write_data(area + header::ENABLED, &0u32.to_le_bytes());
+    };
+    match drain {
+        Some(drain) => drain.switch_off(write),
+        None => write(),
+    }
 }

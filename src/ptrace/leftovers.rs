@@ -11,6 +11,7 @@ use crate::events::EventKind;
 use crate::hooks::layout::{header, MAGIC};
 use crate::hooks::trailer::Trailer;
 use crate::proc::maps::read_maps;
+use crate::ptrace::hooks::switch_hooks_off;
 use crate::ptrace::inject::{PAGE_SIZE, SCRATCH_MAGIC};
 use crate::ptrace::inside::{in_ranges, InsideCheck};
 use crate::ptrace::memory::RemoteMemory;
@@ -106,7 +107,7 @@ impl Tracer<'_> {
     /// made: undoes what an earlier memsup left (module comment).
     pub(crate) fn remove_leftovers(&mut self, pid: i32, tids: &[i32], injector: i32) {
         let check = InsideCheck::for_process(pid, &self.modules);
-        let Ok(process) = self.process_mut(pid) else {
+        let Some(process) = self.processes.get_mut(&pid) else {
             return;
         };
         let own_scratch = process.scratch.as_ref().map(|scratch| scratch.base);
@@ -116,9 +117,7 @@ impl Tracer<'_> {
         }
         // Off first: a hook reads ENABLED before anything else and then passes through.
         for &(area, _) in &found.areas {
-            let _ = process
-                .memory
-                .write_data(area + header::ENABLED, &0u32.to_le_bytes());
+            switch_hooks_off(self.drain.as_ref(), process.memory.as_mut(), area);
         }
         let mut restored = 0;
         // Pages an entry still jumps into (its bytes could not be written back) stay.

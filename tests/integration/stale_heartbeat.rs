@@ -40,6 +40,15 @@ fn run_round(program: &mut Running, round: u32) {
     );
 }
 
+/// Sends SIGCONT to a process when dropped.
+struct Resumed(u32);
+
+impl Drop for Resumed {
+    fn drop(&mut self) {
+        send_signal(self.0, libc::SIGCONT);
+    }
+}
+
 /// Whether the hooks in `pid` record: the `ENABLED` word of its hook area.
 fn hooks_enabled(pid: u32) -> bool {
     let areas = hook_mappings(pid);
@@ -77,13 +86,16 @@ fn hooks_that_took_a_stopped_memsup_for_dead_are_switched_back_on_and_say_what_t
     assert!(hooks_enabled(program.pid), "hooks recording once attached");
     let memsup = window.memsup_pid();
     send_signal(memsup, libc::SIGSTOP);
+    // Declared after the window, so dropped before it: a failure while memsup is stopped
+    // lets it run again for the window's detach.
+    let stopped = Resumed(memsup);
     wait_until("memsup stopped", EVENT_TIMEOUT, || {
         thread_states(memsup).iter().all(|state| state == "T")
     });
     // Its rings fill; a second later the hooks take memsup for dead.
     run_round(&mut program, 1);
     assert!(!hooks_enabled(program.pid), "hooks switched off");
-    send_signal(memsup, libc::SIGCONT);
+    drop(stopped);
     wait_until("hooks switched back on", EVENT_TIMEOUT, || {
         hooks_enabled(program.pid)
     });
