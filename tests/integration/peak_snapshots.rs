@@ -102,12 +102,19 @@ fn spikes_are_snapshotted_while_they_last(args: &[&str], prints: &str, spike: u6
                     // Seen by a status read after the peak's allocation; or, on a loaded
                     // machine, by one before it (the 4 MiB block being written) that asked
                     // for a snapshot whose read began only once the spike was written, the
-                    // requested high then being shown by it: that read's RSS held no spike.
+                    // requested high then being shown by it: that read's RSS held no spike,
+                    // and it was followed for at most 0.5 s of wall time before its
+                    // snapshot was asked for (a loaded sampler may start the read later).
                     if high_ns + 2_000 < peak_ns {
                         let seen = number(snapshot, "/high/bytes");
                         assert!(
                             seen < top,
                             "{what}: RSS {seen} before the peak at {peak_ns}"
+                        );
+                        assert!(
+                            peak_ns - high_ns < 1_000_000_000,
+                            "{what}: an RSS high {} µs before the peak",
+                            (peak_ns - high_ns) / 1000
                         );
                     }
                 }
