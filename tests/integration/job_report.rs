@@ -229,7 +229,14 @@ fn assert_four_fixture_ranks(report: &Value, fixture: &Path, library: MpiLibrary
             serde_json::json!({"kind": "code", "value": 0})
         );
         let peak = image["peak_live_bytes"].as_u64().unwrap();
-        assert!(peak >= 8 << 20, "{library:?}: peak {peak}");
+        assert!(
+            peak >= 8 << 20,
+            "{library:?}: peak {peak}; warnings {}, engine {}, hooks {}, calls {}",
+            image["warnings"],
+            image["engine"],
+            image["hooks"],
+            image["calls"]
+        );
     }
     let rows = assert_table_matches_the_images(report);
     let numbers: Vec<u64> = rows
