@@ -2,17 +2,21 @@
 // other one is made read-only, so that no two neighbours can be merged into one VMA. Prints
 // "mappings N", sleeps HOLD seconds and exits 0. For bench/sampler.sh: what the residency
 // sampler's reads cost on a process with many mappings (vm.max_map_count, 65530 by
-// default, bounds COUNT).
+// default, bounds COUNT). With "merged", none is made read-only: the kernel merges
+// neighbours into a few VMAs, which memsup's snapshots cut again where the recorded calls'
+// ranges meet (bench/mapping_calls_ab.sh).
 //
-// Usage: mappings [COUNT [HOLD]]   (defaults 20000 and 5)
+// Usage: mappings [COUNT [HOLD [merged]]]   (defaults 20000 and 5)
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 int main(int argc, char **argv) {
     long count = argc > 1 ? atol(argv[1]) : 20000;
     unsigned hold = argc > 2 ? (unsigned)atoi(argv[2]) : 5;
+    int merged = argc > 3 && strcmp(argv[3], "merged") == 0;
     long page = sysconf(_SC_PAGESIZE);
     long made = 0;
     for (long i = 0; i < count; i++) {
@@ -22,7 +26,7 @@ int main(int argc, char **argv) {
             break;
         }
         map[0] = (char)i;
-        if (i % 2 && mprotect(map, page, PROT_READ) != 0) {
+        if (!merged && i % 2 && mprotect(map, page, PROT_READ) != 0) {
             perror("mprotect");
             break;
         }
