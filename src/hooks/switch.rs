@@ -39,13 +39,18 @@ mod tests {
     use super::*;
     use crate::hooks::layout::{self, header};
 
+    /// An area of one ring of 4 records in `buffer`, which must outlive it.
+    fn area_in(buffer: &mut [u64]) -> Area {
+        // SAFETY: the caller keeps the buffer while the area is used.
+        let area = unsafe { Area::new(buffer.as_mut_ptr().cast(), buffer.len() * 8) };
+        area.initialise(1, 4, layout::POLICY_WAIT, 0, 0);
+        area
+    }
+
     #[test]
     fn hooks_that_switched_themselves_off_are_switched_back_on_and_counted() {
-        let words = layout::rings_end(1, 4) as usize / 8;
-        let mut buffer = vec![0u64; words];
-        // SAFETY: the buffer outlives the area.
-        let area = unsafe { Area::new(buffer.as_mut_ptr().cast(), words * 8) };
-        area.initialise(1, 4, layout::POLICY_WAIT, 0, 0);
+        let mut buffer = vec![0u64; layout::rings_end(1, 4) as usize / 8];
+        let area = area_in(&mut buffer);
         let switch = Switch::default();
         assert!(!switch.back_on(&area), "on already");
         assert_eq!(switch.times_off(&area), 0);
@@ -63,11 +68,8 @@ mod tests {
 
     #[test]
     fn hooks_memsup_switched_off_stay_off_and_are_not_counted() {
-        let words = layout::rings_end(1, 4) as usize / 8;
-        let mut buffer = vec![0u64; words];
-        // SAFETY: the buffer outlives the area.
-        let area = unsafe { Area::new(buffer.as_mut_ptr().cast(), words * 8) };
-        area.initialise(1, 4, layout::POLICY_WAIT, 0, 0);
+        let mut buffer = vec![0u64; layout::rings_end(1, 4) as usize / 8];
+        let area = area_in(&mut buffer);
         let switch = Switch::default();
         area.set_enabled(false);
         assert!(switch.back_on(&area));
