@@ -23,7 +23,8 @@ for rep in $(seq "$R"); do
         memsup=$OLD
         [[ $build == new ]] && memsup=$NEW
         { time "$memsup" run -q -f -o "$work/$build-churn-$rep.msup" -- \
-            "$work/map_churn" "$COUNT" >/dev/null; } 2>"$work/$build-churn-$rep.time"
+            "$work/map_churn" "$COUNT" >/dev/null 2>"$work/memsup.err" ||
+            { cat "$work/memsup.err" >&2; exit 1; }; } 2>"$work/$build-churn-$rep.time"
         "$memsup" run -q -f -o "$work/$build-merged-$rep.msup" -- \
             "$work/mappings" "$MAPPINGS" "$HOLD" merged >/dev/null
     done

@@ -74,7 +74,8 @@ mod tests {
         area.set_enabled(false);
         assert!(switch.back_on(&area));
         // What a detach writes through the target's memory: the mark, then the switch.
-        buffer[header::OFF_BY_MEMSUP as usize / 8] |= 1;
+        area.u32_at(header::OFF_BY_MEMSUP)
+            .store(1, Ordering::Relaxed);
         area.set_enabled(false);
         assert!(!switch.back_on(&area));
         assert!(!area.enabled());
