@@ -422,9 +422,7 @@ impl Drain {
             image.vfork_children.retain(|_, c| *c != child);
         }
     }
-}
 
-impl Drain {
     /// Runs `switch_off`, which marks an area switched off by memsup
     /// (`header::OFF_BY_MEMSUP`) and then clears its `ENABLED` through the target's memory,
     /// with the heartbeat held: it never switches that area back on, whichever image it is
