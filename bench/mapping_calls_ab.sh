@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Two memsup builds side by side, interleaved, on what memsup does per mapping call and per
-# mapping: map_churn.c (COUNT mmap/munmap pairs: wall seconds and the CPU seconds of memsup
-# and the program together) and mappings.c "merged" (MAPPINGS one-page mappings the kernel
+# mapping: mappings.c "churn" (COUNT one-page mmap/munmap pairs: wall seconds and the CPU
+# seconds of memsup and the program together) and "merged" (MAPPINGS one-page mappings the kernel
 # merges into a few VMAs, held HOLD seconds: each snapshot's cost and how many mappings it
 # lists, from the profile). See BENCHMARKS.md.
 #
@@ -15,7 +15,6 @@ HOLD=${HOLD:-3}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/memsup-mapping-calls.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-gcc -O2 -g -o "$work/map_churn" "$repo/bench/map_churn.c"
 gcc -O2 -g -o "$work/mappings" "$repo/bench/mappings.c"
 TIMEFORMAT='%R %U %S'
 for rep in $(seq "$R"); do
@@ -23,14 +22,14 @@ for rep in $(seq "$R"); do
         memsup=$OLD
         [[ $build == new ]] && memsup=$NEW
         { time "$memsup" run -q -f -o "$work/$build-churn-$rep.msup" -- \
-            "$work/map_churn" "$COUNT" >/dev/null 2>"$work/memsup.err" ||
+            "$work/mappings" "$COUNT" 0 churn >/dev/null 2>"$work/memsup.err" ||
             { cat "$work/memsup.err" >&2; exit 1; }; } 2>"$work/$build-churn-$rep.time"
         "$memsup" run -q -f -o "$work/$build-merged-$rep.msup" -- \
             "$work/mappings" "$MAPPINGS" "$HOLD" merged >/dev/null
     done
 done
 for build in old new; do
-    echo "== $build: map_churn $COUNT (wall s, user+system s)"
+    echo "== $build: mappings $COUNT 0 churn (wall s, user+system s)"
     for rep in $(seq "$R"); do
         awk '{ printf "%s %.2f\n", $1, $2 + $3 }' "$work/$build-churn-$rep.time"
     done

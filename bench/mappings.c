@@ -4,9 +4,10 @@
 // sampler's reads cost on a process with many mappings (vm.max_map_count, 65530 by
 // default, bounds COUNT). With "merged", none is made read-only: the kernel merges
 // neighbours into a few VMAs, which memsup's snapshots cut again where the recorded calls'
-// ranges meet (bench/mapping_calls_ab.sh).
+// ranges meet. With "churn", each is unmapped once written, so that every call is a mapping
+// call memsup records and nothing is held (both for bench/mapping_calls_ab.sh).
 //
-// Usage: mappings [COUNT [HOLD [merged]]]   (defaults 20000 and 5)
+// Usage: mappings [COUNT [HOLD [merged|churn]]]   (defaults 20000 and 5)
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,9 @@
 int main(int argc, char **argv) {
     long count = argc > 1 ? atol(argv[1]) : 20000;
     unsigned hold = argc > 2 ? (unsigned)atoi(argv[2]) : 5;
-    int merged = argc > 3 && strcmp(argv[3], "merged") == 0;
+    const char *mode = argc > 3 ? argv[3] : "";
+    int merged = strcmp(mode, "merged") == 0;
+    int churn = strcmp(mode, "churn") == 0;
     long page = sysconf(_SC_PAGESIZE);
     long made = 0;
     for (long i = 0; i < count; i++) {
@@ -26,7 +29,11 @@ int main(int argc, char **argv) {
             break;
         }
         map[0] = (char)i;
-        if (!merged && i % 2 && mprotect(map, page, PROT_READ) != 0) {
+        if (churn && munmap(map, page) != 0) {
+            perror("munmap");
+            break;
+        }
+        if (!merged && !churn && i % 2 && mprotect(map, page, PROT_READ) != 0) {
             perror("mprotect");
             break;
         }
