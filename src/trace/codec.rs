@@ -201,8 +201,8 @@ pub fn stream_parts(inflated: &[u8]) -> Vec<&[u8]> {
     parts
 }
 
-/// Streams shorter than this share a deflate block with the next: a block's own Huffman
-/// codes cost more than they save on a few bytes.
+/// Streams shorter than this share a compressed block with the next: a block's own entropy
+/// tables cost more than they save on a few bytes.
 const MIN_PART_BYTES: usize = 256;
 
 /// Builds one block's streams record by record.

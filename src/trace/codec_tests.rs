@@ -5,9 +5,9 @@ use crate::trace::codec::{stream_parts, BlockEncoder, STREAMS};
 use bincode::Options;
 
 use crate::trace::format::{
-    AllocFunction, ExitKind, ProbeCounters, Record, SourceFrame, ThreadActivity,
+    AllocFunction, ExitKind, ProbeCounters, Record, SourceFrame, ThreadActivity, FORMAT_VERSION,
 };
-use crate::trace::frame::{compress, inflate};
+use crate::trace::frame::{compress, decompress};
 
 fn mixed_records() -> Vec<Record> {
     vec![
@@ -272,7 +272,10 @@ fn a_block_compressed_in_parts_inflates_whole_however_it_compresses() {
     block[zeros_start..].fill(0);
     let payload = compress(&block).unwrap();
     assert!(payload.len() > 4 << 20, "random bytes stay as large");
-    assert_eq!(inflate(&payload, block.len() as u32).unwrap(), block);
+    assert_eq!(
+        decompress(&payload, block.len() as u32, FORMAT_VERSION).unwrap(),
+        block
+    );
 }
 
 /// What `memsup snapshot` writes of threads, with every activity and unusual text.

@@ -1,12 +1,14 @@
-//! Damaged version-3 profiles: blocks appended from another recording, repeated, dropped,
-//! swapped, cut, bit-flipped, and crafted to inflate without bound. Each case gives a
-//! one-line error or damage lines, and the good blocks.
+//! Damaged profiles of the framed versions: blocks appended from another recording, repeated,
+//! dropped, swapped, cut, bit-flipped, crafted to inflate without bound, and compressed
+//! otherwise than their version says. Each case gives a one-line error or damage lines, and
+//! the good blocks.
 
 use std::path::{Path, PathBuf};
 
 use crate::error::TraceError;
+use crate::trace::format::FORMAT_VERSION;
 use crate::trace::format::{AllocFunction, Header, Record, RecordMode};
-use crate::trace::frame::{compress, Frame, FRAME_BYTES, MAX_INFLATED_BYTES};
+use crate::trace::frame::{compress, crc32, decompress, Frame, FRAME_BYTES, MAX_INFLATED_BYTES};
 use crate::trace::reader::{read_profile, Profile};
 use crate::trace::writer::ProfileWriter;
 
@@ -393,4 +395,68 @@ fn a_crafted_record_count_or_stream_table_is_damage() {
             profile.damage
         );
     }
+}
+
+/// The file with its preamble's version set to `version` (crc made again) and each block's
+/// payload replaced by `recompress` of its block.
+fn rewritten(written: &Written, version: u32, recompress: impl Fn(&[u8]) -> Vec<u8>) -> Vec<u8> {
+    let preamble_end = written.block_starts[0];
+    let mut bytes = written.bytes[..preamble_end - 4].to_vec();
+    bytes[8..12].copy_from_slice(&version.to_le_bytes());
+    let crc = crc32(&[&bytes]);
+    bytes.extend_from_slice(&crc.to_le_bytes());
+    for index in 0..written.block_starts.len() {
+        let block = written.block(index);
+        let frame = Frame::parse(block[..FRAME_BYTES].try_into().unwrap());
+        let inflated =
+            decompress(&block[FRAME_BYTES..], frame.inflated_length, FORMAT_VERSION).unwrap();
+        let payload = recompress(&inflated);
+        let reframed = Frame::new(
+            frame.recording_id,
+            frame.sequence,
+            &payload,
+            frame.inflated_length,
+            frame.records,
+        );
+        bytes.extend_from_slice(&reframed.encode());
+        bytes.extend_from_slice(&payload);
+    }
+    bytes
+}
+
+#[test]
+fn a_version_8_profile_reads_its_deflate_blocks_and_no_zstd_ones() {
+    use std::io::Write;
+    let deflate = |block: &[u8]| {
+        let mut encoder =
+            flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::new(6));
+        encoder.write_all(block).unwrap();
+        encoder.finish().unwrap()
+    };
+    let directory = tempfile::tempdir().unwrap();
+    let written = Written::new(directory.path(), "a.msup", 3);
+    let version_8 = read_bytes(directory.path(), &rewritten(&written, 8, deflate)).unwrap();
+    assert_eq!(version_8.records, records_of(&[0, 1, 2], 3));
+    assert!(version_8.damage.is_empty(), "{:?}", version_8.damage);
+
+    let zstd_as_8 = read_bytes(
+        directory.path(),
+        &rewritten(&written, 8, |block| compress(block).unwrap()),
+    )
+    .unwrap();
+    assert!(zstd_as_8.records.is_empty(), "{:?}", zstd_as_8.records);
+    assert_eq!(zstd_as_8.damage.len(), 3, "{:?}", zstd_as_8.damage);
+    for (sequence, line) in zstd_as_8.damage.iter().enumerate() {
+        assert!(
+            line.starts_with(&format!("damaged: block {sequence} does not inflate: ")),
+            "{line}"
+        );
+    }
+    let deflate_as_9 = read_bytes(directory.path(), &rewritten(&written, 9, deflate)).unwrap();
+    assert!(
+        deflate_as_9.records.is_empty(),
+        "{:?}",
+        deflate_as_9.records
+    );
+    assert_eq!(deflate_as_9.damage.len(), 3, "{:?}", deflate_as_9.damage);
 }

@@ -1,11 +1,8 @@
-//! The profile file: a versioned header followed by framed, deflate-compressed blocks of records.
+//! The profile file: a versioned header followed by framed, compressed blocks of records.
 //!
-//! File layout:
-//! ```text
-//! MAGIC (8 bytes) | format version (u32 LE) | header length (u32 LE) | header (bincode)
-//! then blocks:  [payload length u32 LE][crc32 of payload u32 LE][payload = deflate(records)]
-//! ```
-//! Each record inside a payload is bincode-encoded (varint integers) back to back.
+//! The framing (preamble, block frames, compression) is `trace/frame.rs`; the records inside
+//! a block are coded in streams by `trace/codec.rs`. Version 2's unframed blocks are
+//! `trace/reader_v2.rs`.
 //! A block is only ever appended whole, so a profile cut short reads up to its last whole block.
 //! New record variants are appended at the end of `Record`; old variants are never removed or
 //! reordered, so older profiles stay readable.
@@ -17,7 +14,9 @@ use crate::trace::stacks::StackId;
 /// First bytes of every profile.
 pub const MAGIC: [u8; 8] = *b"MEMSUP\0\0";
 /// Version of the record encoding. Readers refuse newer versions with a clear message.
-pub const FORMAT_VERSION: u32 = 8;
+pub const FORMAT_VERSION: u32 = 9;
+/// The first version whose block payloads are zstd frames; deflate before it.
+pub const FIRST_ZSTD_VERSION: u32 = 9;
 
 /// Recordings give times in whole microseconds. A time is taken when memsup handles a stop,
 /// microseconds after the program's call and with as much jitter, and two records of one

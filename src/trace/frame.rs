@@ -1,25 +1,26 @@
-//! Version 3 framing: the preamble that opens a profile and the frame in front of each block.
+//! The framing since version 3: the preamble that opens a profile and the frame in front of
+//! each block.
 //!
 //! ```text
 //! preamble: MAGIC (8) | version u32 | recording id u64 | header length u32 | header (bincode)
 //!           | crc32 of everything before it in the preamble (u32)
 //! block:    recording id u64 | sequence u64 | payload length u32 | inflated length u32
 //!           | record count u32 | crc32 of the 28 bytes before it and the payload (u32)
-//!           | payload = deflate(`codec` block)
+//!           | payload = zstd(`codec` block) from version 9, deflate before
 //! ```
 //! All integers little-endian. The recording id is random per recording, so a block of
 //! another recording is told apart, and the sequence numbers 0, 1, 2, ... show a block missing,
 //! repeated or out of order. Every length is checked against a cap before anything is
 //! allocated for it.
 
-use std::io::Read;
+use std::io::{Read, Write};
 
 use bincode::Options;
 use flate2::read::DeflateDecoder;
-use flate2::{Compress, Compression, Crc, FlushCompress, Status};
+use flate2::Crc;
 
 use crate::trace::codec::stream_parts;
-use crate::trace::format::{Header, FORMAT_VERSION, MAGIC};
+use crate::trace::format::{Header, FIRST_ZSTD_VERSION, FORMAT_VERSION, MAGIC};
 
 /// Magic and version, common to every format version.
 pub const VERSION_BYTES: usize = MAGIC.len() + 4;
@@ -34,9 +35,10 @@ pub const MAX_PAYLOAD_BYTES: u32 = 8 << 20;
 /// Largest inflated block a reader accepts (and so the most a block can make it allocate
 /// for its bytes); the writer never makes a larger one.
 pub const MAX_INFLATED_BYTES: u32 = 8 << 20;
-/// The deflate level of blocks: the smallest profiles of the levels and compressors measured
-/// (BENCHMARKS.md, profile size), far faster than a tracer produces records.
-pub const COMPRESSION_LEVEL: u32 = 6;
+/// The zstd level of blocks: at a hook engine's millions of records a second, deflate 6 took
+/// a tenth of memsup's CPU; zstd 3 takes about a tenth of that for profiles 10-37 % larger
+/// (BENCHMARKS.md, "Profile blocks in zstd").
+pub const COMPRESSION_LEVEL: i32 = 3;
 
 /// The preamble of a new profile.
 pub fn encode_preamble(recording_id: u64, header: &Header) -> Result<Vec<u8>, String> {
@@ -137,47 +139,42 @@ pub fn crc32(parts: &[&[u8]]) -> u32 {
     crc.sum()
 }
 
-/// Compresses an inflated block, ending a deflate block with a full flush after each of its
-/// streams: each stream's values then get Huffman codes of their own and no matches into
-/// another stream, where one code for all of them made compiler profiles 6-8 % larger. It
-/// stays one deflate stream, inflated as before.
+/// Compresses an inflated block into one zstd frame, ending a zstd block after each of its
+/// streams, so that each kind of value gets entropy tables of its own.
 pub fn compress(inflated: &[u8]) -> std::io::Result<Vec<u8>> {
-    let mut compressor = Compress::new(Compression::new(COMPRESSION_LEVEL), false);
-    let mut payload = Vec::with_capacity(inflated.len() / 2 + 64);
-    let parts = stream_parts(inflated);
-    let last = parts.len() - 1;
-    for (index, part) in parts.into_iter().enumerate() {
-        let flush = match index == last {
-            true => FlushCompress::Finish,
-            false => FlushCompress::Full,
-        };
-        let start = compressor.total_in();
-        loop {
-            let consumed = (compressor.total_in() - start) as usize;
-            // Room for what is left of the part, however badly it compresses.
-            payload.reserve(part.len() - consumed + 64);
-            let status = compressor
-                .compress_vec(&part[consumed..], &mut payload, flush)
-                .map_err(std::io::Error::other)?;
-            let done = (compressor.total_in() - start) as usize == part.len()
-                && payload.len() < payload.capacity();
-            if status == Status::StreamEnd || (done && flush != FlushCompress::Finish) {
-                break;
-            }
-        }
+    let mut encoder = zstd::stream::write::Encoder::new(
+        Vec::with_capacity(inflated.len() / 4 + 64),
+        COMPRESSION_LEVEL,
+    )?;
+    for part in stream_parts(inflated) {
+        encoder.write_all(part)?;
+        encoder.flush()?;
     }
-    Ok(payload)
+    encoder.finish()
 }
 
-/// Inflates a payload that must come to exactly `declared` bytes; never produces more.
-pub fn inflate(payload: &[u8], declared: u32) -> Result<Vec<u8>, String> {
+/// The block of a payload in a file of format `version` (zstd from version 9, deflate
+/// before), which must come to exactly `declared` bytes; never produces more.
+pub fn decompress(payload: &[u8], declared: u32, version: u32) -> Result<Vec<u8>, String> {
     if declared > MAX_INFLATED_BYTES {
         return Err(format!(
             "declares {declared} bytes inflated, over the limit"
         ));
     }
+    match version < FIRST_ZSTD_VERSION {
+        true => read_exactly(DeflateDecoder::new(payload), declared),
+        false => {
+            let decoder = zstd::stream::read::Decoder::with_buffer(payload)
+                .map_err(|error| format!("does not inflate: {error}"))?;
+            read_exactly(decoder, declared)
+        }
+    }
+}
+
+/// Reads `declared` bytes and one more at most, and fails unless exactly `declared` came.
+fn read_exactly(decoder: impl Read, declared: u32) -> Result<Vec<u8>, String> {
     let mut inflated = Vec::with_capacity(declared as usize);
-    DeflateDecoder::new(payload)
+    decoder
         .take(u64::from(declared) + 1)
         .read_to_end(&mut inflated)
         .map_err(|error| format!("does not inflate: {error}"))?;

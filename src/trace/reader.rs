@@ -12,7 +12,9 @@ use crate::error::TraceError;
 use crate::trace::block_decoder::BlockDecoder;
 use crate::trace::blocks::{BlockFinder, Found};
 use crate::trace::format::{Header, Record, FORMAT_VERSION, MAGIC};
-use crate::trace::frame::{crc32, inflate, MAX_HEADER_BYTES, PREAMBLE_FIELDS_BYTES, VERSION_BYTES};
+use crate::trace::frame::{
+    crc32, decompress, MAX_HEADER_BYTES, PREAMBLE_FIELDS_BYTES, VERSION_BYTES,
+};
 use crate::trace::reader_v2::{V2Blocks, OLDEST_READABLE_VERSION};
 use crate::trace::writer::encoding;
 
@@ -168,9 +170,10 @@ impl ProfileReader {
                     damage_before,
                 }) => {
                     self.damage.extend(damage_before);
-                    let decoder = inflate(&payload, frame.inflated_length).and_then(|inflated| {
-                        BlockDecoder::with_version(inflated, frame.records, self.version)
-                    });
+                    let decoder = decompress(&payload, frame.inflated_length, self.version)
+                        .and_then(|inflated| {
+                            BlockDecoder::with_version(inflated, frame.records, self.version)
+                        });
                     match decoder {
                         Ok(decoder) => {
                             self.current = Some(Current::Compact(Box::new(decoder)));

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Two memsup builds side by side on allocation-heavy workloads (default engine and stacks),
+# interleaved in each repetition: wall and CPU seconds of the whole run, the profile's
+# size, and the time the new build's `memsup report` takes on each build's profile.
+# See BENCHMARKS.md.
+#
+# Usage: OLD=/path/to/old/memsup NEW=/path/to/new/memsup [R=5] [WORKLOADS="churn sqlite cc"]
+#        bench/builds_ab.sh
+#   churn   1 M malloc/free pairs, one thread (bench/churn.c)
+#   sqlite  100,000 inserts into an indexed in-memory table (sqlite3; skipped without it)
+#   cc      gcc -O2 -c of a 60-function C file (bench/cc_workload.py)
+set -euo pipefail
+R=${R:-5}
+WORKLOADS=${WORKLOADS:-churn sqlite cc}
+repo=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d /tmp/memsup-builds-ab.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+gcc -O2 -o "$work/churn" "$repo/bench/churn.c" -lpthread
+python3 "$repo/bench/sqlite_workload.py" 100000 >"$work/sqlite.sql"
+python3 "$repo/bench/cc_workload.py" 60 >"$work/cc60.c"
+
+command_of() {
+    case $1 in
+    churn) echo "$work/churn -n 1000000" ;;
+    sqlite) echo "sqlite3 :memory: .read\ $work/sqlite.sql" ;;
+    cc) echo "gcc -O2 -c -o $work/cc60.o $work/cc60.c" ;;
+    esac
+}
+
+for rep in $(seq "$R"); do
+    for workload in $WORKLOADS; do
+        [[ $workload == sqlite ]] && ! command -v sqlite3 >/dev/null && continue
+        eval "program=($(command_of "$workload"))"
+        for build in old new; do
+            memsup=$OLD
+            [[ $build == new ]] && memsup=$NEW
+            profile="$work/$workload.$build.msup"
+            /usr/bin/time -f "%e %U %S" -o "$work/time" \
+                "$memsup" run -q -f -o "$profile" -- "${program[@]}" >/dev/null
+            read -r wall user system <"$work/time"
+            start=$(date +%s.%N)
+            "$NEW" report "$profile" >/dev/null
+            end=$(date +%s.%N)
+            echo "$workload $build $wall $(echo "$user + $system" | bc) $(stat -c %s "$profile") $(echo "$end - $start" | bc)"
+        done
+    done
+done | python3 -c '
+import statistics, sys
+runs = {}
+for line in sys.stdin:
+    workload, build, *values = line.split()
+    runs.setdefault((workload, build), []).append([float(value) for value in values])
+print("| workload | build | wall s, median (range) | CPU s, median | profile bytes | report s, median |")
+print("|---|---|---:|---:|---:|---:|")
+for (workload, build), rows in runs.items():
+    wall, cpu, size, report = zip(*rows)
+    print(f"| {workload} | {build} | {statistics.median(wall):.2f} ({min(wall):.2f}-{max(wall):.2f}) "
+          f"| {statistics.median(cpu):.2f} | {int(statistics.median(size))} | {statistics.median(report):.2f} |")
+'
