@@ -41,6 +41,11 @@ const STALE_AFTER: Duration = Duration::from_secs(1);
 const HEARTBEAT_EVERY: Duration = Duration::from_millis(50);
 /// The longest the drain sleeps when its rings were empty.
 const IDLE_SLEEP_MAX: Duration = Duration::from_micros(1000);
+/// A pass that read fewer records than this naps for `FILL_NAP` instead of yielding: the
+/// rings fill meanwhile (a nap's worth is a few hundred records of a ring's 4,096), and the
+/// batches, wakes and waits of the stages after the drain come fewer and larger.
+const SMALL_PASS: usize = 256;
+const FILL_NAP: Duration = Duration::from_micros(50);
 
 /// Records per ring: `RING_CAPACITY`, or for tests that need full rings the power of two
 /// `MEMSUP_TEST_RING_RECORDS` gives (at least 2).
@@ -467,7 +472,10 @@ fn drain_loop(shared: &Shared) {
         ask_for_rendezvous(shared, waiting);
         if read > 0 {
             idle = Duration::from_micros(20);
-            std::thread::yield_now();
+            match read < SMALL_PASS {
+                true => std::thread::sleep(FILL_NAP),
+                false => std::thread::yield_now(),
+            }
         } else {
             std::thread::sleep(idle);
             idle = (idle * 2).min(IDLE_SLEEP_MAX);
