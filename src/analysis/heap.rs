@@ -5,7 +5,7 @@
 //! it irrelevant, so at the end the still-live early blocks plus the set-aside ones are exactly
 //! the blocks that were live at the peak.
 
-use std::collections::HashMap;
+use crate::events::heap::IntegerMap;
 
 use super::local_peak::LiveChanges;
 use super::temporary::TemporaryRule;
@@ -17,7 +17,7 @@ use crate::trace::stacks::StackId;
 /// What the heap of an image left per raw stack, for the call sites and components.
 #[derive(Debug, Default)]
 pub(super) struct StackHeap {
-    pub metrics: HashMap<StackId, SiteMetrics>,
+    pub metrics: IntegerMap<StackId, SiteMetrics>,
     /// Live-byte changes by stack, at their recorded times.
     pub changes: LiveChanges,
 }

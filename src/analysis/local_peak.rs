@@ -8,8 +8,7 @@
 //! keeps its exact peak; a group of several may see, inside one folded segment, the sum of
 //! its stacks' highest rises, which is never below the true one.
 
-use std::collections::HashMap;
-
+use crate::events::heap::IntegerMap;
 use crate::trace::stacks::StackId;
 
 /// Changes kept exactly before the oldest are folded: 24 MiB at most per image, so local
@@ -149,49 +148,60 @@ impl LiveChanges {
         mut visit: impl FnMut(usize, GroupStep),
     ) {
         let mut live: Vec<i64> = Vec::new();
-        // Per group touched in the current stretch: (sum of rises, sum of nets).
-        let mut pending: HashMap<usize, (i64, i64)> = HashMap::new();
-        let mut stretch = |start_ns: u64, end_ns: u64, runs: &[StackRun]| {
-            for run in runs {
+        // Per group touched in the current segment: (sum of rises, sum of nets).
+        let mut pending: IntegerMap<usize, (i64, i64)> = IntegerMap::default();
+        let mut groups: Vec<(usize, (i64, i64))> = Vec::new();
+        for segment in &self.segments {
+            for run in &segment.runs {
                 let sums = pending.entry(group_of(run.stack)).or_default();
                 sums.0 += run.rise;
                 sums.1 += run.net;
             }
-            let mut groups: Vec<(usize, (i64, i64))> = pending.drain().collect();
+            groups.extend(pending.drain());
             groups.sort_unstable_by_key(|&(group, _)| group);
-            for (group, (rise, net)) in groups {
-                if live.len() <= group {
-                    live.resize(group + 1, 0);
-                }
-                let before = live[group];
-                live[group] += net;
-                let clamp = |value: i64| value.max(0) as u64;
-                let step = GroupStep {
-                    start_ns,
-                    end_ns,
-                    before: clamp(before),
-                    high: clamp((before + rise).max(live[group])),
-                    after: clamp(live[group]),
-                };
-                visit(group, step);
+            for (group, (rise, net)) in groups.drain(..) {
+                let (start_ns, end_ns) = (segment.start_ns, segment.end_ns);
+                visit(group, step(&mut live, group, rise, net, start_ns, end_ns));
             }
-        };
-        for segment in &self.segments {
-            stretch(segment.start_ns, segment.end_ns, &segment.runs);
         }
+        // A change kept exactly is a stretch of one stack: no sums to gather.
         for change in &self.recent {
-            let run = StackRun {
-                stack: change.stack,
-                net: change.bytes,
-                rise: change.bytes.max(0),
-            };
-            stretch(change.time_ns, change.time_ns, std::slice::from_ref(&run));
+            let group = group_of(change.stack);
+            let (rise, time_ns) = (change.bytes.max(0), change.time_ns);
+            visit(
+                group,
+                step(&mut live, group, rise, change.bytes, time_ns, time_ns),
+            );
         }
     }
 }
 
+/// Moves `group`'s live bytes by `net` over a stretch in which they rose by `rise` at most.
+fn step(
+    live: &mut Vec<i64>,
+    group: usize,
+    rise: i64,
+    net: i64,
+    start_ns: u64,
+    end_ns: u64,
+) -> GroupStep {
+    if live.len() <= group {
+        live.resize(group + 1, 0);
+    }
+    let before = live[group];
+    live[group] += net;
+    let clamp = |value: i64| value.max(0) as u64;
+    GroupStep {
+        start_ns,
+        end_ns,
+        before: clamp(before),
+        high: clamp((before + rise).max(live[group])),
+        after: clamp(live[group]),
+    }
+}
+
 fn fold(changes: &[Change]) -> Segment {
-    let mut runs: HashMap<StackId, (i64, i64)> = HashMap::new();
+    let mut runs: IntegerMap<StackId, (i64, i64)> = IntegerMap::default();
     for change in changes {
         let (net, rise) = runs.entry(change.stack).or_default();
         *net += change.bytes;

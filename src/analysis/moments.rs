@@ -5,7 +5,7 @@
 //! images of up to a million allocator calls; past that, a moment inside a folded stretch of
 //! changes sees the live bytes from before the stretch.
 
-use std::collections::HashMap;
+use crate::events::heap::IntegerMap;
 
 use super::local_peak::LiveChanges;
 use super::ProcessAnalysis;
@@ -40,7 +40,7 @@ pub struct Moment {
 pub(super) fn moments(
     image: &ProcessAnalysis,
     changes: &LiveChanges,
-    site_of_stack: &HashMap<StackId, usize>,
+    site_of_stack: &IntegerMap<StackId, usize>,
 ) -> Vec<Moment> {
     let sites = image.source_sites.len();
     if sites == 0 {

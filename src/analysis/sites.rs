@@ -9,6 +9,7 @@ use super::heap::StackHeap;
 use super::skip::SkipFrames;
 use super::source_location::{source_chain, SourceLocation};
 use super::{MappingSite, MappingStats, Site, SiteMetrics};
+use crate::events::heap::IntegerMap;
 use crate::trace::stacks::{StackId, StackTable, EMPTY_STACK};
 
 /// What an image's stacks left, kept until the end of the profile (a `Symbol` record may
@@ -52,7 +53,7 @@ pub(super) fn heap_sites(
         ..Grouping::default()
     };
     let mut metrics: Vec<SiteMetrics> = Vec::new();
-    let mut site_of_stack: HashMap<StackId, usize> = HashMap::new();
+    let mut site_of_stack: IntegerMap<StackId, usize> = IntegerMap::default();
     let mut raw_stacks: Vec<(&StackId, &SiteMetrics)> = stacks.heap.metrics.iter().collect();
     raw_stacks.sort_unstable_by_key(|(stack, _)| **stack);
     for (&stack, stack_metrics) in raw_stacks {
@@ -201,7 +202,7 @@ pub(super) fn source_site_of_stacks(
     stacks: &ImageStacks,
     skip: &SkipFrames,
     sites: &[Site],
-) -> HashMap<StackId, usize> {
+) -> IntegerMap<StackId, usize> {
     let skips = |function: &str| skip.skips_heap_frame(function);
     let mut grouping = Grouping {
         identity: SiteIdentity::Source,
@@ -215,7 +216,7 @@ pub(super) fn source_site_of_stacks(
     // In `heap_sites`' order, so that each group's frames are those of the same first stack.
     let mut raw_stacks: Vec<StackId> = stacks.heap.metrics.keys().copied().collect();
     raw_stacks.sort_unstable();
-    let mut site_of_stack = HashMap::new();
+    let mut site_of_stack = IntegerMap::default();
     for stack in raw_stacks {
         let group = grouping.site(stack, stacks, &skips);
         if let Some(&site) = by_frames.get(grouping.frames[group].as_slice()) {

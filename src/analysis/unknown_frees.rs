@@ -10,8 +10,6 @@
 //! - Otherwise the block was allocated where memsup did not see it (a module loaded before
 //!   the probes, an allocator call memsup could not probe).
 
-use std::collections::HashMap;
-
 use super::ProcessAnalysis;
 use crate::events::heap::{IntegerMap, Outcome};
 use crate::trace::census_format::LiveBlocks;
@@ -38,7 +36,7 @@ pub struct UnknownFrees {
 #[derive(Debug, Default)]
 pub(super) struct UnknownFreeTracker {
     /// Per thread, the unknown frees since its last allocation.
-    pending: HashMap<u32, u64>,
+    pending: IntegerMap<u32, u64>,
     thread_exit: u64,
     /// Unknown frees followed by an allocation of their thread, or by no thread exit.
     other: u64,
