@@ -460,3 +460,30 @@ fn a_version_8_profile_reads_its_deflate_blocks_and_no_zstd_ones() {
     );
     assert_eq!(deflate_as_9.damage.len(), 3, "{:?}", deflate_as_9.damage);
 }
+
+#[test]
+fn a_block_whose_frame_asks_for_a_larger_window_than_a_block_is_damage() {
+    use std::io::Write;
+    let directory = tempfile::tempdir().unwrap();
+    let written = Written::new(directory.path(), "a.msup", 3);
+    let wide = |window_log: u32| {
+        move |block: &[u8]| {
+            let mut encoder = zstd::stream::write::Encoder::new(Vec::new(), 3).unwrap();
+            encoder.window_log(window_log).unwrap();
+            encoder.write_all(block).unwrap();
+            encoder.finish().unwrap()
+        }
+    };
+    let within = read_bytes(directory.path(), &rewritten(&written, 9, wide(23))).unwrap();
+    assert_eq!(within.records, records_of(&[0, 1, 2], 3));
+    assert!(within.damage.is_empty(), "{:?}", within.damage);
+    let over = read_bytes(directory.path(), &rewritten(&written, 9, wide(27))).unwrap();
+    assert!(over.records.is_empty(), "{:?}", over.records);
+    assert_eq!(over.damage.len(), 3, "{:?}", over.damage);
+    for (sequence, line) in over.damage.iter().enumerate() {
+        assert!(
+            line.starts_with(&format!("damaged: block {sequence} does not inflate: ")),
+            "{line}"
+        );
+    }
+}

@@ -39,6 +39,9 @@ pub const MAX_INFLATED_BYTES: u32 = 8 << 20;
 /// a tenth of memsup's CPU; zstd 3 takes about a tenth of that for profiles 10-37 % larger
 /// (BENCHMARKS.md, "Profile blocks in zstd").
 pub const COMPRESSION_LEVEL: i32 = 3;
+/// The largest window a block's zstd frame may ask a reader to reserve: 8 MiB, the largest
+/// inflated block (`MAX_INFLATED_BYTES`); the writer's frames use 2 MiB.
+pub const ZSTD_WINDOW_LOG_MAX: u32 = 23;
 
 /// The preamble of a new profile.
 pub fn encode_preamble(recording_id: u64, header: &Header) -> Result<Vec<u8>, String> {
@@ -164,8 +167,10 @@ pub fn decompress(payload: &[u8], declared: u32, version: u32) -> Result<Vec<u8>
     match version < FIRST_ZSTD_VERSION {
         true => read_exactly(DeflateDecoder::new(payload), declared),
         false => {
-            let decoder = zstd::stream::read::Decoder::with_buffer(payload)
-                .map_err(|error| format!("does not inflate: {error}"))?;
+            let not = |error: std::io::Error| format!("does not inflate: {error}");
+            let mut decoder = zstd::stream::read::Decoder::with_buffer(payload).map_err(not)?;
+            // zstd would reserve the window a frame's header asks for, up to 128 MiB.
+            decoder.window_log_max(ZSTD_WINDOW_LOG_MAX).map_err(not)?;
             read_exactly(decoder, declared)
         }
     }
