@@ -59,9 +59,10 @@ pub struct Shared {
 
 /// Records passed on to the writer in one message at most; fewer when the input runs dry.
 const RECORD_BATCH: usize = 4096;
-/// When its input runs dry the thread naps this long before it waits for more: the channel's
-/// wait spins first, and spinning once per batch took about 5 % of the CPU of a recording
-/// (BENCHMARKS.md, "Naps where the pipeline ran dry"); a nap lets the next batches gather.
+/// When its input runs dry the thread passes its records on and naps this long before it
+/// waits for more: the channel's wait spins first, and spinning once per batch took about
+/// 5 % of the CPU of a recording (BENCHMARKS.md, "Naps where the pipeline ran dry"); a nap
+/// lets the next batches gather.
 const DRY_NAP: Duration = Duration::from_micros(100);
 
 struct Interpreter {
@@ -119,15 +120,13 @@ pub fn spawn(
                     }
                 }
                 copies.release_events(count);
-                if input.is_empty() && !interpreter.pending_urgent {
-                    std::thread::sleep(DRY_NAP);
-                }
                 // Batches while events keep coming; at once when the input runs dry.
-                if input.is_empty()
-                    || interpreter.pending_urgent
-                    || interpreter.pending.len() >= RECORD_BATCH
-                {
+                let dry = input.is_empty();
+                if dry || interpreter.pending_urgent || interpreter.pending.len() >= RECORD_BATCH {
                     interpreter.pass_on();
+                }
+                if dry {
+                    std::thread::sleep(DRY_NAP);
                 }
             }
             interpreter.symbolize_all();
