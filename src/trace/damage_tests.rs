@@ -424,6 +424,18 @@ fn rewritten(written: &Written, version: u32, recompress: impl Fn(&[u8]) -> Vec<
     bytes
 }
 
+/// None of the profile's `blocks` blocks gave a record: each is a damage line of its own.
+fn assert_no_block_inflates(profile: &Profile, blocks: usize) {
+    assert!(profile.records.is_empty(), "{:?}", profile.records);
+    assert_eq!(profile.damage.len(), blocks, "{:?}", profile.damage);
+    for (sequence, line) in profile.damage.iter().enumerate() {
+        assert!(
+            line.starts_with(&format!("damaged: block {sequence} does not inflate: ")),
+            "{line}"
+        );
+    }
+}
+
 #[test]
 fn a_version_8_profile_reads_its_deflate_blocks_and_no_zstd_ones() {
     use std::io::Write;
@@ -444,14 +456,7 @@ fn a_version_8_profile_reads_its_deflate_blocks_and_no_zstd_ones() {
         &rewritten(&written, 8, |block| compress(block).unwrap()),
     )
     .unwrap();
-    assert!(zstd_as_8.records.is_empty(), "{:?}", zstd_as_8.records);
-    assert_eq!(zstd_as_8.damage.len(), 3, "{:?}", zstd_as_8.damage);
-    for (sequence, line) in zstd_as_8.damage.iter().enumerate() {
-        assert!(
-            line.starts_with(&format!("damaged: block {sequence} does not inflate: ")),
-            "{line}"
-        );
-    }
+    assert_no_block_inflates(&zstd_as_8, 3);
     let deflate_as_9 = read_bytes(directory.path(), &rewritten(&written, 9, deflate)).unwrap();
     assert!(
         deflate_as_9.records.is_empty(),
@@ -478,12 +483,5 @@ fn a_block_whose_frame_asks_for_a_larger_window_than_a_block_is_damage() {
     assert_eq!(within.records, records_of(&[0, 1, 2], 3));
     assert!(within.damage.is_empty(), "{:?}", within.damage);
     let over = read_bytes(directory.path(), &rewritten(&written, 9, wide(27))).unwrap();
-    assert!(over.records.is_empty(), "{:?}", over.records);
-    assert_eq!(over.damage.len(), 3, "{:?}", over.damage);
-    for (sequence, line) in over.damage.iter().enumerate() {
-        assert!(
-            line.starts_with(&format!("damaged: block {sequence} does not inflate: ")),
-            "{line}"
-        );
-    }
+    assert_no_block_inflates(&over, 3);
 }
