@@ -23,7 +23,7 @@ use std::time::Instant;
 use memsup::trace::block_decoder::BlockDecoder;
 use memsup::trace::codec::{BlockEncoder, STREAMS, STREAM_NAMES};
 use memsup::trace::format::Record;
-use memsup::trace::frame::{compress, FRAME_BYTES};
+use memsup::trace::frame::{compress, compress_at_level, FRAME_BYTES};
 use memsup::trace::reader::ProfileReader;
 use memsup::trace::writer::{ProfileWriter, BLOCK_BYTES};
 
@@ -320,12 +320,7 @@ fn compare(blocks: &[Vec<u8>], events: u64) {
     // As the writer does it (`frame::compress`), at other levels.
     for level in [1, 3, 6] {
         report(format!("zstd {level}/s"), &|block| {
-            let mut encoder = zstd::stream::Encoder::new(Vec::new(), level).unwrap();
-            for part in memsup::trace::codec::stream_parts(block) {
-                encoder.write_all(part).unwrap();
-                encoder.flush().unwrap();
-            }
-            encoder.finish().unwrap()
+            compress_at_level(block, level).unwrap()
         });
     }
 }

@@ -145,10 +145,13 @@ pub fn crc32(parts: &[&[u8]]) -> u32 {
 /// Compresses an inflated block into one zstd frame, ending a zstd block after each of its
 /// streams, so that each kind of value gets entropy tables of its own.
 pub fn compress(inflated: &[u8]) -> std::io::Result<Vec<u8>> {
-    let mut encoder = zstd::stream::write::Encoder::new(
-        Vec::with_capacity(inflated.len() / 4 + 64),
-        COMPRESSION_LEVEL,
-    )?;
+    compress_at_level(inflated, COMPRESSION_LEVEL)
+}
+
+/// `compress` at another zstd level (`examples/profile_sizes` compares them).
+pub fn compress_at_level(inflated: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
+    let mut encoder =
+        zstd::stream::write::Encoder::new(Vec::with_capacity(inflated.len() / 4 + 64), level)?;
     for part in stream_parts(inflated) {
         encoder.write_all(part)?;
         encoder.flush()?;
