@@ -19,18 +19,15 @@ gcc -O2 -o "$work/churn" "$repo/bench/churn.c" -lpthread
 python3 "$repo/bench/sqlite_workload.py" 100000 >"$work/sqlite.sql"
 python3 "$repo/bench/cc_workload.py" 60 >"$work/cc60.c"
 
-command_of() {
-    case $1 in
-    churn) echo "$work/churn -n 1000000" ;;
-    sqlite) echo "sqlite3 :memory: .read\ $work/sqlite.sql" ;;
-    cc) echo "gcc -O2 -c -o $work/cc60.o $work/cc60.c" ;;
-    esac
-}
 
 for rep in $(seq "$R"); do
     for workload in $WORKLOADS; do
         [[ $workload == sqlite ]] && ! command -v sqlite3 >/dev/null && continue
-        eval "program=($(command_of "$workload"))"
+        case $workload in
+        churn) program=("$work/churn" -n 1000000) ;;
+        sqlite) program=(sqlite3 :memory: ".read $work/sqlite.sql") ;;
+        cc) program=(gcc -O2 -c -o "$work/cc60.o" "$work/cc60.c") ;;
+        esac
         for build in old new; do
             memsup=$OLD
             [[ $build == new ]] && memsup=$NEW
