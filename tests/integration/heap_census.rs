@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::common::announced::{start_announced, Running, Start};
-use crate::common::live_process::{thread_states, tracer_pid, wait_until};
+use crate::common::live_process::{hook_mappings, thread_states, tracer_pid, wait_until};
 use crate::common::report::{report_json, report_output};
 use crate::common::run::{clean_command, memsup_binary, spawn_piped, wait_within};
 use crate::common::tools::require_file;
@@ -437,9 +437,10 @@ fn an_attach_starts_from_a_census_of_the_heap() {
         wait_until("memsup traces the fixture", Duration::from_secs(30), || {
             tracer_pid(pid) == memsup_pid
         });
-        // Joined and let go: both threads wait again (stdin, the condition).
+        // Joined and let go: both threads wait again (stdin, the condition). Memsup's
+        // page in the fixture tells the attach's stop from the moment before it.
         wait_until("the fixture runs on", Duration::from_secs(30), || {
-            thread_states(pid).iter().all(|state| state == "S")
+            !hook_mappings(pid).is_empty() && thread_states(pid).iter().all(|state| state == "S")
         });
         program.write_stdin(b"\n");
         let rest = program.finish_cleanly();
