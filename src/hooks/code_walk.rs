@@ -196,9 +196,12 @@ fn emit_memory_slot(a: &mut CodeAssembler, area: u64) -> Emit {
     a.jne(probe)?;
     a.jmp(no_memory)?;
     a.set_label(&mut found)?;
-    a.cmp(qword_ptr(r10 + stacks::MEMORY_BUSY as i32), 0)?;
+    // Taken atomically: two threads whose stacks memsup has not told apart yet (a thread
+    // list not yet updated) share a key.
+    a.mov(eax, 1)?;
+    a.xchg(qword_ptr(r10 + stacks::MEMORY_BUSY as i32), rax)?;
+    a.test(rax, rax)?;
     a.jne(no_memory)?;
-    a.mov(qword_ptr(r10 + stacks::MEMORY_BUSY as i32), 1)?;
     a.mov(qword_ptr(rsp + LOCAL_MEMORY), r10)?;
     a.mov(qword_ptr(rsp + LOCAL_SAVEABLE), 1)?;
     // The last walk's buffer and this walk's, the other one.
@@ -647,9 +650,10 @@ fn emit_memory_frame(a: &mut CodeAssembler, local: &dyn Fn(i32) -> AsmMemoryOper
     // above this frame's.
     a.mov(rax, local(LOCAL_CURSOR))?;
     a.mov(rcx, local(LOCAL_PREVIOUS_END))?;
+    let mut past_end = a.create_label();
     a.set_label(&mut advance)?;
     a.cmp(rax, rcx)?;
-    a.jae(after)?;
+    a.jae(past_end)?;
     a.cmp(qword_ptr(rax), r12)?;
     a.jae(at_or_above)?;
     a.add(rax, stacks::MEMORY_ENTRY_BYTES as i32)?;
@@ -749,6 +753,10 @@ fn emit_memory_frame(a: &mut CodeAssembler, local: &dyn Fn(i32) -> AsmMemoryOper
     // a later frame may still be one of the entries from there on.
     a.set_label(&mut mismatch)?;
     a.mov(local(LOCAL_CURSOR), r10)?;
+    a.jmp(after)?;
+    // Every entry lies below this frame: none of the later frames can match.
+    a.set_label(&mut past_end)?;
+    a.mov(local(LOCAL_CURSOR), rcx)?;
     a.set_label(&mut after)
 }
 

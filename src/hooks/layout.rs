@@ -349,8 +349,9 @@ pub mod stacks {
     /// walk in one of two buffers. A walk that reaches a frame state (sp, ip, rbp) of the
     /// last one takes the rest of its frames from it once it has read again every stack
     /// word that walk read from there (the rules are the same when the directory is), so
-    /// the rest costs no rule lookup. Only the owning thread writes a slot; `MEMORY_BUSY`
-    /// keeps a signal handler's walk off a slot its thread is using.
+    /// the rest costs no rule lookup. Only the walk holding `MEMORY_BUSY` (taken with
+    /// `xchg`) uses a slot: a signal handler's walk on the same thread, or a thread whose
+    /// stack memsup has not told apart yet, walks without one.
     pub const MEMORY_BITS: u32 = 8;
     pub const MEMORY_SLOTS: u64 = 1 << MEMORY_BITS;
     pub const MEMORY_PROBES: u32 = 4;
