@@ -17,7 +17,7 @@ use crate::unwind::tables::walk::{TableModule, TableSet};
 use crate::unwind::{StackSnapshot, MAX_DEPTH};
 
 /// The synthetic module's rows, 0x100 bytes each from 0x1000: how each frame kind lays out
-/// its frame (`Layout::step`).
+/// its frame (`Layout::build`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Shape {
     /// CFA = rsp + 24, rbp saved at CFA - 16.
