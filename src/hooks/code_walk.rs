@@ -633,9 +633,7 @@ fn emit_memory_frame(a: &mut CodeAssembler, local: &dyn Fn(i32) -> AsmMemoryOper
     a.cmp(local(LOCAL_SAVEABLE), 0)?;
     a.je(merge)?;
     // Entry r15 - 1: this frame.
-    a.mov(rax, r15)?;
-    a.shl(rax, stacks::MEMORY_ENTRY_BYTES.trailing_zeros())?;
-    a.add(rax, local(LOCAL_NEXT))?;
+    emit_entry_of_r15(a, rax, local)?;
     a.mov(qword_ptr(rax - 32), r12)?;
     a.mov(qword_ptr(rax - 24), r13)?;
     a.mov(qword_ptr(rax - 16), r14)?;
@@ -717,9 +715,7 @@ fn emit_memory_frame(a: &mut CodeAssembler, local: &dyn Fn(i32) -> AsmMemoryOper
     // keep this frame's entry in this walk's buffer and the last walk's.
     a.mov(r10, rax)?;
     a.mov(r13, rax)?;
-    a.mov(rdx, r15)?;
-    a.shl(rdx, stacks::MEMORY_ENTRY_BYTES.trailing_zeros())?;
-    a.add(rdx, local(LOCAL_NEXT))?;
+    emit_entry_of_r15(a, rdx, local)?;
     a.lea(r12, qword_ptr(rdx - 32))?;
     a.set_label(&mut take)?;
     a.add(r10, stacks::MEMORY_ENTRY_BYTES as i32)?;
@@ -760,6 +756,17 @@ fn emit_memory_frame(a: &mut CodeAssembler, local: &dyn Fn(i32) -> AsmMemoryOper
     a.set_label(&mut after)
 }
 
+/// `register` = entry r15 of this walk's buffer.
+fn emit_entry_of_r15(
+    a: &mut CodeAssembler,
+    register: AsmRegister64,
+    local: &dyn Fn(i32) -> AsmMemoryOperand,
+) -> Emit {
+    a.mov(register, r15)?;
+    a.shl(register, stacks::MEMORY_ENTRY_BYTES.trailing_zeros())?;
+    a.add(register, local(LOCAL_NEXT))
+}
+
 /// At the end of a first pass that can be remembered: writes the end entry (rcx = the
 /// address of the return address read as 0, or 0) after the r15 frames' entries, and
 /// makes this walk's buffer the memory.
@@ -771,9 +778,7 @@ fn emit_remember_end(a: &mut CodeAssembler, local: &dyn Fn(i32) -> AsmMemoryOper
     a.je(skip)?;
     a.cmp(local(LOCAL_SAVEABLE), 0)?;
     a.je(skip)?;
-    a.mov(rax, r15)?;
-    a.shl(rax, stacks::MEMORY_ENTRY_BYTES.trailing_zeros())?;
-    a.add(rax, local(LOCAL_NEXT))?;
+    emit_entry_of_r15(a, rax, local)?;
     a.mov(qword_ptr(rax), 0)?;
     a.mov(qword_ptr(rax + 8), rcx)?;
     a.mov(rcx, local(LOCAL_BP_READ))?;
