@@ -26,8 +26,6 @@ mod code_mpi_tests;
 #[cfg(test)]
 mod code_tests;
 #[cfg(test)]
-mod code_walk_memory_tests;
-#[cfg(test)]
 mod code_walk_tests;
 #[cfg(test)]
 mod ring_tests;
