@@ -54,6 +54,8 @@ pub struct AssembledHooks {
     pub mpi_return_sites: Vec<u64>,
     /// Absolute address of each hook's entry, in the order of the hooks given.
     pub entries: Vec<u64>,
+    /// Absolute address of the stack walker the record routine calls (`code_walk`).
+    pub walk_routine: u64,
     /// Absolute address of each operation's 8-byte slot holding where its hook continues
     /// into the real function (the relocated prologue), in the order of the hooks given.
     pub continuation_slots: Vec<u64>,
@@ -91,7 +93,8 @@ pub fn assemble(base: u64, area: u64, cpu: CpuSource, hooks: &[Hook]) -> Result<
         entries.push(entry);
     }
     a.set_label(&mut record).map_err(asm_error)?;
-    emit_record_routine(&mut a, area, cpu).map_err(asm_error)?;
+    let mut walk = a.create_label();
+    emit_record_routine(&mut a, area, cpu, &mut walk).map_err(asm_error)?;
 
     let result = a
         .assemble_options(base, BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS)
@@ -107,6 +110,7 @@ pub fn assemble(base: u64, area: u64, cpu: CpuSource, hooks: &[Hook]) -> Result<
         return_sites,
         mpi_return_sites,
         entries: entries.iter().map(address).collect::<Result<_>>()?,
+        walk_routine: address(&walk)?,
         continuation_slots: slots.iter().map(address).collect::<Result<_>>()?,
         bytes: result.inner.code_buffer,
     })

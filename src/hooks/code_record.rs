@@ -49,9 +49,14 @@ type Emit = Result<(), IcedError>;
 /// of the header's `SAMPLE_MASK` bits set) adds its time here to the header's timed totals,
 /// unless it waited for room or was dropped. The others read no clock here: `rdtsc` costs
 /// 20-30 ns on some machines.
-pub(super) fn emit_record_routine(a: &mut CodeAssembler, area: u64, cpu: CpuSource) -> Emit {
+/// `walk` labels the stack walker it calls (`code_walk`).
+pub(super) fn emit_record_routine(
+    a: &mut CodeAssembler,
+    area: u64,
+    cpu: CpuSource,
+    walk: &mut CodeLabel,
+) -> Emit {
     let mut inner = a.create_label();
-    let mut walk = a.create_label();
     let mut unwalked = a.create_label();
     let mut untimed = a.create_label();
     let mut backwards = a.create_label();
@@ -79,7 +84,7 @@ pub(super) fn emit_record_routine(a: &mut CodeAssembler, area: u64, cpu: CpuSour
     a.push(r8)?;
     // rsp at the allocator's entry: the caller slot of the hook's frame, three pushes up.
     a.lea(rdi, qword_ptr(rsp + (24 + FRAME_CALLER) as i32))?;
-    a.call(walk)?;
+    a.call(*walk)?;
     a.pop(r8)?;
     a.mov(rbx, rax)?;
     // The counts ride in the record's CPU word: lookups << 20 | misses << 8 | ring.
@@ -121,7 +126,7 @@ pub(super) fn emit_record_routine(a: &mut CodeAssembler, area: u64, cpu: CpuSour
     a.ret()?;
     a.set_label(&mut inner)?;
     emit_inner_routine(a, area, cpu)?;
-    a.set_label(&mut walk)?;
+    a.set_label(walk)?;
     emit_walk_routine(a, area)
 }
 

@@ -36,7 +36,32 @@ const LOCAL_CACHE_SLOT: i32 = 56;
 const LOCAL_CACHE_TAG: i32 = 64;
 const LOCAL_LOOKUPS: i32 = 72;
 const LOCAL_MISSES: i32 = 80;
-const LOCALS: i32 = 88;
+/// The thread's walk memory slot (0: none this walk), the buffer this walk writes, the
+/// entry of the last walk's buffer the merge is at and that buffer's end entry (0: no
+/// last walk), the saved rbp read on the way to the current frame (0: none), and 1 while
+/// this walk can become the thread's memory.
+const LOCAL_MEMORY: i32 = 88;
+const LOCAL_NEXT: i32 = 96;
+const LOCAL_CURSOR: i32 = 104;
+const LOCAL_PREVIOUS_END: i32 = 112;
+const LOCAL_BP_READ: i32 = 120;
+const LOCAL_SAVEABLE: i32 = 128;
+/// The stack's hash, kept across a second pass.
+const LOCAL_HASH: i32 = 136;
+/// How the current step treats the frame's rbp: `STEP_PASSES` it on, `STEP_USES` it, or
+/// neither (0: the caller's rbp is read from the stack, or the walk ends).
+const LOCAL_STEP: i32 = 144;
+const LOCALS: i32 = 152;
+/// What the walker leaves in its locals: non-canonical, so no unwinder takes it
+/// for a return address or a frame pointer.
+const LEFT_BEHIND: u64 = 0x5a5a_5a5a_5a5a_5a5a;
+
+const STEP_PASSES: i32 = 1;
+const STEP_USES: i32 = 2;
+/// Bits of an entry's fourth field above the address of the rbp read on the way to it:
+/// the step's `STEP_*` (shifted), and whether the walk from the entry on uses its rbp.
+const STEP_SHIFT: u32 = 61;
+const USED_BIT: u32 = 63;
 
 /// Labels of the walker's subroutines.
 struct Labels {
@@ -66,6 +91,9 @@ pub(super) fn emit_walk_routine(a: &mut CodeAssembler, area: u64) -> Emit {
     a.mov(qword_ptr(rsp + LOCAL_ENTRY_BP), rbp)?;
     a.mov(qword_ptr(rsp + LOCAL_LOOKUPS), 0)?;
     a.mov(qword_ptr(rsp + LOCAL_MISSES), 0)?;
+    for local in [LOCAL_MEMORY, LOCAL_PREVIOUS_END, LOCAL_SAVEABLE] {
+        a.mov(qword_ptr(rsp + local), 0)?;
+    }
     let mut none = a.create_label();
     let mut done = a.create_label();
     emit_thread_bounds(a, area, none)?;
@@ -77,6 +105,7 @@ pub(super) fn emit_walk_routine(a: &mut CodeAssembler, area: u64) -> Emit {
     a.mov(rax, area)?;
     a.add(rax, qword_ptr(rax + header::CACHE_OFFSET as i32))?;
     a.mov(qword_ptr(rsp + LOCAL_CACHE), rax)?;
+    emit_memory_slot(a, area)?;
     a.xor(edi, edi)?;
     a.mov(r9d, MAX_DEPTH as u32)?;
     a.call(labels.pass)?;
@@ -84,9 +113,21 @@ pub(super) fn emit_walk_routine(a: &mut CodeAssembler, area: u64) -> Emit {
     a.set_label(&mut none)?;
     a.xor(eax, eax)?;
     a.set_label(&mut done)?;
+    let mut released = a.create_label();
+    a.mov(rcx, qword_ptr(rsp + LOCAL_MEMORY))?;
+    a.test(rcx, rcx)?;
+    a.je(released)?;
+    a.mov(qword_ptr(rcx + stacks::MEMORY_BUSY as i32), 0)?;
+    a.set_label(&mut released)?;
     a.mov(rdx, qword_ptr(rsp + LOCAL_LOOKUPS))?;
     a.shl(rdx, 32)?;
     a.or(rdx, qword_ptr(rsp + LOCAL_MISSES))?;
+    // The program's own frame-pointer guesses may later read this stack as
+    // uninitialised locals; a zero left here would read as a clean end of stack.
+    a.mov(rcx, LEFT_BEHIND)?;
+    for offset in (0..LOCALS).step_by(8) {
+        a.mov(qword_ptr(rsp + offset), rcx)?;
+    }
     a.add(rsp, LOCALS)?;
     for register in [r15, r14, r13, r12, rbp, rbx] {
         a.pop(register)?;
@@ -124,6 +165,78 @@ fn emit_thread_bounds(a: &mut CodeAssembler, area: u64, none: CodeLabel) -> Emit
     a.ja(none)
 }
 
+/// Finds or takes the thread's walk memory slot (keyed by its stack's high bound less 8)
+/// and marks it busy; sets the locals of the memory, or leaves `LOCAL_MEMORY` 0 when the
+/// slots are taken or a walk of this thread is already using it (a signal handler's).
+fn emit_memory_slot(a: &mut CodeAssembler, area: u64) -> Emit {
+    let mut probe = a.create_label();
+    let mut next = a.create_label();
+    let mut found = a.create_label();
+    let mut no_memory = a.create_label();
+    a.mov(rax, area)?;
+    a.mov(rcx, qword_ptr(rax + header::MEMORY_OFFSET as i32))?;
+    a.test(rcx, rcx)?;
+    a.je(no_memory)?;
+    a.add(rcx, rax)?;
+    a.mov(rdx, qword_ptr(rsp + LOCAL_HIGH_LESS_8))?;
+    a.mov(rax, stacks::CACHE_HASH)?;
+    a.imul_2(rax, rdx)?;
+    a.shr(rax, 64 - stacks::MEMORY_BITS)?;
+    a.mov(r8d, stacks::MEMORY_PROBES)?;
+    a.set_label(&mut probe)?;
+    a.mov(r10, rax)?;
+    a.shl(r10, stacks::MEMORY_SLOT_BYTES.trailing_zeros())?;
+    a.add(r10, rcx)?;
+    a.mov(r11, qword_ptr(r10 + stacks::MEMORY_KEY as i32))?;
+    a.cmp(r11, rdx)?;
+    a.je(found)?;
+    a.test(r11, r11)?;
+    a.jne(next)?;
+    a.mov(r11, rax)?;
+    a.xor(eax, eax)?;
+    a.lock()
+        .cmpxchg(qword_ptr(r10 + stacks::MEMORY_KEY as i32), rdx)?;
+    a.mov(rax, r11)?;
+    a.je(found)?;
+    a.set_label(&mut next)?;
+    a.inc(rax)?;
+    a.and(rax, (stacks::MEMORY_SLOTS - 1) as i32)?;
+    a.dec(r8d)?;
+    a.jne(probe)?;
+    a.jmp(no_memory)?;
+    a.set_label(&mut found)?;
+    // Taken atomically: two threads whose stacks memsup has not told apart yet (a thread
+    // list not yet updated) share a key.
+    a.mov(eax, 1)?;
+    a.xchg(qword_ptr(r10 + stacks::MEMORY_BUSY as i32), rax)?;
+    a.test(rax, rax)?;
+    a.jne(no_memory)?;
+    a.mov(qword_ptr(rsp + LOCAL_MEMORY), r10)?;
+    a.mov(qword_ptr(rsp + LOCAL_SAVEABLE), 1)?;
+    // The last walk's buffer and this walk's, the other one.
+    a.mov(rax, qword_ptr(r10 + stacks::MEMORY_CURRENT as i32))?;
+    a.and(eax, 1)?;
+    a.imul_3(rcx, rax, stacks::MEMORY_BUFFER_BYTES as i32)?;
+    a.lea(rdx, qword_ptr(r10 + rcx + stacks::MEMORY_BUFFERS as i32))?;
+    a.mov(qword_ptr(rsp + LOCAL_CURSOR), rdx)?;
+    a.xor(eax, 1)?;
+    a.imul_3(rcx, rax, stacks::MEMORY_BUFFER_BYTES as i32)?;
+    a.lea(r11, qword_ptr(r10 + rcx + stacks::MEMORY_BUFFERS as i32))?;
+    a.mov(qword_ptr(rsp + LOCAL_NEXT), r11)?;
+    // The last walk is of use only over the same tables.
+    a.mov(rax, qword_ptr(r10 + stacks::MEMORY_DIRECTORY as i32))?;
+    a.cmp(rax, qword_ptr(rsp + LOCAL_DIRECTORY))?;
+    a.jne(no_memory)?;
+    a.mov(rax, qword_ptr(r10 + stacks::MEMORY_FRAMES as i32))?;
+    a.test(rax, rax)?;
+    a.je(no_memory)?;
+    a.shl(rax, stacks::MEMORY_ENTRY_BYTES.trailing_zeros())?;
+    a.add(rax, rdx)?;
+    a.mov(qword_ptr(rsp + LOCAL_PREVIOUS_END), rax)?;
+    a.set_label(&mut no_memory)?;
+    Ok(())
+}
+
 /// After the first pass (rbx hash, r15 frames, r8 stop): the stack's reference from the
 /// known-stack set, or a second pass into the store. Ends at `done` with rax.
 fn emit_known_set(a: &mut CodeAssembler, area: u64, labels: &Labels, done: CodeLabel) -> Emit {
@@ -141,6 +254,17 @@ fn emit_known_set(a: &mut CodeAssembler, area: u64, labels: &Labels, done: CodeL
     a.jne(hashed)?;
     a.mov(ebx, 1)?;
     a.set_label(&mut hashed)?;
+    // The thread's recently found stacks first.
+    let mut global = a.create_label();
+    a.mov(r10, qword_ptr(rsp + LOCAL_MEMORY))?;
+    a.test(r10, r10)?;
+    a.je(global)?;
+    emit_recent_slot(a)?;
+    a.cmp(qword_ptr(r10), rbx)?;
+    a.jne(global)?;
+    a.mov(rax, qword_ptr(r10 + 8))?;
+    a.jmp(done)?;
+    a.set_label(&mut global)?;
     a.mov(rsi, area)?;
     a.add(rsi, qword_ptr(rsi + header::KNOWN_OFFSET as i32))?;
     a.mov(rax, rbx)?;
@@ -174,12 +298,14 @@ fn emit_known_set(a: &mut CodeAssembler, area: u64, labels: &Labels, done: CodeL
     a.set_label(&mut found)?;
     a.mov(rax, qword_ptr(rdx + 8))?;
     a.test(rax, rax)?;
-    a.jne(done)?;
+    let mut recent = a.create_label();
+    a.jne(recent)?;
     // Another thread is still writing this stack: a copy of its own.
     a.xor(edx, edx)?;
     a.jmp(copy)?;
     a.set_label(&mut copy)?;
     a.mov(qword_ptr(rsp + LOCAL_SLOT), rdx)?;
+    a.mov(qword_ptr(rsp + LOCAL_HASH), rbx)?;
     a.mov(rcx, r15)?;
     a.shl(rcx, 3)?;
     a.mov(rsi, area)?;
@@ -202,16 +328,33 @@ fn emit_known_set(a: &mut CodeAssembler, area: u64, labels: &Labels, done: CodeL
     a.mov(r9, r15)?;
     a.call(labels.pass)?;
     a.mov(rax, qword_ptr(rsp + LOCAL_REFERENCE))?;
+    a.mov(rbx, qword_ptr(rsp + LOCAL_HASH))?;
     a.mov(rdx, qword_ptr(rsp + LOCAL_SLOT))?;
     a.test(rdx, rdx)?;
-    a.je(done)?;
+    a.je(recent)?;
     // Published after its frames (x86 keeps stores in order).
     a.mov(qword_ptr(rdx + 8), rax)?;
+    // rax = the stack's reference, rbx its hash: kept among the thread's recent ones.
+    a.set_label(&mut recent)?;
+    a.mov(r10, qword_ptr(rsp + LOCAL_MEMORY))?;
+    a.test(r10, r10)?;
+    a.je(done)?;
+    emit_recent_slot(a)?;
+    a.mov(qword_ptr(r10 + 8), rax)?;
+    a.mov(qword_ptr(r10), rbx)?;
     a.jmp(done)?;
     a.set_label(&mut lost)?;
     a.lock().inc(qword_ptr(rsi + header::STACKS_LOST as i32))?;
     a.xor(eax, eax)?;
     a.jmp(done)
+}
+
+/// r10 = the slot for hash rbx among the recent stacks of the memory at r10. Clobbers r11.
+fn emit_recent_slot(a: &mut CodeAssembler) -> Emit {
+    a.mov(r11, rbx)?;
+    a.shr(r11, 64 - stacks::MEMORY_KNOWN_BITS)?;
+    a.shl(r11, stacks::KNOWN_SLOT_BYTES.trailing_zeros())?;
+    a.lea(r10, qword_ptr(r10 + r11 + stacks::MEMORY_KNOWN as i32))
 }
 
 /// The pass subroutine: rdi = where frames go (0: nowhere), r9 = frames at most.
@@ -221,6 +364,7 @@ fn emit_known_set(a: &mut CodeAssembler, area: u64, labels: &Labels, done: CodeL
 fn emit_pass(a: &mut CodeAssembler, labels: &mut Labels) -> Emit {
     let local = |offset: i32| qword_ptr(rsp + 8 + offset);
     let mut stop_end = a.create_label();
+    let mut stop_end_read = a.create_label();
     let mut stop_truncated = a.create_label();
     let mut next_frame = a.create_label();
     let mut exact = a.create_label();
@@ -248,6 +392,8 @@ fn emit_pass(a: &mut CodeAssembler, labels: &mut Labels) -> Emit {
     a.xor(r15d, r15d)?;
     a.xor(r8d, r8d)?;
     a.xor(ebp, ebp)?;
+    a.mov(local(LOCAL_BP_READ), 0)?;
+    a.mov(local(LOCAL_STEP), 0)?;
     a.mov(rsi, local(LOCAL_DIRECTORY))?;
     a.mov(rax, r13)?;
     a.call(labels.find)?;
@@ -257,6 +403,7 @@ fn emit_pass(a: &mut CodeAssembler, labels: &mut Labels) -> Emit {
     a.mov(rbp, rdx)?;
 
     a.set_label(&mut next_frame)?;
+    emit_memory_frame(a, &local)?;
     a.cmp(r15, r9)?;
     a.jae(stop_truncated)?;
     a.mov(rax, r13)?;
@@ -356,6 +503,7 @@ fn emit_pass(a: &mut CodeAssembler, labels: &mut Labels) -> Emit {
     // Each kind leaves rax = CFA, rdx = the caller's rbp, r10 = 1 when the CFA must not
     // move down (the unwinder's checks on rules it evaluates generally).
     a.set_label(&mut kind_sp)?;
+    a.mov(local(LOCAL_STEP), STEP_PASSES)?;
     emit_cfa_offset(a, rax, eax)?;
     a.add(rax, r12)?;
     a.mov(rdx, r14)?;
@@ -365,6 +513,8 @@ fn emit_pass(a: &mut CodeAssembler, labels: &mut Labels) -> Emit {
     emit_rbp_slot(a)?;
     let mut sp_unreadable = a.create_label();
     emit_bounded_read(a, rdx, r11, sp_unreadable, &local)?;
+    a.mov(local(LOCAL_BP_READ), r11)?;
+    a.mov(local(LOCAL_STEP), 0)?;
     a.jmp(common)?;
     a.set_label(&mut sp_unreadable)?;
     // At the innermost frame an epilogue may name a slot already popped: rbp stays.
@@ -372,9 +522,11 @@ fn emit_pass(a: &mut CodeAssembler, labels: &mut Labels) -> Emit {
     a.je(stop_truncated)?;
     a.cmp(r11, r12)?;
     a.jae(stop_truncated)?;
+    a.mov(local(LOCAL_SAVEABLE), 0)?;
     a.jmp(common)?;
 
     a.set_label(&mut kind_frame_pointer)?;
+    a.mov(local(LOCAL_STEP), STEP_USES)?;
     a.test(r14, r14)?;
     a.je(stop_end)?;
     a.set_label(&mut frame_pointer_walk)?;
@@ -382,10 +534,12 @@ fn emit_pass(a: &mut CodeAssembler, labels: &mut Labels) -> Emit {
     a.cmp(rax, r12)?;
     a.jbe(stop_truncated)?;
     emit_bounded_read(a, rdx, r14, stop_truncated, &local)?;
+    a.mov(local(LOCAL_BP_READ), r14)?;
     a.xor(r10d, r10d)?;
     a.jmp(common)?;
 
     a.set_label(&mut kind_no_fde)?;
+    a.mov(local(LOCAL_STEP), STEP_USES)?;
     a.test(r8d, 1)?;
     a.je(frame_pointer_walk)?;
     a.lea(rax, qword_ptr(r12 + 8))?;
@@ -394,6 +548,12 @@ fn emit_pass(a: &mut CodeAssembler, labels: &mut Labels) -> Emit {
     a.jmp(common)?;
 
     a.set_label(&mut kind_general)?;
+    let mut passes = a.create_label();
+    a.mov(local(LOCAL_STEP), STEP_PASSES)?;
+    a.test(ecx, RBP_REGISTER_BIT)?;
+    a.je(passes)?;
+    a.mov(local(LOCAL_STEP), STEP_USES)?;
+    a.set_label(&mut passes)?;
     a.mov(rax, r12)?;
     a.test(ecx, RBP_REGISTER_BIT)?;
     a.cmovne(rax, r14)?;
@@ -404,11 +564,19 @@ fn emit_pass(a: &mut CodeAssembler, labels: &mut Labels) -> Emit {
     a.test(ecx, RBP_SAVED_BIT)?;
     a.je(common)?;
     emit_rbp_slot(a)?;
-    // An rbp that cannot be read stays as it was.
-    emit_bounded_read(a, rdx, r11, common, &local)?;
+    // An rbp that cannot be read stays as it was (a walk the memory cannot repeat: the
+    // bounds differ from call to call).
+    let mut general_unreadable = a.create_label();
+    emit_bounded_read(a, rdx, r11, general_unreadable, &local)?;
+    a.mov(local(LOCAL_BP_READ), r11)?;
+    a.and(local(LOCAL_STEP), STEP_USES)?;
+    a.jmp(common)?;
+    a.set_label(&mut general_unreadable)?;
+    a.mov(local(LOCAL_SAVEABLE), 0)?;
     a.jmp(common)?;
 
     a.set_label(&mut kind_plt)?;
+    a.mov(local(LOCAL_STEP), STEP_PASSES)?;
     let mut before_threshold = a.create_label();
     emit_cfa_offset(a, r11, r11d)?;
     a.mov(eax, r13d)?;
@@ -427,17 +595,246 @@ fn emit_pass(a: &mut CodeAssembler, labels: &mut Labels) -> Emit {
         &mut common,
         labels,
         next_frame,
-        stop_end,
+        stop_end_read,
         stop_truncated,
         &local,
     )?;
 
+    // The walk ended: rcx = the address of the return address read as 0, or 0 when the
+    // rule said so.
+    let mut stop_end_at = a.create_label();
+    a.set_label(&mut stop_end_read)?;
+    a.lea(rcx, qword_ptr(rax - 8))?;
+    a.jmp(stop_end_at)?;
     a.set_label(&mut stop_end)?;
+    a.xor(ecx, ecx)?;
+    a.set_label(&mut stop_end_at)?;
+    emit_remember_end(a, &local)?;
     a.mov(r8d, stacks::STOP_END as u32)?;
     a.ret()?;
     a.set_label(&mut stop_truncated)?;
     a.mov(r8d, stacks::STOP_TRUNCATED as u32)?;
     a.ret()
+}
+
+/// At each frame of a first pass with a memory: writes the frame's entry into this walk's
+/// buffer, and when the frame's state is one of the last walk's, reads again every stack
+/// word that walk read from there on; if all are as they were, takes its remaining frames
+/// (hashing them, copying their entries) and returns as the walk would have, `STOP_END`.
+/// Otherwise the walk goes on, and tries the memory again from the entry that differed.
+fn emit_memory_frame(a: &mut CodeAssembler, local: &dyn Fn(i32) -> AsmMemoryOperand) -> Emit {
+    let mut after = a.create_label();
+    let mut merge = a.create_label();
+    let mut advance = a.create_label();
+    let mut at_or_above = a.create_label();
+    let mut verify = a.create_label();
+    let mut verify_end = a.create_label();
+    let mut verify_end_bp = a.create_label();
+    let mut verified = a.create_label();
+    let mut mismatch = a.create_label();
+    let mut take = a.create_label();
+    let mut taken = a.create_label();
+    let mut unsaved = a.create_label();
+    a.test(rdi, rdi)?;
+    a.jne(after)?;
+    a.cmp(local(LOCAL_MEMORY), 0)?;
+    a.je(after)?;
+    a.cmp(local(LOCAL_SAVEABLE), 0)?;
+    a.je(merge)?;
+    // Entry r15 - 1: this frame.
+    emit_entry_of_r15(a, rax, local)?;
+    a.mov(qword_ptr(rax - 32), r12)?;
+    a.mov(qword_ptr(rax - 24), r13)?;
+    a.mov(qword_ptr(rax - 16), r14)?;
+    a.mov(rcx, local(LOCAL_STEP))?;
+    a.shl(rcx, STEP_SHIFT)?;
+    a.or(rcx, local(LOCAL_BP_READ))?;
+    a.mov(qword_ptr(rax - 8), rcx)?;
+    a.set_label(&mut merge)?;
+    a.mov(local(LOCAL_BP_READ), 0)?;
+    a.mov(local(LOCAL_STEP), 0)?;
+    // The last walk's sps rise from entry to entry: the cursor moves to the first at or
+    // above this frame's.
+    a.mov(rax, local(LOCAL_CURSOR))?;
+    a.mov(rcx, local(LOCAL_PREVIOUS_END))?;
+    let mut past_end = a.create_label();
+    a.set_label(&mut advance)?;
+    a.cmp(rax, rcx)?;
+    a.jae(past_end)?;
+    a.cmp(qword_ptr(rax), r12)?;
+    a.jae(at_or_above)?;
+    a.add(rax, stacks::MEMORY_ENTRY_BYTES as i32)?;
+    a.jmp(advance)?;
+    a.set_label(&mut at_or_above)?;
+    a.mov(local(LOCAL_CURSOR), rax)?;
+    a.jne(after)?;
+    a.cmp(qword_ptr(rax + 8), r13)?;
+    a.jne(after)?;
+    // rbp matters only where the rest of the walk uses it.
+    let mut bp_unused = a.create_label();
+    a.bt(qword_ptr(rax + 24), USED_BIT)?;
+    a.jae(bp_unused)?;
+    a.cmp(qword_ptr(rax + 16), r14)?;
+    a.jne(after)?;
+    a.set_label(&mut bp_unused)?;
+    a.test(r8d, 1)?;
+    a.jne(after)?;
+    // The same state: the words the last walk read from here on, within this call's bounds.
+    a.mov(r10, rax)?;
+    a.set_label(&mut verify)?;
+    a.add(r10, stacks::MEMORY_ENTRY_BYTES as i32)?;
+    a.cmp(r10, rcx)?;
+    a.jae(verify_end)?;
+    a.mov(r11, qword_ptr(r10))?;
+    a.sub(r11, 8)?;
+    emit_bounded_read(a, rdx, r11, mismatch, local)?;
+    a.cmp(rdx, qword_ptr(r10 + 8))?;
+    a.jne(mismatch)?;
+    a.mov(r11, qword_ptr(r10 + 24))?;
+    a.shl(r11, 64 - STEP_SHIFT)?;
+    a.shr(r11, 64 - STEP_SHIFT)?;
+    a.je(verify)?;
+    emit_bounded_read(a, rdx, r11, mismatch, local)?;
+    a.bt(qword_ptr(r10 + 24), USED_BIT)?;
+    a.jae(verify)?;
+    a.cmp(rdx, qword_ptr(r10 + 16))?;
+    a.jne(mismatch)?;
+    a.jmp(verify)?;
+    a.set_label(&mut verify_end)?;
+    a.mov(r11, qword_ptr(r10 + 8))?;
+    a.test(r11, r11)?;
+    a.je(verify_end_bp)?;
+    emit_bounded_read(a, rdx, r11, mismatch, local)?;
+    a.test(rdx, rdx)?;
+    a.jne(mismatch)?;
+    a.set_label(&mut verify_end_bp)?;
+    a.mov(r11, qword_ptr(r10 + 16))?;
+    a.test(r11, r11)?;
+    a.je(verified)?;
+    emit_bounded_read(a, rdx, r11, mismatch, local)?;
+    a.set_label(&mut verified)?;
+    // The walk would have ended within its depth: all its frames are below r9.
+    a.mov(rdx, rcx)?;
+    a.sub(rdx, rax)?;
+    a.shr(rdx, stacks::MEMORY_ENTRY_BYTES.trailing_zeros())?;
+    a.lea(rdx, qword_ptr(rdx + r15 - 1))?;
+    a.cmp(rdx, r9)?;
+    a.jae(mismatch)?;
+    // Take the frames after this one and the end entry. The walk ends here: r12 and r13
+    // keep this frame's entry in this walk's buffer and the last walk's.
+    a.mov(r10, rax)?;
+    a.mov(r13, rax)?;
+    emit_entry_of_r15(a, rdx, local)?;
+    a.lea(r12, qword_ptr(rdx - 32))?;
+    a.set_label(&mut take)?;
+    a.add(r10, stacks::MEMORY_ENTRY_BYTES as i32)?;
+    for offset in [0, 8, 16, 24] {
+        a.mov(r11, qword_ptr(r10 + offset))?;
+        a.mov(qword_ptr(rdx + offset), r11)?;
+    }
+    a.add(rdx, stacks::MEMORY_ENTRY_BYTES as i32)?;
+    a.cmp(r10, rcx)?;
+    a.jae(taken)?;
+    a.xor(rbx, qword_ptr(r10 + 8))?;
+    a.mov(r11, stacks::STACK_HASH)?;
+    a.imul_2(rbx, r11)?;
+    a.inc(r15)?;
+    a.jmp(take)?;
+    a.set_label(&mut taken)?;
+    a.cmp(local(LOCAL_SAVEABLE), 0)?;
+    a.je(unsaved)?;
+    a.mov(r10, qword_ptr(r13 + 24))?;
+    a.shr(r10, USED_BIT)?;
+    a.mov(r11, r10)?;
+    a.shl(r11, USED_BIT)?;
+    a.or(qword_ptr(r12 + 24), r11)?;
+    a.mov(rdx, r12)?;
+    emit_mark_used(a, local)?;
+    emit_remembered(a, local)?;
+    a.set_label(&mut unsaved)?;
+    a.mov(r8d, stacks::STOP_END as u32)?;
+    a.ret()?;
+    // A word read differs at entry r10 (or its walk would be too deep: r10 is the end):
+    // a later frame may still be one of the entries from there on.
+    a.set_label(&mut mismatch)?;
+    a.mov(local(LOCAL_CURSOR), r10)?;
+    a.jmp(after)?;
+    // Every entry lies below this frame: none of the later frames can match.
+    a.set_label(&mut past_end)?;
+    a.mov(local(LOCAL_CURSOR), rcx)?;
+    a.set_label(&mut after)
+}
+
+/// `register` = entry r15 of this walk's buffer.
+fn emit_entry_of_r15(
+    a: &mut CodeAssembler,
+    register: AsmRegister64,
+    local: &dyn Fn(i32) -> AsmMemoryOperand,
+) -> Emit {
+    a.mov(register, r15)?;
+    a.shl(register, stacks::MEMORY_ENTRY_BYTES.trailing_zeros())?;
+    a.add(register, local(LOCAL_NEXT))
+}
+
+/// At the end of a first pass that can be remembered: writes the end entry (rcx = the
+/// address of the return address read as 0, or 0) after the r15 frames' entries, and
+/// makes this walk's buffer the memory.
+fn emit_remember_end(a: &mut CodeAssembler, local: &dyn Fn(i32) -> AsmMemoryOperand) -> Emit {
+    let mut skip = a.create_label();
+    a.test(rdi, rdi)?;
+    a.jne(skip)?;
+    a.cmp(local(LOCAL_MEMORY), 0)?;
+    a.je(skip)?;
+    a.cmp(local(LOCAL_SAVEABLE), 0)?;
+    a.je(skip)?;
+    emit_entry_of_r15(a, rax, local)?;
+    a.mov(qword_ptr(rax), 0)?;
+    a.mov(qword_ptr(rax + 8), rcx)?;
+    a.mov(rcx, local(LOCAL_BP_READ))?;
+    a.mov(qword_ptr(rax + 16), rcx)?;
+    a.mov(rcx, local(LOCAL_STEP))?;
+    a.shl(rcx, STEP_SHIFT)?;
+    a.mov(qword_ptr(rax + 24), rcx)?;
+    a.mov(rdx, rax)?;
+    a.xor(r10d, r10d)?;
+    emit_mark_used(a, local)?;
+    emit_remembered(a, local)?;
+    a.set_label(&mut skip)
+}
+
+/// Marks, from the entry before rdx down to the first of this walk's buffer, whether the
+/// walk from each entry on uses its rbp: its step uses it, or passes it on to an entry
+/// whose walk does (r10: 1 when rdx's does). Clobbers rcx, r11.
+fn emit_mark_used(a: &mut CodeAssembler, local: &dyn Fn(i32) -> AsmMemoryOperand) -> Emit {
+    let mut mark = a.create_label();
+    let mut marked = a.create_label();
+    a.set_label(&mut mark)?;
+    a.cmp(rdx, local(LOCAL_NEXT))?;
+    a.jbe(marked)?;
+    // The step from the entry before rdx to rdx.
+    a.mov(r11, qword_ptr(rdx + 24))?;
+    a.mov(rcx, r11)?;
+    a.shr(rcx, STEP_SHIFT)?;
+    a.and(ecx, STEP_PASSES)?;
+    a.and(ecx, r10d)?;
+    a.shr(r11, STEP_SHIFT + 1)?;
+    a.and(r11d, 1)?;
+    a.or(ecx, r11d)?;
+    a.mov(r10d, ecx)?;
+    a.sub(rdx, stacks::MEMORY_ENTRY_BYTES as i32)?;
+    a.shl(rcx, USED_BIT)?;
+    a.or(qword_ptr(rdx + 24), rcx)?;
+    a.jmp(mark)?;
+    a.set_label(&mut marked)
+}
+
+/// This walk's buffer, holding r15 frames and the end entry, becomes the memory.
+fn emit_remembered(a: &mut CodeAssembler, local: &dyn Fn(i32) -> AsmMemoryOperand) -> Emit {
+    a.mov(rax, local(LOCAL_MEMORY))?;
+    a.mov(qword_ptr(rax + stacks::MEMORY_FRAMES as i32), r15)?;
+    a.mov(rcx, local(LOCAL_DIRECTORY))?;
+    a.mov(qword_ptr(rax + stacks::MEMORY_DIRECTORY as i32), rcx)?;
+    a.xor(qword_ptr(rax + stacks::MEMORY_CURRENT as i32), 1)
 }
 
 /// rax = CFA, rdx = the caller's rbp, r10 = checked: reads the return address, moves to
@@ -447,7 +844,7 @@ fn emit_common(
     common: &mut CodeLabel,
     labels: &Labels,
     next_frame: CodeLabel,
-    stop_end: CodeLabel,
+    stop_end_read: CodeLabel,
     stop_truncated: CodeLabel,
     local: &dyn Fn(i32) -> AsmMemoryOperand,
 ) -> Emit {
@@ -464,7 +861,7 @@ fn emit_common(
     a.jb(stop_truncated)?;
     a.set_label(&mut unchecked)?;
     a.test(r11, r11)?;
-    a.je(stop_end)?;
+    a.je(stop_end_read)?;
     a.cmp(rax, r12)?;
     a.jne(moved)?;
     a.cmp(r11, r13)?;
@@ -483,6 +880,8 @@ fn emit_common(
     a.cmp(r13, qword_ptr(rbp + stacks::ENTRY_SIGRETURN as i32))?;
     a.jne(next_frame)?;
     // A signal handler returns here: the interrupted registers are in the ucontext at sp.
+    // Reads of the ucontext are not in the memory's entries: this walk stays unremembered.
+    a.mov(local(LOCAL_SAVEABLE), 0)?;
     a.lea(rax, qword_ptr(r12 + UCONTEXT_RIP as i32))?;
     a.cmp(rax, local(LOCAL_HIGH_LESS_8))?;
     a.ja(stop_truncated)?;

@@ -260,24 +260,126 @@ fn each_record_carries_its_walk_s_rule_lookups_and_cache_misses_and_every_call_i
     let mut records = Vec::new();
     Drainer::new(&harness.area).finish(&harness.area, &mut records);
     assert_eq!(records.len(), 10);
-    let mut cache = std::collections::HashMap::new();
-    let mut seen = std::collections::HashSet::new();
-    for (index, record) in records.iter().enumerate() {
-        let frames = stored_frames(&harness, record);
-        assert!(frames.len() > 5, "{frames:x?}");
-        // Every frame's rule is looked up, the outermost's to find the walk ends there; a
-        // new stack's second pass, into the store, stops once it has the frames.
-        let mut looked_up = frames.clone();
-        if seen.insert(record.stack) {
-            looked_up.extend_from_slice(&frames[..frames.len() - 1]);
-        }
-        assert_eq!(record.lookups as usize, looked_up.len(), "record {index}");
-        let misses = simulated_misses(&mut cache, &looked_up);
-        assert_eq!(record.misses, misses, "record {index}");
+    let frames = stored_frames(&harness, &records[0]);
+    assert!(frames.len() > 5, "{frames:x?}");
+    // The first walk looks up every frame's rule, the outermost's to find the walk ends
+    // there; being a new stack, its second pass, into the store, stops once it has the
+    // frames.
+    let mut looked_up = frames.clone();
+    looked_up.extend_from_slice(&frames[..frames.len() - 1]);
+    assert_eq!(records[0].lookups as usize, looked_up.len());
+    let misses = simulated_misses(&mut std::collections::HashMap::new(), &looked_up);
+    assert_eq!(records[0].misses, misses);
+    assert!(misses > 0);
+    // The others start where the first did: its memory gives every frame, no lookup.
+    for (index, record) in records.iter().enumerate().skip(1) {
+        assert_eq!((record.lookups, record.misses), (0, 0), "record {index}");
+        assert_eq!(record.stack, records[0].stack, "record {index}");
     }
-    assert!(records[0].misses > 0);
-    assert!(seen.len() < records.len(), "every call a new stack");
     let (timed, ticks) = harness.area.timed();
     assert_eq!(timed, 10);
     assert!(ticks > 0);
+}
+
+/// Zeroes `bytes` of the area from the offset the header field `field` holds.
+fn zero_part(harness: &Harness, field: u64, bytes: u64) {
+    let offset = harness.area.u64_at(field).load(Ordering::Relaxed);
+    harness.area.write_bytes(offset, &vec![0; bytes as usize]);
+}
+
+#[test]
+fn a_stack_walked_again_comes_from_the_thread_s_memory_without_the_known_stack_set() {
+    use super::layout::{header, stacks};
+    let harness = walking_harness();
+    let mut records = Vec::new();
+    let mut drainer = Drainer::new(&harness.area);
+    for round in 0..black_box(3) {
+        match round {
+            // Without the known-stack set and the rule cache, only the thread's memory
+            // and its recent stacks can give the same reference without a lookup.
+            1 => {
+                zero_part(&harness, header::KNOWN_OFFSET, stacks::KNOWN_SLOTS * 16);
+                zero_part(&harness, header::CACHE_OFFSET, stacks::CACHE_SLOTS * 16);
+            }
+            // Without the memory either: walked again, found in the recent stacks.
+            2 => {
+                let memories = harness
+                    .area
+                    .u64_at(header::MEMORY_OFFSET)
+                    .load(Ordering::Relaxed);
+                for slot in 0..stacks::MEMORY_SLOTS {
+                    let at = memories + slot * stacks::MEMORY_SLOT_BYTES;
+                    harness
+                        .area
+                        .write_bytes(at, &[0; stacks::MEMORY_KNOWN as usize]);
+                }
+            }
+            _ => {}
+        }
+        call_from_one_place(harness.malloc(), 1);
+        drainer.finish(&harness.area, &mut records);
+    }
+    assert_eq!(records.len(), 3);
+    let frames = stored_frames(&harness, &records[0]).len() as u32;
+    assert!(records[0].lookups > frames, "{records:x?}");
+    // Round 1 looks up a rule or two at most: the loop around the call may keep its
+    // counter in a register its callees save on the stack, a word the memory reads again.
+    assert!(records[1].lookups < 4, "{records:x?}");
+    assert_eq!(records[2].lookups, frames);
+    assert!(records
+        .iter()
+        .all(|record| record.stack == records[0].stack));
+    assert_eq!(
+        harness
+            .area
+            .u64_at(header::STORE_USED)
+            .load(Ordering::Relaxed),
+        8 * frames as u64
+    );
+}
+
+#[inline(never)]
+fn through_inner(malloc: extern "C" fn(u64) -> u64, out: &mut Vec<(u64, u64, Vec<u8>)>) {
+    call_and_copy(malloc, 7, out);
+    black_box(out.len());
+}
+
+#[inline(never)]
+fn first_caller(malloc: extern "C" fn(u64) -> u64, out: &mut Vec<(u64, u64, Vec<u8>)>) {
+    through_inner(malloc, out);
+    black_box(1);
+}
+
+#[inline(never)]
+fn second_caller(malloc: extern "C" fn(u64) -> u64, out: &mut Vec<(u64, u64, Vec<u8>)>) {
+    through_inner(malloc, out);
+    black_box(2);
+}
+
+#[test]
+fn a_walk_whose_frame_was_the_last_one_s_but_whose_caller_changed_walks_on() {
+    let harness = walking_harness();
+    let mut copies = Vec::new();
+    let callers: [fn(_, &mut _); 2] = [first_caller, second_caller];
+    for round in 0..black_box(4) {
+        callers[round % 2](harness.malloc(), &mut copies);
+    }
+    let walks = walked(&harness, &copies);
+    for walk in &walks {
+        assert_eq!(stored_frames(&harness, &walk.record), walk.expected);
+    }
+    // The same frame state each time (the callers' frames are alike), so each walk after
+    // the first took it from the memory, found the return address into the other caller
+    // two frames up, looked up the rules of the three frames below the callers' and took
+    // the rest from the memory where their frames ended. The second stack is new: its
+    // second pass, into the store, looks up all but the outermost frame's rule.
+    let frames = walks[0].expected.len() as u32;
+    assert_eq!(walks[0].record.stack_pointer, walks[1].record.stack_pointer);
+    let lookups: Vec<u32> = walks.iter().map(|walk| walk.record.lookups).collect();
+    assert_eq!(lookups, [2 * frames - 1, 3 + frames - 1, 3, 3]);
+    for (index, walk) in walks.iter().enumerate() {
+        assert_ne!(walk.expected[2], walks[(index + 1) % 2].expected[2]);
+        assert_eq!(walk.record.stack, walks[index % 2].record.stack);
+    }
+    assert_ne!(walks[0].record.stack, walks[1].record.stack);
 }

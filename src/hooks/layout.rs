@@ -82,6 +82,9 @@ pub mod header {
     /// leftovers), written before `ENABLED`: its heartbeat switches hooks back on only
     /// where they switched themselves off. No hook reads it.
     pub const OFF_BY_MEMSUP: u64 = 184;
+    /// Byte offset of the walk memories (`stacks::MEMORY_*`), written by memsup before
+    /// hooks run.
+    pub const MEMORY_OFFSET: u64 = 192;
     /// Counters the hooks add to now and then, on a cache line of their own (every hook
     /// reads the lines above): times a producer slept on a full ring, and the timed calls
     /// that did not wait for room with the TSC ticks they spent in the record routine (the
@@ -340,6 +343,41 @@ pub mod stacks {
     pub const CACHE_SLOT_BYTES: u64 = 16;
     pub const CACHE_HASH: u64 = 0x9e37_79b9_7f4a_7c15;
 
+    /// The walk memories: a slot per thread stack (the top bits of its high bound less 8,
+    /// times `CACHE_HASH`, pick the first of `MEMORY_PROBES`; a thread takes a free slot
+    /// with a compare-and-swap of its key and keeps it), holding the thread's last complete
+    /// walk in one of two buffers. A walk that reaches a frame state (sp, ip, rbp) of the
+    /// last one takes the rest of its frames from it once it has read again every stack
+    /// word that walk read from there (the rules are the same when the directory is), so
+    /// the rest costs no rule lookup. Only the walk holding `MEMORY_BUSY` (taken with
+    /// `xchg`) uses a slot: a signal handler's walk on the same thread, or a thread whose
+    /// stack memsup has not told apart yet, walks without one.
+    pub const MEMORY_BITS: u32 = 8;
+    pub const MEMORY_SLOTS: u64 = 1 << MEMORY_BITS;
+    pub const MEMORY_PROBES: u32 = 4;
+    pub const MEMORY_SLOT_BYTES: u64 = 1 << 15;
+    /// Slot fields (u64): the key (0: free), busy, the directory the memory was walked
+    /// with, which buffer holds it (0 or 1) and its frames (0: none); then the thread's
+    /// recently found stacks, (hash, `StackRef`) in `MEMORY_KNOWN_SLOTS` slots chosen by
+    /// the hash's top bits, so that a stack the thread walks again and again costs no
+    /// probe of the known-stack set, which is too large to stay in a CPU's caches; then
+    /// the two buffers.
+    pub const MEMORY_KEY: u64 = 0;
+    pub const MEMORY_BUSY: u64 = 8;
+    pub const MEMORY_DIRECTORY: u64 = 16;
+    pub const MEMORY_CURRENT: u64 = 24;
+    pub const MEMORY_FRAMES: u64 = 32;
+    pub const MEMORY_KNOWN: u64 = 64;
+    pub const MEMORY_KNOWN_BITS: u32 = 6;
+    pub const MEMORY_KNOWN_SLOTS: u64 = 1 << MEMORY_KNOWN_BITS;
+    pub const MEMORY_BUFFERS: u64 = MEMORY_KNOWN + MEMORY_KNOWN_SLOTS * KNOWN_SLOT_BYTES;
+    /// A buffer: an entry per frame, (sp, ip, rbp, the address of the saved rbp read on
+    /// the way to it, 0 for none), then the end entry (0, the address of the return
+    /// address read as 0 or 0, the saved rbp's address or 0, 0).
+    pub const MEMORY_ENTRY_BYTES: u64 = 32;
+    pub const MEMORY_BUFFER_BYTES: u64 = (MAX_FRAMES + 1) * MEMORY_ENTRY_BYTES;
+    const _: () = assert!(MEMORY_BUFFERS + 2 * MEMORY_BUFFER_BYTES <= MEMORY_SLOT_BYTES);
+
     /// Bytes reserved for tables and directories (sparse: only what is written is memory).
     pub const TABLE_BYTES: u64 = 256 << 20;
     /// Bytes reserved for stack frames (sparse).
@@ -397,6 +435,7 @@ pub mod stacks {
     pub struct Section {
         pub cache: u64,
         pub known: u64,
+        pub memories: u64,
         pub tables: u64,
         pub store: u64,
     }
@@ -407,11 +446,13 @@ pub mod stacks {
             let page = |bytes: u64| bytes.div_ceil(4096) * 4096;
             let cache = page(rings_end);
             let known = page(cache + CACHE_SLOTS * CACHE_SLOT_BYTES);
-            let tables = page(known + KNOWN_SLOTS * KNOWN_SLOT_BYTES);
+            let memories = page(known + KNOWN_SLOTS * KNOWN_SLOT_BYTES);
+            let tables = memories + MEMORY_SLOTS * MEMORY_SLOT_BYTES;
             let store = tables + TABLE_BYTES;
             Section {
                 cache,
                 known,
+                memories,
                 tables,
                 store,
             }

@@ -26,6 +26,8 @@ mod code_mpi_tests;
 #[cfg(test)]
 mod code_tests;
 #[cfg(test)]
+mod code_walk_memory_tests;
+#[cfg(test)]
 mod code_walk_tests;
 #[cfg(test)]
 mod ring_tests;

@@ -70,6 +70,8 @@ impl StackSection {
             .store(section.store, Ordering::Relaxed);
         area.u64_at(header::CACHE_OFFSET)
             .store(section.cache, Ordering::Relaxed);
+        area.u64_at(header::MEMORY_OFFSET)
+            .store(section.memories, Ordering::Relaxed);
         area.u32_at(header::STACKS)
             .store(walk as u32, Ordering::Release);
         StackSection {

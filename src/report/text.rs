@@ -370,7 +370,7 @@ fn engine_rows(image: &ProcessAnalysis) -> Rows {
         rows.push(("", hook_stack_line(costs)));
     }
     if let Some(costs) = &image.hook_calls {
-        rows.push(("", hook_call_line(costs)));
+        rows.push(("", hook_call_line(costs, image.hook_stacks.as_ref())));
     }
     for site in &image.probe_sites {
         if site.implementation.contains("no hook") {
@@ -400,9 +400,9 @@ fn hook_stack_line(costs: &HookStackCosts) -> String {
     )
 }
 
-/// The hooks' rule cache (when they walked stacks) and their time per call (when a call
-/// was timed), in one line.
-fn hook_call_line(costs: &HookCallCosts) -> String {
+/// The hooks' rule cache (when they walked stacks), the share of frames a walk took from
+/// its thread's last walk, and their time per call (when a call was timed), in one line.
+fn hook_call_line(costs: &HookCallCosts, stacks: Option<&HookStackCosts>) -> String {
     let mut parts = Vec::new();
     if costs.rule_lookups > 0 {
         let hits = costs.rule_lookups - costs.cache_misses.min(costs.rule_lookups);
@@ -410,6 +410,12 @@ fn hook_call_line(costs: &HookCallCosts) -> String {
             "rule lookups {} ({:.1} % from the cache)",
             costs.rule_lookups,
             100.0 * hits as f64 / costs.rule_lookups as f64
+        ));
+    }
+    if let Some(remembered) = stacks.and_then(|stacks| remembered_frames(costs, stacks)) {
+        parts.push(format!(
+            "{:.1} % of the frames from the thread's last walk",
+            100.0 * remembered as f64 / stacks.map_or(1, |stacks| stacks.frames.max(1)) as f64
         ));
     }
     parts.push(match costs.timed_calls {
@@ -420,6 +426,14 @@ fn hook_call_line(costs: &HookCallCosts) -> String {
         ),
     });
     parts.join("; ")
+}
+
+/// Frames the walks took from their thread's last walk instead of looking up their rules:
+/// each frame walked is one or the other, and a new stack's second pass, into the store,
+/// looks up all its frames but the last. None without walks.
+fn remembered_frames(costs: &HookCallCosts, stacks: &HookStackCosts) -> Option<u64> {
+    let second_passes = (stacks.stored_bytes / 8).saturating_sub(stacks.stored_stacks);
+    (stacks.frames > 0).then(|| (stacks.frames + second_passes).saturating_sub(costs.rule_lookups))
 }
 
 /// The costs users ask about first, then the rest.

@@ -106,15 +106,18 @@ fn assert_walk_costs(image: &Value) {
     assert!(10 * number("stored_stacks") <= number("walks"), "{costs}");
     // The workers' stack is the shortest: worker_leaf, worker, start_thread, clone3.
     assert!(number("frames") >= 4 * number("walks"), "{costs}");
-    // One rule lookup per frame walked, and a new stack's second pass, into the store,
-    // looks up all its frames but the last.
+    // A new stack's second pass, into the store, looks up all its frames but the last; a
+    // first pass looks up the rule of each frame it does not take from its thread's last
+    // walk, which the workers' loop, walking the same stack again and again, nearly
+    // never has to.
     let calls = &image["hook_calls"];
-    let stored_frames = number("stored_bytes") / 8;
-    assert_eq!(
-        calls["rule_lookups"].as_u64().unwrap(),
-        number("frames") + stored_frames - number("stored_stacks"),
-        "{calls} {costs}"
-    );
+    let second_passes = number("stored_bytes") / 8 - number("stored_stacks");
+    let first_passes = calls["rule_lookups"]
+        .as_u64()
+        .unwrap()
+        .checked_sub(second_passes)
+        .unwrap_or_else(|| panic!("second passes look up rules: {calls} {costs}"));
+    assert!(first_passes < number("frames") / 10, "{calls} {costs}");
     let misses = calls["cache_misses"].as_u64().unwrap();
     assert!(
         misses > 0 && misses < number("frames") / 2,
