@@ -2,6 +2,8 @@
 //!
 //! Everything memsup needs is copied out at `parse`, so the file's bytes are not borrowed.
 
+use std::io::Read;
+
 use object::elf;
 use object::read::elf::{ElfFile64, FileHeader, ProgramHeader, Rela, SectionHeader, Sym};
 use object::{Endianness, Object};
@@ -50,6 +52,8 @@ pub struct ElfFile {
 const PAGE_SIZE: u64 = 0x1000;
 /// `e_ident[EI_CLASS]`.
 const ELF_CLASS_INDEX: usize = 4;
+/// An ELF64 file header's size.
+const FILE_HEADER_SIZE: usize = std::mem::size_of::<elf::FileHeader64<Endianness>>();
 
 impl ElfFile {
     /// Reads and parses `path`. Module files of a recording come from its
@@ -62,21 +66,10 @@ impl ElfFile {
     /// Parses `data`, the contents of `path`. Fails with `Error::UnsupportedExecutable` for
     /// 32-bit or non-x86-64 files and `Error::Elf` for anything that is not ELF.
     pub fn parse(path: &str, data: &[u8]) -> Result<ElfFile> {
-        check_identification(path, data)?;
-        let parse_error = |error: object::Error| Error::Elf {
-            path: path.to_string(),
-            message: error.to_string(),
-        };
         // The machine is checked on the bare header, so that a foreign file whose other
         // headers `object` cannot read is still reported as unsupported.
-        let header = elf::FileHeader64::<Endianness>::parse(data).map_err(parse_error)?;
-        let machine = header.e_machine(header.endian().map_err(parse_error)?);
-        if machine != elf::EM_X86_64 {
-            return Err(Error::UnsupportedExecutable {
-                path: path.to_string(),
-                reason: format!("ELF for machine {}", machine_name(machine)),
-            });
-        }
+        check_file_header(path, data)?;
+        let parse_error = |error: object::Error| elf_error(path, error);
         let file = ElfFile64::<Endianness>::parse(data).map_err(parse_error)?;
         let endian = file.endian();
         let program_headers = file.elf_program_headers();
@@ -218,16 +211,45 @@ impl ElfFile {
     }
 }
 
-/// Checks that `path` is an x86-64 ELF executable memsup can trace.
+/// Checks that `path` is an x86-64 ELF executable memsup can trace, from its file header
+/// alone: a program may be tens of megabytes, read whole later only once it is mapped.
 pub fn check_executable(path: &str) -> Result<()> {
-    let file = ElfFile::open(path)?;
-    match file.file_type {
+    let mut header = Vec::with_capacity(FILE_HEADER_SIZE);
+    let read = std::fs::File::open(path)
+        .and_then(|file| file.take(FILE_HEADER_SIZE as u64).read_to_end(&mut header));
+    read.map_err(|source| Error::io(path, source))?;
+    match check_file_header(path, &header)? {
         elf::ET_EXEC | elf::ET_DYN => Ok(()),
         other => Err(Error::Elf {
             path: path.to_string(),
             message: format!("not an executable (ELF type {other})"),
         }),
     }
+}
+
+/// `Error::Elf` for what `object` could not read in `path`.
+fn elf_error(path: &str, error: object::Error) -> Error {
+    Error::Elf {
+        path: path.to_string(),
+        message: error.to_string(),
+    }
+}
+
+/// Checks the identification and machine of the ELF file header at the start of `data`;
+/// returns its type.
+fn check_file_header(path: &str, data: &[u8]) -> Result<u16> {
+    check_identification(path, data)?;
+    let parse_error = |error: object::Error| elf_error(path, error);
+    let header = elf::FileHeader64::<Endianness>::parse(data).map_err(parse_error)?;
+    let endian = header.endian().map_err(parse_error)?;
+    let machine = header.e_machine(endian);
+    if machine != elf::EM_X86_64 {
+        return Err(Error::UnsupportedExecutable {
+            path: path.to_string(),
+            reason: format!("ELF for machine {}", machine_name(machine)),
+        });
+    }
+    Ok(header.e_type(endian))
 }
 
 /// Rejects non-ELF and 32-bit files from `e_ident` alone, before parsing anything else.

@@ -280,7 +280,20 @@ fn rejects_other_machines() {
         }
         other => panic!("{:?}", other.err()),
     }
+    match check_executable(file.path().to_str().unwrap()) {
+        Err(Error::UnsupportedExecutable { reason, .. }) => {
+            assert_eq!(reason, "ELF for machine AArch64")
+        }
+        other => panic!("{:?}", other.err()),
+    }
     let file = write_temporary(&elf_header(2, elf::EM_X86_64));
+    check_executable(file.path().to_str().unwrap()).unwrap();
+    // Only the file header is checked: a cut one is not ELF.
+    let cut = write_temporary(&elf_header(2, elf::EM_X86_64)[..40]);
+    assert!(matches!(
+        check_executable(cut.path().to_str().unwrap()),
+        Err(Error::Elf { .. })
+    ));
     let minimal = ElfFile::open(file.path().to_str().unwrap()).unwrap();
     assert!(!minimal.has_function_symbols());
     assert_eq!(minimal.load_bias(0x400000, 0), None);
