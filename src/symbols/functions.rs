@@ -1,6 +1,6 @@
 //! The function symbols of one ELF file: lookup by name, and address → function + offset.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use super::elf::FunctionSymbol;
 
@@ -35,11 +35,16 @@ impl FunctionTable {
     /// Builds the table; identical (name, address) pairs (the same symbol in .symtab and
     /// .dynsym) are kept once, in first-seen order.
     pub fn new(functions: Vec<RawFunction>) -> FunctionTable {
-        let mut seen = HashSet::new();
-        let mut symbols = Vec::new();
-        let mut section_ends = Vec::new();
-        for function in functions {
-            if seen.insert((function.symbol.name.clone(), function.symbol.address)) {
+        let mut seen = HashSet::with_capacity(functions.len());
+        let first: Vec<bool> = functions
+            .iter()
+            .map(|function| seen.insert((function.symbol.name.as_str(), function.symbol.address)))
+            .collect();
+        drop(seen);
+        let mut symbols = Vec::with_capacity(functions.len());
+        let mut section_ends = Vec::with_capacity(functions.len());
+        for (function, first) in functions.into_iter().zip(first) {
+            if first {
                 symbols.push(function.symbol);
                 section_ends.push(function.section_end);
             }
@@ -57,14 +62,14 @@ impl FunctionTable {
 
     /// Symbols named like one of `names`, grouped in the order of `names`.
     pub fn find(&self, names: &[&str]) -> Vec<FunctionSymbol> {
-        let mut rank: HashMap<&str, usize> = HashMap::new();
-        for (position, name) in names.iter().enumerate() {
-            rank.entry(name).or_insert(position);
-        }
+        // A few names against every symbol of a large program: comparing (lengths first)
+        // costs less than hashing each symbol's name.
         let mut found: Vec<(usize, &FunctionSymbol)> = self
             .symbols
             .iter()
-            .filter_map(|symbol| Some((*rank.get(symbol.name.as_str())?, symbol)))
+            .filter_map(|symbol| {
+                Some((names.iter().position(|name| *name == symbol.name)?, symbol))
+            })
             .collect();
         // Stable: within one name, table order (.symtab before .dynsym) is kept.
         found.sort_by_key(|&(position, _)| position);
