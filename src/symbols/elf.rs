@@ -214,6 +214,7 @@ impl ElfFile {
 /// Checks that `path` is an x86-64 ELF executable memsup can trace, from its file header
 /// alone: a program may be tens of megabytes, read whole later only once it is mapped.
 pub fn check_executable(path: &str) -> Result<()> {
+    // On the heap: `object` reads the header in place, aligned.
     let mut header = Vec::with_capacity(FILE_HEADER_SIZE);
     let read = std::fs::File::open(path)
         .and_then(|file| file.take(FILE_HEADER_SIZE as u64).read_to_end(&mut header));

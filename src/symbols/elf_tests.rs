@@ -288,7 +288,7 @@ fn rejects_other_machines() {
     }
     let file = write_temporary(&elf_header(2, elf::EM_X86_64));
     check_executable(file.path().to_str().unwrap()).unwrap();
-    // Only the file header is checked: a cut one is not ELF.
+    // A cut file header is not ELF.
     let cut = write_temporary(&elf_header(2, elf::EM_X86_64)[..40]);
     assert!(matches!(
         check_executable(cut.path().to_str().unwrap()),
