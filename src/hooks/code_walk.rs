@@ -51,10 +51,10 @@ const LOCAL_HASH: i32 = 136;
 /// How the current step treats the frame's rbp: `STEP_PASSES` it on, `STEP_USES` it, or
 /// neither (0: the caller's rbp is read from the stack, or the walk ends).
 const LOCAL_STEP: i32 = 144;
-const LOCALS: i32 = 152;
+pub(super) const LOCALS: i32 = 152;
 /// What the walker leaves in its locals: non-canonical, so no unwinder takes it
 /// for a return address or a frame pointer.
-const LEFT_BEHIND: u64 = 0x5a5a_5a5a_5a5a_5a5a;
+pub(super) const LEFT_BEHIND: u64 = 0x5a5a_5a5a_5a5a_5a5a;
 
 const STEP_PASSES: i32 = 1;
 const STEP_USES: i32 = 2;

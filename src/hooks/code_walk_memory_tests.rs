@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use super::code::CpuSource;
+use super::code_walk::{LEFT_BEHIND, LOCALS};
 use super::layout::stacks::StackRef;
 use super::layout::Op;
 use super::stack_section::{SegmentTable, StackSection};
@@ -439,4 +440,57 @@ fn a_walk_that_could_not_read_a_saved_rbp_is_not_remembered() {
     // stack looks up all four rules, then all but the outermost again into the store.
     let (lookups, frames) = bench.check(base, low_chain, "from the lower entry");
     assert_eq!((lookups, frames), (4 + 3, 4));
+}
+
+/// Calls the walker as `call_walker` does, but on a stack of the test's own whose top is
+/// `top` (16-byte aligned), so that what it leaves there can be read after it returns.
+fn call_walker_on_stack(walk: u64, entry: u64, bp: u64, top: u64) -> u64 {
+    let stack: u64;
+    // SAFETY: as in `call_walker`; rsp is restored from r12, which the walker preserves,
+    // and the walker's frame fits the stack given.
+    unsafe {
+        std::arch::asm!(
+            "mov r12, rsp",
+            "mov rsp, {top}",
+            "push rbp",
+            "mov rbp, {bp}",
+            "call {walk}",
+            "pop rbp",
+            "mov rsp, r12",
+            walk = in(reg) walk,
+            bp = in(reg) bp,
+            top = in(reg) top,
+            inout("rdi") entry => _,
+            out("rax") stack,
+            out("r12") _,
+            clobber_abi("C"),
+        );
+    }
+    stack
+}
+
+/// The walker leaves no zero in its locals: a frame-pointer guess through stack a hook
+/// used (musl's `raise`, reading its signal set's unwritten words) reads a non-canonical
+/// word there, never a zero return address that would end the stack cleanly.
+#[test]
+fn the_walker_leaves_its_locals_non_canonical() {
+    let mut bench = Bench::new();
+    let mut words = Words(0x9e37_79b9_7f4a_7c15);
+    let entry = bench.layout.base + 8 * 64;
+    let bp = bench.layout.build(&mut words, entry, 6);
+    // The walker's stack, zeroed: any local it leaves as it was, or writes 0 to, shows.
+    let own = vec![0u64; 1024];
+    let own_base = own.as_ptr() as u64;
+    let top = (own_base + 8 * 1024) & !15;
+    let stack = call_walker_on_stack(bench.harness.hooks.walk_routine, entry, bp, top);
+    assert_ne!(stack, 0, "a stack walked");
+    // Below the pushed rbp, the return address and the six registers the walker saves.
+    let locals_top = top - 8 * 8;
+    let locals: Vec<u64> = (1..=LOCALS as u64 / 8)
+        .map(|index| own[((locals_top - 8 * index - own_base) / 8) as usize])
+        .collect();
+    assert_eq!(locals, vec![LEFT_BEHIND; LOCALS as usize / 8]);
+    // Above them the saved registers, rbp second from the top: the frame is where the
+    // arithmetic above puts it.
+    assert_eq!(own[((top - 8 * 4 - own_base) / 8) as usize], bp);
 }
