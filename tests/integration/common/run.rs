@@ -97,15 +97,26 @@ pub fn wait_within(mut child: Child, what: &str, limit: Duration) -> Output {
 }
 
 /// Starts `command` with all three standard streams piped; returns it with its description.
+/// A program a test has just copied can be busy for a moment: a process another test thread
+/// forked while the copy was open for writing holds the file open until it execs.
 pub fn spawn_piped(mut command: Command) -> (Child, String) {
     let description = format!("{command:?}");
-    let child = command
+    command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|error| panic!("starting {description}: {error}"));
-    (child, description)
+        .stderr(Stdio::piped());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match command.spawn() {
+            Ok(child) => return (child, description),
+            Err(error)
+                if error.raw_os_error() == Some(libc::ETXTBSY) && Instant::now() < deadline =>
+            {
+                thread::sleep(Duration::from_millis(10));
+            }
+            Err(error) => panic!("starting {description}: {error}"),
+        }
+    }
 }
 
 /// Runs `command` with `stdin` (or an empty stdin) and captures its output.
