@@ -246,28 +246,44 @@ impl Layout {
     }
 }
 
-/// Calls the walker at `walk` as the record routine does: rdi the entry's rsp, rbp as at
-/// entry. Returns its `StackRef` and its rule lookups.
-fn call_walker(walk: u64, entry: u64, bp: u64) -> (u64, u32) {
+/// Calls the walker at `walk` as the record routine does (rdi the entry's rsp, rbp as at
+/// entry), on a
+/// stack of the test's own whose top is `top` (16-byte aligned), so that what it leaves
+/// there can be read after it returns. Returns its `StackRef` and its rule lookups.
+fn call_walker(walk: u64, entry: u64, bp: u64, top: u64) -> (u64, u32) {
     let stack: u64;
     let costs: u64;
     // SAFETY: the walker reads only the area and the checked stack bounds, and restores
-    // the callee-saved registers it uses.
+    // the callee-saved registers it uses; rsp is restored from r12, which it preserves,
+    // and its frame fits the stack given.
     unsafe {
         std::arch::asm!(
+            "mov r12, rsp",
+            "mov rsp, {top}",
             "push rbp",
             "mov rbp, {bp}",
             "call {walk}",
             "pop rbp",
+            "mov rsp, r12",
             walk = in(reg) walk,
             bp = in(reg) bp,
+            top = in(reg) top,
             inout("rdi") entry => _,
             out("rax") stack,
             out("rdx") costs,
+            out("r12") _,
             clobber_abi("C"),
         );
     }
     (stack, (costs >> 32) as u32)
+}
+
+/// Words of a stack the walker runs on: its frame takes a few hundred bytes.
+const WALKER_STACK_WORDS: usize = 1024;
+
+/// The 16-byte aligned top of `stack`.
+fn top_of(stack: &[u64]) -> u64 {
+    (stack.as_ptr() as u64 + 8 * stack.len() as u64) & !15
 }
 
 struct Bench {
@@ -276,6 +292,8 @@ struct Bench {
     segment: SegmentTable,
     set: TableSet,
     layout: Layout,
+    /// The stack the walker itself runs on.
+    walker_stack: Vec<u64>,
     walks: u64,
     remembered: u64,
 }
@@ -315,6 +333,7 @@ impl Bench {
             segment,
             set,
             layout,
+            walker_stack: vec![0; WALKER_STACK_WORDS],
             walks: 0,
             remembered: 0,
         }
@@ -323,7 +342,12 @@ impl Bench {
     /// Walks from `entry` with `bp` in the hooks and in the specification: the same frames
     /// and end. Returns the walk's rule lookups and its frames.
     fn check(&mut self, entry: u64, bp: u64, what: &str) -> (u32, usize) {
-        let (stack, lookups) = call_walker(self.harness.hooks.walk_routine, entry, bp);
+        let (stack, lookups) = call_walker(
+            self.harness.hooks.walk_routine,
+            entry,
+            bp,
+            top_of(&self.walker_stack),
+        );
         let walked = self
             .section
             .frames(&self.harness.area, StackRef(stack))
@@ -442,33 +466,6 @@ fn a_walk_that_could_not_read_a_saved_rbp_is_not_remembered() {
     assert_eq!((lookups, frames), (4 + 3, 4));
 }
 
-/// Calls the walker as `call_walker` does, but on a stack of the test's own whose top is
-/// `top` (16-byte aligned), so that what it leaves there can be read after it returns.
-fn call_walker_on_stack(walk: u64, entry: u64, bp: u64, top: u64) -> u64 {
-    let stack: u64;
-    // SAFETY: as in `call_walker`; rsp is restored from r12, which the walker preserves,
-    // and the walker's frame fits the stack given.
-    unsafe {
-        std::arch::asm!(
-            "mov r12, rsp",
-            "mov rsp, {top}",
-            "push rbp",
-            "mov rbp, {bp}",
-            "call {walk}",
-            "pop rbp",
-            "mov rsp, r12",
-            walk = in(reg) walk,
-            bp = in(reg) bp,
-            top = in(reg) top,
-            inout("rdi") entry => _,
-            out("rax") stack,
-            out("r12") _,
-            clobber_abi("C"),
-        );
-    }
-    stack
-}
-
 /// The walker leaves no zero in its locals: a frame-pointer guess through stack a hook
 /// used (musl's `raise`, reading its signal set's unwritten words) reads a non-canonical
 /// word there, never a zero return address that would end the stack cleanly.
@@ -479,10 +476,10 @@ fn the_walker_leaves_its_locals_non_canonical() {
     let entry = bench.layout.base + 8 * 64;
     let bp = bench.layout.build(&mut words, entry, 6);
     // The walker's stack, zeroed: any local it leaves as it was, or writes 0 to, shows.
-    let own = vec![0u64; 1024];
+    let own = vec![0u64; WALKER_STACK_WORDS];
     let own_base = own.as_ptr() as u64;
-    let top = (own_base + 8 * 1024) & !15;
-    let stack = call_walker_on_stack(bench.harness.hooks.walk_routine, entry, bp, top);
+    let top = top_of(&own);
+    let (stack, _) = call_walker(bench.harness.hooks.walk_routine, entry, bp, top);
     assert_ne!(stack, 0, "a stack walked");
     // Below the pushed rbp, the return address and the six registers the walker saves.
     let locals_top = top - 8 * 8;
