@@ -53,6 +53,14 @@ fn hook_of_probe(kind: ProbeKind) -> Option<Hook> {
     }
 }
 
+/// Every candidate, with the same reason it keeps an int3.
+fn refuse_all(candidates: Vec<Candidate>, reason: &str) -> Vec<(Candidate, String)> {
+    candidates
+        .into_iter()
+        .map(|candidate| (candidate, reason.to_string()))
+        .collect()
+}
+
 /// How the hook code picks its ring on this machine.
 pub fn cpu_source() -> CpuSource {
     let features = std::arch::x86_64::__cpuid_count(7, 0);
@@ -76,29 +84,40 @@ impl Tracer<'_> {
         if candidates.is_empty() {
             return Vec::new();
         }
-        let Some(tid) = injector.filter(|&tid| self.only_stopped_threads(pid, tid)) else {
-            let reason = "other threads were running when it was loaded".to_string();
-            return candidates
-                .into_iter()
-                .map(|c| (c, reason.clone()))
-                .collect();
+        let refused = match injector.filter(|&tid| self.only_stopped_threads(pid, tid)) {
+            None => refuse_all(candidates, "other threads were running when it was loaded"),
+            Some(tid) => match self.try_hook_module(pid, tid, module, &candidates) {
+                Ok(refused) => refused,
+                Err(error) => {
+                    let reason = format!("placing hooks failed: {error}");
+                    self.warn_once_of_failed_hooks(pid, &reason);
+                    refuse_all(candidates, &reason)
+                }
+            },
         };
-        let refused = match self.try_hook_module(pid, tid, module, &candidates) {
-            Ok(refused) => refused,
-            Err(error) => {
-                let reason = format!("placing hooks failed: {error}");
-                candidates
-                    .into_iter()
-                    .map(|c| (c, reason.clone()))
-                    .collect()
-            }
-        };
-        if let Some(hooks) = self.processes.get_mut(&pid).and_then(|p| p.hooks.as_mut()) {
+        if let Some(process) = self.processes.get_mut(&pid) {
             for (candidate, reason) in &refused {
-                hooks.refusals.insert(candidate.address, reason.clone());
+                process
+                    .hook_refusals
+                    .insert(candidate.address, reason.clone());
             }
         }
         refused
+    }
+
+    /// A module's hooks that could not be placed at all leave its allocator calls to int3
+    /// breakpoints, a stop each: said once per image and reason, since it is why such a run
+    /// is slow.
+    fn warn_once_of_failed_hooks(&mut self, pid: i32, reason: &str) {
+        let said = self
+            .process(pid)
+            .is_ok_and(|process| process.hook_refusals.values().any(|r| r == reason));
+        if !said {
+            self.warn(
+                pid,
+                format!("{reason}: its allocator calls stop it at int3 breakpoints instead, a stop each"),
+            );
+        }
     }
 
     fn try_hook_module(
@@ -413,21 +432,13 @@ impl Tracer<'_> {
             .map(|hooks| hooks.sites.clone())
             .unwrap_or_default();
         let hooked = !sites.is_empty();
-        sites.extend(process.breakpoints.iter().map(|breakpoint| {
-            ProbeSite {
-                function: breakpoint.kind.name().to_string(),
-                address: breakpoint.address,
-                implementation: process
-                    .hooks
-                    .as_ref()
-                    .and_then(|hooks| hooks.refusals.get(&breakpoint.address))
-                    .map_or_else(
-                        || format!("int3, {}", breakpoint.step_over.name()),
-                        |reason| {
-                            format!("int3, {} (no hook: {reason})", breakpoint.step_over.name())
-                        },
-                    ),
-            }
+        sites.extend(process.breakpoints.iter().map(|breakpoint| ProbeSite {
+            function: breakpoint.kind.name().to_string(),
+            address: breakpoint.address,
+            implementation: process.hook_refusals.get(&breakpoint.address).map_or_else(
+                || format!("int3, {}", breakpoint.step_over.name()),
+                |reason| format!("int3, {} (no hook: {reason})", breakpoint.step_over.name()),
+            ),
         }));
         let engine = if hooked { Engine::Hooks } else { Engine::Int3 };
         self.name_mpi_sites(pid, &mut sites);
@@ -497,7 +508,6 @@ impl Tracer<'_> {
                 process.hooks = Some(ProcessHooks {
                     patched: Vec::new(),
                     sites: Vec::new(),
-                    refusals: Default::default(),
                     ..hooks.clone()
                 });
             }

@@ -186,9 +186,9 @@ impl Tracer<'_> {
             elf.size_of_function_at(target.wrapping_sub(module.load_bias(elf)))
         });
         let Some(size) = size else {
-            if let Some(hooks) = self.processes.get_mut(&pid).and_then(|p| p.hooks.as_mut()) {
+            if let Some(process) = self.processes.get_mut(&pid) {
                 let reason = "no symbol gives the size of the IFUNC's target".to_string();
-                hooks.refusals.insert(target, reason);
+                process.hook_refusals.insert(target, reason);
             }
             return false;
         };

@@ -66,6 +66,9 @@ pub struct Process {
     pub(super) start_snapshotted: bool,
     /// The hook engine's pages, area and patches in this image, once it has any.
     pub(super) hooks: Option<ProcessHooks>,
+    /// Entries the hook engine left to an int3, and why: kept apart from `hooks`, which a
+    /// process whose ring area could not be made never has.
+    pub(super) hook_refusals: HashMap<u64, String>,
     /// Its role in an MPI job, once sent (an image with one is never made a singleton).
     pub(super) role: Option<crate::trace::format::ProcessRole>,
     /// Its MPI library's world communicator and the rank it reported.
@@ -84,8 +87,6 @@ pub struct ProcessHooks {
     pub patched: Vec<PatchedEntry>,
     /// Each hooked function.
     pub sites: Vec<ProbeSite>,
-    /// Allocator entries that kept an int3, and why.
-    pub refusals: HashMap<u64, String>,
     /// Each code page's unwind table, published with the modules' for the stack walker.
     pub page_tables: Vec<crate::hooks::stack_section::SegmentTable>,
     /// Where the MPI hooks' calls return (what a blocked MPI call's stack holds).
@@ -101,7 +102,6 @@ impl ProcessHooks {
             pages: Vec::new(),
             patched: Vec::new(),
             sites: Vec::new(),
-            refusals: HashMap::new(),
             page_tables: Vec::new(),
             mpi_return_sites: Vec::new(),
         }
@@ -160,6 +160,7 @@ impl Process {
             exiting_threads: HashSet::new(),
             start_snapshotted: false,
             hooks: None,
+            hook_refusals: HashMap::new(),
             role: None,
             mpi: ProcessMpi::default(),
         }
@@ -172,6 +173,7 @@ impl Process {
             scratch: parent.scratch.clone(),
             known_modules: parent.known_modules.clone(),
             hooks: parent.hooks.clone(),
+            hook_refusals: parent.hook_refusals.clone(),
             mpi: parent.mpi.forked(),
             ..Process::new(
                 pid,

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use crate::alloc_script::{alloc_script_expectation, ALLOC_SCRIPT_STDOUT};
 use crate::common::report::processes;
 use crate::common::*;
 
@@ -158,4 +159,66 @@ fn the_alloc_script_under_hooks_has_its_known_numbers() {
     for function in ["malloc", "calloc", "realloc", "free", "posix_memalign"] {
         assert!(hooked.contains(&function), "{function} hooked: {hooked:?}");
     }
+}
+
+/// Above 100 MiB of address space the hook area (over 500 MiB reserved, mostly untouched)
+/// cannot be mapped, while the program itself needs a few MiB.
+const ADDRESS_SPACE_LIMIT: &str = "--as=104857600";
+
+#[test]
+fn a_program_whose_address_space_has_no_room_for_hooks_is_recorded_by_int3_and_says_why() {
+    for_each_variant("alloc_script", |variant, fixture| {
+        let fixture_path = fixture.to_str().expect("a UTF-8 path");
+        let recording = record_with_options(
+            &["--engine", "hooks"],
+            Path::new("/usr/bin/prlimit"),
+            &[ADDRESS_SPACE_LIMIT, fixture_path],
+            None,
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&recording.native.stdout),
+            ALLOC_SCRIPT_STDOUT
+        );
+        let report = &recording.report;
+        assert_eq!(
+            process_image(report, "prlimit", "launch")["engine"],
+            "hooks"
+        );
+        let image = process_image(report, &file_name(fixture), "launch");
+        assert_eq!(image["engine"], "int3", "{image:#}");
+        assert_exit(image, "code", Some(0));
+        // Every call recorded all the same, each at a stop.
+        let (expected, sites) = alloc_script_expectation(variant, fixture);
+        assert_heap(image, &expected);
+        assert_sites(image, &sites);
+        assert_probe_costs(image, &expected, 0, 0);
+        let reason = "placing hooks failed: mapping the hook area in process";
+        let sites = image["probe_sites"].as_array().expect("probe sites");
+        assert!(sites.iter().any(|site| site["function"] == "malloc"));
+        for site in sites {
+            let implementation = site["implementation"].as_str().expect("a string");
+            assert!(
+                implementation.starts_with("int3, ")
+                    && implementation.contains(&format!("(no hook: {reason}"))
+                    && implementation.contains("Cannot allocate memory"),
+                "{site}"
+            );
+        }
+        // Said once, however many modules it had.
+        let warnings: Vec<&str> = image["warnings"]
+            .as_array()
+            .expect("warnings")
+            .iter()
+            .filter_map(Value::as_str)
+            .filter(|warning| warning.starts_with(reason))
+            .collect();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].ends_with(
+                "Cannot allocate memory (os error 12): its allocator calls stop it at int3 breakpoints instead, a stop each"
+            ),
+            "{}",
+            warnings[0]
+        );
+    });
 }
