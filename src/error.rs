@@ -48,6 +48,9 @@ pub mod exit_code {
     pub const NO_PROFILE_HERE: i32 = 84;
     /// `memsup report --suppressions FILE`: FILE cannot be read or has a bad line.
     pub const BAD_SUPPRESSIONS: i32 = 85;
+    /// A seccomp filter of the program might punish it for the system calls memsup would
+    /// have to run in it to attach.
+    pub const SECCOMP_FORBIDS: i32 = 86;
     /// The command exists but cannot be executed.
     pub const NOT_EXECUTABLE: i32 = 126;
     /// The command was not found.
@@ -154,6 +157,14 @@ pub enum Error {
         seconds: u64,
         during: &'static str,
     },
+    /// A system call memsup would run in a tracee thread that the thread's seccomp filters
+    /// might punish the program for (`ptrace::seccomp_judge`).
+    #[error("thread {tid}'s seccomp filters {reason}: memsup runs no {call} in it")]
+    SeccompForbids {
+        tid: i32,
+        call: String,
+        reason: String,
+    },
     /// memsup was asked to end (Ctrl-C, SIGTERM) before it had joined process `0`.
     #[error("interrupted while attaching to process {0}")]
     AttachInterrupted(i32),
@@ -245,6 +256,7 @@ impl Error {
             Error::NoSuchRank { .. } => NO_SUCH_RANK,
             Error::NotInMpiJob { .. } => NOT_IN_MPI_JOB,
             Error::NothingToCompare(_) => NOTHING_TO_COMPARE,
+            Error::SeccompForbids { .. } => SECCOMP_FORBIDS,
             Error::Trace(TraceError::Io { .. }) => NO_INPUT,
             Error::Trace(_) => BAD_PROFILE,
             _ => INTERNAL,

@@ -8,6 +8,10 @@ pub struct Status {
     pub ppid: i32,
     /// 0 when not traced.
     pub tracer_pid: i32,
+    /// 0 none, 1 strict, 2 filters (`Seccomp`).
+    pub seccomp_mode: u32,
+    /// How many filters judge the thread's calls (`Seccomp_filters`, Linux 5.9 and later).
+    pub seccomp_filters: Option<u32>,
 }
 
 /// Parses the text of /proc/PID/status; missing or malformed fields stay at their defaults.
@@ -25,6 +29,8 @@ pub fn parse_status(text: &str) -> Status {
             "Tgid" => status.tgid = number(),
             "PPid" => status.ppid = number(),
             "TracerPid" => status.tracer_pid = number(),
+            "Seccomp" => status.seccomp_mode = value.trim().parse().unwrap_or(0),
+            "Seccomp_filters" => status.seccomp_filters = value.trim().parse().ok(),
             _ => {}
         }
     }
@@ -150,7 +156,8 @@ mod tests {
     #[test]
     fn parses_the_needed_fields() {
         let text = "Name:\tmy worker: 2\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t4242\n\
-                    Ngid:\t0\nPid:\t4243\nPPid:\t1\nTracerPid:\t777\nUid:\t1000\t1000\n";
+                    Ngid:\t0\nPid:\t4243\nPPid:\t1\nTracerPid:\t777\nUid:\t1000\t1000\n\
+                    NoNewPrivs:\t1\nSeccomp:\t2\nSeccomp_filters:\t3\n";
         assert_eq!(
             parse_status(text),
             Status {
@@ -158,6 +165,8 @@ mod tests {
                 tgid: 4242,
                 ppid: 1,
                 tracer_pid: 777,
+                seccomp_mode: 2,
+                seccomp_filters: Some(3),
             }
         );
         assert_eq!(parse_status("garbage\nTgid:\tx\n"), Status::default());

@@ -19,7 +19,7 @@ use crate::ptrace::leave_hooks::HookCode;
 use crate::ptrace::memory::TraceeMemory;
 use crate::ptrace::patch_clearance::PatchedBytes;
 use crate::ptrace::regs;
-use crate::ptrace::state::{PatchedEntry, ProcessHooks};
+use crate::ptrace::state::{PatchedEntry, Process, ProcessHooks};
 use crate::ptrace::tracer::Tracer;
 use crate::trace::format::{Engine, ProbeSite};
 
@@ -50,6 +50,27 @@ fn hook_of_probe(kind: ProbeKind) -> Option<Hook> {
             function,
         }),
         ProbeKind::IfuncResolver(_) => None,
+    }
+}
+
+/// Puts back the entries `hooks` patched in `process` (a fork child, not run yet, that
+/// cannot have rings of its own) and plants an int3 probe at each instead, so its calls are
+/// recorded all the same, at a stop each.
+fn probe_with_int3_instead(process: &mut Process, hooks: ProcessHooks, reason: &str) {
+    for entry in &hooks.patched {
+        let _ = process.memory.write_code(entry.address, &entry.original);
+    }
+    for (address, kind, module) in hooks.probes {
+        let planted = process.breakpoints.insert(
+            &mut process.memory,
+            process.scratch.as_mut(),
+            address,
+            kind,
+            &module,
+        );
+        if planted.is_ok() {
+            process.hook_refusals.insert(address, reason.to_string());
+        }
     }
 }
 
@@ -196,6 +217,9 @@ impl Tracer<'_> {
                 address: candidate.address,
                 implementation: "hook".to_string(),
             });
+            hooks
+                .probes
+                .push((candidate.address, candidate.kind, module.path.clone()));
         }
         let drain = self.drain.as_ref().expect("the hook engine has a drain");
         let page_end = base + page.bytes.len() as u64;
@@ -325,13 +349,12 @@ impl Tracer<'_> {
         if let Err(error) = outcome {
             self.warn(
                 child,
-                format!("its own hook rings could not be made ({error}); allocator calls are not recorded"),
+                format!("its own hook rings could not be made ({error}); its allocator calls stop it at int3 breakpoints instead, a stop each"),
             );
+            let reason = format!("its own hook rings could not be made: {error}");
             if let Ok(process) = self.process_mut(child) {
                 if let Some(hooks) = process.hooks.take() {
-                    for entry in hooks.patched {
-                        let _ = process.memory.write_code(entry.address, &entry.original);
-                    }
+                    probe_with_int3_instead(process, hooks, &reason);
                 }
             }
         }

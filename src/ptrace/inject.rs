@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::proc::maps::{find_gap, read_maps};
 use crate::ptrace::memory::RemoteMemoryMut;
 use crate::ptrace::regs;
+use crate::ptrace::seccomp_judge;
 use crate::ptrace::stop::{hand_back, wait_for_thread_until, Deadline, Stop, STOP_TIMEOUT};
 use crate::ptrace::stub::{resume_point, stub_code, STUB_BYTES, SYSCALL};
 
@@ -46,6 +47,7 @@ pub fn remote_syscall(
 ) -> Result<(i64, Vec<i32>)> {
     let original = regs::get_registers(tid)?;
     let code_address = stub.unwrap_or(original.rip);
+    seccomp_judge::check(tid, call, code_address)?;
     let saved_code = match stub {
         Some(stub) => {
             memory.write_code(stub, &stub_code(&original))?;

@@ -161,6 +161,9 @@ pub enum Launched {
 /// exec event, or killed before it. Nothing runs unless the seize succeeded.
 pub fn launch(path: &Path, args: &[OsString], use_seccomp: bool) -> Result<Launched> {
     let plan = ChildPlan::new(path, args, use_seccomp)?;
+    if use_seccomp {
+        crate::ptrace::seccomp_judge::trust_launch_filter();
+    }
     let argv = null_terminated(&plan.argv);
     let envp = null_terminated(&plan.envp);
     let error_pipe = close_on_exec_pipe()?;

@@ -1,6 +1,7 @@
 //! The ptrace engine: launch, attach, the event loop, detach. One thread owns every ptrace call.
 pub mod attach;
 mod attach_census;
+mod bpf;
 pub mod capture;
 pub mod detach;
 mod exit_snapshot;
@@ -25,6 +26,7 @@ pub mod regs;
 mod rendezvous;
 pub mod roles;
 pub mod seccomp;
+mod seccomp_judge;
 pub mod signals;
 pub mod snapshot;
 mod start_snapshot;

@@ -41,7 +41,18 @@ impl Tracer<'_> {
                 .find(|m| m.path.as_deref() == Some(exe.as_str()))
                 .map_or(0, |m| m.start)
         };
-        self.create_scratch(pid, pid, anchor)?;
+        match self.create_scratch(pid, pid, anchor) {
+            // Probes need the page; without them the program still runs as it would.
+            Err(error @ Error::SeccompForbids { .. }) => {
+                let calls = match self.mode {
+                    Mode::Run => "its allocator calls are not recorded, its mapping calls are",
+                    Mode::Attach => "its allocator and mapping calls are not recorded",
+                };
+                self.warn(pid, format!("{error}, so {calls}"));
+                return Ok(());
+            }
+            outcome => outcome?,
+        }
         self.scan_modules(pid, Some(pid))?;
         let process = self.process(pid)?;
         let has_allocator = process

@@ -3,7 +3,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::breakpoints::returns::ShadowStack;
-use crate::breakpoints::table::{BreakpointTable, StepOverPolicy};
+use crate::breakpoints::table::{BreakpointTable, ProbeKind, StepOverPolicy};
 use crate::events::RawStack;
 use crate::hooks::code::CpuSource;
 use crate::ptrace::capture::StackCopyState;
@@ -87,6 +87,9 @@ pub struct ProcessHooks {
     pub patched: Vec<PatchedEntry>,
     /// Each hooked function.
     pub sites: Vec<ProbeSite>,
+    /// Each hooked function's probe, for an int3 in its place when a fork child cannot
+    /// have rings of its own: (entry address, kind, module path).
+    pub probes: Vec<(u64, ProbeKind, String)>,
     /// Each code page's unwind table, published with the modules' for the stack walker.
     pub page_tables: Vec<crate::hooks::stack_section::SegmentTable>,
     /// Where the MPI hooks' calls return (what a blocked MPI call's stack holds).
@@ -102,6 +105,7 @@ impl ProcessHooks {
             pages: Vec::new(),
             patched: Vec::new(),
             sites: Vec::new(),
+            probes: Vec::new(),
             page_tables: Vec::new(),
             mpi_return_sites: Vec::new(),
         }

@@ -68,6 +68,7 @@ mod report_words;
 mod residency;
 mod resident_reasons;
 mod scratch_page;
+mod seccomp_sandbox;
 mod signals;
 mod site_metrics;
 mod snapshot;

@@ -75,7 +75,7 @@ pub fn images_of<'a>(report: &'a Value, name: &str) -> BTreeMap<i64, &'a Value> 
 }
 
 /// Allocations and bytes of the sites whose innermost frame is `function`.
-fn requested_from(image: &Value, function: &str) -> (u64, u64) {
+pub fn requested_from(image: &Value, function: &str) -> (u64, u64) {
     let sites = image["sites"].as_array().expect("sites");
     sites
         .iter()

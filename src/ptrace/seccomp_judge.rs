@@ -1,0 +1,253 @@
+//! Whether memsup may run a system call in a tracee thread (`inject::remote_syscall`: the
+//! scratch page, the hook engine's pages and rings, their removal at detach). The thread's
+//! seccomp filters judge that call as if the program had made it, and a filter the program
+//! installed may kill the process for it, send it a SIGSYS it never caused, or hand the
+//! call to a supervisor. Filters memsup can read (PTRACE_SECCOMP_GET_FILTER, which needs
+//! CAP_SYS_ADMIN) are run on the very call (`bpf`); filters it cannot read are trusted only
+//! up to the number it expects: those memsup runs under itself (a container's, inherited by
+//! what it launches) and, in run mode, its own mapping filter.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::bpf::{self, SeccompData};
+use super::inject::RemoteSyscall;
+use crate::error::{Error, Result};
+use crate::proc::status::read_status;
+
+const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
+const PTRACE_SECCOMP_GET_FILTER: libc::c_uint = 0x420c;
+/// The kernel's bound on a thread's filters' total length (MAX_INSNS_PER_PATH).
+const MAX_TOTAL_INSTRUCTIONS: usize = 32768;
+
+/// memsup's launched program got memsup's mapping filter (`seccomp::install`).
+static LAUNCHED_WITH_FILTER: AtomicBool = AtomicBool::new(false);
+
+/// Counts memsup's own mapping filter among those it trusts in what it launches.
+pub fn trust_launch_filter() {
+    LAUNCHED_WITH_FILTER.store(true, Ordering::Relaxed);
+}
+
+/// What the strictest of a thread's filters does with a call, as far as memsup cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Action {
+    /// Allowed, logged, reported to a tracer, or failed with an errno: memsup sees the
+    /// result, the program sees nothing.
+    Harmless,
+    /// Kills the thread or the process, raises SIGSYS, or waits for a supervisor.
+    Harmful(&'static str),
+}
+
+/// The action of a filter's return value (`SECCOMP_RET_ACTION_FULL`).
+fn action(value: u32) -> Action {
+    match value & 0xffff_0000 {
+        0x8000_0000 => Action::Harmful("kill the process"),
+        0x0000_0000 => Action::Harmful("kill the thread"),
+        0x0003_0000 => Action::Harmful("raise SIGSYS"),
+        0x7fc0_0000 => Action::Harmful("wait for a supervisor"),
+        // ERRNO, TRACE, LOG, ALLOW
+        0x0005_0000 | 0x7ff0_0000 | 0x7ffc_0000 | 0x7fff_0000 => Action::Harmless,
+        // An action this kernel's successors may add: the kernel treats it as a kill.
+        _ => Action::Harmful("kill the process"),
+    }
+}
+
+/// The kernel's answer to a call over all of a thread's filters: the return value whose
+/// action comes first (the lowest, as a signed number).
+fn strictest(filters: &[Vec<libc::sock_filter>], data: &SeccompData) -> u32 {
+    filters
+        .iter()
+        .map(|program| bpf::run(program, data))
+        .min_by_key(|&value| (value & 0xffff_0000) as i32)
+        .unwrap_or(0x7fff_0000)
+}
+
+/// Refuses `call` (run at `syscall_address`) in stopped thread `tid` when its filters might
+/// harm the program for it.
+pub fn check(tid: i32, call: &RemoteSyscall, syscall_address: u64) -> Result<()> {
+    let Ok(status) = read_status(tid) else {
+        // Gone: the call fails on its own.
+        return Ok(());
+    };
+    if status.seccomp_mode != 2 {
+        return Ok(());
+    }
+    let refuse = |reason: String| Error::SeccompForbids {
+        tid,
+        call: call_name(call.number),
+        reason,
+    };
+    match read_filters(tid) {
+        Some(filters) => {
+            let data = SeccompData {
+                number: call.number as u32,
+                arch: AUDIT_ARCH_X86_64,
+                instruction_pointer: syscall_address + 2,
+                args: call.args,
+            };
+            match action(strictest(&filters, &data)) {
+                Action::Harmless => Ok(()),
+                Action::Harmful(what) => Err(refuse(format!("would {what} for it"))),
+            }
+        }
+        None => {
+            // A kernel before 5.9 does not count them: at least one.
+            let filters = status.seccomp_filters.unwrap_or(1);
+            let trusted = trusted_count();
+            match filters <= trusted {
+                true => Ok(()),
+                false => Err(refuse(format!(
+                    "are {filters}, memsup expects {trusted} and cannot read them (no CAP_SYS_ADMIN)"
+                ))),
+            }
+        }
+    }
+}
+
+/// Filters memsup trusts unread: its own (the ones what it launches inherits from it) and
+/// its mapping filter in what it launched.
+fn trusted_count() -> u32 {
+    let own = read_status(std::process::id() as i32)
+        .ok()
+        .and_then(|status| status.seccomp_filters)
+        .unwrap_or(0);
+    own + u32::from(LAUNCHED_WITH_FILTER.load(Ordering::Relaxed))
+}
+
+/// Every filter of stopped thread `tid`, or None when memsup may not read them.
+fn read_filters(tid: i32) -> Option<Vec<Vec<libc::sock_filter>>> {
+    let mut filters = Vec::new();
+    let mut total = 0usize;
+    for index in 0.. {
+        // SAFETY: a null buffer asks only for the filter's length.
+        let length = unsafe {
+            libc::ptrace(
+                PTRACE_SECCOMP_GET_FILTER,
+                tid,
+                index as *mut libc::c_void,
+                std::ptr::null_mut::<libc::c_void>(),
+            )
+        };
+        if length < 0 {
+            let errno = std::io::Error::last_os_error().raw_os_error();
+            // ENOENT past the last filter; anything else (EACCES) means unreadable.
+            return (errno == Some(libc::ENOENT) && index > 0).then_some(filters);
+        }
+        total += length as usize;
+        if length == 0 || total > MAX_TOTAL_INSTRUCTIONS {
+            return None;
+        }
+        let mut program = vec![
+            libc::sock_filter {
+                code: 0,
+                jt: 0,
+                jf: 0,
+                k: 0
+            };
+            length as usize
+        ];
+        // SAFETY: the buffer holds `length` instructions, the count the kernel just gave.
+        let copied = unsafe {
+            libc::ptrace(
+                PTRACE_SECCOMP_GET_FILTER,
+                tid,
+                index as *mut libc::c_void,
+                program.as_mut_ptr() as *mut libc::c_void,
+            )
+        };
+        // Replaced in between (it cannot be: filters only stack up), or unreadable now.
+        if copied != length {
+            return None;
+        }
+        filters.push(program);
+    }
+    None
+}
+
+/// The name of a call memsup runs in tracees, for its messages.
+fn call_name(number: u64) -> String {
+    let name = match number as i64 {
+        libc::SYS_mmap => "mmap",
+        libc::SYS_munmap => "munmap",
+        libc::SYS_memfd_create => "memfd_create",
+        libc::SYS_ftruncate => "ftruncate",
+        libc::SYS_madvise => "madvise",
+        libc::SYS_close => "close",
+        _ => return format!("system call {number}"),
+    };
+    name.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ret(k: u32) -> Vec<libc::sock_filter> {
+        vec![libc::sock_filter {
+            code: 0x06,
+            jt: 0,
+            jf: 0,
+            k,
+        }]
+    }
+
+    fn data() -> SeccompData {
+        SeccompData {
+            number: libc::SYS_memfd_create as u32,
+            arch: AUDIT_ARCH_X86_64,
+            instruction_pointer: 0,
+            args: [0; 6],
+        }
+    }
+
+    #[test]
+    fn the_strictest_filter_decides_kill_process_first() {
+        let allow = ret(0x7fff_0000);
+        let errno = ret(0x0005_0001);
+        let trace = ret(0x7ff0_0000);
+        let kill_process = ret(0x8000_0000);
+        let trap = ret(0x0003_0000);
+        let filters = [allow.clone(), trace.clone(), errno.clone()];
+        assert_eq!(strictest(&filters, &data()), 0x0005_0001);
+        assert_eq!(action(strictest(&filters, &data())), Action::Harmless);
+        let filters = [trap.clone(), kill_process, allow.clone()];
+        assert_eq!(
+            action(strictest(&filters, &data())),
+            Action::Harmful("kill the process")
+        );
+        let filters = [errno, trap];
+        assert_eq!(
+            action(strictest(&filters, &data())),
+            Action::Harmful("raise SIGSYS")
+        );
+        assert_eq!(action(strictest(&[], &data())), Action::Harmless);
+    }
+
+    #[test]
+    fn every_action_is_sorted_harmless_or_harmful() {
+        for (value, expected) in [
+            (0x7fff_0000, Action::Harmless),
+            (0x7ffc_0000, Action::Harmless),
+            (0x7ff0_1234, Action::Harmless),
+            (0x0005_000c, Action::Harmless),
+            (0x7fc0_0000, Action::Harmful("wait for a supervisor")),
+            (0x0003_0007, Action::Harmful("raise SIGSYS")),
+            (0x0000_0000, Action::Harmful("kill the thread")),
+            (0x8000_0000, Action::Harmful("kill the process")),
+            (0x1234_0000, Action::Harmful("kill the process")),
+        ] {
+            assert_eq!(action(value), expected, "{value:#x}");
+        }
+    }
+
+    #[test]
+    fn a_thread_without_filters_may_run_anything() {
+        let call = RemoteSyscall {
+            number: libc::SYS_memfd_create as u64,
+            args: [0; 6],
+        };
+        // This test's own thread: no seccomp filter of its own in the test harness, or only
+        // those memsup's tests run under, which it trusts.
+        let tid = unsafe { libc::gettid() };
+        assert!(check(tid, &call, 0).is_ok());
+    }
+}
