@@ -18,9 +18,53 @@ const DATA_BYTES: u32 = 64;
 const MAX_INSTRUCTIONS: usize = 4096;
 const SCRATCH_WORDS: usize = 16;
 
-/// The return value of a filter the kernel would have refused, or of a division by zero:
-/// the strictest there is, SECCOMP_RET_KILL_PROCESS.
+/// The return value of a filter the kernel would have refused at load: the strictest there
+/// is, SECCOMP_RET_KILL_PROCESS.
 pub const INVALID: u32 = 0x8000_0000;
+/// What a classic-BPF division by a zero X returns (the kernel's conversion of the filter
+/// makes it end the program so): SECCOMP_RET_KILL_THREAD.
+const DIVIDED_BY_ZERO: u32 = 0;
+
+/// An instruction's class (`code & 0x07`) and, within it, the fields seccomp uses.
+const CLASS: u16 = 0x07;
+const LOAD: u16 = 0x00;
+const LOAD_X: u16 = 0x01;
+const STORE: u16 = 0x02;
+const STORE_X: u16 = 0x03;
+const ALU: u16 = 0x04;
+const JUMP: u16 = 0x05;
+const RETURN: u16 = 0x06;
+/// Loads: where the 32-bit word comes from (the size and mode bits, `code & 0xf8`).
+const FROM_CONSTANT: u16 = 0x00;
+const FROM_DATA: u16 = 0x20;
+const FROM_SCRATCH: u16 = 0x60;
+const DATA_LENGTH: u16 = 0x80;
+/// ALU and jumps: the operand is X, not the constant k.
+const OPERAND_X: u16 = 0x08;
+/// ALU operations and jump tests (`code & 0xf0`).
+const OPERATION: u16 = 0xf0;
+const ADD: u16 = 0x00;
+const SUBTRACT: u16 = 0x10;
+const MULTIPLY: u16 = 0x20;
+const DIVIDE: u16 = 0x30;
+const OR: u16 = 0x40;
+const AND: u16 = 0x50;
+const SHIFT_LEFT: u16 = 0x60;
+const SHIFT_RIGHT: u16 = 0x70;
+const NEGATE: u16 = 0x80;
+const XOR: u16 = 0xa0;
+const ALWAYS: u16 = 0x00;
+const IF_EQUAL: u16 = 0x10;
+const IF_GREATER: u16 = 0x20;
+const IF_GREATER_OR_EQUAL: u16 = 0x30;
+const IF_ANY_BIT: u16 = 0x40;
+/// Returns: the constant k, or A (`code & 0x18`).
+const RETURN_SOURCE: u16 = 0x18;
+const RETURN_K: u16 = 0x00;
+const RETURN_A: u16 = 0x10;
+/// The other class: copies between A and X (`code & 0xf8`).
+const COPY_A_TO_X: u16 = 0x00;
+const COPY_X_TO_A: u16 = 0x80;
 
 impl SeccompData {
     /// The 32-bit word at byte `offset`, as `BPF_LD|BPF_W|BPF_ABS` reads it (the host's
@@ -49,7 +93,7 @@ impl SeccompData {
 
 /// What `program` returns for `data`; `INVALID` where the kernel would have refused the
 /// program (an instruction seccomp does not allow, a load outside the data, a jump past
-/// the end) or where it divides by zero.
+/// the end, a constant divisor of 0 or shift of 32 or more).
 pub fn run(program: &[libc::sock_filter], data: &SeccompData) -> u32 {
     if program.is_empty() || program.len() > MAX_INSTRUCTIONS {
         return INVALID;
@@ -58,68 +102,47 @@ pub fn run(program: &[libc::sock_filter], data: &SeccompData) -> u32 {
     let mut scratch = [0u32; SCRATCH_WORDS];
     let mut pc = 0usize;
     while let Some(instruction) = program.get(pc) {
-        let k = instruction.k;
+        let (code, k) = (instruction.code, instruction.k);
         pc += 1;
-        let code = instruction.code;
-        match code & 0x07 {
-            // BPF_LD, BPF_LDX: only 32-bit loads from the data, its length, a constant or
-            // the scratch words.
-            class @ (0x00 | 0x01) => {
-                let value = match code & !0x07 {
-                    0x20 if class == 0x00 => data.word(k),
-                    0x80 => Some(DATA_BYTES),
-                    0x00 => Some(k),
-                    0x60 => scratch.get(k as usize).copied(),
+        match code & CLASS {
+            class @ (LOAD | LOAD_X) => {
+                let value = match code & !CLASS {
+                    FROM_DATA if class == LOAD => data.word(k),
+                    DATA_LENGTH => Some(DATA_BYTES),
+                    FROM_CONSTANT => Some(k),
+                    FROM_SCRATCH => scratch.get(k as usize).copied(),
                     _ => None,
                 };
                 let Some(value) = value else {
                     return INVALID;
                 };
-                if class == 0x00 {
-                    a = value;
-                } else {
-                    x = value;
+                match class {
+                    LOAD => a = value,
+                    _ => x = value,
                 }
             }
-            // BPF_ST, BPF_STX
-            class @ (0x02 | 0x03) => {
+            class @ (STORE | STORE_X) => {
                 let Some(word) = scratch.get_mut(k as usize) else {
                     return INVALID;
                 };
-                *word = if class == 0x02 { a } else { x };
+                *word = if class == STORE { a } else { x };
             }
-            // BPF_ALU
-            0x04 => {
-                let operand = if code & 0x08 != 0 { x } else { k };
-                a = match code & 0xf0 {
-                    0x00 => a.wrapping_add(operand),
-                    0x10 => a.wrapping_sub(operand),
-                    0x20 => a.wrapping_mul(operand),
-                    0x30 if operand == 0 => return INVALID,
-                    0x30 => a / operand,
-                    0x40 => a | operand,
-                    0x50 => a & operand,
-                    0x60 => a.checked_shl(operand).unwrap_or(0),
-                    0x70 => a.checked_shr(operand).unwrap_or(0),
-                    0x80 => a.wrapping_neg(),
-                    0x90 if operand == 0 => return INVALID,
-                    0x90 => a % operand,
-                    0xa0 => a ^ operand,
-                    _ => return INVALID,
-                };
-            }
-            // BPF_JMP: forward only, as the kernel checks.
-            0x05 => {
-                let operand = if code & 0x08 != 0 { x } else { k };
-                let taken = match code & 0xf0 {
-                    0x00 => {
+            ALU => match alu(code, a, x, k) {
+                Ok(value) => a = value,
+                Err(end) => return end,
+            },
+            // Forward only, as the kernel checks.
+            JUMP => {
+                let operand = if code & OPERAND_X != 0 { x } else { k };
+                let taken = match code & OPERATION {
+                    ALWAYS => {
                         pc += k as usize;
                         continue;
                     }
-                    0x10 => a == operand,
-                    0x20 => a > operand,
-                    0x30 => a >= operand,
-                    0x40 => a & operand != 0,
+                    IF_EQUAL => a == operand,
+                    IF_GREATER => a > operand,
+                    IF_GREATER_OR_EQUAL => a >= operand,
+                    IF_ANY_BIT => a & operand != 0,
                     _ => return INVALID,
                 };
                 pc += usize::from(if taken {
@@ -128,24 +151,56 @@ pub fn run(program: &[libc::sock_filter], data: &SeccompData) -> u32 {
                     instruction.jf
                 });
             }
-            // BPF_RET: a constant or A.
-            0x06 => {
-                return match code & 0x18 {
-                    0x00 => k,
-                    0x10 => a,
+            RETURN => {
+                return match code & RETURN_SOURCE {
+                    RETURN_K => k,
+                    RETURN_A => a,
                     _ => INVALID,
                 };
             }
-            // BPF_MISC: TAX, TXA.
-            _ => match code & 0xf8 {
-                0x00 => x = a,
-                0x80 => a = x,
+            _ => match code & !CLASS {
+                COPY_A_TO_X => x = a,
+                COPY_X_TO_A => a = x,
                 _ => return INVALID,
             },
         }
     }
     // Ran off the end: the kernel refuses a program whose last instruction is no return.
     INVALID
+}
+
+/// A after ALU instruction `code`, or the filter's end: `INVALID` for what the kernel
+/// refuses at load (modulo, a constant divisor of 0, a constant shift of 32 or more), the
+/// kill a division by a zero X ends in. A shift by X takes X's low 5 bits, as the kernel's
+/// BPF does.
+fn alu(code: u16, a: u32, x: u32, k: u32) -> Result<u32, u32> {
+    let by_x = code & OPERAND_X != 0;
+    let operand = if by_x { x } else { k };
+    let operation = code & OPERATION;
+    let refused_at_load = !by_x
+        && match operation {
+            DIVIDE => k == 0,
+            SHIFT_LEFT | SHIFT_RIGHT => k >= 32,
+            _ => false,
+        };
+    if refused_at_load {
+        return Err(INVALID);
+    }
+    Ok(match operation {
+        ADD => a.wrapping_add(operand),
+        SUBTRACT => a.wrapping_sub(operand),
+        MULTIPLY => a.wrapping_mul(operand),
+        DIVIDE if operand == 0 => return Err(DIVIDED_BY_ZERO),
+        DIVIDE => a / operand,
+        OR => a | operand,
+        AND => a & operand,
+        SHIFT_LEFT => a.wrapping_shl(operand),
+        SHIFT_RIGHT => a.wrapping_shr(operand),
+        NEGATE => a.wrapping_neg(),
+        XOR => a ^ operand,
+        // Modulo among them: seccomp does not accept it.
+        _ => return Err(INVALID),
+    })
 }
 
 #[cfg(test)]
@@ -231,13 +286,28 @@ mod tests {
             statement(0x04, 3),           // A += 3  -> 12
             statement(0x24, 10),          // A *= 10 -> 120
             statement(0x74, 2),           // A >>= 2 -> 30
-            statement(0x94, 7),           // A %= 7  -> 2
+            statement(0x54, 7),           // A &= 7 -> 6
             statement(0x07, 0),           // X = A
             statement(0x00, 0x7ff0_0000), // A = TRACE
-            statement(0x4c, 0),           // A |= X  -> TRACE | 2
+            statement(0x4c, 0),           // A |= X -> TRACE | 6
             statement(0x16, 0),           // return A
         ];
-        assert_eq!(run(&program, &call(9, [0; 6])), TRACE | 2);
+        assert_eq!(run(&program, &call(9, [0; 6])), TRACE | 6);
+        // A shift by X takes X's low 5 bits: 33 shifts by 1.
+        let shift_by_x = [
+            statement(0x01, 33),          // X = 33
+            statement(0x00, 0x3fff_8000), // A = ALLOW >> 1
+            statement(0x6c, 0),           // A <<= X
+            statement(0x16, 0),           // return A
+        ];
+        assert_eq!(run(&shift_by_x, &call(9, [0; 6])), ALLOW);
+        // Dividing by a zero X ends the program: SECCOMP_RET_KILL_THREAD.
+        let divide_by_zero_x = [
+            statement(0x01, 0),
+            statement(0x3c, 0),
+            statement(0x06, ALLOW),
+        ];
+        assert_eq!(run(&divide_by_zero_x, &call(9, [0; 6])), 0);
     }
 
     #[test]
@@ -246,18 +316,18 @@ mod tests {
         let outside = [statement(0x20, 64), statement(0x06, ALLOW)];
         let no_return = [statement(0x20, 0)];
         let past_the_end = [jump(0x15, 0, 5, 5), statement(0x06, ALLOW)];
-        let divide_by_zero_x = [
-            statement(0x01, 0),
-            statement(0x3c, 0),
-            statement(0x06, ALLOW),
-        ];
+        let divide_by_zero = [statement(0x34, 0), statement(0x06, ALLOW)];
+        let shift_by_32 = [statement(0x64, 32), statement(0x06, ALLOW)];
+        let modulo = [statement(0x94, 7), statement(0x06, ALLOW)];
         let packet_load = [statement(0x28, 0), statement(0x06, ALLOW)];
         for program in [
             &unaligned[..],
             &outside,
             &no_return,
             &past_the_end,
-            &divide_by_zero_x,
+            &divide_by_zero,
+            &shift_by_32,
+            &modulo,
             &packet_load,
             &[],
         ] {

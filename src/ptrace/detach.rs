@@ -314,10 +314,17 @@ impl Tracer<'_> {
         // From the page's own stub: the result is taken at the syscall-exit stop, before
         // the thread could run on in the page.
         let stub = Some(scratch.syscall_stub());
-        if let Ok((_, signals)) = remote_syscall(&mut process.memory, tid, stub, &munmap) {
-            if let Some(thread) = self.threads.get_mut(&tid) {
-                thread.pending_signals.extend(signals);
+        match remote_syscall(&mut process.memory, tid, stub, &munmap) {
+            Ok((_, signals)) => {
+                if let Some(thread) = self.threads.get_mut(&tid) {
+                    thread.pending_signals.extend(signals);
+                }
             }
+            Err(error @ Error::SeccompForbids { .. }) => self.warn(
+                process.pid,
+                format!("{error}: memsup's scratch page stays mapped"),
+            ),
+            Err(_) => {}
         }
     }
 

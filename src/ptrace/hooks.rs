@@ -19,7 +19,7 @@ use crate::ptrace::leave_hooks::HookCode;
 use crate::ptrace::memory::TraceeMemory;
 use crate::ptrace::patch_clearance::PatchedBytes;
 use crate::ptrace::regs;
-use crate::ptrace::state::{PatchedEntry, Process, ProcessHooks};
+use crate::ptrace::state::{HookedProbe, PatchedEntry, Process, ProcessHooks};
 use crate::ptrace::tracer::Tracer;
 use crate::trace::format::{Engine, ProbeSite};
 
@@ -57,22 +57,43 @@ fn hook_of_probe(kind: ProbeKind) -> Option<Hook> {
 /// cannot have rings of its own) and plants an int3 probe at each instead, so its calls are
 /// recorded all the same, at a stop each.
 fn probe_with_int3_instead(process: &mut Process, hooks: ProcessHooks, reason: &str) {
+    // An entry whose jump is no longer there (its library replaced, or patched again) gets
+    // neither its old bytes nor a probe.
+    let mut restored = Vec::new();
     for entry in &hooks.patched {
-        let _ = process.memory.write_code(entry.address, &entry.original);
+        let mut current = vec![0u8; entry.written.len()];
+        if process.memory.read(entry.address, &mut current).is_err() || current != entry.written {
+            continue;
+        }
+        if process
+            .memory
+            .write_code(entry.address, &entry.original)
+            .is_ok()
+        {
+            restored.push(entry.address);
+        }
     }
-    for (address, kind, module) in hooks.probes {
+    for probe in hooks.probes {
+        if !restored.contains(&probe.patch) {
+            continue;
+        }
         let planted = process.breakpoints.insert(
             &mut process.memory,
             process.scratch.as_mut(),
-            address,
-            kind,
-            &module,
+            probe.entry,
+            probe.kind,
+            &probe.module,
         );
         if planted.is_ok() {
-            process.hook_refusals.insert(address, reason.to_string());
+            process
+                .hook_refusals
+                .insert(probe.entry, reason.to_string());
         }
     }
 }
+
+/// The start of the reason of entries whose module's hooks could not be placed at all.
+const PLACING_FAILED: &str = "placing hooks failed";
 
 /// Every candidate, with the same reason it keeps an int3.
 fn refuse_all(candidates: Vec<Candidate>, reason: &str) -> Vec<(Candidate, String)> {
@@ -110,7 +131,7 @@ impl Tracer<'_> {
             Some(tid) => match self.try_hook_module(pid, tid, module, &candidates) {
                 Ok(refused) => refused,
                 Err(error) => {
-                    let reason = format!("placing hooks failed: {error}");
+                    let reason = format!("{PLACING_FAILED}: {error}");
                     self.warn_once_of_failed_hooks(pid, &reason);
                     refuse_all(candidates, &reason)
                 }
@@ -127,12 +148,14 @@ impl Tracer<'_> {
     }
 
     /// A module's hooks that could not be placed at all leave its allocator calls to int3
-    /// breakpoints, a stop each: said once per image and reason, since it is why such a run
-    /// is slow.
+    /// breakpoints, a stop each: said once per image, since it is why such a run is slow.
     fn warn_once_of_failed_hooks(&mut self, pid: i32, reason: &str) {
-        let said = self
-            .process(pid)
-            .is_ok_and(|process| process.hook_refusals.values().any(|r| r == reason));
+        let said = self.process(pid).is_ok_and(|process| {
+            process
+                .hook_refusals
+                .values()
+                .any(|earlier| earlier.starts_with(PLACING_FAILED))
+        });
         if !said {
             self.warn(
                 pid,
@@ -217,9 +240,12 @@ impl Tracer<'_> {
                 address: candidate.address,
                 implementation: "hook".to_string(),
             });
-            hooks
-                .probes
-                .push((candidate.address, candidate.kind, module.path.clone()));
+            hooks.probes.push(HookedProbe {
+                entry: candidate.address,
+                patch: address,
+                kind: candidate.kind,
+                module: module.path.clone(),
+            });
         }
         let drain = self.drain.as_ref().expect("the hook engine has a drain");
         let page_end = base + page.bytes.len() as u64;
@@ -531,6 +557,7 @@ impl Tracer<'_> {
                 process.hooks = Some(ProcessHooks {
                     patched: Vec::new(),
                     sites: Vec::new(),
+                    probes: Vec::new(),
                     ..hooks.clone()
                 });
             }
@@ -563,12 +590,18 @@ impl Tracer<'_> {
         if !stub.is_some_and(|stub| stub_is_mapped(pid, stub)) {
             return;
         }
-        let _ = self.with_injector(pid, tid, |injector| {
+        let unmapped = self.with_injector(pid, tid, |injector| {
             for &(base, length) in &hooks.pages {
                 injector.unmap(base, length)?;
             }
             injector.unmap(hooks.area, hooks.area_bytes)
         });
+        if let Err(error @ Error::SeccompForbids { .. }) = unmapped {
+            self.warn(
+                pid,
+                format!("{error}: memsup's hook pages and ring area stay mapped, switched off"),
+            );
+        }
     }
 }
 

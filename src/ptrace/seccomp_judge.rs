@@ -37,15 +37,28 @@ enum Action {
     Harmful(&'static str),
 }
 
-/// The action of a filter's return value (`SECCOMP_RET_ACTION_FULL`).
+/// The actions of a filter's return value (`SECCOMP_RET_ACTION_FULL`).
+const ACTION: u32 = 0xffff_0000;
+const KILL_PROCESS: u32 = 0x8000_0000;
+const KILL_THREAD: u32 = 0x0000_0000;
+const TRAP: u32 = 0x0003_0000;
+const ERRNO: u32 = 0x0005_0000;
+const USER_NOTIF: u32 = 0x7fc0_0000;
+const TRACE: u32 = 0x7ff0_0000;
+const LOG: u32 = 0x7ffc_0000;
+const ALLOW: u32 = 0x7fff_0000;
+/// `Seccomp` in /proc/PID/status.
+const MODE_STRICT: u32 = 1;
+const MODE_FILTER: u32 = 2;
+
+/// The action of a filter's return value.
 fn action(value: u32) -> Action {
-    match value & 0xffff_0000 {
-        0x8000_0000 => Action::Harmful("kill the process"),
-        0x0000_0000 => Action::Harmful("kill the thread"),
-        0x0003_0000 => Action::Harmful("raise SIGSYS"),
-        0x7fc0_0000 => Action::Harmful("wait for a supervisor"),
-        // ERRNO, TRACE, LOG, ALLOW
-        0x0005_0000 | 0x7ff0_0000 | 0x7ffc_0000 | 0x7fff_0000 => Action::Harmless,
+    match value & ACTION {
+        KILL_PROCESS => Action::Harmful("kill the process"),
+        KILL_THREAD => Action::Harmful("kill the thread"),
+        TRAP => Action::Harmful("raise SIGSYS"),
+        USER_NOTIF => Action::Harmful("wait for a supervisor"),
+        ERRNO | TRACE | LOG | ALLOW => Action::Harmless,
         // An action this kernel's successors may add: the kernel treats it as a kill.
         _ => Action::Harmful("kill the process"),
     }
@@ -57,8 +70,8 @@ fn strictest(filters: &[Vec<libc::sock_filter>], data: &SeccompData) -> u32 {
     filters
         .iter()
         .map(|program| bpf::run(program, data))
-        .min_by_key(|&value| (value & 0xffff_0000) as i32)
-        .unwrap_or(0x7fff_0000)
+        .min_by_key(|&value| (value & ACTION) as i32)
+        .unwrap_or(ALLOW)
 }
 
 /// Refuses `call` (run at `syscall_address`) in stopped thread `tid` when its filters might
@@ -68,16 +81,19 @@ pub fn check(tid: i32, call: &RemoteSyscall, syscall_address: u64) -> Result<()>
         // Gone: the call fails on its own.
         return Ok(());
     };
-    if status.seccomp_mode != 2 {
-        return Ok(());
-    }
     let refuse = |reason: String| Error::SeccompForbids {
         tid,
         call: call_name(call.number),
         reason,
     };
+    match status.seccomp_mode {
+        MODE_FILTER => {}
+        // Only read, write, exit and sigreturn: anything else kills the process.
+        MODE_STRICT => return Err(refuse("are strict mode's".to_string())),
+        _ => return Ok(()),
+    }
     match read_filters(tid) {
-        Some(filters) => {
+        Ok(filters) => {
             let data = SeccompData {
                 number: call.number as u32,
                 arch: AUDIT_ARCH_X86_64,
@@ -89,14 +105,15 @@ pub fn check(tid: i32, call: &RemoteSyscall, syscall_address: u64) -> Result<()>
                 Action::Harmful(what) => Err(refuse(format!("would {what} for it"))),
             }
         }
-        None => {
-            // A kernel before 5.9 does not count them: at least one.
+        Err(error) => {
+            // A kernel before 5.9 does not count them: at least one, so what memsup launched
+            // under its own filter cannot be told from a program that added one (README).
             let filters = status.seccomp_filters.unwrap_or(1);
             let trusted = trusted_count();
             match filters <= trusted {
                 true => Ok(()),
                 false => Err(refuse(format!(
-                    "are {filters}, memsup expects {trusted} and cannot read them (no CAP_SYS_ADMIN)"
+                    "are {filters}, memsup expects {trusted} and cannot read them ({error})"
                 ))),
             }
         }
@@ -113,11 +130,14 @@ fn trusted_count() -> u32 {
     own + u32::from(LAUNCHED_WITH_FILTER.load(Ordering::Relaxed))
 }
 
-/// Every filter of stopped thread `tid`, or None when memsup may not read them.
-fn read_filters(tid: i32) -> Option<Vec<Vec<libc::sock_filter>>> {
+/// Every filter of stopped thread `tid`, or why memsup cannot read them: EACCES without
+/// CAP_SYS_ADMIN or when memsup itself runs under seccomp, EINVAL on a kernel built without
+/// CONFIG_CHECKPOINT_RESTORE.
+fn read_filters(tid: i32) -> std::io::Result<Vec<Vec<libc::sock_filter>>> {
     let mut filters = Vec::new();
     let mut total = 0usize;
-    for index in 0.. {
+    loop {
+        let index = filters.len();
         // SAFETY: a null buffer asks only for the filter's length.
         let length = unsafe {
             libc::ptrace(
@@ -128,13 +148,18 @@ fn read_filters(tid: i32) -> Option<Vec<Vec<libc::sock_filter>>> {
             )
         };
         if length < 0 {
-            let errno = std::io::Error::last_os_error().raw_os_error();
-            // ENOENT past the last filter; anything else (EACCES) means unreadable.
-            return (errno == Some(libc::ENOENT) && index > 0).then_some(filters);
+            let error = std::io::Error::last_os_error();
+            // ENOENT: past the last filter.
+            return match error.raw_os_error() {
+                Some(libc::ENOENT) if index > 0 => Ok(filters),
+                _ => Err(error),
+            };
         }
         total += length as usize;
         if length == 0 || total > MAX_TOTAL_INSTRUCTIONS {
-            return None;
+            return Err(std::io::Error::other(
+                "more instructions than the kernel allows",
+            ));
         }
         let mut program = vec![
             libc::sock_filter {
@@ -154,13 +179,11 @@ fn read_filters(tid: i32) -> Option<Vec<Vec<libc::sock_filter>>> {
                 program.as_mut_ptr() as *mut libc::c_void,
             )
         };
-        // Replaced in between (it cannot be: filters only stack up), or unreadable now.
         if copied != length {
-            return None;
+            return Err(std::io::Error::last_os_error());
         }
         filters.push(program);
     }
-    None
 }
 
 /// The name of a call memsup runs in tracees, for its messages.
@@ -201,13 +224,13 @@ mod tests {
 
     #[test]
     fn the_strictest_filter_decides_kill_process_first() {
-        let allow = ret(0x7fff_0000);
-        let errno = ret(0x0005_0001);
-        let trace = ret(0x7ff0_0000);
-        let kill_process = ret(0x8000_0000);
-        let trap = ret(0x0003_0000);
+        let allow = ret(ALLOW);
+        let errno = ret(ERRNO | 1);
+        let trace = ret(TRACE);
+        let kill_process = ret(KILL_PROCESS);
+        let trap = ret(TRAP);
         let filters = [allow.clone(), trace.clone(), errno.clone()];
-        assert_eq!(strictest(&filters, &data()), 0x0005_0001);
+        assert_eq!(strictest(&filters, &data()), ERRNO | 1);
         assert_eq!(action(strictest(&filters, &data())), Action::Harmless);
         let filters = [trap.clone(), kill_process, allow.clone()];
         assert_eq!(

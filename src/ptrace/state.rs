@@ -88,8 +88,8 @@ pub struct ProcessHooks {
     /// Each hooked function.
     pub sites: Vec<ProbeSite>,
     /// Each hooked function's probe, for an int3 in its place when a fork child cannot
-    /// have rings of its own: (entry address, kind, module path).
-    pub probes: Vec<(u64, ProbeKind, String)>,
+    /// have rings of its own.
+    pub probes: Vec<HookedProbe>,
     /// Each code page's unwind table, published with the modules' for the stack walker.
     pub page_tables: Vec<crate::hooks::stack_section::SegmentTable>,
     /// Where the MPI hooks' calls return (what a blocked MPI call's stack holds).
@@ -110,6 +110,17 @@ impl ProcessHooks {
             mpi_return_sites: Vec::new(),
         }
     }
+}
+
+/// A hooked function, as an int3 probe would take it over.
+#[derive(Debug, Clone)]
+pub struct HookedProbe {
+    /// The function's entry, where the int3 goes.
+    pub entry: u64,
+    /// Where its jump was written: the entry, or past an `endbr64`.
+    pub patch: u64,
+    pub kind: ProbeKind,
+    pub module: String,
 }
 
 /// Bytes written over an entry, and what was there.
