@@ -132,7 +132,10 @@ impl Tracer<'_> {
                 Ok(refused) => refused,
                 Err(error) => {
                     let reason = format!("{PLACING_FAILED}: {error}");
-                    self.warn_once_of_failed_hooks(pid, &reason);
+                    // A process killed meanwhile has nothing left to be told about.
+                    if !matches!(error, Error::ProcessGone(_)) {
+                        self.warn_once_of_failed_hooks(pid, &reason);
+                    }
                     refuse_all(candidates, &reason)
                 }
             },
