@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::bpf::{self, SeccompData};
 use super::inject::RemoteSyscall;
 use crate::error::{Error, Result};
-use crate::proc::status::read_status;
+use crate::proc::status::{read_status, Status};
 
 const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
 const PTRACE_SECCOMP_GET_FILTER: libc::c_uint = 0x420c;
@@ -81,40 +81,54 @@ pub fn check(tid: i32, call: &RemoteSyscall, syscall_address: u64) -> Result<()>
         // Gone: the call fails on its own.
         return Ok(());
     };
-    let refuse = |reason: String| Error::SeccompForbids {
+    let data = SeccompData {
+        number: call.number as u32,
+        arch: AUDIT_ARCH_X86_64,
+        instruction_pointer: syscall_address + 2,
+        args: call.args,
+    };
+    // Filters are read only where there are some.
+    let filters = match status.seccomp_mode {
+        MODE_FILTER => read_filters(tid),
+        _ => Ok(Vec::new()),
+    };
+    judge(&status, filters, trusted_count, &data).map_err(|reason| Error::SeccompForbids {
         tid,
         call: call_name(call.number),
         reason,
-    };
+    })
+}
+
+/// Why a thread of `status`, whose filters are `filters` (or could not be read), must not
+/// make the call `data`, if it must not; `trusted` gives how many unread filters memsup
+/// trusts.
+fn judge(
+    status: &Status,
+    filters: std::io::Result<Vec<Vec<libc::sock_filter>>>,
+    trusted: impl FnOnce() -> u32,
+    data: &SeccompData,
+) -> std::result::Result<(), String> {
     match status.seccomp_mode {
         MODE_FILTER => {}
         // Only read, write, exit and sigreturn: anything else kills the process.
-        MODE_STRICT => return Err(refuse("are strict mode's".to_string())),
+        MODE_STRICT => return Err("are strict mode's".to_string()),
         _ => return Ok(()),
     }
-    match read_filters(tid) {
-        Ok(filters) => {
-            let data = SeccompData {
-                number: call.number as u32,
-                arch: AUDIT_ARCH_X86_64,
-                instruction_pointer: syscall_address + 2,
-                args: call.args,
-            };
-            match action(strictest(&filters, &data)) {
-                Action::Harmless => Ok(()),
-                Action::Harmful(what) => Err(refuse(format!("would {what} for it"))),
-            }
-        }
+    match filters {
+        Ok(filters) => match action(strictest(&filters, data)) {
+            Action::Harmless => Ok(()),
+            Action::Harmful(what) => Err(format!("would {what} for it")),
+        },
         Err(error) => {
             // A kernel before 5.9 does not count them: at least one, so what memsup launched
             // under its own filter cannot be told from a program that added one (README).
             let filters = status.seccomp_filters.unwrap_or(1);
-            let trusted = trusted_count();
+            let trusted = trusted();
             match filters <= trusted {
                 true => Ok(()),
-                false => Err(refuse(format!(
+                false => Err(format!(
                     "are {filters}, memsup expects {trusted} and cannot read them ({error})"
-                ))),
+                )),
             }
         }
     }
@@ -262,15 +276,66 @@ mod tests {
         }
     }
 
+    fn status(mode: u32, filters: Option<u32>) -> Status {
+        Status {
+            seccomp_mode: mode,
+            seccomp_filters: filters,
+            ..Status::default()
+        }
+    }
+
+    fn unreadable() -> std::io::Result<Vec<Vec<libc::sock_filter>>> {
+        Err(std::io::Error::from_raw_os_error(libc::EACCES))
+    }
+
     #[test]
-    fn a_thread_without_filters_may_run_anything() {
-        let call = RemoteSyscall {
-            number: libc::SYS_memfd_create as u64,
-            args: [0; 6],
-        };
-        // This test's own thread: no seccomp filter of its own in the test harness, or only
-        // those memsup's tests run under, which it trusts.
-        let tid = unsafe { libc::gettid() };
-        assert!(check(tid, &call, 0).is_ok());
+    fn each_mode_and_reading_of_the_filters_is_judged() {
+        let trusting = |count: u32| move || count;
+        let call = data();
+        // No filter: anything goes, the filters are not looked at.
+        assert_eq!(
+            judge(&status(0, Some(0)), unreadable(), trusting(0), &call),
+            Ok(())
+        );
+        // Strict mode: nothing but read, write, exit and sigreturn.
+        assert_eq!(
+            judge(&status(1, Some(0)), Ok(Vec::new()), trusting(9), &call),
+            Err("are strict mode's".to_string())
+        );
+        // Readable: their answer to the very call decides, whatever their number.
+        let kill_process = vec![ret(KILL_PROCESS)];
+        assert_eq!(
+            judge(&status(2, Some(1)), Ok(kill_process), trusting(9), &call),
+            Err("would kill the process for it".to_string())
+        );
+        let errno = vec![ret(ERRNO | 1), ret(TRACE)];
+        assert_eq!(
+            judge(&status(2, Some(5)), Ok(errno), trusting(0), &call),
+            Ok(())
+        );
+        // Unreadable: as many as memsup expects, no more.
+        assert_eq!(
+            judge(&status(2, Some(2)), unreadable(), trusting(2), &call),
+            Ok(())
+        );
+        assert_eq!(
+            judge(&status(2, Some(3)), unreadable(), trusting(2), &call),
+            Err(
+                "are 3, memsup expects 2 and cannot read them (Permission denied (os error 13))"
+                    .to_string()
+            )
+        );
+        // Uncounted (before Linux 5.9): taken as one.
+        assert_eq!(
+            judge(&status(2, None), unreadable(), trusting(1), &call),
+            Ok(())
+        );
+        assert_eq!(
+            judge(&status(2, None), unreadable(), trusting(0), &call),
+            Err(
+                "are 1, memsup expects 0 and cannot read them (Permission denied (os error 13))"
+                    .to_string()
+            )
+        );
     }
 }
