@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use crate::module::loaded;
 use crate::module::ModuleStore;
+use crate::proc::maps::read_maps;
 use crate::ptrace::memory::RemoteMemory;
 use crate::ptrace::regs;
 use crate::unwind::{Stack, StackSnapshot, Unwinder};
@@ -21,6 +22,8 @@ const PAGE: u64 = 4096;
 /// An unwinder over one process's modules.
 pub(crate) struct InsideCheck {
     unwinder: Unwinder,
+    /// The process's mappings (start, end), sorted: a stack is read to the end of its own.
+    mappings: Vec<(u64, u64)>,
 }
 
 impl InsideCheck {
@@ -36,7 +39,23 @@ impl InsideCheck {
             let bias = module.load_bias(elf);
             let _ = unwinder.add_module(&module.path, module.start, module.end, bias);
         }
-        InsideCheck { unwinder }
+        let mappings = read_maps(pid)
+            .unwrap_or_default()
+            .iter()
+            .map(|mapping| (mapping.start, mapping.end))
+            .collect();
+        InsideCheck { unwinder, mappings }
+    }
+
+    /// The end of the mapping that holds `address`, where a stack there ends: the words
+    /// beyond belong to a neighbour (a thread's stack may lie just below anything, memsup's
+    /// own hook pages too). None when no mapping is known to hold it.
+    fn end_of_mapping(&self, address: u64) -> Option<u64> {
+        let index = self
+            .mappings
+            .partition_point(|&(start, _)| start <= address);
+        let (start, end) = *self.mappings.get(index.checked_sub(1)?)?;
+        (start..end).contains(&address).then_some(end)
     }
 
     /// Whether thread `tid` (stopped) runs in one of `pages` (start, length) or has a frame
@@ -69,7 +88,7 @@ impl InsideCheck {
             at_function_entry: false,
             sp: registers.rsp,
             bp: registers.rbp,
-            stack: read_stack(memory, registers.rsp),
+            stack: read_stack(memory, registers.rsp, self.end_of_mapping(registers.rsp)),
         };
         let walk = self.unwinder.unwind(&snapshot, &mut |_| None);
         // The rip, each return address and each instruction a signal interrupted.
@@ -118,14 +137,17 @@ pub(crate) fn in_ranges(ranges: &[(u64, u64)], address: u64) -> bool {
         .any(|&(start, length)| (start..start + length).contains(&address))
 }
 
-/// Up to `STACK_BYTES` from `rsp`, page by page, so the read that meets the stack's end
-/// fails alone.
-fn read_stack(memory: &dyn RemoteMemory, rsp: u64) -> Vec<u8> {
+/// Up to `STACK_BYTES` from `rsp`, and not past `end` (its mapping's), page by page, so the
+/// read that meets the stack's end fails alone.
+fn read_stack(memory: &dyn RemoteMemory, rsp: u64, end: Option<u64>) -> Vec<u8> {
     let mut stack = Vec::new();
     let mut address = rsp & !7;
     let mut buffer = vec![0u8; PAGE as usize];
-    while (address - (rsp & !7)) < STACK_BYTES {
-        let length = (PAGE - (address & (PAGE - 1))) as usize;
+    let end = end
+        .unwrap_or(u64::MAX)
+        .min((rsp & !7).saturating_add(STACK_BYTES));
+    while address < end {
+        let length = (PAGE - (address & (PAGE - 1))).min(end - address) as usize;
         if memory.read(address, &mut buffer[..length]).is_err() {
             break;
         }
@@ -145,6 +167,41 @@ mod tests {
             signal_frames: signal_frames.to_vec(),
             ..Stack::default()
         }
+    }
+
+    #[test]
+    fn a_stack_is_read_to_the_end_of_its_mapping_and_no_further() {
+        use crate::ptrace::memory::SliceMemory;
+        // Two pages of stack at 0x10000, then a neighbour whose words would look like
+        // return addresses into a hook page.
+        let memory = SliceMemory {
+            base: 0x10000,
+            bytes: vec![0x11; 3 * PAGE as usize],
+        };
+        let stack = read_stack(&memory, 0x10ff8, Some(0x12000));
+        assert_eq!(stack.len(), 0x12000 - 0x10ff8);
+        // With no mapping known, the read goes on until it fails.
+        assert_eq!(read_stack(&memory, 0x10ff8, None).len(), 0x13000 - 0x10ff8);
+        // Never more than STACK_BYTES.
+        let big = SliceMemory {
+            base: 0x10000,
+            bytes: vec![0; 2 * STACK_BYTES as usize],
+        };
+        assert_eq!(read_stack(&big, 0x10000, None).len(), STACK_BYTES as usize);
+    }
+
+    #[test]
+    fn the_mapping_of_an_address_ends_where_its_own_does() {
+        let check = InsideCheck {
+            unwinder: Unwinder::with_module_store(Arc::new(ModuleStore::default())),
+            mappings: vec![(0x1000, 0x3000), (0x3000, 0x4000), (0x8000, 0x9000)],
+        };
+        assert_eq!(check.end_of_mapping(0x1000), Some(0x3000));
+        assert_eq!(check.end_of_mapping(0x2fff), Some(0x3000));
+        assert_eq!(check.end_of_mapping(0x3000), Some(0x4000));
+        assert_eq!(check.end_of_mapping(0x4000), None);
+        assert_eq!(check.end_of_mapping(0x0fff), None);
+        assert_eq!(check.end_of_mapping(0x9000), None);
     }
 
     /// CFI covers [0x1000, 0x2000) only.
