@@ -2,6 +2,10 @@
 //! scratch page moved back to the original code, hijacked return addresses written back,
 //! original bytes restored (only where our int3 still is), then PTRACE_DETACH.
 
+use nix::errno::Errno;
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+
 use crate::error::{Error, Result};
 use crate::events::EventKind;
 use crate::proc::maps::{mapping_containing, read_maps};
@@ -36,10 +40,7 @@ impl Tracer<'_> {
             {
                 continue;
             }
-            if regs::interrupt(tid).is_err() {
-                continue;
-            }
-            match wait_for_thread_until(tid, deadline) {
+            match stopped_or_interrupted(tid, deadline) {
                 Ok(status) => match Stop::from_wait_status(status) {
                     Some(Stop::Event {
                         event: Event::Stop,
@@ -470,4 +471,19 @@ pub(crate) fn thread_is_zombie(pid: i32, tid: i32) -> bool {
 pub(crate) fn stub_is_mapped(pid: i32, stub: u64) -> bool {
     read_maps(pid)
         .is_ok_and(|maps| mapping_containing(&maps, stub).is_some_and(|mapping| mapping.executable))
+}
+
+/// Thread `tid`'s next stop: one it already reported (an interrupt left pending when an
+/// earlier interrupt met another stop first, and taken as soon as the thread resumed), else
+/// the one an interrupt brings, by `deadline`. An interrupt sent to a thread already stopped
+/// would stay pending and stop it again the moment it resumes, turn after turn.
+fn stopped_or_interrupted(tid: i32, deadline: &Deadline) -> Result<WaitStatus, WaitFailure> {
+    let flags = WaitPidFlag::__WALL | WaitPidFlag::WNOHANG;
+    match waitpid(Pid::from_raw(tid), Some(flags)) {
+        Ok(WaitStatus::StillAlive) | Err(Errno::EINTR) => {}
+        Ok(status) => return Ok(status),
+        Err(errno) => return Err(WaitFailure::Failed(errno)),
+    }
+    regs::interrupt(tid).map_err(|_| WaitFailure::Failed(Errno::ESRCH))?;
+    wait_for_thread_until(tid, deadline)
 }
