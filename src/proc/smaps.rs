@@ -111,6 +111,22 @@ pub fn read_smaps(pid: i32) -> std::io::Result<Vec<SmapsEntry>> {
 
 /// Mapping lines start with the lowercase hex start address; field keys start with an
 /// uppercase letter (`Anonymous` and `FilePmdMapped` begin with hex letters, but uppercase).
+/// Whether the mapping of smaps `text` that holds `address` is locked in memory (`lo` among
+/// its VmFlags: mlock, or mlockall's `MCL_FUTURE` when it was mapped); false when none holds it.
+pub fn locked_at(text: &[u8], address: u64) -> bool {
+    let mut holds = false;
+    for line in lines(text) {
+        if is_mapping_line(line) {
+            holds = parse_line(line).is_some_and(|map| map.start <= address && address < map.end);
+        } else if holds {
+            if let Some((b"VmFlags", flags)) = split_field(line) {
+                return flags.split(|&byte| byte == b' ').any(|flag| flag == b"lo");
+            }
+        }
+    }
+    false
+}
+
 fn is_mapping_line(line: &[u8]) -> bool {
     line.first()
         .is_some_and(|byte| byte.is_ascii_digit() || (b'a'..=b'f').contains(byte))

@@ -276,3 +276,22 @@ fn smaps_parse_cost() {
         best.as_nanos() as f64 / parsed as f64
     );
 }
+
+#[test]
+fn a_mapping_is_locked_when_lo_is_among_its_vm_flags() {
+    let text = "\
+7f0000000000-7f0000001000 r-xp 00000000 00:00 0 
+Locked:                0 kB
+VmFlags: rd ex mr mw me lo 
+7f0000001000-7f0000003000 rw-p 00000000 00:00 0 
+Locked:                0 kB
+VmFlags: rd wr mr mw me ac lock 
+";
+    assert!(locked_at(text.as_bytes(), 0x7f00_0000_0000));
+    assert!(locked_at(text.as_bytes(), 0x7f00_0000_0fff));
+    // A flag that only starts with "lo" is another flag.
+    assert!(!locked_at(text.as_bytes(), 0x7f00_0000_1000));
+    // No mapping holds it.
+    assert!(!locked_at(text.as_bytes(), 0x7f00_0000_3000));
+    assert!(!locked_at(SMAPS.as_bytes(), 0x55d2_91f8_5000));
+}

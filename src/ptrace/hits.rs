@@ -250,6 +250,10 @@ impl Tracer<'_> {
     pub(crate) fn on_seccomp(&mut self, tid: i32) -> Result<()> {
         let regs = self.tracee.registers(tid)?;
         let pid = self.thread(tid)?.pid;
+        if regs.orig_rax == libc::SYS_mlockall as u64 && self.before_memory_lock(pid, tid, &regs)? {
+            // Sent back to make the call again, which stops here once more.
+            return self.resume(tid);
+        }
         if let Some(call) = map_call_of_syscall(regs.orig_rax) {
             let stack = self.capture_at_syscall(tid, pid, &regs);
             self.thread_mut(tid)?.pending_syscall = Some(PendingSyscall {

@@ -56,7 +56,7 @@ fn hook_of_probe(kind: ProbeKind) -> Option<Hook> {
 /// Puts back the entries `hooks` patched in `process` (a fork child, not run yet, that
 /// cannot have rings of its own) and plants an int3 probe at each instead, so its calls are
 /// recorded all the same, at a stop each.
-fn probe_with_int3_instead(process: &mut Process, hooks: ProcessHooks, reason: &str) {
+pub(super) fn probe_with_int3_instead(process: &mut Process, hooks: ProcessHooks, reason: &str) {
     // An entry whose jump is no longer there (its library replaced, or patched again) gets
     // neither its old bytes nor a probe.
     let mut restored = Vec::new();
@@ -126,9 +126,15 @@ impl Tracer<'_> {
         if candidates.is_empty() {
             return Vec::new();
         }
-        let refused = match injector.filter(|&tid| self.only_stopped_threads(pid, tid)) {
-            None => refuse_all(candidates, "other threads were running when it was loaded"),
-            Some(tid) => match self.try_hook_module(pid, tid, module, &candidates) {
+        let taken_out = self
+            .process(pid)
+            .ok()
+            .and_then(|p| p.hooks_taken_out.clone());
+        let injector = injector.filter(|&tid| self.only_stopped_threads(pid, tid));
+        let refused = match (taken_out, injector) {
+            (Some(reason), _) => refuse_all(candidates, &reason),
+            (None, None) => refuse_all(candidates, "other threads were running when it was loaded"),
+            (None, Some(tid)) => match self.try_hook_module(pid, tid, module, &candidates) {
                 Ok(refused) => refused,
                 Err(error) => {
                     let reason = format!("{PLACING_FAILED}: {error}");
@@ -281,6 +287,13 @@ impl Tracer<'_> {
         let rings = ring_count();
         let bytes = area_bytes(rings, ring_capacity());
         let populated = rings_end(rings, ring_capacity());
+        let scratch = self.process(pid)?.scratch.as_ref().map(|page| page.base);
+        if scratch.is_some_and(|page| new_mappings_are_locked(pid, page)) {
+            return Err(Error::Internal(format!(
+                "the program locks every new mapping (mlockall with MCL_FUTURE), and the hook area's {} MiB would be locked with it",
+                bytes >> 20
+            )));
+        }
         let area = self.with_injector(pid, tid, |injector| {
             injector.create_area(bytes, populated, None)
         })?;
@@ -446,7 +459,8 @@ impl Tracer<'_> {
     /// Before an event of an int3 probe in a hooked image: what the hooks recorded earlier
     /// goes first (a block freed through a hook and returned by an int3-probed allocator).
     pub(crate) fn flush_hooks_before_int3(&self, pid: i32) {
-        if self.processes.get(&pid).is_some_and(|p| p.hooks.is_some()) {
+        let hooked = |p: &Process| p.hooks.is_some() || p.hooks_taken_out.is_some();
+        if self.processes.get(&pid).is_some_and(hooked) {
             self.flush_hooks(pid);
         }
     }
@@ -483,7 +497,7 @@ impl Tracer<'_> {
             .as_ref()
             .map(|hooks| hooks.sites.clone())
             .unwrap_or_default();
-        let hooked = !sites.is_empty();
+        let hooked = !sites.is_empty() || process.hooks_taken_out.is_some();
         sites.extend(process.breakpoints.iter().map(|breakpoint| ProbeSite {
             function: breakpoint.kind.name().to_string(),
             address: breakpoint.address,
@@ -606,6 +620,14 @@ impl Tracer<'_> {
             );
         }
     }
+}
+
+/// Whether the mapping at `page` (memsup's scratch page, mapped last) is locked: then so is
+/// every mapping `pid` makes from now on (mlockall's `MCL_FUTURE`).
+fn new_mappings_are_locked(pid: i32, page: u64) -> bool {
+    let mut text = Vec::new();
+    crate::proc::smaps::read_into(&format!("/proc/{pid}/smaps"), &mut text).is_ok()
+        && crate::proc::smaps::locked_at(&text, page)
 }
 
 /// Whether processes `a` and `b` share one address space (a vfork, or a clone with CLONE_VM

@@ -320,7 +320,7 @@ impl Tracer<'_> {
 
     /// Whether a stopped thread of `pid` runs in `pages` or has a frame returning into them;
     /// a thread whose registers cannot be read, and is no zombie, may be.
-    fn may_be_inside(&mut self, pid: i32, tids: &[i32], pages: &[(u64, u64)]) -> bool {
+    pub(crate) fn may_be_inside(&mut self, pid: i32, tids: &[i32], pages: &[(u64, u64)]) -> bool {
         self.read_through_a_live_thread(pid, tids);
         let Some(process) = self.processes.get(&pid) else {
             return false;

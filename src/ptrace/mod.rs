@@ -17,6 +17,7 @@ mod leave_hooks;
 mod leftovers;
 pub mod lifecycle;
 pub mod memory;
+mod memory_lock;
 pub mod modules;
 pub mod mpi;
 mod mpi_hooks;

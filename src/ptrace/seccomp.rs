@@ -1,14 +1,16 @@
-//! The seccomp filter that turns the mapping system calls into ptrace stops in run mode.
-//! Every other system call runs with no stop at all.
+//! The seccomp filter that turns the mapping system calls, and mlockall, into ptrace stops in
+//! run mode. Every other system call runs with no stop at all.
 
-/// System calls reported to the tracer: mmap, munmap, mremap, brk, shmat, shmdt.
-pub const TRACED_SYSCALLS: [u32; 6] = [
+/// System calls reported to the tracer: mmap, munmap, mremap, brk, shmat, shmdt, and
+/// mlockall, before which the hook engine takes its ring area out of the program.
+pub const TRACED_SYSCALLS: [u32; 7] = [
     libc::SYS_mmap as u32,
     libc::SYS_munmap as u32,
     libc::SYS_mremap as u32,
     libc::SYS_brk as u32,
     libc::SYS_shmat as u32,
     libc::SYS_shmdt as u32,
+    libc::SYS_mlockall as u32,
 ];
 
 const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;

@@ -69,6 +69,10 @@ pub struct Process {
     /// Entries the hook engine left to an int3, and why: kept apart from `hooks`, which a
     /// process whose ring area could not be made never has.
     pub(super) hook_refusals: HashMap<u64, String>,
+    /// Why the hooks were taken out of this image while it ran (it locked its memory):
+    /// modules it loads later get int3 probes, and its report still counts what the hooks
+    /// recorded before.
+    pub(super) hooks_taken_out: Option<String>,
     /// Its role in an MPI job, once sent (an image with one is never made a singleton).
     pub(super) role: Option<crate::trace::format::ProcessRole>,
     /// Its MPI library's world communicator and the rank it reported.
@@ -176,6 +180,7 @@ impl Process {
             start_snapshotted: false,
             hooks: None,
             hook_refusals: HashMap::new(),
+            hooks_taken_out: None,
             role: None,
             mpi: ProcessMpi::default(),
         }

@@ -274,7 +274,7 @@ impl<'a> Tracer<'a> {
     }
 
     /// Handles a stop; on failure the thread is resumed anyway so it is never left hanging.
-    fn handle_or_recover(&mut self, stop: Stop) {
+    pub(super) fn handle_or_recover(&mut self, stop: Stop) {
         let tid = stop.tid();
         match self.handle(stop) {
             Ok(()) => {}

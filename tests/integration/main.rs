@@ -41,6 +41,7 @@ mod job_report;
 mod leader_exit;
 mod longjmp_signal;
 mod mappings;
+mod memory_lock;
 mod merged_mappings;
 mod mid_prologue;
 mod module_reads;
