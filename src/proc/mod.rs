@@ -2,6 +2,7 @@
 pub mod auxv;
 pub mod environ;
 pub mod hugetlb;
+pub mod limits;
 pub mod maps;
 pub mod own_usage;
 pub mod pagemap;

@@ -109,8 +109,6 @@ pub fn read_smaps(pid: i32) -> std::io::Result<Vec<SmapsEntry>> {
     Ok(parse_smaps(&buffer))
 }
 
-/// Mapping lines start with the lowercase hex start address; field keys start with an
-/// uppercase letter (`Anonymous` and `FilePmdMapped` begin with hex letters, but uppercase).
 /// Whether the mapping of smaps `text` that holds `address` is locked in memory (`lo` among
 /// its VmFlags: mlock, or mlockall's `MCL_FUTURE` when it was mapped); false when none holds it.
 pub fn locked_at(text: &[u8], address: u64) -> bool {
@@ -127,6 +125,8 @@ pub fn locked_at(text: &[u8], address: u64) -> bool {
     false
 }
 
+/// Mapping lines start with the lowercase hex start address; field keys start with an
+/// uppercase letter (`Anonymous` and `FilePmdMapped` begin with hex letters, but uppercase).
 fn is_mapping_line(line: &[u8]) -> bool {
     line.first()
         .is_some_and(|byte| byte.is_ascii_digit() || (b'a'..=b'f').contains(byte))

@@ -12,6 +12,8 @@ pub struct Status {
     pub seccomp_mode: u32,
     /// How many filters judge the thread's calls (`Seccomp_filters`, Linux 5.9 and later).
     pub seccomp_filters: Option<u32>,
+    /// The effective capabilities, one bit per capability (`CapEff`).
+    pub effective_capabilities: u64,
 }
 
 /// Parses the text of /proc/PID/status; missing or malformed fields stay at their defaults.
@@ -31,6 +33,9 @@ pub fn parse_status(text: &str) -> Status {
             "TracerPid" => status.tracer_pid = number(),
             "Seccomp" => status.seccomp_mode = value.trim().parse().unwrap_or(0),
             "Seccomp_filters" => status.seccomp_filters = value.trim().parse().ok(),
+            "CapEff" => {
+                status.effective_capabilities = u64::from_str_radix(value.trim(), 16).unwrap_or(0)
+            }
             _ => {}
         }
     }
@@ -157,7 +162,7 @@ mod tests {
     fn parses_the_needed_fields() {
         let text = "Name:\tmy worker: 2\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t4242\n\
                     Ngid:\t0\nPid:\t4243\nPPid:\t1\nTracerPid:\t777\nUid:\t1000\t1000\n\
-                    NoNewPrivs:\t1\nSeccomp:\t2\nSeccomp_filters:\t3\n";
+                    CapEff:\t0000000000004000\nNoNewPrivs:\t1\nSeccomp:\t2\nSeccomp_filters:\t3\n";
         assert_eq!(
             parse_status(text),
             Status {
@@ -167,6 +172,7 @@ mod tests {
                 tracer_pid: 777,
                 seccomp_mode: 2,
                 seccomp_filters: Some(3),
+                effective_capabilities: 1 << 14,
             }
         );
         assert_eq!(parse_status("garbage\nTgid:\tx\n"), Status::default());

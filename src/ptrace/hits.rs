@@ -261,9 +261,9 @@ impl Tracer<'_> {
                 args: [regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9],
                 stack,
             });
-        }
-        if let Some(process) = self.processes.get_mut(&pid) {
-            process.counters.syscall_stops += 1;
+            if let Some(process) = self.processes.get_mut(&pid) {
+                process.counters.syscall_stops += 1;
+            }
         }
         self.tracee.resume_to_syscall(tid, 0)
     }

@@ -632,7 +632,7 @@ fn new_mappings_are_locked(pid: i32, page: u64) -> bool {
 
 /// Whether processes `a` and `b` share one address space (a vfork, or a clone with CLONE_VM
 /// and without CLONE_THREAD), as the kernel's kcmp tells; when it cannot tell, they may.
-fn shares_memory(a: i32, b: i32) -> bool {
+pub(super) fn shares_memory(a: i32, b: i32) -> bool {
     const KCMP_VM: libc::c_long = 1;
     // SAFETY: kcmp only compares two processes' kernel objects; it has no memory effects.
     let order = unsafe { libc::syscall(libc::SYS_kcmp, a, b, KCMP_VM, 0, 0) };

@@ -22,8 +22,9 @@ const PAGE: u64 = 4096;
 /// An unwinder over one process's modules.
 pub(crate) struct InsideCheck {
     unwinder: Unwinder,
-    /// The process's mappings (start, end), sorted: a stack is read to the end of its own.
-    mappings: Vec<(u64, u64)>,
+    /// The process's mappings (start, end, whether private and not executable, as stack
+    /// memory is), sorted: a stack is read to the end of the stack-like mappings that hold it.
+    mappings: Vec<(u64, u64, bool)>,
 }
 
 impl InsideCheck {
@@ -42,20 +43,36 @@ impl InsideCheck {
         let mappings = read_maps(pid)
             .unwrap_or_default()
             .iter()
-            .map(|mapping| (mapping.start, mapping.end))
+            .map(|mapping| {
+                (
+                    mapping.start,
+                    mapping.end,
+                    !mapping.shared && !mapping.executable,
+                )
+            })
             .collect();
         InsideCheck { unwinder, mappings }
     }
 
-    /// The end of the mapping that holds `address`, where a stack there ends: the words
-    /// beyond belong to a neighbour (a thread's stack may lie just below anything, memsup's
-    /// own hook pages too). None when no mapping is known to hold it.
-    fn end_of_mapping(&self, address: u64) -> Option<u64> {
+    /// Where a stack that holds `address` ends: at the end of its mapping and of the private,
+    /// non-executable mappings right after it (a stack split by mprotect or mlock of a part),
+    /// not in a neighbour of another kind (a thread's stack may lie just below anything,
+    /// memsup's own code pages and shared ring area too). None when no mapping holds it.
+    fn end_of_stack(&self, address: u64) -> Option<u64> {
         let index = self
             .mappings
-            .partition_point(|&(start, _)| start <= address);
-        let (start, end) = *self.mappings.get(index.checked_sub(1)?)?;
-        (start..end).contains(&address).then_some(end)
+            .partition_point(|&(start, _, _)| start <= address);
+        let (start, mut end, _) = *self.mappings.get(index.checked_sub(1)?)?;
+        if !(start..end).contains(&address) {
+            return None;
+        }
+        for &(next, next_end, stack_like) in &self.mappings[index..] {
+            if next != end || !stack_like {
+                break;
+            }
+            end = next_end;
+        }
+        Some(end)
     }
 
     /// Whether thread `tid` (stopped) runs in one of `pages` (start, length) or has a frame
@@ -88,7 +105,7 @@ impl InsideCheck {
             at_function_entry: false,
             sp: registers.rsp,
             bp: registers.rbp,
-            stack: read_stack(memory, registers.rsp, self.end_of_mapping(registers.rsp)),
+            stack: read_stack(memory, registers.rsp, self.end_of_stack(registers.rsp)),
         };
         let walk = self.unwinder.unwind(&snapshot, &mut |_| None);
         // The rip, each return address and each instruction a signal interrupted.
@@ -191,17 +208,27 @@ mod tests {
     }
 
     #[test]
-    fn the_mapping_of_an_address_ends_where_its_own_does() {
+    fn a_stack_ends_where_its_stack_like_mappings_do() {
         let check = InsideCheck {
             unwinder: Unwinder::with_module_store(Arc::new(ModuleStore::default())),
-            mappings: vec![(0x1000, 0x3000), (0x3000, 0x4000), (0x8000, 0x9000)],
+            mappings: vec![
+                // A stack split in two (a part mlocked), then a code page right above it.
+                (0x1000, 0x3000, true),
+                (0x3000, 0x4000, true),
+                (0x4000, 0x5000, false),
+                // A stack alone, then a gap and another mapping.
+                (0x8000, 0x9000, true),
+                (0xa000, 0xb000, true),
+            ],
         };
-        assert_eq!(check.end_of_mapping(0x1000), Some(0x3000));
-        assert_eq!(check.end_of_mapping(0x2fff), Some(0x3000));
-        assert_eq!(check.end_of_mapping(0x3000), Some(0x4000));
-        assert_eq!(check.end_of_mapping(0x4000), None);
-        assert_eq!(check.end_of_mapping(0x0fff), None);
-        assert_eq!(check.end_of_mapping(0x9000), None);
+        assert_eq!(check.end_of_stack(0x1000), Some(0x4000));
+        assert_eq!(check.end_of_stack(0x2fff), Some(0x4000));
+        assert_eq!(check.end_of_stack(0x3000), Some(0x4000));
+        assert_eq!(check.end_of_stack(0x4000), Some(0x5000));
+        assert_eq!(check.end_of_stack(0x8000), Some(0x9000));
+        assert_eq!(check.end_of_stack(0x5000), None);
+        assert_eq!(check.end_of_stack(0x0fff), None);
+        assert_eq!(check.end_of_stack(0xb000), None);
     }
 
     /// CFI covers [0x1000, 0x2000) only.

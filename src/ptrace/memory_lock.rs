@@ -12,13 +12,21 @@ use std::time::{Duration, Instant};
 use libc::user_regs_struct;
 
 use crate::error::{Error, Result};
-use crate::ptrace::hooks::{probe_with_int3_instead, switch_hooks_off};
+use crate::proc::limits::read_locked_memory_soft_limit;
+use crate::proc::status::read_status;
+use crate::ptrace::hooks::{probe_with_int3_instead, shares_memory, switch_hooks_off};
 use crate::ptrace::regs;
-use crate::ptrace::stop::{Deadline, Stop, STOP_TIMEOUT};
+use crate::ptrace::stop::{Deadline, Event, Stop, STOP_TIMEOUT};
 use crate::ptrace::tracer::Tracer;
 
-/// `mlockall`'s flag that locks what is mapped now.
+/// `mlockall`'s flags: lock what is mapped now, what is mapped later, pages as they fault.
 const MCL_CURRENT: u64 = 1;
+const MCL_FUTURE: u64 = 2;
+const MCL_ONFAULT: u64 = 4;
+/// The capability that lifts `RLIMIT_MEMLOCK`.
+const CAP_IPC_LOCK: u64 = 1 << 14;
+/// Rounds of forks and clones served before the hooks go (each stops the threads again).
+const BIRTH_ROUNDS: usize = 8;
 
 /// Why an image's entries stop at int3 from the lock on.
 pub(crate) const LOCKED_REASON: &str =
@@ -31,8 +39,8 @@ const FIRST_TURN: Duration = Duration::from_millis(1);
 const LONGEST_TURN: Duration = Duration::from_millis(50);
 
 impl Tracer<'_> {
-    /// Thread `tid` of `pid` is stopped at the entry of `mlockall` (`registers`): with
-    /// `MCL_CURRENT` in a hooked image, the hooks go first. Returns whether the call was
+    /// Thread `tid` of `pid` is stopped at the entry of `mlockall` (`registers`): when the
+    /// call will lock what is mapped now in a hooked image, the hooks go first. Returns whether the call was
     /// made to start again (the thread then stops at it once more, with no hooks left).
     pub(crate) fn before_memory_lock(
         &mut self,
@@ -43,21 +51,51 @@ impl Tracer<'_> {
         let process = self.process(pid)?;
         // A vfork child's hooks and area are its parent's, which runs on after it.
         let hooked = process.hooks.is_some() && !process.shares_parent_memory;
-        if registers.rdi & MCL_CURRENT == 0 || !hooked {
+        if !hooked || !locks_what_is_mapped(pid, registers.rdi) {
             return Ok(false);
         }
-        let others: Vec<i32> = self
-            .threads
-            .of(pid)
-            .into_iter()
-            .filter(|&other| other != tid)
-            .collect();
-        let mut stopped = self.stop_threads(&others, &Deadline::after(STOP_TIMEOUT));
+        let mut stopped = self.stop_threads(&self.others(pid, tid), &Deadline::after(STOP_TIMEOUT));
+        self.serve_pending_births(pid, tid, &mut stopped);
         let outcome = self.take_hooks_out(pid, tid, registers, &mut stopped);
         for other in stopped {
             let _ = self.resume(other);
         }
         outcome
+    }
+
+    /// The threads of `pid` but `tid`.
+    fn others(&self, pid: i32, tid: i32) -> Vec<i32> {
+        self.threads
+            .of(pid)
+            .into_iter()
+            .filter(|&other| other != tid)
+            .collect()
+    }
+
+    /// Forks and clones of `pid` already reported are served while the hooks are still on,
+    /// so that a fork child gets rings of its own as at any fork (its entries still jump
+    /// into hooks); the threads that goes on with are stopped again.
+    fn serve_pending_births(&mut self, pid: i32, tid: i32, stopped: &mut Vec<i32>) {
+        let birth = |stop: &Stop| {
+            matches!(
+                stop,
+                Stop::Event {
+                    event: Event::Fork | Event::Vfork | Event::Clone,
+                    ..
+                }
+            )
+        };
+        for _ in 0..BIRTH_ROUNDS {
+            if !self.serve_waiting_stops(pid, tid, stopped, birth) {
+                return;
+            }
+            let others: Vec<i32> = self
+                .others(pid, tid)
+                .into_iter()
+                .filter(|other| !stopped.contains(other))
+                .collect();
+            stopped.extend(self.stop_threads(&others, &Deadline::after(STOP_TIMEOUT)));
+        }
     }
 
     fn take_hooks_out(
@@ -78,7 +116,9 @@ impl Tracer<'_> {
         switch_hooks_off(self.drain.as_ref(), process.memory.as_mut(), hooks.area);
         probe_with_int3_instead(process, hooks.clone(), LOCKED_REASON);
         self.send_mpi_calls_home(pid, &hooks.mpi_return_sites);
-        let left = self.threads_leave_hook_code(pid, tid, stopped, &hooks.pages);
+        // A vfork child shares the memory and is no thread of `pid`: it may be in the code.
+        let left = !self.vfork_child_shares(pid)
+            && self.threads_leave_hook_code(pid, tid, stopped, &hooks.pages);
         // What the hooks recorded goes before the int3 probes' first event.
         self.flush_hooks(pid);
         if left {
@@ -132,7 +172,9 @@ impl Tracer<'_> {
             if started.elapsed() >= LEAVE_TIME {
                 return false;
             }
-            self.serve_waiting_stops(pid, tid);
+            // A stop the event loop has not seen may hold a thread inside (a mapping call of
+            // an allocator a hook called). An mlockall waits: it would lock the area.
+            self.serve_waiting_stops(pid, tid, stopped, |stop| !is_memory_lock(stop));
             for &other in stopped.iter() {
                 let _ = self.resume(other);
             }
@@ -148,17 +190,75 @@ impl Tracer<'_> {
         }
     }
 
-    /// Handles the stops of `pid`'s threads but `tid` that wait for the event loop.
-    fn serve_waiting_stops(&mut self, pid: i32, tid: i32) {
+    /// Handles the stops of `pid`'s threads but `tid` that wait for the event loop and that
+    /// `serve` picks; whether there were any. Meanwhile `tid` and `stopped` count as stopped
+    /// (joining), so that nothing the handling does interrupts them again.
+    fn serve_waiting_stops(
+        &mut self,
+        pid: i32,
+        tid: i32,
+        stopped: &[i32],
+        serve: impl Fn(&Stop) -> bool,
+    ) -> bool {
         let waiting: Vec<Stop> = self.deferred.iter().copied().collect();
         let (theirs, others): (Vec<Stop>, Vec<Stop>) = waiting.into_iter().partition(|stop| {
-            stop.tid() != tid && self.threads.process_of(stop.tid()) == Some(pid)
+            stop.tid() != tid && self.threads.process_of(stop.tid()) == Some(pid) && serve(stop)
         });
+        if theirs.is_empty() {
+            return false;
+        }
         self.deferred = others.into();
+        let held: Vec<i32> = std::iter::once(tid)
+            .chain(stopped.iter().copied())
+            .filter(|thread| !self.joining.contains(thread))
+            .collect();
+        self.joining.extend(held.iter().copied());
         for stop in theirs {
             self.handle_or_recover(stop);
         }
+        for thread in held {
+            self.joining.remove(&thread);
+        }
+        true
     }
+
+    /// Whether a vfork child of `pid` still runs in its memory.
+    fn vfork_child_shares(&self, pid: i32) -> bool {
+        self.processes.iter().any(|(&child, process)| {
+            child != pid && process.shares_parent_memory && shares_memory(pid, child)
+        })
+    }
+}
+
+/// Whether a stop is a thread's seccomp stop at `mlockall`.
+fn is_memory_lock(stop: &Stop) -> bool {
+    matches!(
+        stop,
+        Stop::Event {
+            event: Event::Seccomp,
+            ..
+        }
+    ) && regs::get_registers(stop.tid())
+        .is_ok_and(|registers| registers.orig_rax == libc::SYS_mlockall as u64)
+}
+
+/// Whether `mlockall(flags)` in `pid` will lock what is mapped now: `MCL_CURRENT` among
+/// valid flags, and the right to lock at all (a limit above 0, or `CAP_IPC_LOCK`). A call
+/// that fails anyway keeps the hooks.
+fn locks_what_is_mapped(pid: i32, flags: u64) -> bool {
+    let limit = read_locked_memory_soft_limit(pid).unwrap_or(None);
+    let capabilities = read_status(pid).map_or(0, |status| status.effective_capabilities);
+    will_lock(flags, limit, capabilities)
+}
+
+/// `will_lock`'s rule: the kernel's checks of `mlockall` before it locks anything
+/// (`EINVAL` for unknown flags or `MCL_ONFAULT` alone, `EPERM` for a zero limit without
+/// `CAP_IPC_LOCK`); `limit` None is unlimited.
+fn will_lock(flags: u64, limit: Option<u64>, capabilities: u64) -> bool {
+    let valid = flags & !(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT) == 0
+        && flags & (MCL_CURRENT | MCL_FUTURE) != 0;
+    let may_lock = limit != Some(0) || capabilities & CAP_IPC_LOCK != 0;
+    valid && flags & MCL_CURRENT != 0 && may_lock
 }
 
 /// Sends thread `tid`, stopped by a remote call at its exit, back over the `syscall` it was
@@ -171,4 +271,24 @@ fn restart_system_call(tid: i32, registers: &user_regs_struct) -> Result<()> {
     // From user mode: no restart logic of the kernel's applies on the way back.
     again.orig_rax = u64::MAX;
     regs::set_registers(tid, &again)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_call_that_will_lock_what_is_mapped_takes_the_hooks_out() {
+        let all = MCL_CURRENT | MCL_FUTURE;
+        assert!(will_lock(all, Some(8 << 20), 0));
+        assert!(will_lock(MCL_CURRENT | MCL_ONFAULT, None, 0));
+        // Nothing mapped now is locked.
+        assert!(!will_lock(MCL_FUTURE, None, 0));
+        // EINVAL: an unknown flag, or MCL_ONFAULT alone.
+        assert!(!will_lock(all | 8, None, 0));
+        assert!(!will_lock(MCL_ONFAULT, None, 0));
+        // EPERM: a zero limit, unless CAP_IPC_LOCK lifts it.
+        assert!(!will_lock(all, Some(0), 0));
+        assert!(will_lock(all, Some(0), CAP_IPC_LOCK));
+    }
 }
