@@ -14,7 +14,7 @@ use crate::common::attach_window::AttachWindow;
 use crate::common::engine::suite_engine_is_hooks;
 use crate::common::interactive::run_until_ready;
 use crate::common::mpi_job::requested_from;
-use crate::common::report::{processes, report_json};
+use crate::common::report::{processes, report_json, warnings};
 use crate::common::run::{assert_same_behaviour, clean_command, memsup_binary, run_command};
 use crate::common::*;
 
@@ -24,15 +24,6 @@ const LOCKED: &str = "memory_lock: mlockall 0\nmemory_lock: locked under 256 MiB
 fn area_mib() -> u64 {
     use memsup::hooks::drain::{ring_capacity, ring_count};
     memsup::hooks::layout::area_bytes(ring_count(), ring_capacity()) >> 20
-}
-
-fn warnings(image: &Value) -> Vec<String> {
-    image["warnings"]
-        .as_array()
-        .expect("warnings")
-        .iter()
-        .map(|warning| warning.as_str().expect("a string").to_string())
-        .collect()
 }
 
 /// What a run-mode image warns under the hook engine when it locks its memory.

@@ -14,7 +14,7 @@ use crate::common::engine::suite_engine_is_hooks;
 use crate::common::interactive::run_until_ready;
 use crate::common::live_process::tracer_pid;
 use crate::common::mpi_job::requested_from;
-use crate::common::report::{processes, report_json};
+use crate::common::report::{processes, report_json, warnings};
 use crate::common::run::{assert_same_behaviour, clean_command, memsup_binary, run_command};
 use crate::common::strace::{strace_mapping_totals, MappingTotals};
 use crate::common::*;
@@ -38,15 +38,6 @@ fn work_images(report: &Value) -> (&Value, &Value) {
         .expect("the launched image's mode")
         .to_string();
     (with_argument(&mode), with_argument("image"))
-}
-
-fn warnings(image: &Value) -> Vec<String> {
-    image["warnings"]
-        .as_array()
-        .expect("warnings")
-        .iter()
-        .map(|warning| warning.as_str().expect("a string").to_string())
-        .collect()
 }
 
 /// Under the hook engine `image` warned `message` alone; under the int3 engine, which needs

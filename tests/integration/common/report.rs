@@ -23,6 +23,16 @@ pub fn report_json_with(profile: &Path, options: &[&str]) -> Value {
     report
 }
 
+/// An image's warnings, in the order memsup gave them.
+pub fn warnings(image: &Value) -> Vec<String> {
+    image["warnings"]
+        .as_array()
+        .expect("warnings")
+        .iter()
+        .map(|warning| warning.as_str().expect("a string").to_string())
+        .collect()
+}
+
 /// The records of `pid` in `memsup dump --format json PROFILE`: each record's kind and
 /// fields, in profile order.
 pub fn dump_records(profile: &Path, pid: u64) -> Vec<(String, Value)> {
