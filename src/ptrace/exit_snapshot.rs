@@ -57,11 +57,34 @@ impl Tracer<'_> {
         let taken = snapshot.is_some();
         if let Some(snapshot) = snapshot {
             self.send(pid, pid, snapshot);
+        } else {
+            self.tell_if_unreadable(pid);
         }
         if pid != self.root_pid {
             self.waiting_snapshot_ns += started.elapsed().as_nanos() as u64;
         }
         taken
+    }
+
+    /// A process that made itself non-dumpable (prctl PR_SET_DUMPABLE 0, or a change of
+    /// user or group) shows its /proc files only to a reader with CAP_SYS_PTRACE: said once
+    /// per image, with what it costs the profile.
+    fn tell_if_unreadable(&mut self, pid: i32) {
+        let path = format!("/proc/{pid}/smaps");
+        let Err(error) = std::fs::File::open(&path) else {
+            return;
+        };
+        let told = self
+            .processes
+            .get_mut(&pid)
+            .map(|process| std::mem::replace(&mut process.unreadable_told, true));
+        if error.kind() != std::io::ErrorKind::PermissionDenied || told != Some(false) {
+            return;
+        }
+        self.warn(
+            pid,
+            format!("{path} could not be read ({error}): the program made itself non-dumpable (prctl PR_SET_DUMPABLE, or a change of user or group), and memsup, without CAP_SYS_PTRACE, reads none of its /proc files from then on: its residency stops at the last reading before that, and libraries it loads after are not probed"),
+        );
     }
 
     pub(super) fn waiting_snapshot_within_budget(&self) -> bool {

@@ -117,7 +117,11 @@ pub struct ProcessMemory {
     pid: Pid,
     /// The thread whose ID memory accesses go through.
     thread: Pid,
-    /// `/proc/TID/mem` of that thread, opened lazily for writes to protected pages.
+    /// `/proc/TID/mem` of a thread, opened when memsup meets the image and again for the
+    /// thread accesses go through: writes to protected pages go through it, and every access
+    /// that `process_vm_readv`/`writev` are refused (a program that made itself non-dumpable,
+    /// with memsup lacking CAP_SYS_PTRACE): the kernel checks the file's access when it is
+    /// opened, not at each read.
     mem_file: Option<(Pid, File)>,
 }
 
@@ -126,8 +130,28 @@ impl ProcessMemory {
         ProcessMemory {
             pid,
             thread: pid,
-            mem_file: None,
+            mem_file: open_mem(pid).ok().map(|file| (pid, file)),
         }
+    }
+
+    /// The mem file, opened again for the current thread when it can be (an open one keeps
+    /// the address space it was opened on, which every thread of the process shares).
+    fn mem_file(&mut self) -> Result<&File> {
+        if self.mem_file.as_ref().map(|(thread, _)| *thread) != Some(self.thread) {
+            match open_mem(self.thread) {
+                Ok(file) => self.mem_file = Some((self.thread, file)),
+                Err(error) if self.mem_file.is_none() => {
+                    return Err(Error::io(format!("/proc/{}/mem", self.thread), error))
+                }
+                Err(_) => {}
+            }
+        }
+        Ok(&self.mem_file.as_ref().expect("opened above").1)
+    }
+
+    fn file_error(&self, address: u64, error: std::io::Error) -> Error {
+        let errno = Errno::from_raw(error.raw_os_error().unwrap_or(libc::EIO));
+        self.memory_error(address, errno)
     }
 
     fn memory_error(&self, address: u64, source: Errno) -> Error {
@@ -159,7 +183,7 @@ impl TraceeMemory for ProcessMemory {
 }
 
 impl RemoteMemoryMut for ProcessMemory {
-    /// One `process_vm_writev`.
+    /// One `process_vm_writev`, or through the mem file when that is refused.
     fn write_data(&mut self, address: u64, bytes: &[u8]) -> Result<()> {
         let remote = [RemoteIoVec {
             base: address as usize,
@@ -169,26 +193,15 @@ impl RemoteMemoryMut for ProcessMemory {
         match process_vm_writev(self.thread, &local, &remote) {
             Ok(n) if n == bytes.len() => Ok(()),
             Ok(_) => Err(self.memory_error(address, Errno::EFAULT)),
+            Err(Errno::EPERM) if self.mem_file.is_some() => self.write_code(address, bytes),
             Err(errno) => Err(self.memory_error(address, errno)),
         }
     }
 
     /// Through `/proc/PID/mem`.
     fn write_code(&mut self, address: u64, bytes: &[u8]) -> Result<()> {
-        if self.mem_file.as_ref().map(|(thread, _)| *thread) != Some(self.thread) {
-            let path = format!("/proc/{}/mem", self.thread);
-            let file = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(&path)
-                .map_err(|e| Error::io(path, e))?;
-            self.mem_file = Some((self.thread, file));
-        }
-        let (_, file) = self.mem_file.as_ref().expect("opened above");
-        file.write_all_at(bytes, address).map_err(|e| {
-            let errno = Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO));
-            self.memory_error(address, errno)
-        })
+        let written = self.mem_file()?.write_all_at(bytes, address);
+        written.map_err(|error| self.file_error(address, error))
     }
 }
 
@@ -203,9 +216,23 @@ impl RemoteMemory for ProcessMemory {
         match process_vm_readv(self.thread, &mut local, &remote) {
             Ok(n) if n == len => Ok(()),
             Ok(_) => Err(self.memory_error(address, Errno::EFAULT)),
+            Err(Errno::EPERM) => match self.mem_file.as_ref() {
+                Some((_, file)) => file
+                    .read_exact_at(buffer, address)
+                    .map_err(|error| self.file_error(address, error)),
+                None => Err(self.memory_error(address, Errno::EPERM)),
+            },
             Err(errno) => Err(self.memory_error(address, errno)),
         }
     }
+}
+
+/// `/proc/TID/mem`, for reading and writing.
+fn open_mem(thread: Pid) -> std::io::Result<File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(format!("/proc/{thread}/mem"))
 }
 
 #[cfg(test)]

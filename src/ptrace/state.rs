@@ -73,6 +73,8 @@ pub struct Process {
     /// modules it loads later get int3 probes, and its report still counts what the hooks
     /// recorded before.
     pub(super) hooks_taken_out: Option<String>,
+    /// It was said that its /proc files cannot be read (it made itself non-dumpable).
+    pub(super) unreadable_told: bool,
     /// Its role in an MPI job, once sent (an image with one is never made a singleton).
     pub(super) role: Option<crate::trace::format::ProcessRole>,
     /// Its MPI library's world communicator and the rank it reported.
@@ -181,6 +183,7 @@ impl Process {
             hooks: None,
             hook_refusals: HashMap::new(),
             hooks_taken_out: None,
+            unreadable_told: false,
             role: None,
             mpi: ProcessMpi::default(),
         }

@@ -54,6 +54,7 @@ mod mpi_jobs;
 mod mpi_ranks;
 mod mpi_ucx_attach;
 mod mpi_ucx_patching;
+mod non_dumpable;
 mod output_file;
 mod output_template;
 mod peak_snapshots;
