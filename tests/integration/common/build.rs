@@ -7,7 +7,7 @@
 //! Each variant is built at most once per test run, even when tests run in parallel: a
 //! per-output lock serialises threads, and the compiler writes to a unique temporary file that
 //! is renamed into place, so concurrent test processes (cargo nextest) never see a half-written
-//! binary. A fixture is rebuilt when its source or `fixture_output.h` is newer than the binary.
+//! binary. A fixture is rebuilt when its source or a shared header is newer than the binary.
 
 use std::collections::HashMap;
 use std::fs;
@@ -281,7 +281,7 @@ pub fn build_output(file_name: &str, sources: &[PathBuf], compile: impl FnOnce(&
     let _guard = lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let _other_processes = lock_across_processes(&output);
     let mut inputs = sources.to_vec();
-    for header in ["fixture_output.h", "fixture_maps.h"] {
+    for header in ["fixture_output.h", "fixture_maps.h", "fixture_work.h"] {
         inputs.push(fixtures_source_dir().join(header));
     }
     if !is_fresh(&output, &inputs) {
