@@ -14,6 +14,8 @@ pub struct Status {
     pub seccomp_filters: Option<u32>,
     /// The effective capabilities, one bit per capability (`CapEff`).
     pub effective_capabilities: u64,
+    /// The address space's size in bytes (`VmSize`; 0 for a kernel thread or a zombie).
+    pub vm_size: u64,
 }
 
 /// Parses the text of /proc/PID/status; missing or malformed fields stay at their defaults.
@@ -33,6 +35,10 @@ pub fn parse_status(text: &str) -> Status {
             "TracerPid" => status.tracer_pid = number(),
             "Seccomp" => status.seccomp_mode = value.trim().parse().unwrap_or(0),
             "Seccomp_filters" => status.seccomp_filters = value.trim().parse().ok(),
+            "VmSize" => {
+                let kilobytes = value.trim().trim_end_matches("kB").trim();
+                status.vm_size = kilobytes.parse::<u64>().unwrap_or(0) * 1024;
+            }
             "CapEff" => {
                 status.effective_capabilities = u64::from_str_radix(value.trim(), 16).unwrap_or(0)
             }
@@ -162,7 +168,7 @@ mod tests {
     fn parses_the_needed_fields() {
         let text = "Name:\tmy worker: 2\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t4242\n\
                     Ngid:\t0\nPid:\t4243\nPPid:\t1\nTracerPid:\t777\nUid:\t1000\t1000\n\
-                    CapEff:\t0000000000004000\nNoNewPrivs:\t1\nSeccomp:\t2\nSeccomp_filters:\t3\n";
+                    VmSize:\t    8592 kB\nCapEff:\t0000000000004000\nNoNewPrivs:\t1\nSeccomp:\t2\nSeccomp_filters:\t3\n";
         assert_eq!(
             parse_status(text),
             Status {
@@ -173,6 +179,7 @@ mod tests {
                 seccomp_mode: 2,
                 seccomp_filters: Some(3),
                 effective_capabilities: 1 << 14,
+                vm_size: 8592 * 1024,
             }
         );
         assert_eq!(parse_status("garbage\nTgid:\tx\n"), Status::default());

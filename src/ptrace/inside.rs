@@ -22,8 +22,9 @@ const PAGE: u64 = 4096;
 /// An unwinder over one process's modules.
 pub(crate) struct InsideCheck {
     unwinder: Unwinder,
-    /// The process's mappings (start, end, whether private and not executable, as stack
-    /// memory is), sorted: a stack is read to the end of the stack-like mappings that hold it.
+    /// The process's mappings (start, end, whether readable, private and not executable, as
+    /// stack memory is; a guard page is not), sorted: a stack is read to the end of the
+    /// stack-like mappings that hold it.
     mappings: Vec<(u64, u64, bool)>,
 }
 
@@ -47,17 +48,18 @@ impl InsideCheck {
                 (
                     mapping.start,
                     mapping.end,
-                    !mapping.shared && !mapping.executable,
+                    mapping.readable && !mapping.shared && !mapping.executable,
                 )
             })
             .collect();
         InsideCheck { unwinder, mappings }
     }
 
-    /// Where a stack that holds `address` ends: at the end of its mapping and of the private,
-    /// non-executable mappings right after it (a stack split by mprotect or mlock of a part),
-    /// not in a neighbour of another kind (a thread's stack may lie just below anything,
-    /// memsup's own code pages and shared ring area too). None when no mapping holds it.
+    /// Where a stack that holds `address` ends: at the end of its mapping and of the readable,
+    /// private, non-executable mappings right after it (a stack split by mprotect or mlock of
+    /// a part), not in a neighbour of another kind (a thread's stack may lie just below
+    /// anything, memsup's own code pages and shared ring area too). None when no mapping
+    /// holds it.
     fn end_of_stack(&self, address: u64) -> Option<u64> {
         let index = self
             .mappings

