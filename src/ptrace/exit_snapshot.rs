@@ -74,11 +74,14 @@ impl Tracer<'_> {
         let Err(error) = std::fs::File::open(&path) else {
             return;
         };
+        if error.kind() != std::io::ErrorKind::PermissionDenied {
+            return;
+        }
         let told = self
             .processes
             .get_mut(&pid)
             .map(|process| std::mem::replace(&mut process.unreadable_told, true));
-        if error.kind() != std::io::ErrorKind::PermissionDenied || told != Some(false) {
+        if told != Some(false) {
             return;
         }
         self.warn(

@@ -13,7 +13,7 @@ use libc::user_regs_struct;
 
 use crate::error::{Error, Result};
 use crate::proc::limits::read_locked_memory_soft_limit;
-use crate::proc::status::parse_status;
+use crate::proc::status::read_status;
 use crate::ptrace::hooks::{probe_with_int3_instead, shares_memory, switch_hooks_off};
 use crate::ptrace::regs;
 use crate::ptrace::stop::{Deadline, Event, Stop, STOP_TIMEOUT};
@@ -30,7 +30,7 @@ const PAGE: u64 = 4096;
 const BIRTH_ROUNDS: usize = 8;
 
 /// Why an image's entries stop at int3 from the lock on.
-pub(crate) const LOCKED_REASON: &str =
+const LOCKED_REASON: &str =
     "the program locked all its memory (mlockall), and memsup took its hooks out first";
 
 /// How long the other threads may run, in all, to leave the hook code.
@@ -41,8 +41,9 @@ const LONGEST_TURN: Duration = Duration::from_millis(50);
 
 impl Tracer<'_> {
     /// Thread `tid` of `pid` is stopped at the entry of `mlockall` (`registers`): when the
-    /// call will lock what is mapped now in a hooked image, the hooks go first. Returns whether the call was
-    /// made to start again (the thread then stops at it once more, with no hooks left).
+    /// call will lock what is mapped now in a hooked image, the hooks go first. Returns
+    /// whether the call was made to start again (the thread then stops at it once more, with
+    /// no hooks left).
     pub(crate) fn before_memory_lock(
         &mut self,
         pid: i32,
@@ -84,7 +85,7 @@ impl Tracer<'_> {
 
     /// Forks and clones of `pid` already reported are served while the hooks are still on,
     /// so that a fork child gets rings of its own as at any fork (its entries still jump
-    /// into hooks); the threads that goes on with are stopped again. A vfork is not: its
+    /// into hooks); the threads they let go on are stopped again. A vfork is not: its
     /// parent would wait for the child and not stop, and the child shares the memory, so the
     /// area stays (`vfork_child_shares`).
     fn serve_pending_births(&mut self, pid: i32, tid: i32, stopped: &mut Vec<i32>) {
@@ -192,13 +193,7 @@ impl Tracer<'_> {
             }
             std::thread::sleep(turn);
             turn = (turn * 2).min(LONGEST_TURN);
-            let others: Vec<i32> = self
-                .threads
-                .of(pid)
-                .into_iter()
-                .filter(|&other| other != tid)
-                .collect();
-            *stopped = self.stop_threads(&others, &Deadline::after(STOP_TIMEOUT));
+            *stopped = self.stop_threads(&self.others(pid, tid), &Deadline::after(STOP_TIMEOUT));
         }
     }
 
@@ -258,10 +253,8 @@ fn is_memory_lock(stop: &Stop) -> bool {
 /// memsup's `memsups` bytes not mapped in it. A call that fails anyway keeps the hooks.
 fn locks_what_is_mapped(pid: i32, tid: i32, flags: u32, memsups: u64) -> bool {
     let limit = read_locked_memory_soft_limit(pid).unwrap_or(None);
-    // Capabilities are the calling thread's.
-    let status = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status"))
-        .map(|text| parse_status(&text))
-        .unwrap_or_default();
+    // Capabilities are the calling thread's (its ID leads to its own status).
+    let status = read_status(tid).unwrap_or_default();
     let address_space = status.vm_size.saturating_sub(memsups);
     will_lock(flags, limit, status.effective_capabilities, address_space)
 }
@@ -283,17 +276,39 @@ fn will_lock(flags: u32, limit: Option<u64>, capabilities: u64, address_space: u
 /// stopped at (`registers`, from its seccomp stop) with the call's number, so that the call
 /// runs as the program made it.
 fn restart_system_call(tid: i32, registers: &user_regs_struct) -> Result<()> {
+    regs::set_registers(tid, &made_again(registers))
+}
+
+/// The registers that make the system call stopped at (`registers`, at its seccomp stop)
+/// again: back over its 2-byte `syscall`, its number in rax, and orig_rax -1, so that the
+/// return to user mode applies no restart logic of the kernel's.
+fn made_again(registers: &user_regs_struct) -> user_regs_struct {
     let mut again = *registers;
     again.rip = registers.rip - 2;
     again.rax = registers.orig_rax;
-    // From user mode: no restart logic of the kernel's applies on the way back.
     again.orig_rax = u64::MAX;
-    regs::set_registers(tid, &again)
+    again
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_call_is_made_again_from_its_syscall_instruction_with_its_arguments() {
+        // SAFETY: user_regs_struct is plain integers; all-zero is a valid value.
+        let mut stopped: user_regs_struct = unsafe { std::mem::zeroed() };
+        stopped.rip = 0x7f00_0000_1236;
+        stopped.orig_rax = libc::SYS_mlockall as u64;
+        stopped.rax = -(libc::ENOSYS as i64) as u64;
+        stopped.rdi = 3;
+        stopped.rsp = 0x7ffe_0000_0000;
+        let again = made_again(&stopped);
+        assert_eq!(again.rip, 0x7f00_0000_1234);
+        assert_eq!(again.rax, libc::SYS_mlockall as u64);
+        assert_eq!(again.orig_rax, u64::MAX);
+        assert_eq!((again.rdi, again.rsp), (3, 0x7ffe_0000_0000));
+    }
 
     #[test]
     fn only_a_call_that_will_lock_what_is_mapped_takes_the_hooks_out() {
