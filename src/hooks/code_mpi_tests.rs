@@ -208,7 +208,7 @@ fn a_call_memsup_claims_while_it_lasts_writes_its_return_record_alone() {
 }
 
 fn layout_bytes() -> usize {
-    super::layout::area_bytes(1, 64) as usize
+    super::layout::Shape::full(1, 64).bytes() as usize
 }
 
 /// A call inside another finds the slot busy: it records its entry and return, which

@@ -313,7 +313,7 @@ fn emit_known_set(a: &mut CodeAssembler, area: u64, labels: &Labels, done: CodeL
     a.lock()
         .xadd(qword_ptr(rsi + header::STORE_USED as i32), rax)?;
     a.lea(rdx, qword_ptr(rax + rcx))?;
-    a.cmp(rdx, stacks::STORE_BYTES as i32)?;
+    a.cmp(rdx, qword_ptr(rsi + header::STORE_SIZE as i32))?;
     a.ja(lost)?;
     a.mov(r10, rax)?;
     a.shl(r10, 24)?;

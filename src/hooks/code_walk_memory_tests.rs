@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::code::CpuSource;
 use super::code_walk::{LEFT_BEHIND, LOCALS};
 use super::layout::stacks::StackRef;
-use super::layout::Op;
+use super::layout::{self, Op};
 use super::stack_section::{SegmentTable, StackSection};
 use super::test_support::*;
 use crate::trace::format::TRUNCATED_FRAME;
@@ -316,7 +316,12 @@ impl Bench {
             &[Op::Malloc],
             &[target],
         );
-        let mut section = StackSection::new(&harness.area, harness.area_address(), 1, 1024, true);
+        let mut section = StackSection::new(
+            &harness.area,
+            harness.area_address(),
+            &layout::Shape::full(1, 1024),
+            true,
+        );
         let (set, segment) = table_set(false);
         section.publish(&harness.area, vec![segment.clone()]);
         let words = vec![0u64; STACK_WORDS];

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::code::CpuSource;
 use super::layout::stacks::StackRef;
-use super::layout::Op;
+use super::layout::{Op, Shape};
 use super::ring::{Drainer, RawRecord};
 use super::stack_section::{SegmentTable, StackSection};
 use super::test_support::*;
@@ -43,11 +43,17 @@ fn mapped_files(store: &ModuleStore, pid: i32) -> Vec<MappedFile> {
 
 /// Hooks with the walker switched on, this process's tables and this thread's stack.
 fn walking_harness() -> Harness {
+    walking_harness_in(&Shape::full(1, 1024))
+}
+
+/// As `walking_harness`, with the stack section of `shape` (of one ring of 1,024 records;
+/// its table and store regions no larger than the full ones).
+fn walking_harness_in(shape: &Shape) -> Harness {
     let config = AreaConfig::waiting(1, 1024);
     let target = memsup_walk_probe_target as *const () as u64;
     let harness = Harness::new(CpuSource::Single, config, &[Op::Malloc], &[target]);
     let pid = std::process::id() as i32;
-    let mut section = StackSection::new(&harness.area, harness.area_address(), 1, 1024, true);
+    let mut section = StackSection::new(&harness.area, harness.area_address(), shape, true);
     let store = ModuleStore::new();
     let files = mapped_files(&store, pid);
     let tables = table_set(&store, &mut TableCache::new(), &files);
@@ -141,7 +147,8 @@ fn walked(harness: &Harness, copies: &[(u64, u64, Vec<u8>)]) -> Vec<Walked> {
 }
 
 fn stored_frames(harness: &Harness, record: &RawRecord) -> Vec<u64> {
-    let section = StackSection::new(&harness.area, harness.area_address(), 1, 1024, true);
+    let shape = Shape::full(1, 1024);
+    let section = StackSection::new(&harness.area, harness.area_address(), &shape, true);
     section
         .frames(&harness.area, StackRef(record.stack))
         .expect("a stack was walked")
@@ -171,6 +178,46 @@ fn the_hooks_walk_equals_the_specification_at_every_depth() {
     assert_eq!(walks.len(), 48 + 5 + 9);
     assert_eq!(distinct.len(), distinct_frames.len());
     assert!(distinct.len() < walks.len(), "{} stacks", distinct.len());
+}
+
+#[test]
+fn a_walk_whose_frames_do_not_fit_in_the_store_is_lost_and_counted() {
+    let shape = Shape {
+        store_bytes: 4096,
+        ..Shape::full(1, 1024)
+    };
+    let harness = walking_harness_in(&shape);
+    let mut copies = Vec::new();
+    let depths = black_box(vec![0, 40, 40, 0]);
+    for &depth in depths.iter() {
+        descend(depth, harness.malloc(), &mut copies);
+    }
+    let walks = walked(&harness, &copies);
+    // Each new stack claims its frames' bytes, stored or not; a stack stored once is found
+    // again; one whose claim ends past the page is lost.
+    let section = StackSection::new(&harness.area, harness.area_address(), &shape, true);
+    let mut claimed = 0;
+    let mut stored_stacks = std::collections::HashSet::new();
+    let (mut stored, mut lost) = (0, 0);
+    for walk in &walks {
+        let fits = stored_stacks.contains(&walk.expected) || {
+            claimed += 8 * walk.expected.len() as u64;
+            claimed <= 4096
+        };
+        if !fits {
+            assert_eq!(walk.record.stack, 0, "lost after {claimed} bytes");
+            lost += 1;
+            continue;
+        }
+        let frames = section.frames(&harness.area, StackRef(walk.record.stack));
+        assert_eq!(frames.as_ref(), Some(&walk.expected));
+        stored_stacks.insert(walk.expected.clone());
+        stored += 1;
+    }
+    assert_eq!(harness.area.stacks_lost(), lost);
+    assert_eq!(harness.area.stack_store_used(), claimed);
+    assert!(stored > 1 && lost > 1, "{stored} stored, {lost} lost");
+    std::mem::forget(section);
 }
 
 /// Calls the hooked malloc `calls` times from `depth` frames down; the records are drained

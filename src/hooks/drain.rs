@@ -13,7 +13,7 @@ use std::time::Duration;
 use super::clock::{rdtsc, TscClock};
 use super::inject::SharedArea;
 use super::layout::stacks::StackRef;
-use super::layout::{Op, POLICY_DROP, POLICY_WAIT};
+use super::layout::{Op, Shape, POLICY_DROP, POLICY_WAIT};
 use super::mpi_fold::{CallKey, MpiFold};
 use super::mpi_slots::{Sum, SummedCalls};
 use super::ring::{Area, Drainer, RawRecord};
@@ -213,7 +213,7 @@ impl Drain {
 
     /// Starts draining `pid`'s new area (fills its header: hooks may run from now on).
     /// With full stacks the hooks walk them, over the tables `publish_segments` gives.
-    pub fn register(&self, pid: u32, shared_area: SharedArea, ring_count: u64) {
+    pub fn register(&self, pid: u32, shared_area: SharedArea, shape: &Shape) {
         // SAFETY: the mapping lives in the handle as long as the view.
         let area = unsafe { Area::new(shared_area.local.pointer(), shared_area.local.len()) };
         let clock = self.shared.clock();
@@ -222,21 +222,9 @@ impl Drain {
             RingFull::Wait => POLICY_WAIT,
             RingFull::Drop => POLICY_DROP,
         };
-        area.initialise(
-            ring_count as u32,
-            ring_capacity(),
-            policy,
-            ticks(STALE_AFTER),
-            ticks(WAIT_LIMIT),
-        );
+        area.initialise(shape, policy, ticks(STALE_AFTER), ticks(WAIT_LIMIT));
         area.heartbeat(rdtsc());
-        let stacks = StackSection::new(
-            &area,
-            shared_area.address,
-            ring_count,
-            ring_capacity(),
-            !self.shared.caller_only,
-        );
+        let stacks = StackSection::new(&area, shared_area.address, shape, !self.shared.caller_only);
         let handle = Arc::new(AreaHandle {
             area,
             _local: shared_area,

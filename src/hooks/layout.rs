@@ -12,7 +12,7 @@
 
 /// `MEMSUPHK`, little-endian.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"MEMSUPHK");
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 
 /// Bytes of the area header (one page).
 pub const AREA_HEADER_BYTES: u64 = 4096;
@@ -85,6 +85,9 @@ pub mod header {
     /// Byte offset of the walk memories (`stacks::MEMORY_*`), written by memsup before
     /// hooks run.
     pub const MEMORY_OFFSET: u64 = 192;
+    /// Bytes of the stack store (`stacks::Section::store_bytes`), written by memsup before
+    /// hooks run: a walk whose frames would end past it is lost.
+    pub const STORE_SIZE: u64 = 200;
     /// Counters the hooks add to now and then, on a cache line of their own (every hook
     /// reads the lines above): times a producer slept on a full ring, and the timed calls
     /// that did not wait for room with the TSC ticks they spent in the record routine (the
@@ -292,15 +295,55 @@ pub fn rings_end(ring_count: u64, capacity: u64) -> u64 {
     AREA_HEADER_BYTES + ring_count * ring_bytes(capacity)
 }
 
-/// Bytes of an area with `ring_count` rings of `capacity` records, the stack section after
-/// them (`stacks`) and the MPI section after that (`mpi`), most of it never touched.
-pub fn area_bytes(ring_count: u64, capacity: u64) -> u64 {
-    mpi_offset(ring_count, capacity) + mpi::SECTION_BYTES
+/// How large an area's parts are: `ring_count` rings of `capacity` records, then the stack
+/// section (`stacks`) with its sparse table and store regions, then the MPI section (`mpi`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    pub ring_count: u64,
+    pub capacity: u64,
+    pub table_bytes: u64,
+    pub store_bytes: u64,
 }
 
-/// Byte offset of the MPI section of an area with `ring_count` rings of `capacity` records.
-pub fn mpi_offset(ring_count: u64, capacity: u64) -> u64 {
-    stacks::Section::after(rings_end(ring_count, capacity)).end()
+impl Shape {
+    /// The rings with the table and store regions at their most (`stacks::TABLE_BYTES`,
+    /// `stacks::STORE_BYTES`).
+    pub fn full(ring_count: u64, capacity: u64) -> Shape {
+        Shape {
+            ring_count,
+            capacity,
+            table_bytes: stacks::TABLE_BYTES,
+            store_bytes: stacks::STORE_BYTES,
+        }
+    }
+
+    pub fn rings_end(&self) -> u64 {
+        rings_end(self.ring_count, self.capacity)
+    }
+
+    pub fn section(&self) -> stacks::Section {
+        stacks::Section::after(self.rings_end(), self.table_bytes, self.store_bytes)
+    }
+
+    /// Byte offset of the MPI section.
+    pub fn mpi_offset(&self) -> u64 {
+        self.section().end()
+    }
+
+    /// Bytes of the whole area, most of it never touched.
+    pub fn bytes(&self) -> u64 {
+        self.mpi_offset() + mpi::SECTION_BYTES
+    }
+
+    /// Bytes of every part but the table and store regions.
+    pub fn fixed_bytes(&self) -> u64 {
+        Shape {
+            table_bytes: 0,
+            store_bytes: 0,
+            ..*self
+        }
+        .bytes()
+    }
 }
 
 /// Bytes of one ring of `capacity` records, header included.
@@ -378,9 +421,10 @@ pub mod stacks {
     pub const MEMORY_BUFFER_BYTES: u64 = (MAX_FRAMES + 1) * MEMORY_ENTRY_BYTES;
     const _: () = assert!(MEMORY_BUFFERS + 2 * MEMORY_BUFFER_BYTES <= MEMORY_SLOT_BYTES);
 
-    /// Bytes reserved for tables and directories (sparse: only what is written is memory).
+    /// Bytes reserved for tables and directories at most (sparse: only what is written is
+    /// memory; `Shape`).
     pub const TABLE_BYTES: u64 = 256 << 20;
-    /// Bytes reserved for stack frames (sparse).
+    /// Bytes reserved for stack frames at most (sparse).
     pub const STORE_BYTES: u64 = 256 << 20;
 
     /// A directory: u64 count, then `count` entries sorted by `ENTRY_START`.
@@ -437,29 +481,34 @@ pub mod stacks {
         pub known: u64,
         pub memories: u64,
         pub tables: u64,
+        pub table_bytes: u64,
         pub store: u64,
+        pub store_bytes: u64,
     }
 
     impl Section {
-        /// The section of an area whose rings end at `rings_end` (page-aligned parts).
-        pub fn after(rings_end: u64) -> Section {
+        /// The section of an area whose rings end at `rings_end` (page-aligned parts), with
+        /// `table_bytes` for tables and `store_bytes` for stacks (multiples of 4096).
+        pub fn after(rings_end: u64, table_bytes: u64, store_bytes: u64) -> Section {
             let page = |bytes: u64| bytes.div_ceil(4096) * 4096;
             let cache = page(rings_end);
             let known = page(cache + CACHE_SLOTS * CACHE_SLOT_BYTES);
             let memories = page(known + KNOWN_SLOTS * KNOWN_SLOT_BYTES);
             let tables = memories + MEMORY_SLOTS * MEMORY_SLOT_BYTES;
-            let store = tables + TABLE_BYTES;
+            let store = tables + table_bytes;
             Section {
                 cache,
                 known,
                 memories,
                 tables,
+                table_bytes,
                 store,
+                store_bytes,
             }
         }
 
         pub fn end(&self) -> u64 {
-            self.store + STORE_BYTES
+            self.store + self.store_bytes
         }
     }
 

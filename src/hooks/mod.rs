@@ -2,6 +2,7 @@
 //! records each call into rings shared with memsup and runs the relocated prologue, so the
 //! program takes no ptrace stop per allocation. A second event source beside the tracer.
 
+pub mod budget;
 pub mod clock;
 pub mod code;
 pub mod code_mpi;

@@ -71,18 +71,18 @@ impl Area {
         unsafe { AtomicU32::from_ptr(self.base.add(offset as usize).cast()) }
     }
 
-    /// Writes the header and enables the hooks. Rings start empty (a fresh mapping is
-    /// zeroed; their counters are reset here in case it is not).
+    /// Writes the header of an area of `shape` and enables the hooks. Rings start empty (a
+    /// fresh mapping is zeroed; their counters are reset here in case it is not).
     pub fn initialise(
         &self,
-        ring_count: u32,
-        capacity: u64,
+        shape: &layout::Shape,
         policy: u32,
         stale_ticks: u64,
         wait_limit_ticks: u64,
     ) {
+        let (ring_count, capacity) = (shape.ring_count as u32, shape.capacity);
         assert!(ring_count.is_power_of_two() && capacity.is_power_of_two());
-        let bytes = layout::rings_end(ring_count as u64, capacity);
+        let bytes = shape.rings_end();
         assert!(
             bytes <= self.len as u64,
             "{bytes} bytes do not fit in {}",
@@ -127,7 +127,7 @@ impl Area {
         self.u64_at(header::RENDEZVOUS_DONE)
             .store(0, Ordering::Relaxed);
         // The MPI section exists only in an area mapped whole (a fresh memfd: zeroed).
-        let mpi = layout::mpi_offset(ring_count as u64, capacity);
+        let mpi = shape.mpi_offset();
         let has_mpi = mpi + layout::mpi::SECTION_BYTES <= self.len as u64;
         self.u64_at(header::MPI_OFFSET)
             .store(if has_mpi { mpi } else { 0 }, Ordering::Relaxed);

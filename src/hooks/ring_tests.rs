@@ -23,7 +23,12 @@ impl HandWritten {
         let mut buffer = vec![0u64; words];
         // SAFETY: the buffer outlives the area in every test below.
         let area = unsafe { Area::new(buffer.as_mut_ptr().cast(), words * 8) };
-        area.initialise(ring_count, capacity, layout::POLICY_WAIT, 0, 0);
+        area.initialise(
+            &layout::Shape::full(ring_count as u64, capacity),
+            layout::POLICY_WAIT,
+            0,
+            0,
+        );
         (HandWritten { buffer, capacity }, area)
     }
 

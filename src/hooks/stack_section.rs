@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::layout::stacks::{self, Section, StackRef};
-use super::layout::{header, rings_end};
+use super::layout::{header, Shape};
 use super::ring::Area;
 use crate::trace::format::TRUNCATED_FRAME;
 use crate::unwind::tables::rule::ModuleTable;
@@ -59,15 +59,17 @@ pub struct StackSection {
 unsafe impl Send for StackSection {}
 
 impl StackSection {
-    /// Writes the section's offsets into the header of an area of `ring_count` rings of
-    /// `capacity` records, mapped at `target`; `walk` switches the walker on.
-    pub fn new(area: &Area, target: u64, ring_count: u64, capacity: u64, walk: bool) -> Self {
-        let section = Section::after(rings_end(ring_count, capacity));
+    /// Writes the section's offsets into the header of an area of `shape`, mapped at
+    /// `target`; `walk` switches the walker on.
+    pub fn new(area: &Area, target: u64, shape: &Shape, walk: bool) -> Self {
+        let section = shape.section();
         assert!(section.end() <= area.bytes() as u64, "no stack section");
         area.u64_at(header::KNOWN_OFFSET)
             .store(section.known, Ordering::Relaxed);
         area.u64_at(header::STORE_OFFSET)
             .store(section.store, Ordering::Relaxed);
+        area.u64_at(header::STORE_SIZE)
+            .store(section.store_bytes, Ordering::Relaxed);
         area.u64_at(header::CACHE_OFFSET)
             .store(section.cache, Ordering::Relaxed);
         area.u64_at(header::MEMORY_OFFSET)
@@ -183,7 +185,7 @@ impl StackSection {
     /// `bytes` of the table region (8-aligned), None when it is full.
     fn claim_table_bytes(&mut self, bytes: u64) -> Option<u64> {
         let at = self.tables_used.next_multiple_of(8);
-        (at + bytes <= stacks::TABLE_BYTES).then(|| {
+        (at + bytes <= self.section.table_bytes).then(|| {
             self.tables_used = at + bytes;
             self.section.tables + at
         })
@@ -200,7 +202,7 @@ impl StackSection {
         let count = stack.frames();
         let bytes = count.checked_mul(8)?;
         let end = stack.offset().checked_add(bytes)?;
-        if count == 0 || end > stacks::STORE_BYTES {
+        if count == 0 || end > self.section.store_bytes {
             return None;
         }
         let mut frames: Vec<u64> = (0..count)

@@ -43,7 +43,7 @@ mod tests {
     fn area_in(buffer: &mut [u64]) -> Area {
         // SAFETY: the caller keeps the buffer while the area is used.
         let area = unsafe { Area::new(buffer.as_mut_ptr().cast(), buffer.len() * 8) };
-        area.initialise(1, 4, layout::POLICY_WAIT, 0, 0);
+        area.initialise(&layout::Shape::full(1, 4), layout::POLICY_WAIT, 0, 0);
         area
     }
 
@@ -85,7 +85,7 @@ mod tests {
             "only the time they did themselves"
         );
         // A new memsup's area starts unmarked.
-        area.initialise(1, 4, layout::POLICY_WAIT, 0, 0);
+        area.initialise(&layout::Shape::full(1, 4), layout::POLICY_WAIT, 0, 0);
         assert!(!area.off_by_memsup());
     }
 }

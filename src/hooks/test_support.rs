@@ -166,13 +166,13 @@ impl Harness {
         given: &[Hook],
         targets: &[u64],
     ) -> Harness {
-        let area_len = layout::area_bytes(config.ring_count as u64, config.capacity) as usize;
+        let shape = layout::Shape::full(config.ring_count as u64, config.capacity);
+        let area_len = shape.bytes() as usize;
         let area_base = map(area_len, libc::PROT_READ | libc::PROT_WRITE);
         // SAFETY: the mapping lives as long as the harness.
         let area = unsafe { Area::new(area_base.cast(), area_len) };
         area.initialise(
-            config.ring_count,
-            config.capacity,
+            &shape,
             config.policy,
             config.stale_ticks,
             config.wait_limit_ticks,

@@ -7,12 +7,14 @@ use libc::user_regs_struct;
 use crate::breakpoints::table::ProbeKind;
 use crate::error::{Error, Result};
 use crate::events::EventKind;
+use crate::hooks::budget::shape_within;
 use crate::hooks::code::CpuSource;
 use crate::hooks::drain::{op_of, op_of_map_call, ring_capacity, ring_count, Drain};
 use crate::hooks::inject::Injector;
-use crate::hooks::layout::{area_bytes, header, rings_end, Hook, Op};
+use crate::hooks::layout::{header, Hook, Op, Shape};
 use crate::hooks::placement::{page_bytes, plan, Target};
 use crate::module::loaded::LoadedModule;
+use crate::proc::limits::read_address_space_soft_limit;
 use crate::ptrace::detach::stub_is_mapped;
 use crate::ptrace::inject::choose_live_injector;
 use crate::ptrace::leave_hooks::HookCode;
@@ -284,9 +286,10 @@ impl Tracer<'_> {
         if self.process(pid)?.hooks.is_some() {
             return Ok(());
         }
-        let rings = ring_count();
-        let bytes = area_bytes(rings, ring_capacity());
-        let populated = rings_end(rings, ring_capacity());
+        let full = Shape::full(ring_count(), ring_capacity());
+        let limit = read_address_space_soft_limit(pid).unwrap_or(None);
+        let shape = shape_within(full, limit).map_err(Error::Internal)?;
+        let bytes = shape.bytes();
         let scratch = self.process(pid)?.scratch.as_ref().map(|page| page.base);
         if scratch.is_some_and(|page| new_mappings_are_locked(pid, page)) {
             return Err(Error::Internal(format!(
@@ -295,12 +298,12 @@ impl Tracer<'_> {
             )));
         }
         let area = self.with_injector(pid, tid, |injector| {
-            injector.create_area(bytes, populated, None)
+            injector.create_area(bytes, shape.rings_end(), None)
         })?;
         let address = area.address;
-        self.process_mut(pid)?.hooks = Some(ProcessHooks::new(address, bytes, cpu_source()));
+        self.process_mut(pid)?.hooks = Some(ProcessHooks::new(address, shape, cpu_source()));
         let drain = self.drain.as_ref().expect("the hook engine has a drain");
-        drain.register(pid as u32, area, rings);
+        drain.register(pid as u32, area, &shape);
         self.send(pid, pid, EventKind::ScratchPage { address });
         self.name_stopped_threads(pid);
         self.publish_stopped_thread_stacks(pid);
@@ -386,8 +389,8 @@ impl Tracer<'_> {
         if process.shares_parent_memory {
             return;
         }
-        let (address, bytes) = (hooks.area, hooks.area_bytes);
-        let outcome = self.replace_area(child, address, bytes);
+        let (address, shape) = (hooks.area, hooks.shape);
+        let outcome = self.replace_area(child, address, &shape);
         if let Err(error) = outcome {
             self.warn(
                 child,
@@ -402,16 +405,12 @@ impl Tracer<'_> {
         }
     }
 
-    fn replace_area(&mut self, child: i32, address: u64, bytes: u64) -> Result<()> {
+    fn replace_area(&mut self, child: i32, address: u64, shape: &Shape) -> Result<()> {
         let area = self.with_injector(child, child, |injector| {
-            injector.create_area(
-                bytes,
-                rings_end(ring_count(), ring_capacity()),
-                Some(address),
-            )
+            injector.create_area(shape.bytes(), shape.rings_end(), Some(address))
         })?;
         let drain = self.drain.as_ref().expect("the hook engine has a drain");
-        drain.register(child as u32, area, ring_count());
+        drain.register(child as u32, area, shape);
         let hooks = self.process(child)?.hooks.as_ref();
         let pages = hooks.map(|h| h.pages.clone()).unwrap_or_default();
         let mpi_returns = hooks
@@ -498,6 +497,7 @@ impl Tracer<'_> {
             .map(|hooks| hooks.sites.clone())
             .unwrap_or_default();
         let hooked = !sites.is_empty() || process.hooks_taken_out.is_some();
+        let store_bytes = process.hooks.as_ref().map(|hooks| hooks.shape.store_bytes);
         sites.extend(process.breakpoints.iter().map(|breakpoint| ProbeSite {
             function: breakpoint.kind.name().to_string(),
             address: breakpoint.address,
@@ -522,6 +522,9 @@ impl Tracer<'_> {
         }
         if let Some(costs) = finished.stacks {
             self.send(pid, pid, EventKind::HookStacks(costs));
+            if let Some(store_bytes) = store_bytes.filter(|_| costs.lost > 0) {
+                self.warn(pid, lost_stacks_warning(costs.lost, store_bytes));
+            }
         }
         self.send(pid, pid, EventKind::HookCalls(finished.calls));
         if finished.switched_off > 0 {
@@ -624,6 +627,19 @@ impl Tracer<'_> {
 
 /// Whether the mapping at `page` (memsup's scratch page, mapped last) is locked: then so is
 /// every mapping `pid` makes from now on (mlockall's `MCL_FUTURE`).
+/// What `lost` walks that did not fit in a stack store of `store_bytes` left out.
+fn lost_stacks_warning(lost: u64, store_bytes: u64) -> String {
+    let shrunk = match store_bytes < crate::hooks::layout::stacks::STORE_BYTES {
+        true => " (its share of the address-space limit, RLIMIT_AS)",
+        false => "",
+    };
+    let walks = if lost == 1 { "walk" } else { "walks" };
+    format!(
+        "{lost} stack {walks} by the hooks did not fit in their {} MiB store{shrunk}: those calls are recorded with their caller only",
+        store_bytes >> 20
+    )
+}
+
 fn new_mappings_are_locked(pid: i32, page: u64) -> bool {
     let mut text = Vec::new();
     crate::proc::smaps::read_into(&format!("/proc/{pid}/smaps"), &mut text).is_ok()
@@ -652,5 +668,22 @@ pub(super) fn switch_hooks_off(drain: Option<&Drain>, memory: &mut dyn TraceeMem
     match drain {
         Some(drain) => drain.switch_off(write),
         None => write(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lost_stacks_warning;
+
+    #[test]
+    fn the_lost_stacks_warning_says_whether_the_limit_shrank_the_store() {
+        assert_eq!(
+            lost_stacks_warning(7, 256 << 20),
+            "7 stack walks by the hooks did not fit in their 256 MiB store: those calls are recorded with their caller only"
+        );
+        assert_eq!(
+            lost_stacks_warning(1, 18 << 20),
+            "1 stack walk by the hooks did not fit in their 18 MiB store (its share of the address-space limit, RLIMIT_AS): those calls are recorded with their caller only"
+        );
     }
 }

@@ -6,6 +6,7 @@ use crate::breakpoints::returns::ShadowStack;
 use crate::breakpoints::table::{BreakpointTable, ProbeKind, StepOverPolicy};
 use crate::events::RawStack;
 use crate::hooks::code::CpuSource;
+use crate::hooks::layout::Shape;
 use crate::ptrace::capture::StackCopyState;
 use crate::ptrace::inject::ScratchPage;
 use crate::ptrace::memory::TraceeMemory;
@@ -86,6 +87,7 @@ pub struct Process {
 pub struct ProcessHooks {
     /// The ring area's address in the target.
     pub area: u64,
+    pub shape: Shape,
     pub area_bytes: u64,
     pub cpu: CpuSource,
     /// Code pages: (base, length).
@@ -103,10 +105,11 @@ pub struct ProcessHooks {
 }
 
 impl ProcessHooks {
-    pub fn new(area: u64, area_bytes: u64, cpu: CpuSource) -> ProcessHooks {
+    pub fn new(area: u64, shape: Shape, cpu: CpuSource) -> ProcessHooks {
         ProcessHooks {
             area,
-            area_bytes,
+            shape,
+            area_bytes: shape.bytes(),
             cpu,
             pages: Vec::new(),
             patched: Vec::new(),

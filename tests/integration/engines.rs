@@ -161,9 +161,17 @@ fn the_alloc_script_under_hooks_has_its_known_numbers() {
     }
 }
 
-/// Above 100 MiB of address space the hook area (over 500 MiB reserved, mostly untouched)
-/// cannot be mapped, while the program itself needs a few MiB.
+/// Under 100 MiB of address space the smallest hook area (a sixteenth of the limit at most:
+/// fixtures/address_space.c) does not fit, while the program itself needs a few MiB.
 const ADDRESS_SPACE_LIMIT: &str = "--as=104857600";
+
+/// The smallest hook area on this machine, in MiB as memsup's reasons give it.
+fn least_area_mib() -> u64 {
+    use memsup::hooks::budget::LEAST_REGION_BYTES;
+    use memsup::hooks::drain::{ring_capacity, ring_count};
+    let full = memsup::hooks::layout::Shape::full(ring_count(), ring_capacity());
+    (full.fixed_bytes() + 2 * LEAST_REGION_BYTES).div_ceil(1 << 20)
+}
 
 #[test]
 fn a_program_whose_address_space_has_no_room_for_hooks_is_recorded_by_int3_and_says_why() {
@@ -193,8 +201,8 @@ fn a_program_whose_address_space_has_no_room_for_hooks_is_recorded_by_int3_and_s
         assert_sites(image, &sites);
         assert_probe_costs(image, &expected, 0, 0);
         let reason = format!(
-            "placing hooks failed: mapping the hook area in process {} failed: Cannot allocate memory (os error 12)",
-            image["pid"]
+            "placing hooks failed: the program's address space is limited to 100 MiB (RLIMIT_AS), and the hook area needs {} MiB, more than a 16th of it",
+            least_area_mib()
         );
         let sites = image["probe_sites"].as_array().expect("probe sites");
         assert!(sites.iter().any(|site| site["function"] == "malloc"));

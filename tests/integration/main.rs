@@ -4,6 +4,7 @@
 
 mod common;
 
+mod address_space;
 mod aligned;
 mod alloc_script;
 mod attach;

@@ -23,7 +23,7 @@ const LOCKED: &str = "memory_lock: mlockall 0\nmemory_lock: locked under 256 MiB
 /// The hook area's size as memsup's warnings give it.
 fn area_mib() -> u64 {
     use memsup::hooks::drain::{ring_capacity, ring_count};
-    memsup::hooks::layout::area_bytes(ring_count(), ring_capacity()) >> 20
+    memsup::hooks::layout::Shape::full(ring_count(), ring_capacity()).bytes() >> 20
 }
 
 /// What a run-mode image warns under the hook engine when it locks its memory.
