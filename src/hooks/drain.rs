@@ -79,6 +79,11 @@ pub struct Finished {
     pub counters: HookCounters,
     /// What its stack walks cost; None when the hooks recorded callers only.
     pub stacks: Option<HookStackCosts>,
+    /// Bytes of its area's table and store regions (`hooks::budget`), and whether a table,
+    /// directory or thread list did not fit.
+    pub table_region_bytes: u64,
+    pub store_region_bytes: u64,
+    pub tables_full: bool,
     pub calls: HookCallCosts,
     /// Times its hooks found the heartbeat stale and switched themselves off (counted by
     /// the heartbeats that found them so, and at the end): the calls made until the
@@ -375,7 +380,8 @@ impl Drain {
         let stacks = (!self.shared.caller_only).then(|| {
             let mut costs = image.stack_costs;
             costs.stored_stacks = image.known_stacks.len() as u64;
-            costs.stored_bytes = area.stack_store_used();
+            // Claims that did not fit count in the store's use too.
+            costs.stored_bytes = area.stack_store_used().min(image.stacks.region_bytes().1);
             costs.lost = area.stacks_lost();
             costs.table_bytes = image.stacks.table_bytes();
             costs
@@ -386,9 +392,13 @@ impl Drain {
             timed_ns: self.shared.clock().nanoseconds(timed_ticks),
             ..image.call_costs
         };
+        let (table_region_bytes, store_region_bytes) = image.stacks.region_bytes();
         Some(Finished {
             counters: image.counters,
             stacks,
+            table_region_bytes,
+            store_region_bytes,
+            tables_full: image.stacks.tables_full(),
             calls,
             switched_off: image.area.switch.times_off(area),
         })

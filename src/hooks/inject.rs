@@ -162,8 +162,18 @@ impl Injector<'_> {
         populated: u64,
         at: Option<u64>,
     ) -> Result<SharedArea> {
-        self.checked("ftruncate", libc::SYS_ftruncate, [fd, bytes, 0, 0, 0, 0])?;
-        let local = LocalMapping::map(take_fd(self.pid, fd as i32)?.0, bytes as usize)?;
+        let taken = take_fd(self.pid, fd as i32)?;
+        // Sized by memsup, not by the target: an ftruncate past the target's file-size limit
+        // (RLIMIT_FSIZE) would send it SIGXFSZ. memsup's own limit is weighed before
+        // (`hooks::budget`).
+        // SAFETY: ftruncate of a descriptor memsup holds.
+        if unsafe { libc::ftruncate(taken.0, bytes as libc::off_t) } != 0 {
+            return Err(Error::io(
+                "sizing the hook area",
+                std::io::Error::last_os_error(),
+            ));
+        }
+        let local = LocalMapping::map(taken.0, bytes as usize)?;
         let protection = (libc::PROT_READ | libc::PROT_WRITE) as u64;
         let mut flags = libc::MAP_SHARED as u64;
         if at.is_some() {

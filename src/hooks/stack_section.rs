@@ -45,6 +45,8 @@ pub struct StackSection {
     /// Bytes of the table region written so far (never reused: a walker may hold an old
     /// directory).
     tables_used: u64,
+    /// Whether something did not fit in the table region (a table, directory or list).
+    tables_full: bool,
     /// Where each table was written (target addresses of its starts and rules), by table;
     /// the table is kept, so its address names it for the section's life.
     written: HashMap<*const ModuleTable, (Arc<ModuleTable>, u64, u64)>,
@@ -80,6 +82,7 @@ impl StackSection {
             target,
             section,
             tables_used: 0,
+            tables_full: false,
             written: HashMap::new(),
             segments: Vec::new(),
             thread_stacks: BTreeMap::new(),
@@ -185,7 +188,9 @@ impl StackSection {
     /// `bytes` of the table region (8-aligned), None when it is full.
     fn claim_table_bytes(&mut self, bytes: u64) -> Option<u64> {
         let at = self.tables_used.next_multiple_of(8);
-        (at + bytes <= self.section.table_bytes).then(|| {
+        let fits = at + bytes <= self.section.table_bytes;
+        self.tables_full |= !fits;
+        fits.then(|| {
             self.tables_used = at + bytes;
             self.section.tables + at
         })
@@ -194,6 +199,16 @@ impl StackSection {
     /// Bytes of tables and directories written.
     pub fn table_bytes(&self) -> u64 {
         self.tables_used
+    }
+
+    /// Whether a table, directory or thread list did not fit in the table region.
+    pub fn tables_full(&self) -> bool {
+        self.tables_full
+    }
+
+    /// Bytes of the table and store regions.
+    pub fn region_bytes(&self) -> (u64, u64) {
+        (self.section.table_bytes, self.section.store_bytes)
     }
 
     /// The frames of a walked stack, ending in `TRUNCATED_FRAME` when the walk stopped
@@ -215,5 +230,41 @@ impl StackSection {
             frames.push(TRUNCATED_FRAME);
         }
         Some(frames)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_does_not_fit_in_the_table_region_is_told() {
+        let shape = Shape {
+            table_bytes: 4096,
+            store_bytes: 4096,
+            ..Shape::full(1, 4)
+        };
+        let mut memory = vec![0u64; (shape.bytes() / 8) as usize];
+        // SAFETY: the vector outlives the view, and is 8-aligned.
+        let area = unsafe { Area::new(memory.as_mut_ptr().cast(), memory.len() * 8) };
+        let target = 0x7f00_0000_0000;
+        let mut section = StackSection::new(&area, target, &shape, true);
+        assert_eq!(section.region_bytes(), (4096, 4096));
+        // Each new thread writes a list of them all, 8 + 16 bytes a thread, never reused:
+        // 21 threads' lists take 3,864 bytes, the 22nd's 360 more do not fit.
+        let stack = |tid: u32| Some((u64::from(tid) << 20, (u64::from(tid) << 20) + 0x8000));
+        for tid in 1..=21 {
+            section.set_thread(&area, tid, stack(tid));
+        }
+        assert!(!section.tables_full());
+        assert_eq!(section.table_bytes(), 3864);
+        let list = area.u64_at(header::THREAD_STACKS).load(Ordering::Relaxed);
+        section.set_thread(&area, 22, stack(22));
+        assert!(section.tables_full());
+        assert_eq!(section.table_bytes(), 3864);
+        // The walkers keep the last list that fit.
+        let kept = area.u64_at(header::THREAD_STACKS).load(Ordering::Relaxed);
+        assert_eq!(kept, list);
+        assert_eq!(area.u64_at(kept - target).load(Ordering::Relaxed), 21);
     }
 }

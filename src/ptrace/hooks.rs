@@ -7,7 +7,7 @@ use libc::user_regs_struct;
 use crate::breakpoints::table::ProbeKind;
 use crate::error::{Error, Result};
 use crate::events::EventKind;
-use crate::hooks::budget::shape_within;
+use crate::hooks::budget::{own_file_size_limit, shape_within, Limits};
 use crate::hooks::code::CpuSource;
 use crate::hooks::drain::{op_of, op_of_map_call, ring_capacity, ring_count, Drain};
 use crate::hooks::inject::Injector;
@@ -287,8 +287,11 @@ impl Tracer<'_> {
             return Ok(());
         }
         let full = Shape::full(ring_count(), ring_capacity());
-        let limit = read_address_space_soft_limit(pid).unwrap_or(None);
-        let shape = shape_within(full, limit).map_err(Error::Internal)?;
+        let limits = Limits {
+            address_space: read_address_space_soft_limit(pid).unwrap_or(None),
+            file_size: own_file_size_limit(),
+        };
+        let shape = shape_within(full, limits).map_err(Error::Internal)?;
         let bytes = shape.bytes();
         let scratch = self.process(pid)?.scratch.as_ref().map(|page| page.base);
         if scratch.is_some_and(|page| new_mappings_are_locked(pid, page)) {
@@ -497,7 +500,6 @@ impl Tracer<'_> {
             .map(|hooks| hooks.sites.clone())
             .unwrap_or_default();
         let hooked = !sites.is_empty() || process.hooks_taken_out.is_some();
-        let store_bytes = process.hooks.as_ref().map(|hooks| hooks.shape.store_bytes);
         sites.extend(process.breakpoints.iter().map(|breakpoint| ProbeSite {
             function: breakpoint.kind.name().to_string(),
             address: breakpoint.address,
@@ -522,8 +524,13 @@ impl Tracer<'_> {
         }
         if let Some(costs) = finished.stacks {
             self.send(pid, pid, EventKind::HookStacks(costs));
-            if let Some(store_bytes) = store_bytes.filter(|_| costs.lost > 0) {
+            if costs.lost > 0 {
+                let store_bytes = finished.store_region_bytes;
                 self.warn(pid, lost_stacks_warning(costs.lost, store_bytes));
+            }
+            if finished.tables_full {
+                let table_bytes = finished.table_region_bytes;
+                self.warn(pid, full_tables_warning(table_bytes));
             }
         }
         self.send(pid, pid, EventKind::HookCalls(finished.calls));
@@ -627,19 +634,6 @@ impl Tracer<'_> {
 
 /// Whether the mapping at `page` (memsup's scratch page, mapped last) is locked: then so is
 /// every mapping `pid` makes from now on (mlockall's `MCL_FUTURE`).
-/// What `lost` walks that did not fit in a stack store of `store_bytes` left out.
-fn lost_stacks_warning(lost: u64, store_bytes: u64) -> String {
-    let shrunk = match store_bytes < crate::hooks::layout::stacks::STORE_BYTES {
-        true => " (its share of the address-space limit, RLIMIT_AS)",
-        false => "",
-    };
-    let walks = if lost == 1 { "walk" } else { "walks" };
-    format!(
-        "{lost} stack {walks} by the hooks did not fit in their {} MiB store{shrunk}: those calls are recorded with their caller only",
-        store_bytes >> 20
-    )
-}
-
 fn new_mappings_are_locked(pid: i32, page: u64) -> bool {
     let mut text = Vec::new();
     crate::proc::smaps::read_into(&format!("/proc/{pid}/smaps"), &mut text).is_ok()
@@ -671,9 +665,36 @@ pub(super) fn switch_hooks_off(drain: Option<&Drain>, memory: &mut dyn TraceeMem
     }
 }
 
+/// Why a region of `bytes` whose full size is `full` is smaller: the limits' share.
+fn shrunk_by_limits(bytes: u64, full: u64) -> &'static str {
+    match bytes < full {
+        true => " (the area's share of the resource limits)",
+        false => "",
+    }
+}
+
+/// What `lost` walks that did not fit in a stack store of `store_bytes` left out.
+fn lost_stacks_warning(lost: u64, store_bytes: u64) -> String {
+    let shrunk = shrunk_by_limits(store_bytes, crate::hooks::layout::stacks::STORE_BYTES);
+    let walks = if lost == 1 { "walk" } else { "walks" };
+    format!(
+        "{lost} stack {walks} by the hooks did not fit in their {} MiB store{shrunk}: those calls are recorded with their caller only",
+        store_bytes >> 20
+    )
+}
+
+/// What a table region of `table_bytes` that filled up left out.
+fn full_tables_warning(table_bytes: u64) -> String {
+    let shrunk = shrunk_by_limits(table_bytes, crate::hooks::layout::stacks::TABLE_BYTES);
+    format!(
+        "the hooks' {} MiB for unwind tables and thread lists filled up{shrunk}: from then on, stacks through modules loaded later end there, and calls on threads started later are recorded with their caller only",
+        table_bytes >> 20
+    )
+}
+
 #[cfg(test)]
 mod tests {
-    use super::lost_stacks_warning;
+    use super::{full_tables_warning, lost_stacks_warning};
 
     #[test]
     fn the_lost_stacks_warning_says_whether_the_limit_shrank_the_store() {
@@ -683,7 +704,11 @@ mod tests {
         );
         assert_eq!(
             lost_stacks_warning(1, 18 << 20),
-            "1 stack walk by the hooks did not fit in their 18 MiB store (its share of the address-space limit, RLIMIT_AS): those calls are recorded with their caller only"
+            "1 stack walk by the hooks did not fit in their 18 MiB store (the area's share of the resource limits): those calls are recorded with their caller only"
+        );
+        assert_eq!(
+            full_tables_warning(18 << 20),
+            "the hooks' 18 MiB for unwind tables and thread lists filled up (the area's share of the resource limits): from then on, stacks through modules loaded later end there, and calls on threads started later are recorded with their caller only"
         );
     }
 }

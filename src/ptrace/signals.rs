@@ -17,6 +17,11 @@ pub const HANDLED_BY_MEMSUP: [i32; 7] = [
     libc::SIGUSR2,
 ];
 
+/// Signals memsup ignores: SIGXFSZ, so that a profile growing past memsup's own file-size
+/// limit (RLIMIT_FSIZE) fails its write (EFBIG) instead of killing memsup, and with it a
+/// launched program. The launched program gets them back as memsup inherited them.
+const IGNORED_BY_MEMSUP: [i32; 1] = [libc::SIGXFSZ];
+
 /// Signals that end an attach recording (bit N-1 for signal N).
 const ENDING: u64 = 1 << (libc::SIGINT - 1)
     | 1 << (libc::SIGTERM - 1)
@@ -54,7 +59,7 @@ fn install_handlers() {
     // SAFETY: gettid has no memory effects.
     let tracer_thread = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
     TRACER_THREAD.store(tracer_thread, Ordering::SeqCst);
-    for signal in HANDLED_BY_MEMSUP {
+    for signal in HANDLED_BY_MEMSUP.into_iter().chain(IGNORED_BY_MEMSUP) {
         // SAFETY: queries the current disposition into a local.
         let ignored = unsafe {
             let mut current: libc::sigaction = std::mem::zeroed();
@@ -74,6 +79,10 @@ fn install_handlers() {
             action.sa_flags = 0; // no SA_RESTART: waitpid returns EINTR
             libc::sigaction(signal, &action, std::ptr::null_mut());
         }
+    }
+    for signal in IGNORED_BY_MEMSUP {
+        // SAFETY: changes this process's disposition of one signal.
+        unsafe { libc::signal(signal, libc::SIG_IGN) };
     }
 }
 
@@ -212,14 +221,14 @@ pub fn unblock_in_this_thread() {
 }
 
 /// In a forked child before exec: gives back the dispositions memsup changed. memsup's own
-/// signals return to what memsup inherited; SIGPIPE, ignored by the Rust runtime before
+/// signals (handled or ignored) return to what memsup inherited; SIGPIPE, ignored by the Rust runtime before
 /// `main`, returns to its default as `std::process::Command` does. Only raw system calls.
 ///
 /// # Safety
 /// Call only in the child between fork and exec.
 pub unsafe fn restore_inherited_dispositions() {
     let ignored = ORIGINALLY_IGNORED.load(Ordering::SeqCst);
-    for signal in HANDLED_BY_MEMSUP {
+    for signal in HANDLED_BY_MEMSUP.into_iter().chain(IGNORED_BY_MEMSUP) {
         let disposition = if ignored & (1 << (signal - 1)) != 0 {
             libc::SIG_IGN
         } else {

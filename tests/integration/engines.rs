@@ -7,6 +7,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::alloc_script::{alloc_script_expectation, ALLOC_SCRIPT_STDOUT};
+use crate::common::engine::least_area_mib;
 use crate::common::report::processes;
 use crate::common::*;
 
@@ -164,14 +165,6 @@ fn the_alloc_script_under_hooks_has_its_known_numbers() {
 /// Under 100 MiB of address space the smallest hook area (a sixteenth of the limit at most:
 /// fixtures/address_space.c) does not fit, while the program itself needs a few MiB.
 const ADDRESS_SPACE_LIMIT: &str = "--as=104857600";
-
-/// The smallest hook area on this machine, in MiB as memsup's reasons give it.
-fn least_area_mib() -> u64 {
-    use memsup::hooks::budget::LEAST_REGION_BYTES;
-    use memsup::hooks::drain::{ring_capacity, ring_count};
-    let full = memsup::hooks::layout::Shape::full(ring_count(), ring_capacity());
-    (full.fixed_bytes() + 2 * LEAST_REGION_BYTES).div_ceil(1 << 20)
-}
 
 #[test]
 fn a_program_whose_address_space_has_no_room_for_hooks_is_recorded_by_int3_and_says_why() {

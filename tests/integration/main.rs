@@ -4,7 +4,6 @@
 
 mod common;
 
-mod address_space;
 mod aligned;
 mod alloc_script;
 mod attach;
@@ -70,6 +69,7 @@ mod report_suppressions;
 mod report_words;
 mod residency;
 mod resident_reasons;
+mod resource_limits;
 mod scratch_page;
 mod seccomp_sandbox;
 mod signals;

@@ -21,6 +21,23 @@ pub fn suite_engine_is_hooks() -> bool {
     std::env::var("MEMSUP_ENGINE").map_or(true, |engine| engine != "int3")
 }
 
+/// The engine that records an image whose hooks could be placed, under this suite run.
+pub fn suite_engine() -> &'static str {
+    if suite_engine_is_hooks() {
+        "hooks"
+    } else {
+        "int3"
+    }
+}
+
+/// The smallest hook area on this machine, in MiB as memsup's reasons give it.
+pub fn least_area_mib() -> u64 {
+    use memsup::hooks::budget::LEAST_REGION_BYTES;
+    use memsup::hooks::drain::{ring_capacity, ring_count};
+    let full = memsup::hooks::layout::Shape::full(ring_count(), ring_capacity());
+    (full.fixed_bytes() + 2 * LEAST_REGION_BYTES).div_ceil(1 << 20)
+}
+
 /// The hook engine's side of `assert_probe_costs`: no allocator call stopped (no entry or
 /// return hit, no step), every call is one record read whole (nested ones included), none
 /// lost or torn; the stops left are the mapping calls' and the life cycle's. A record is
