@@ -60,6 +60,12 @@ pub fn locate(pid: i32, maps: &[MapEntry], modules: &ModuleStore) -> Result<Allo
     if let Some(other) = other_malloc(&loaded, &home.path, modules) {
         return Err(format!("malloc is {other}'s, not glibc's"));
     }
+    if !home.verified {
+        return Err(format!(
+            "{}: the file at that path is not the one the process mapped",
+            home.path
+        ));
+    }
     let file = modules.get(&home.path).map_err(|error| error.to_string())?;
     let bytes = file.bytes();
     // A static executable carries no version string: the sizes of its symbols tell.

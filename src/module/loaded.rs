@@ -1,5 +1,13 @@
 //! The modules a live process has loaded: the files it maps with at least one executable
 //! segment, from /proc/PID/maps.
+//!
+//! A path in maps names the file in the process's own root and mount namespace (a
+//! container, a chroot, a bind mount of its own), where memsup's same path may be another
+//! file; so may a file replaced since it was mapped. A module whose file at that path is not
+//! the mapped one (device and inode) is unverified: memsup places probes in it only where
+//! the code in memory is the file's.
+
+use std::os::unix::fs::MetadataExt;
 
 use std::collections::BTreeMap;
 
@@ -17,6 +25,8 @@ pub struct LoadedModule {
     pub end: u64,
     /// (start, file offset) of each mapping, for the load bias.
     pub mappings: Vec<(u64, u64)>,
+    /// Whether the file memsup reads at `path` is the mapped one (`is_mapped_file`).
+    pub verified: bool,
 }
 
 impl LoadedModule {
@@ -42,8 +52,18 @@ pub fn loaded_modules(maps: &[MapEntry]) -> Vec<LoadedModule> {
             start: entries.iter().map(|e| e.start).min().unwrap_or(0),
             end: entries.iter().map(|e| e.end).max().unwrap_or(0),
             mappings: entries.iter().map(|e| (e.start, e.offset)).collect(),
+            verified: is_mapped_file(path, entries[0].device, entries[0].inode),
         })
         .collect()
+}
+
+/// Whether the file at `path`, as memsup sees it, is the one a mapping of `device` and
+/// `inode` maps. A filesystem whose maps and stat disagree on devices (btrfs subvolumes)
+/// answers no: its modules are checked by their code instead.
+pub fn is_mapped_file(path: &str, device: (u32, u32), inode: u64) -> bool {
+    std::fs::metadata(path).is_ok_and(|metadata| {
+        metadata.ino() == inode && metadata.dev() == libc::makedev(device.0, device.1)
+    })
 }
 
 /// The loaded modules of process `pid` now.
@@ -76,15 +96,47 @@ mod tests {
                     start: 0x1000,
                     end: 0x6000,
                     mappings: vec![(0x1000, 0), (0x2000, 0x1000), (0x5000, 0x4000)],
+                    verified: false,
                 },
                 LoadedModule {
                     path: "/usr/lib/liby.so (deleted)".to_string(),
                     start: 0xb000,
                     end: 0xc000,
                     mappings: vec![(0xb000, 0)],
+                    verified: false,
                 },
             ]
         );
+    }
+
+    #[test]
+    fn a_module_is_verified_where_its_path_holds_the_mapped_file() {
+        // This process's own executable: mapped, and the file at its path.
+        let maps = read_maps(std::process::id() as i32).unwrap();
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let exe = exe.to_str().unwrap();
+        let own = loaded_modules(&maps);
+        let own = own
+            .iter()
+            .find(|module| module.path == exe)
+            .expect("the executable");
+        assert!(own.verified);
+        let entry = maps
+            .iter()
+            .find(|e| e.path.as_deref() == Some(exe))
+            .unwrap();
+        assert!(is_mapped_file(exe, entry.device, entry.inode));
+        assert!(!is_mapped_file(exe, entry.device, entry.inode + 1));
+        assert!(!is_mapped_file(
+            exe,
+            (entry.device.0, entry.device.1 + 1),
+            entry.inode
+        ));
+        assert!(!is_mapped_file(
+            "/nonexistent/libx.so",
+            entry.device,
+            entry.inode
+        ));
     }
 
     #[test]

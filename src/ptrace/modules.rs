@@ -299,6 +299,29 @@ impl Tracer<'_> {
         // One entry under several names (malloc, __libc_malloc) is one probe.
         candidates.sort_by_key(|c| c.address);
         candidates.dedup_by_key(|c| c.address);
+        if !module.verified {
+            let process = self.process(pid)?;
+            // A hook relocates from the whole function: all of it must be the file's.
+            let same = |address: u64, length: u64| {
+                let mut read = |at: u64, code: &mut [u8]| process.memory.read(at, code).is_ok();
+                let virtual_address = address.wrapping_sub(bias);
+                code_is_the_files(
+                    file.bytes(),
+                    elf,
+                    virtual_address,
+                    length,
+                    address,
+                    &mut read,
+                )
+            };
+            let before = candidates.len() + targets.len();
+            candidates.retain(|c| same(c.address, c.size.clamp(16, MOST_COMPARED)));
+            targets.retain(|(address, _)| same(*address, 16));
+            let refused = before - candidates.len() - targets.len();
+            if refused > 0 {
+                self.warn(pid, other_code_warning(&module.path, refused, before));
+            }
+        }
         let process = self
             .processes
             .get_mut(&pid)
@@ -344,5 +367,121 @@ impl Tracer<'_> {
             )?;
         }
         Ok(())
+    }
+}
+
+/// The most bytes of a function compared with its file's (`code_is_the_files`).
+const MOST_COMPARED: u64 = 1 << 16;
+
+/// Whether the code at `address` in the process (read by `read`) is the file's at ELF
+/// virtual address `virtual_address`: its first `length` bytes, or those up to its
+/// segment's end.
+fn code_is_the_files(
+    bytes: &[u8],
+    elf: &crate::symbols::elf::ElfFile,
+    virtual_address: u64,
+    length: u64,
+    address: u64,
+    read: &mut dyn FnMut(u64, &mut [u8]) -> bool,
+) -> bool {
+    let Some(segment) = elf.load_segments().iter().find(|segment| {
+        let end = segment.virtual_address.saturating_add(segment.file_size);
+        (segment.virtual_address..end).contains(&virtual_address)
+    }) else {
+        return false;
+    };
+    let into = virtual_address - segment.virtual_address;
+    let length = (segment.file_size - into).min(length) as usize;
+    let Some(start) = segment.offset.checked_add(into).map(|start| start as usize) else {
+        return false;
+    };
+    let Some(expected) = bytes.get(start..start.saturating_add(length)) else {
+        return false;
+    };
+    let mut code = vec![0; length];
+    read(address, &mut code) && code == expected
+}
+
+/// What memsup says of a module whose file it could not verify, `refused` of whose
+/// `sites` probe sites held other code than that file.
+fn other_code_warning(path: &str, refused: usize, sites: usize) -> String {
+    format!(
+        "{path}: {refused} of its {sites} probe sites hold other code than the file at that path, which is not the file the program mapped (another root or mount namespace, or a file replaced since): they are not probed"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::symbols::elf::ElfFile;
+
+    #[test]
+    fn a_site_is_probed_only_where_the_code_in_memory_is_the_file_s() {
+        let path = std::env::current_exe().unwrap();
+        let path = path.to_str().unwrap();
+        let bytes = std::fs::read(path).unwrap();
+        let elf = ElfFile::parse(path, &bytes).unwrap();
+        let main = elf
+            .find_functions(&["main"])
+            .pop()
+            .expect("the test's main");
+        let segment = elf
+            .load_segments()
+            .iter()
+            .find(|s| (s.virtual_address..s.virtual_address + s.file_size).contains(&main.address))
+            .unwrap();
+        let start = (segment.offset + main.address - segment.virtual_address) as usize;
+        let file_code = bytes[start..start + 16].to_vec();
+        let address = 0x5555_0000_0000 + main.address;
+        let mut asked = Vec::new();
+        let mut same_code = |at: u64, code: &mut [u8]| {
+            asked.push((at, code.len()));
+            code.copy_from_slice(&file_code);
+            true
+        };
+        assert!(code_is_the_files(
+            &bytes,
+            &elf,
+            main.address,
+            16,
+            address,
+            &mut same_code
+        ));
+        assert_eq!(asked, [(address, 16)]);
+        let mut other_code = |_: u64, code: &mut [u8]| {
+            code.copy_from_slice(&file_code);
+            code[3] ^= 1;
+            true
+        };
+        assert!(!code_is_the_files(
+            &bytes,
+            &elf,
+            main.address,
+            16,
+            address,
+            &mut other_code
+        ));
+        let mut unreadable = |_: u64, _: &mut [u8]| false;
+        assert!(!code_is_the_files(
+            &bytes,
+            &elf,
+            main.address,
+            16,
+            address,
+            &mut unreadable
+        ));
+        let mut never = |_: u64, _: &mut [u8]| -> bool { unreachable!("outside every segment") };
+        assert!(!code_is_the_files(
+            &bytes,
+            &elf,
+            u64::MAX - 8,
+            16,
+            address,
+            &mut never
+        ));
+        assert_eq!(
+            other_code_warning("/usr/lib/libx.so", 2, 9),
+            "/usr/lib/libx.so: 2 of its 9 probe sites hold other code than the file at that path, which is not the file the program mapped (another root or mount namespace, or a file replaced since): they are not probed"
+        );
     }
 }

@@ -5,6 +5,7 @@
 //! the call and be wiped after, and a memsup killed during the call leaves the thread
 //! running on through it rather than a `syscall` written over the thread's own code.
 
+use crate::module::loaded::is_mapped_file;
 use crate::module::ModuleStore;
 use crate::proc::maps::MapEntry;
 use crate::ptrace::stub::STUB_BYTES;
@@ -20,6 +21,10 @@ pub fn stub_room(maps: &[MapEntry], store: &ModuleStore) -> Option<u64> {
                 .path
                 .as_deref()
                 .filter(|path| path.starts_with('/'))?;
+            // Another file at that path (a container's) would place the stub over code.
+            if !is_mapped_file(path, mapping.device, mapping.inode) {
+                return None;
+            }
             let file = store.get(path).ok()?;
             let segments = file.elf().ok()?.load_segments();
             let room = unused_tail(mapping, segments);

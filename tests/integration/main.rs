@@ -45,6 +45,7 @@ mod memory_lock;
 mod merged_mappings;
 mod mid_prologue;
 mod module_reads;
+mod mount_namespace;
 mod mpi_both_ways;
 mod mpi_calls;
 mod mpi_components;
