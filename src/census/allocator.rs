@@ -62,7 +62,7 @@ pub fn locate(pid: i32, maps: &[MapEntry], modules: &ModuleStore) -> Result<Allo
     }
     if !home.verified {
         return Err(format!(
-            "{}: the file at that path is not the one the process mapped",
+            "{}: memsup cannot tell that the file at that path is the one the process mapped (another root or mount namespace, or a filesystem whose maps and stat disagree)",
             home.path
         ));
     }

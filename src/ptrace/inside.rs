@@ -31,7 +31,10 @@ pub(crate) struct InsideCheck {
 impl InsideCheck {
     pub(crate) fn for_process(pid: i32, store: &Arc<ModuleStore>) -> InsideCheck {
         let mut unwinder = Unwinder::with_module_store(Arc::clone(store));
-        for module in loaded::of_process(pid).unwrap_or_default() {
+        // A module whose file memsup could not verify gets no unwind rules: walks through it
+        // count as guessed, and the stack is then scanned whole.
+        let modules = loaded::of_process(pid).unwrap_or_default();
+        for module in modules.into_iter().filter(|module| module.verified) {
             let Ok(file) = store.get(&module.path) else {
                 continue;
             };

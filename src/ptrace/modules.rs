@@ -194,7 +194,16 @@ impl Tracer<'_> {
         };
         let size = self.modules.get(&module.path).ok().and_then(|file| {
             let elf = file.elf().ok()?;
-            elf.size_of_function_at(target.wrapping_sub(module.load_bias(elf)))
+            let virtual_address = target.wrapping_sub(module.load_bias(elf));
+            let size = elf.size_of_function_at(virtual_address)?;
+            // In a file memsup could not verify, the size holds only where the code is its.
+            let process = self.process(pid).ok()?;
+            let mut read = |at: u64, code: &mut [u8]| process.memory.read(at, code).is_ok();
+            let length = size.clamp(16, MOST_COMPARED);
+            let same = |read: &mut dyn FnMut(u64, &mut [u8]) -> bool| {
+                code_is_the_files(file.bytes(), elf, virtual_address, length, target, read)
+            };
+            (module.verified || same(&mut read)).then_some(size)
         });
         let Some(size) = size else {
             if let Some(process) = self.processes.get_mut(&pid) {
@@ -439,46 +448,20 @@ mod tests {
             code.copy_from_slice(&file_code);
             true
         };
-        assert!(code_is_the_files(
-            &bytes,
-            &elf,
-            main.address,
-            16,
-            address,
-            &mut same_code
-        ));
+        let compare = |virtual_address: u64, read: &mut dyn FnMut(u64, &mut [u8]) -> bool| {
+            code_is_the_files(&bytes, &elf, virtual_address, 16, address, read)
+        };
+        assert!(compare(main.address, &mut same_code));
         assert_eq!(asked, [(address, 16)]);
         let mut other_code = |_: u64, code: &mut [u8]| {
             code.copy_from_slice(&file_code);
             code[3] ^= 1;
             true
         };
-        assert!(!code_is_the_files(
-            &bytes,
-            &elf,
-            main.address,
-            16,
-            address,
-            &mut other_code
-        ));
-        let mut unreadable = |_: u64, _: &mut [u8]| false;
-        assert!(!code_is_the_files(
-            &bytes,
-            &elf,
-            main.address,
-            16,
-            address,
-            &mut unreadable
-        ));
+        assert!(!compare(main.address, &mut other_code));
+        assert!(!compare(main.address, &mut |_: u64, _: &mut [u8]| false));
         let mut never = |_: u64, _: &mut [u8]| -> bool { unreachable!("outside every segment") };
-        assert!(!code_is_the_files(
-            &bytes,
-            &elf,
-            u64::MAX - 8,
-            16,
-            address,
-            &mut never
-        ));
+        assert!(!compare(u64::MAX - 8, &mut never));
         assert_eq!(
             other_code_warning("/usr/lib/libx.so", 2, 9),
             "/usr/lib/libx.so: 2 of its 9 probe sites hold other code than the file at that path, which is not the file the program mapped (another root or mount namespace, or a file replaced since): they are not probed"

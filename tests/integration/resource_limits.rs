@@ -8,7 +8,8 @@
 //! - under a file-size limit (RLIMIT_FSIZE) the hook area's memfd is sized by memsup, not
 //!   by the program, which would get SIGXFSZ; the area keeps to memsup's own limit.
 
-use std::path::Path;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
@@ -45,15 +46,28 @@ fn native_run(limit: &str, fixture: &Path, blocks: u64) -> Output {
     native
 }
 
+/// `memsup run OPTIONS -o PROFILE -- PROGRAM`, memsup started by `memsup` (under a limit
+/// or not), the profile in `directory`: memsup's output and the profile's path.
+fn run_recording(
+    mut memsup: Command,
+    options: &[&str],
+    program: &[&OsStr],
+    directory: &Path,
+) -> (Output, PathBuf) {
+    let profile = directory.join("run.msup");
+    memsup.arg("run").args(options).arg("-o").arg(&profile);
+    memsup.arg("--").args(program);
+    (run_command(memsup, None), profile)
+}
+
 /// memsup under `limit` (as in a job script that set it) recording the fixture with
 /// `blocks`; it behaves as `native`. The report's JSON.
 fn record_under(limit: &str, fixture: &Path, blocks: u64, native: &Output) -> Value {
     let directory = tempfile::tempdir().expect("a temporary directory");
-    let profile = directory.path().join("run.msup");
-    let mut supervised = limited(limit, memsup_binary());
-    supervised.arg("run").arg("-o").arg(&profile).arg("--");
-    supervised.arg(fixture).arg(blocks.to_string());
-    let supervised = run_command(supervised, None);
+    let blocks = blocks.to_string();
+    let program = [fixture.as_os_str(), blocks.as_ref()];
+    let memsup = limited(limit, memsup_binary());
+    let (supervised, profile) = run_recording(memsup, &[], &program, directory.path());
     assert_same_behaviour(&supervised, native);
     report_json(&profile)
 }
@@ -95,11 +109,14 @@ fn a_program_under_a_small_file_size_limit_is_not_sent_sigxfsz() {
     for_each_variant("address_space", |_, fixture| {
         let native = native_run(limit, fixture, 10);
         let directory = tempfile::tempdir().expect("a temporary directory");
-        let profile = directory.path().join("run.msup");
-        let mut supervised = clean_command(memsup_binary());
-        supervised.arg("run").arg("-o").arg(&profile).arg("--");
-        supervised.args(["prlimit", limit]).arg(fixture).arg("10");
-        let supervised = run_command(supervised, None);
+        let program = [
+            "prlimit".as_ref(),
+            limit.as_ref(),
+            fixture.as_os_str(),
+            "10".as_ref(),
+        ];
+        let memsup = clean_command(memsup_binary());
+        let (supervised, profile) = run_recording(memsup, &[], &program, directory.path());
         assert_same_behaviour(&supervised, &native);
         let report = report_json(&profile);
         let image = process_image(&report, &file_name(fixture), "launch");
@@ -153,13 +170,10 @@ fn a_profile_that_outgrows_memsup_s_file_size_limit_ends_memsup_with_an_error_no
     for_each_variant("address_space", |_, fixture| {
         let native = native_run(limit, fixture, 10);
         let directory = tempfile::tempdir().expect("a temporary directory");
-        let profile = directory.path().join("run.msup");
-        let mut supervised = limited(limit, memsup_binary());
-        supervised
-            .args(["run", "-q", "--engine", "int3", "-o"])
-            .arg(&profile);
-        supervised.arg("--").arg(fixture).arg("10");
-        let supervised = run_command(supervised, None);
+        let program = [fixture.as_os_str(), "10".as_ref()];
+        let memsup = limited(limit, memsup_binary());
+        let options = ["-q", "--engine", "int3"];
+        let (supervised, profile) = run_recording(memsup, &options, &program, directory.path());
         // The program ran to its end as natively; memsup, whose writes failed (EFBIG, not
         // SIGXFSZ, which would have killed it and the program with it), says so and exits
         // with its output error.
