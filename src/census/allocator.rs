@@ -60,7 +60,7 @@ pub fn locate(pid: i32, maps: &[MapEntry], modules: &ModuleStore) -> Result<Allo
     if let Some(other) = other_malloc(&loaded, &home.path, modules) {
         return Err(format!("malloc is {other}'s, not glibc's"));
     }
-    if !home.verified {
+    if !home.is_verified() {
         return Err(format!(
             "{}: memsup cannot tell that the file at that path is the one the process mapped (another root or mount namespace, or a filesystem whose maps and stat disagree)",
             home.path

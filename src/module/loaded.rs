@@ -7,9 +7,8 @@
 //! the mapped one (device and inode) is unverified: memsup places probes in it only where
 //! the code in memory is the file's.
 
-use std::os::unix::fs::MetadataExt;
-
 use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
 
 use crate::error::{Error, Result};
 use crate::proc::maps::{read_maps, MapEntry};
@@ -25,14 +24,21 @@ pub struct LoadedModule {
     pub end: u64,
     /// (start, file offset) of each mapping, for the load bias.
     pub mappings: Vec<(u64, u64)>,
-    /// Whether the file memsup reads at `path` is the mapped one (`is_mapped_file`).
-    pub verified: bool,
+    /// The mapped file's device (major, minor) and inode, as maps gives them.
+    pub device: (u32, u32),
+    pub inode: u64,
 }
 
 impl LoadedModule {
     /// The load bias most of its mappings agree on (see `ElfFile::module_load_bias`).
     pub fn load_bias(&self, elf: &ElfFile) -> u64 {
         elf.module_load_bias(&self.mappings).unwrap_or(0)
+    }
+
+    /// Whether the file memsup reads at `path` is the mapped one (`is_mapped_file`): asked
+    /// only where it matters, as it costs a stat.
+    pub fn is_verified(&self) -> bool {
+        is_mapped_file(&self.path, self.device, self.inode)
     }
 }
 
@@ -52,7 +58,8 @@ pub fn loaded_modules(maps: &[MapEntry]) -> Vec<LoadedModule> {
             start: entries.iter().map(|e| e.start).min().unwrap_or(0),
             end: entries.iter().map(|e| e.end).max().unwrap_or(0),
             mappings: entries.iter().map(|e| (e.start, e.offset)).collect(),
-            verified: is_mapped_file(path, entries[0].device, entries[0].inode),
+            device: entries[0].device,
+            inode: entries[0].inode,
         })
         .collect()
 }
@@ -96,14 +103,16 @@ mod tests {
                     start: 0x1000,
                     end: 0x6000,
                     mappings: vec![(0x1000, 0), (0x2000, 0x1000), (0x5000, 0x4000)],
-                    verified: false,
+                    device: (8, 1),
+                    inode: 10,
                 },
                 LoadedModule {
                     path: "/usr/lib/liby.so (deleted)".to_string(),
                     start: 0xb000,
                     end: 0xc000,
                     mappings: vec![(0xb000, 0)],
-                    verified: false,
+                    device: (8, 1),
+                    inode: 12,
                 },
             ]
         );
@@ -120,6 +129,16 @@ mod tests {
         assert!(!is_mapped_file(exe, device, inode + 1));
         assert!(!is_mapped_file(exe, (device.0, device.1 + 1), inode));
         assert!(!is_mapped_file("/nonexistent/libx.so", device, inode));
+        let module = |inode: u64| LoadedModule {
+            path: exe.to_string(),
+            start: 0,
+            end: 0,
+            mappings: Vec::new(),
+            device,
+            inode,
+        };
+        assert!(module(inode).is_verified());
+        assert!(!module(inode + 1).is_verified());
     }
 
     #[test]

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use crate::module::loaded;
+use crate::module::loaded::{self, LoadedModule};
 use crate::module::ModuleStore;
 use crate::proc::maps::read_maps;
 use crate::ptrace::memory::RemoteMemory;
@@ -34,7 +34,7 @@ impl InsideCheck {
         // A module whose file memsup could not verify gets no unwind rules: walks through it
         // count as guessed, and the stack is then scanned whole.
         let modules = loaded::of_process(pid).unwrap_or_default();
-        for module in modules.into_iter().filter(|module| module.verified) {
+        for module in modules.into_iter().filter(LoadedModule::is_verified) {
             let Ok(file) = store.get(&module.path) else {
                 continue;
             };

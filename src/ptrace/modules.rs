@@ -6,6 +6,7 @@ use crate::breakpoints::table::ProbeKind;
 use crate::error::{Error, Result};
 use crate::events::EventKind;
 use crate::module::loaded::{self, LoadedModule};
+use crate::module::ModuleFile;
 use crate::platform::allocators::{ALLOCATOR_SYMBOLS, MAPPING_SYMBOLS};
 use crate::platform::libraries::{LibraryKind, RENDEZVOUS_SYMBOL};
 use crate::proc::auxv::{read_auxv_value, AT_BASE};
@@ -194,16 +195,13 @@ impl Tracer<'_> {
         };
         let size = self.modules.get(&module.path).ok().and_then(|file| {
             let elf = file.elf().ok()?;
-            let virtual_address = target.wrapping_sub(module.load_bias(elf));
-            let size = elf.size_of_function_at(virtual_address)?;
+            let bias = module.load_bias(elf);
+            let size = elf.size_of_function_at(target.wrapping_sub(bias))?;
             // In a file memsup could not verify, the size holds only where the code is its.
-            let process = self.process(pid).ok()?;
-            let mut read = |at: u64, code: &mut [u8]| process.memory.read(at, code).is_ok();
             let length = size.clamp(16, MOST_COMPARED);
-            let same = |read: &mut dyn FnMut(u64, &mut [u8]) -> bool| {
-                code_is_the_files(file.bytes(), elf, virtual_address, length, target, read)
-            };
-            (module.verified || same(&mut read)).then_some(size)
+            let trusted =
+                module.is_verified() || self.holds_files_code(pid, &file, bias, target, length);
+            trusted.then_some(size)
         });
         let Some(size) = size else {
             if let Some(process) = self.processes.get_mut(&pid) {
@@ -308,20 +306,10 @@ impl Tracer<'_> {
         // One entry under several names (malloc, __libc_malloc) is one probe.
         candidates.sort_by_key(|c| c.address);
         candidates.dedup_by_key(|c| c.address);
-        if !module.verified {
-            let process = self.process(pid)?;
+        if !module.is_verified() {
             // A hook relocates from the whole function: all of it must be the file's.
             let same = |address: u64, length: u64| {
-                let mut read = |at: u64, code: &mut [u8]| process.memory.read(at, code).is_ok();
-                let virtual_address = address.wrapping_sub(bias);
-                code_is_the_files(
-                    file.bytes(),
-                    elf,
-                    virtual_address,
-                    length,
-                    address,
-                    &mut read,
-                )
+                self.holds_files_code(pid, &file, bias, address, length)
             };
             let before = candidates.len() + targets.len();
             candidates.retain(|c| same(c.address, c.size.clamp(16, MOST_COMPARED)));
@@ -376,6 +364,33 @@ impl Tracer<'_> {
             )?;
         }
         Ok(())
+    }
+}
+
+impl Tracer<'_> {
+    /// Whether `length` bytes at `address` in `pid` are `file`'s code there (loaded at
+    /// `bias`): what a module memsup could not verify must show before it is probed.
+    fn holds_files_code(
+        &self,
+        pid: i32,
+        file: &ModuleFile,
+        bias: u64,
+        address: u64,
+        length: u64,
+    ) -> bool {
+        let (Ok(process), Ok(elf)) = (self.process(pid), file.elf()) else {
+            return false;
+        };
+        let mut read = |at: u64, code: &mut [u8]| process.memory.read(at, code).is_ok();
+        let virtual_address = address.wrapping_sub(bias);
+        code_is_the_files(
+            file.bytes(),
+            elf,
+            virtual_address,
+            length,
+            address,
+            &mut read,
+        )
     }
 }
 
