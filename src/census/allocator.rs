@@ -57,16 +57,19 @@ pub fn locate(pid: i32, maps: &[MapEntry], modules: &ModuleStore) -> Result<Allo
             .find(|module| module.path == exe)
             .ok_or("the program's file is not mapped")?,
     };
-    if let Some(other) = other_malloc(&loaded, &home.path, modules) {
+    if let Some(other) = other_malloc(pid, &loaded, &home.path, modules) {
         return Err(format!("malloc is {other}'s, not glibc's"));
     }
-    if !home.is_verified() {
+    let found = modules
+        .of_process(pid, &home.path, home.inode)
+        .map_err(|error| error.to_string())?;
+    if !found.verified {
         return Err(format!(
-            "{}: memsup cannot tell that the file at that path is the one the process mapped (another root or mount namespace, or a filesystem whose maps and stat disagree)",
+            "{}: memsup cannot tell that the file at that path is the one the process mapped (a file replaced since, or a filesystem whose maps and stat disagree)",
             home.path
         ));
     }
-    let file = modules.get(&home.path).map_err(|error| error.to_string())?;
+    let file = found.file;
     let bytes = file.bytes();
     // A static executable carries no version string: the sizes of its symbols tell.
     if libc.is_some() {
@@ -133,6 +136,7 @@ fn is_libc(path: &str) -> bool {
 /// A loaded library other than libc and the dynamic loader that defines `malloc`
 /// (jemalloc, tcmalloc, mimalloc...): it serves the program's calls instead of glibc.
 fn other_malloc(
+    pid: i32,
     loaded: &[crate::module::loaded::LoadedModule],
     home: &str,
     modules: &ModuleStore,
@@ -141,8 +145,11 @@ fn other_malloc(
         .iter()
         .filter(|module| module.path != home && !module.path.contains("/ld-linux"))
         .find(|module| {
-            modules.get(&module.path).ok().is_some_and(|file| {
-                file.elf()
+            let found = modules.of_process(pid, &module.path, module.inode);
+            found.is_ok_and(|found| {
+                found
+                    .file
+                    .elf()
                     .is_ok_and(|elf| !elf.find_functions(&["malloc"]).is_empty())
             })
         })

@@ -17,6 +17,7 @@ pub use sink::{monotonic_ns, CopiesInFlight, EventBatch, EventSink};
 pub use stack::{CopyWindows, RawStack, StackCopy};
 pub use watched::{RequestedHigh, Watched};
 
+use crate::module::MappedInode;
 use crate::trace::format::{
     AllocFunction, Engine, ExitKind, HookCallCosts, HookCounters, HookStackCosts, MapCall,
     MappingResidency, ProbeCounters, ProbeSite, ProcessRole, SamplerCosts, SnapshotReason,
@@ -55,6 +56,8 @@ pub enum EventKind {
     /// A file mapped into the process image.
     Module {
         path: String,
+        /// The file mapped: with the path, what finds it in the module store.
+        inode: MappedInode,
         start: u64,
         end: u64,
         bias: u64,

@@ -38,7 +38,7 @@ extern "C" {
 
 /// The module files this process maps, with their load biases.
 fn mapped_files(store: &ModuleStore, pid: i32) -> Vec<MappedFile> {
-    MappedFile::of_modules(store, &of_process(pid).unwrap())
+    MappedFile::of_modules(store, pid, &of_process(pid).unwrap())
 }
 
 /// Hooks with the walker switched on, this process's tables and this thread's stack.

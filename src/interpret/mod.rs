@@ -328,7 +328,7 @@ impl Interpreter {
         if let Some(image) = self.images.get(&pid) {
             for node in &self.new_nodes {
                 if let Some(&Some(module)) = image.addresses.get(&node.address) {
-                    self.preloader.request(&image.modules[module].0);
+                    self.preloader.request(&image.modules[module]);
                 }
             }
         }
@@ -355,6 +355,7 @@ impl Interpreter {
             }
             EventKind::Module {
                 path,
+                inode,
                 start,
                 end,
                 bias,
@@ -362,8 +363,14 @@ impl Interpreter {
                 let files = &self.files;
                 let image = self.images.entry(pid).or_insert_with(|| Image::new(files));
                 // A file the unwinder cannot read is walked through by frame pointers only.
-                let _ = image.unwinder.add_module(path, *start, *end, *bias);
-                image.modules.push((path.clone(), *start, *end, *bias));
+                let _ = image.unwinder.add_module(path, *inode, *start, *end, *bias);
+                image.modules.push(ModuleRange {
+                    path: path.clone(),
+                    inode: *inode,
+                    start: *start,
+                    end: *end,
+                    bias: *bias,
+                });
             }
             EventKind::KnownStack { id, frames } => {
                 let files = &self.files;

@@ -204,6 +204,7 @@ fn process_record(time_ns: u64, pid: u32, tid: u32, kind: EventKind) -> Result<R
         },
         EventKind::Module {
             path,
+            inode: _,
             start,
             end,
             bias,

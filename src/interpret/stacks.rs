@@ -9,13 +9,26 @@ use super::symbolize::SignalFrames;
 use crate::events::heap::IntegerMap;
 use crate::events::stack::INTERRUPTED_MARK;
 use crate::events::{CopyWindows, RawStack, StackCopy};
-use crate::module::ModuleStore;
+use crate::module::{MappedInode, ModuleStore};
 use crate::trace::format::{UnwindCosts, TRUNCATED_FRAME};
 use crate::trace::stacks::{StackId, StackInterner, StackNode};
 use crate::unwind::{Stack, Unwinder};
 
-/// A module of a process image: (path, start, end, bias).
-pub type ModuleRange = (String, u64, u64, u64);
+/// A module of a process image: its path, the file mapped there, where, and its load bias.
+#[derive(Debug, Clone)]
+pub struct ModuleRange {
+    pub path: String,
+    pub inode: MappedInode,
+    pub start: u64,
+    pub end: u64,
+    pub bias: u64,
+}
+
+impl ModuleRange {
+    pub fn holds(&self, address: u64) -> bool {
+        (self.start..self.end).contains(&address)
+    }
+}
 
 /// What the interpret stage keeps per process image.
 pub struct Image {
@@ -64,7 +77,7 @@ impl Image {
             let module = self
                 .modules
                 .iter()
-                .rposition(|(_, start, end, _)| (*start..*end).contains(&node.address));
+                .rposition(|module| module.holds(node.address));
             self.addresses.entry(node.address).or_insert(module);
         }
         id

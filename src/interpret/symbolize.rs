@@ -1,14 +1,14 @@
 //! Symbols of every address in a process image's stacks, resolved once when the image ends
 //! and written into the profile, so that reports need neither the binaries nor this machine.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use crossbeam_channel::Sender;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use super::stacks::ModuleRange;
-use crate::module::ModuleStore;
+use crate::module::{MappedInode, ModuleStore};
 use crate::symbols::{SymbolFrame, Symbolizer};
 use crate::trace::format::{Record, SourceFrame, TRUNCATED_FRAME};
 
@@ -78,15 +78,12 @@ impl ImageSymbolizer {
             // Without a module recorded with the address, the newest module there wins: an
             // older one was unmapped (dlclose).
             let recorded = module.and_then(|index| modules.get(index));
-            let Some((path, _, _, bias)) = recorded.or_else(|| {
-                modules
-                    .iter()
-                    .rev()
-                    .find(|(_, start, end, _)| (*start..*end).contains(&address))
-            }) else {
+            let Some(module) = recorded.or_else(|| modules.iter().rev().find(|m| m.holds(address)))
+            else {
                 continue;
             };
-            let file_address = address.wrapping_sub(*bias);
+            let (path, inode) = (&module.path, module.inode);
+            let file_address = address.wrapping_sub(module.bias);
             let trampoline = signal.trampolines.contains(&address);
             let exact = trampoline || signal.interrupted.contains(&address);
             // Return addresses may sit just past a call to a noreturn function: look up the
@@ -98,13 +95,15 @@ impl ImageSymbolizer {
             };
             let (mut function, offset) = match self
                 .symbolizer
-                .elf(path)
+                .mapped_elf(path, inode)
                 .and_then(|elf| elf.symbolize(lookup))
             {
                 Some((name, offset)) => (name, offset + file_address - lookup),
                 None => (String::new(), 0),
             };
-            let mut frames = self.symbolizer.symbolize(path, file_address, !exact);
+            let mut frames = self
+                .symbolizer
+                .symbolize_mapped(path, inode, file_address, !exact);
             if trampoline {
                 if function.is_empty() {
                     function = SIGNAL_TRAMPOLINE.to_string();
@@ -140,41 +139,42 @@ impl ImageSymbolizer {
 /// module file parses it once, whoever asks first; a later asker waits for that.
 pub struct DebugPreloader {
     modules: Arc<ModuleStore>,
-    requested: HashSet<String>,
+    requested: HashMap<String, HashSet<MappedInode>>,
     /// The loading thread, started at the first request.
-    sender: Option<Sender<String>>,
+    sender: Option<Sender<(String, MappedInode)>>,
 }
 
 impl DebugPreloader {
     pub fn new(modules: Arc<ModuleStore>) -> DebugPreloader {
         DebugPreloader {
             modules,
-            requested: HashSet::new(),
+            requested: HashMap::new(),
             sender: None,
         }
     }
 
-    /// Loads `path`'s debug information in the background, once.
-    pub fn request(&mut self, path: &str) {
-        if self.requested.contains(path) {
+    /// Loads the debug information of `module`'s file in the background, once.
+    pub fn request(&mut self, module: &ModuleRange) {
+        let requested = self.requested.get(&module.path);
+        if requested.is_some_and(|inodes| inodes.contains(&module.inode)) {
             return;
         }
-        self.requested.insert(path.to_string());
+        (self.requested.entry(module.path.clone()).or_default()).insert(module.inode);
         let modules = &self.modules;
         let sender = self.sender.get_or_insert_with(|| spawn_loader(modules));
         // Without the thread the symbolising loads it itself.
-        let _ = sender.send(path.to_string());
+        let _ = sender.send((module.path.clone(), module.inode));
     }
 }
 
-fn spawn_loader(modules: &Arc<ModuleStore>) -> Sender<String> {
-    let (sender, paths) = crossbeam_channel::unbounded::<String>();
+fn spawn_loader(modules: &Arc<ModuleStore>) -> Sender<(String, MappedInode)> {
+    let (sender, files) = crossbeam_channel::unbounded::<(String, MappedInode)>();
     let modules = Arc::clone(modules);
     let _ = std::thread::Builder::new()
         .name("memsup-debuginfo".into())
         .spawn(move || {
-            for path in paths {
-                if let Ok(file) = modules.get(&path) {
+            for (path, inode) in files {
+                if let Ok(file) = modules.get_mapped(&path, inode) {
                     file.debug_info(modules.debug_files());
                 }
             }
@@ -205,7 +205,13 @@ mod tests {
     const BIAS: u64 = 0x7f00_0000_0000;
 
     fn symbolize(addresses: &[u64], signal: &SignalFrames) -> Vec<(String, u64, Vec<String>)> {
-        let modules = [(LIBC.to_string(), BIAS, BIAS + (64 << 20), BIAS)];
+        let modules = [ModuleRange {
+            path: LIBC.to_string(),
+            inode: MappedInode::default(),
+            start: BIAS,
+            end: BIAS + (64 << 20),
+            bias: BIAS,
+        }];
         let bars = MultiProgress::with_draw_target(ProgressDrawTarget::hidden());
         let addresses = addresses.iter().map(|&a| (a, Some(0))).collect();
         ImageSymbolizer::new(bars, Arc::new(ModuleStore::new()))

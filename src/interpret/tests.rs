@@ -7,6 +7,7 @@ use indicatif::ProgressDrawTarget;
 use super::stacks::{report_short_copy, unwind};
 use super::*;
 use crate::events::{StackCopy, StatusCounters};
+use crate::module::MappedInode;
 use crate::symbols::elf::ElfFile;
 use crate::trace::format::{AllocFunction, ExitKind, StartCause, TRUNCATED_FRAME};
 use crate::unwind::{Stack, StackSnapshot, Unwinder};
@@ -65,6 +66,7 @@ fn exit() -> EventKind {
 fn module(path: &str, start: u64) -> EventKind {
     EventKind::Module {
         path: path.to_string(),
+        inode: MappedInode::default(),
         start,
         end: start + (4 << 20),
         bias: start,
@@ -408,8 +410,15 @@ fn a_walk_from_outside_every_module_is_truncated_and_not_reported() {
 fn a_module_in_the_stacks_has_its_debug_information_loaded_in_the_background() {
     let store = Arc::new(ModuleStore::new());
     let mut preloader = symbolize::DebugPreloader::new(Arc::clone(&store));
-    preloader.request(LIBC);
-    preloader.request(LIBC);
+    let libc = ModuleRange {
+        path: LIBC.to_string(),
+        inode: MappedInode::default(),
+        start: 0,
+        end: 0,
+        bias: 0,
+    };
+    preloader.request(&libc);
+    preloader.request(&libc);
     let file = store.get(LIBC).unwrap();
     let deadline = Instant::now() + std::time::Duration::from_secs(20);
     while !file.has_debug_info() && Instant::now() < deadline {

@@ -6,6 +6,7 @@ use std::os::unix::fs::MetadataExt;
 use std::sync::{Arc, OnceLock};
 
 use super::debug::DebugInfo;
+use super::loaded::MappedInode;
 use crate::error::{Error, Result};
 use crate::symbols::debug_files::DebugFileLocator;
 use crate::symbols::elf::ElfFile;
@@ -30,6 +31,11 @@ impl FileIdentity {
             modified_ns: i128::from(metadata.mtime()) * 1_000_000_000
                 + i128::from(metadata.mtime_nsec()),
         }
+    }
+
+    /// Whether this is the file a mapping maps.
+    pub fn is(&self, mapped: MappedInode) -> bool {
+        mapped.is(self.device, self.inode)
     }
 }
 

@@ -3,9 +3,10 @@
 //!
 //! A path in maps names the file in the process's own root and mount namespace (a
 //! container, a chroot, a bind mount of its own), where memsup's same path may be another
-//! file; so may a file replaced since it was mapped. A module whose file at that path is not
-//! the mapped one (device and inode) is unverified: memsup places probes in it only where
-//! the code in memory is the file's.
+//! file; so may a file replaced since it was mapped. Such a module is read through the
+//! process's root (`ModuleStore::of_process`); one whose file is the mapped one (device and
+//! inode) in neither place is unverified: memsup places probes in it only where the code in
+//! memory is the file's.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
@@ -24,21 +25,38 @@ pub struct LoadedModule {
     pub end: u64,
     /// (start, file offset) of each mapping, for the load bias.
     pub mappings: Vec<(u64, u64)>,
-    /// The mapped file's device (major, minor) and inode, as maps gives them.
+    /// The mapped file, as maps gives it.
+    pub inode: MappedInode,
+}
+
+/// The file a mapping maps: its device (major, minor) and inode, as maps gives them. With
+/// the path, what tells a container's libc from the host's at the same path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct MappedInode {
     pub device: (u32, u32),
     pub inode: u64,
+}
+
+impl MappedInode {
+    pub fn of(entry: &MapEntry) -> MappedInode {
+        MappedInode {
+            device: entry.device,
+            inode: entry.inode,
+        }
+    }
+
+    /// Whether stat's `device` and `inode` are this file's. A filesystem whose maps and stat
+    /// disagree on devices (btrfs subvolumes) answers no: its modules are checked by their
+    /// code instead.
+    pub fn is(&self, device: u64, inode: u64) -> bool {
+        inode == self.inode && device == libc::makedev(self.device.0, self.device.1)
+    }
 }
 
 impl LoadedModule {
     /// The load bias most of its mappings agree on (see `ElfFile::module_load_bias`).
     pub fn load_bias(&self, elf: &ElfFile) -> u64 {
         elf.module_load_bias(&self.mappings).unwrap_or(0)
-    }
-
-    /// Whether the file memsup reads at `path` is the mapped one (`is_mapped_file`): asked
-    /// only where it matters, as it costs a stat.
-    pub fn is_verified(&self) -> bool {
-        is_mapped_file(&self.path, self.device, self.inode)
     }
 }
 
@@ -58,19 +76,14 @@ pub fn loaded_modules(maps: &[MapEntry]) -> Vec<LoadedModule> {
             start: entries.iter().map(|e| e.start).min().unwrap_or(0),
             end: entries.iter().map(|e| e.end).max().unwrap_or(0),
             mappings: entries.iter().map(|e| (e.start, e.offset)).collect(),
-            device: entries[0].device,
-            inode: entries[0].inode,
+            inode: MappedInode::of(entries[0]),
         })
         .collect()
 }
 
-/// Whether the file at `path`, as memsup sees it, is the one a mapping of `device` and
-/// `inode` maps. A filesystem whose maps and stat disagree on devices (btrfs subvolumes)
-/// answers no: its modules are checked by their code instead.
-pub fn is_mapped_file(path: &str, device: (u32, u32), inode: u64) -> bool {
-    std::fs::metadata(path).is_ok_and(|metadata| {
-        metadata.ino() == inode && metadata.dev() == libc::makedev(device.0, device.1)
-    })
+/// Whether the file at `path`, as memsup sees it, is `mapped`.
+pub fn is_mapped_file(path: &str, mapped: MappedInode) -> bool {
+    std::fs::metadata(path).is_ok_and(|metadata| mapped.is(metadata.dev(), metadata.ino()))
 }
 
 /// The loaded modules of process `pid` now.
@@ -103,16 +116,20 @@ mod tests {
                     start: 0x1000,
                     end: 0x6000,
                     mappings: vec![(0x1000, 0), (0x2000, 0x1000), (0x5000, 0x4000)],
-                    device: (8, 1),
-                    inode: 10,
+                    inode: MappedInode {
+                        device: (8, 1),
+                        inode: 10,
+                    },
                 },
                 LoadedModule {
                     path: "/usr/lib/liby.so (deleted)".to_string(),
                     start: 0xb000,
                     end: 0xc000,
                     mappings: vec![(0xb000, 0)],
-                    device: (8, 1),
-                    inode: 12,
+                    inode: MappedInode {
+                        device: (8, 1),
+                        inode: 12,
+                    },
                 },
             ]
         );
@@ -125,20 +142,17 @@ mod tests {
         let metadata = std::fs::metadata(exe).unwrap();
         let device = (libc::major(metadata.dev()), libc::minor(metadata.dev()));
         let inode = metadata.ino();
-        assert!(is_mapped_file(exe, device, inode));
-        assert!(!is_mapped_file(exe, device, inode + 1));
-        assert!(!is_mapped_file(exe, (device.0, device.1 + 1), inode));
-        assert!(!is_mapped_file("/nonexistent/libx.so", device, inode));
-        let module = |inode: u64| LoadedModule {
-            path: exe.to_string(),
-            start: 0,
-            end: 0,
-            mappings: Vec::new(),
-            device,
-            inode,
-        };
-        assert!(module(inode).is_verified());
-        assert!(!module(inode + 1).is_verified());
+        let mapped = |device: (u32, u32), inode: u64| MappedInode { device, inode };
+        assert!(is_mapped_file(exe, mapped(device, inode)));
+        assert!(!is_mapped_file(exe, mapped(device, inode + 1)));
+        assert!(!is_mapped_file(
+            exe,
+            mapped((device.0, device.1 + 1), inode)
+        ));
+        assert!(!is_mapped_file(
+            "/nonexistent/libx.so",
+            mapped(device, inode)
+        ));
     }
 
     #[test]

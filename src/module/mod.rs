@@ -8,6 +8,11 @@
 //! it would kill memsup with SIGBUS. A file is known by its path and its identity (device,
 //! inode, size, modification time), so one replaced on disk during the recording is read
 //! again.
+//!
+//! A process in a container, a chroot or a mount namespace of its own may map, at a path,
+//! another file than memsup's there. Its file is read through /proc/PID/root while it lives
+//! and kept by that path and the inode maps gives, which every later user of the module
+//! knows: a recording can hold a container's libc and the host's at one path.
 
 mod bytes;
 mod debug;
@@ -17,6 +22,7 @@ pub mod loaded;
 pub use bytes::{offset_in, FileBytes};
 pub use debug::DebugInfo;
 pub use file::{FileIdentity, ModuleFile};
+pub use loaded::MappedInode;
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -33,7 +39,16 @@ pub const READS_VARIABLE: &str = "MEMSUP_DEBUG_MODULE_READS";
 /// The module files of one recording. `Send + Sync`: share it through an `Arc`.
 pub struct ModuleStore {
     slots: Mutex<HashMap<String, Arc<Mutex<Slot>>>>,
+    /// Files read through a process's own root, by their path there and their inode.
+    rooted: Mutex<HashMap<(String, MappedInode), Arc<ModuleFile>>>,
     debug_files: DebugFileLocator,
+}
+
+/// The file a process maps at a path, as memsup found it.
+pub struct ProcessFile {
+    pub file: Arc<ModuleFile>,
+    /// It is the mapped file (its device and inode). When not, it may hold other code.
+    pub verified: bool,
 }
 
 /// One path: its current file, and how often it was read.
@@ -63,6 +78,7 @@ impl ModuleStore {
     fn with_debug_files(debug_files: DebugFileLocator) -> ModuleStore {
         ModuleStore {
             slots: Mutex::new(HashMap::new()),
+            rooted: Mutex::new(HashMap::new()),
             debug_files,
         }
     }
@@ -93,10 +109,49 @@ impl ModuleStore {
         Ok(file)
     }
 
-    /// How often the file at `path` was read from disk.
+    /// The file process `pid` maps at `path`, whose inode maps gives as `mapped`: memsup's
+    /// file at that path when it is the mapped one; else the file at that path in the
+    /// process's own root, kept for `get_mapped`; else memsup's file, unverified.
+    pub fn of_process(&self, pid: i32, path: &str, mapped: MappedInode) -> Result<ProcessFile> {
+        let key = (path.to_string(), mapped);
+        if let Some(file) = lock(&self.rooted).get(&key) {
+            let file = Arc::clone(file);
+            return Ok(ProcessFile {
+                file,
+                verified: true,
+            });
+        }
+        if !loaded::is_mapped_file(path, mapped) {
+            if let Some(file) = read_through_root(pid, path, mapped) {
+                let file = Arc::clone(lock(&self.rooted).entry(key).or_insert(file));
+                return Ok(ProcessFile {
+                    file,
+                    verified: true,
+                });
+            }
+        }
+        let file = self.get(path)?;
+        // Compared on the file read: the path may have been replaced since the stat.
+        let verified = file.identity().is(mapped);
+        Ok(ProcessFile { file, verified })
+    }
+
+    /// The file a process maps at `path` (inode `mapped`): the one `of_process` read through
+    /// the process's root, else memsup's at that path.
+    pub fn get_mapped(&self, path: &str, mapped: MappedInode) -> Result<Arc<ModuleFile>> {
+        let key = (path.to_string(), mapped);
+        if let Some(file) = lock(&self.rooted).get(&key) {
+            return Ok(Arc::clone(file));
+        }
+        self.get(path)
+    }
+
+    /// How often the file at `path` was read from disk (memsup's, and any process's own).
     pub fn reads(&self, path: &str) -> u64 {
         let slot = lock(&self.slots).get(path).cloned();
-        slot.map_or(0, |slot| lock(&slot).reads)
+        let own = slot.map_or(0, |slot| lock(&slot).reads);
+        let rooted = lock(&self.rooted).keys().filter(|(p, _)| p == path).count();
+        own + rooted as u64
     }
 
     /// Every path read at least once, with its count, by path.
@@ -105,11 +160,15 @@ impl ModuleStore {
             .iter()
             .map(|(path, slot)| (path.clone(), Arc::clone(slot)))
             .collect();
-        let mut counts: Vec<(String, u64)> = slots
+        let mut counts: HashMap<String, u64> = slots
             .into_iter()
             .map(|(path, slot)| (path, lock(&slot).reads))
-            .filter(|&(_, reads)| reads > 0)
             .collect();
+        for (path, _) in lock(&self.rooted).keys() {
+            *counts.entry(path.clone()).or_default() += 1;
+        }
+        let mut counts: Vec<(String, u64)> =
+            counts.into_iter().filter(|&(_, reads)| reads > 0).collect();
         counts.sort_unstable();
         counts
     }
@@ -126,17 +185,42 @@ impl ModuleStore {
     }
 }
 
+/// The file at `path` in the root of process `pid`, if it is `mapped`; named `path`.
+fn read_through_root(pid: i32, path: &str, mapped: MappedInode) -> Option<Arc<ModuleFile>> {
+    if !path.starts_with('/') {
+        return None;
+    }
+    let rooted = format!("/proc/{pid}/root{path}");
+    let file = std::fs::File::open(&rooted).ok()?;
+    // Checked on the file opened: the path may be replaced at any time.
+    let metadata = file.metadata().ok()?;
+    if !FileIdentity::of(&metadata).is(mapped) {
+        return None;
+    }
+    let (identity, bytes) = read_opened(&rooted, file, &metadata).ok()?;
+    Some(Arc::new(ModuleFile::new(path, identity, bytes)))
+}
+
 /// The bytes of `path` and the identity of the file they came from.
 fn read(path: &str) -> Result<(FileIdentity, Arc<[u8]>)> {
+    let file = std::fs::File::open(path).map_err(|source| Error::io(path, source))?;
+    let metadata = file.metadata().map_err(|source| Error::io(path, source))?;
+    read_opened(path, file, &metadata)
+}
+
+/// The bytes of `file`, opened at `path`, whose metadata is `metadata`.
+fn read_opened(
+    path: &str,
+    mut file: std::fs::File,
+    metadata: &std::fs::Metadata,
+) -> Result<(FileIdentity, Arc<[u8]>)> {
     let io_error = |source| Error::io(path, source);
-    let mut file = std::fs::File::open(path).map_err(io_error)?;
-    let metadata = file.metadata().map_err(io_error)?;
     // Allocated once at its final place: a Vec turned into an Arc would be copied, and the
     // transient second copy of a large executable raises memsup's peak.
     let mut bytes: Arc<[u8]> = std::iter::repeat(0).take(metadata.len() as usize).collect();
     let buffer = Arc::get_mut(&mut bytes).expect("not shared yet");
     file.read_exact(buffer).map_err(io_error)?;
-    Ok((FileIdentity::of(&metadata), bytes))
+    Ok((FileIdentity::of(metadata), bytes))
 }
 
 #[cfg(test)]

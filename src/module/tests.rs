@@ -22,7 +22,9 @@ fn probes_unwinders_and_the_symboliser_share_one_read() {
     let end = START + (64 << 20);
     for _ in 0..2 {
         let mut unwinder = Unwinder::with_module_store(Arc::clone(&store));
-        unwinder.add_module(LIBC, START, end, START).unwrap();
+        unwinder
+            .add_module(LIBC, MappedInode::default(), START, end, START)
+            .unwrap();
         assert!(unwinder.is_code(START + malloc));
     }
     let mut symbolizer = Symbolizer::with_store(Arc::clone(&store));

@@ -61,7 +61,7 @@ impl Tracer<'_> {
         if !self.hooks_walk(pid) {
             return;
         }
-        let files = MappedFile::of_modules(&self.modules, modules);
+        let files = MappedFile::of_modules(&self.modules, pid, modules);
         let tables = table_set(&self.modules, &mut self.hook_tables.cache, &files);
         let mut segments: Vec<SegmentTable> = tables
             .set

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use crate::module::loaded::{self, LoadedModule};
+use crate::module::loaded;
 use crate::module::ModuleStore;
 use crate::proc::maps::read_maps;
 use crate::ptrace::memory::RemoteMemory;
@@ -33,16 +33,19 @@ impl InsideCheck {
         let mut unwinder = Unwinder::with_module_store(Arc::clone(store));
         // A module whose file memsup could not verify gets no unwind rules: walks through it
         // count as guessed, and the stack is then scanned whole.
-        let modules = loaded::of_process(pid).unwrap_or_default();
-        for module in modules.into_iter().filter(LoadedModule::is_verified) {
-            let Ok(file) = store.get(&module.path) else {
+        for module in loaded::of_process(pid).unwrap_or_default() {
+            let Ok(found) = store.of_process(pid, &module.path, module.inode) else {
                 continue;
             };
-            let Ok(elf) = file.elf() else {
+            let Ok(elf) = found.file.elf() else {
                 continue;
             };
+            if !found.verified {
+                continue;
+            }
             let bias = module.load_bias(elf);
-            let _ = unwinder.add_module(&module.path, module.start, module.end, bias);
+            let (start, end) = (module.start, module.end);
+            let _ = unwinder.add_module(&module.path, module.inode, start, end, bias);
         }
         let mappings = read_maps(pid)
             .unwrap_or_default()

@@ -6,7 +6,7 @@ use crate::breakpoints::table::ProbeKind;
 use crate::error::{Error, Result};
 use crate::events::EventKind;
 use crate::module::loaded::{self, LoadedModule};
-use crate::module::ModuleFile;
+use crate::module::{MappedInode, ModuleFile};
 use crate::platform::allocators::{ALLOCATOR_SYMBOLS, MAPPING_SYMBOLS};
 use crate::platform::libraries::{LibraryKind, RENDEZVOUS_SYMBOL};
 use crate::proc::auxv::{read_auxv_value, AT_BASE};
@@ -25,22 +25,22 @@ impl Tracer<'_> {
         let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
             .map(|p| p.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let parse_error = match self.modules.get(&exe) {
-            Ok(file) => file.elf().err(),
-            Err(_) => None,
-        };
+        let maps = read_maps(pid).map_err(|e| Error::io(format!("/proc/{pid}/maps"), e))?;
+        let exe_mapping = maps
+            .iter()
+            .find(|m| m.path.as_deref() == Some(exe.as_str()));
+        let parse_error = exe_mapping
+            .and_then(|m| self.modules.of_process(pid, &exe, MappedInode::of(m)).ok())
+            .and_then(|found| found.file.elf().err());
         if let Some(error @ Error::UnsupportedExecutable { .. }) = parse_error {
             self.warn(pid, format!("{error}; not probed"));
             return Ok(());
         }
-        let maps = read_maps(pid).map_err(|e| Error::io(format!("/proc/{pid}/maps"), e))?;
         let interpreter_base = read_auxv_value(pid, AT_BASE).ok().flatten().unwrap_or(0);
         let anchor = if interpreter_base != 0 {
             interpreter_base
         } else {
-            maps.iter()
-                .find(|m| m.path.as_deref() == Some(exe.as_str()))
-                .map_or(0, |m| m.start)
+            exe_mapping.map_or(0, |m| m.start)
         };
         match self.create_scratch(pid, pid, anchor) {
             // Probes need the page; without them the program still runs as it would.
@@ -73,7 +73,7 @@ impl Tracer<'_> {
     pub(crate) fn create_scratch(&mut self, pid: i32, tid: i32, anchor: u64) -> Result<()> {
         let room = read_maps(pid)
             .ok()
-            .and_then(|maps| stub_room(&maps, &self.modules));
+            .and_then(|maps| stub_room(pid, &maps, &self.modules));
         let process = self
             .processes
             .get_mut(&pid)
@@ -193,14 +193,15 @@ impl Tracer<'_> {
         }) else {
             return false;
         };
-        let size = self.modules.get(&module.path).ok().and_then(|file| {
+        let found = self.modules.of_process(pid, &module.path, module.inode);
+        let size = found.ok().and_then(|found| {
+            let file = found.file;
             let elf = file.elf().ok()?;
             let bias = module.load_bias(elf);
             let size = elf.size_of_function_at(target.wrapping_sub(bias))?;
             // In a file memsup could not verify, the size holds only where the code is its.
             let length = size.clamp(16, MOST_COMPARED);
-            let trusted =
-                module.is_verified() || self.holds_files_code(pid, &file, bias, target, length);
+            let trusted = found.verified || self.holds_files_code(pid, &file, bias, target, length);
             trusted.then_some(size)
         });
         let Some(size) = size else {
@@ -225,7 +226,8 @@ impl Tracer<'_> {
         injector: Option<i32>,
         module: &LoadedModule,
     ) -> Result<()> {
-        let file = self.modules.get(&module.path)?;
+        let found = self.modules.of_process(pid, &module.path, module.inode)?;
+        let file = found.file;
         let elf = file.elf()?;
         let bias = module.load_bias(elf);
         self.send(
@@ -233,6 +235,7 @@ impl Tracer<'_> {
             pid,
             EventKind::Module {
                 path: module.path.clone(),
+                inode: module.inode,
                 start: module.start,
                 end: module.end,
                 bias,
@@ -293,7 +296,7 @@ impl Tracer<'_> {
             }
         }
         if LibraryKind::of(&module.path) != LibraryKind::DynamicLinker {
-            let entries = self.mpi_probes(pid, module, elf, bias);
+            let entries = self.mpi_probes(pid, &file, elf, bias);
             let hook_mpi = !entries.is_empty() && self.may_hook_mpi(pid, module);
             for entry in entries {
                 if hook_mpi && entry.hookable {
@@ -306,7 +309,7 @@ impl Tracer<'_> {
         // One entry under several names (malloc, __libc_malloc) is one probe.
         candidates.sort_by_key(|c| c.address);
         candidates.dedup_by_key(|c| c.address);
-        if !module.is_verified() {
+        if !found.verified {
             // A hook relocates from the whole function: all of it must be the file's.
             let same = |address: u64, length: u64| {
                 self.holds_files_code(pid, &file, bias, address, length)

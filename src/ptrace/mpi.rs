@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::breakpoints::table::ProbeKind;
 use crate::events::EventKind;
-use crate::module::loaded::LoadedModule;
+use crate::module::ModuleFile;
 use crate::platform::mpi::{
     is_mpi_entry_point, keeps_int3, recorded_name, COMM_RANK, COMM_SIZE, MPICH_COMM_WORLD,
     OPEN_MPI_COMM_WORLD_SYMBOL, SNAPSHOTTED_AT_ENTRY_AND_RETURN,
@@ -103,15 +103,11 @@ impl Tracer<'_> {
     pub(crate) fn mpi_probes(
         &mut self,
         pid: i32,
-        module: &LoadedModule,
+        file: &ModuleFile,
         elf: &ElfFile,
         bias: u64,
     ) -> Vec<MpiEntry> {
-        let open_mpi_world = self
-            .modules
-            .get(&module.path)
-            .ok()
-            .and_then(|file| data_object_address(file.bytes(), OPEN_MPI_COMM_WORLD_SYMBOL));
+        let open_mpi_world = data_object_address(file.bytes(), OPEN_MPI_COMM_WORLD_SYMBOL);
         let entry_points = mpi_entry_points(elf, bias);
         if let Ok(process) = self.process_mut(pid) {
             let handles = &mut process.mpi.world_handles;

@@ -5,15 +5,14 @@
 //! the call and be wiped after, and a memsup killed during the call leaves the thread
 //! running on through it rather than a `syscall` written over the thread's own code.
 
-use crate::module::loaded::is_mapped_file;
-use crate::module::ModuleStore;
+use crate::module::{MappedInode, ModuleStore};
 use crate::proc::maps::MapEntry;
 use crate::ptrace::stub::STUB_BYTES;
 use crate::symbols::elf::LoadSegment;
 
 /// The address of `STUB_BYTES` at the end of an executable file mapping among `maps` that
 /// lie past every segment's file bytes, if any mapping has that much room.
-pub fn stub_room(maps: &[MapEntry], store: &ModuleStore) -> Option<u64> {
+pub fn stub_room(pid: i32, maps: &[MapEntry], store: &ModuleStore) -> Option<u64> {
     maps.iter()
         .filter(|mapping| mapping.executable && !mapping.shared)
         .filter_map(|mapping| {
@@ -21,12 +20,12 @@ pub fn stub_room(maps: &[MapEntry], store: &ModuleStore) -> Option<u64> {
                 .path
                 .as_deref()
                 .filter(|path| path.starts_with('/'))?;
-            // Another file at that path (a container's) would place the stub over code.
-            if !is_mapped_file(path, mapping.device, mapping.inode) {
+            let found = store.of_process(pid, path, MappedInode::of(mapping)).ok()?;
+            // Another file than the mapped one would place the stub over code.
+            if !found.verified {
                 return None;
             }
-            let file = store.get(path).ok()?;
-            let segments = file.elf().ok()?.load_segments();
+            let segments = found.file.elf().ok()?.load_segments();
             let room = unused_tail(mapping, segments);
             (room >= STUB_BYTES).then_some(mapping.end - STUB_BYTES)
         })

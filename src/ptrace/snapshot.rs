@@ -214,14 +214,16 @@ fn send(
     }
     let mut is_mpi_program = false;
     for module in loaded_modules(&seen.maps) {
-        let bias = modules.get(&module.path).and_then(|file| {
-            let elf = file.elf()?;
+        let found = modules.of_process(pid, &module.path, module.inode);
+        let bias = found.and_then(|found| {
+            let elf = found.file.elf()?;
             is_mpi_program |= is_mpi_program_module(&module.path, elf);
             Ok(module.load_bias(elf))
         });
         let kind = match bias {
             Ok(bias) => EventKind::Module {
                 path: module.path.clone(),
+                inode: module.inode,
                 start: module.start,
                 end: module.end,
                 bias,

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::debug_files::DEFAULT_DEBUG_ROOT;
 use super::demangle::demangle;
 use super::elf::ElfFile;
-use crate::module::{DebugInfo, ModuleFile, ModuleStore};
+use crate::module::{DebugInfo, MappedInode, ModuleFile, ModuleStore};
 
 /// One function at a call site: an inlined one, or the real function that contains it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,7 +60,8 @@ impl Module {
 /// Symbolises call sites of the modules of one recording.
 pub struct Symbolizer {
     store: Arc<ModuleStore>,
-    modules: HashMap<String, Module>,
+    /// By path and mapped file: two processes may map other files at one path.
+    modules: HashMap<(String, MappedInode), Module>,
 }
 
 impl Default for Symbolizer {
@@ -86,14 +87,19 @@ impl Symbolizer {
     /// The symbol tables of the module file at `path` (not its debug file's), None when
     /// the file cannot be read or parsed.
     pub fn elf(&mut self, path: &str) -> Option<&ElfFile> {
-        self.module(path).file.as_ref()?.elf().ok()
+        self.mapped_elf(path, MappedInode::default())
     }
 
-    fn module(&mut self, path: &str) -> &Module {
+    /// `elf` of the file a process mapped at `path` (`ModuleStore::get_mapped`).
+    pub fn mapped_elf(&mut self, path: &str, inode: MappedInode) -> Option<&ElfFile> {
+        self.module(path, inode).file.as_ref()?.elf().ok()
+    }
+
+    fn module(&mut self, path: &str, inode: MappedInode) -> &Module {
         let store = &self.store;
         self.modules
-            .entry(path.to_string())
-            .or_insert_with(|| load_module(store, path))
+            .entry((path.to_string(), inode))
+            .or_insert_with(|| load_module(store, path, inode))
     }
 
     /// The frames at ELF virtual address `file_address` of the module file at `path` (the
@@ -110,6 +116,22 @@ impl Symbolizer {
         file_address: u64,
         is_return_address: bool,
     ) -> Vec<SymbolFrame> {
+        self.symbolize_mapped(
+            path,
+            MappedInode::default(),
+            file_address,
+            is_return_address,
+        )
+    }
+
+    /// `symbolize` in the file a process mapped at `path` (`ModuleStore::get_mapped`).
+    pub fn symbolize_mapped(
+        &mut self,
+        path: &str,
+        inode: MappedInode,
+        file_address: u64,
+        is_return_address: bool,
+    ) -> Vec<SymbolFrame> {
         let address = if is_return_address {
             file_address.saturating_sub(1)
         } else {
@@ -118,8 +140,8 @@ impl Symbolizer {
         let store = &self.store;
         let module = self
             .modules
-            .entry(path.to_string())
-            .or_insert_with(|| load_module(store, path));
+            .entry((path.to_string(), inode))
+            .or_insert_with(|| load_module(store, path, inode));
         let mut frames = dwarf_frames(module, store, address);
         match frames.last_mut() {
             // DWARF line info without a subprogram (e.g. hand-written assembly).
@@ -137,7 +159,8 @@ impl Symbolizer {
 
     /// The separate debug file used for `path`, once `path` has been symbolised.
     pub fn debug_file(&self, path: &str) -> Option<&Path> {
-        let info = self.modules.get(path)?.debug_info(&self.store)?;
+        let key = (path.to_string(), MappedInode::default());
+        let info = self.modules.get(&key)?.debug_info(&self.store)?;
         info.debug_file.as_deref()
     }
 
@@ -146,7 +169,7 @@ impl Symbolizer {
         let mut errors: Vec<(&str, &str)> = self
             .modules
             .iter()
-            .filter_map(|(path, module)| Some((path.as_str(), module.error.as_deref()?)))
+            .filter_map(|((path, _), module)| Some((path.as_str(), module.error.as_deref()?)))
             .collect();
         errors.sort_unstable();
         errors
@@ -154,8 +177,8 @@ impl Symbolizer {
 }
 
 /// The file at `path` from the store; failures leave the module with fewer sources.
-fn load_module(store: &ModuleStore, path: &str) -> Module {
-    let file = match store.get(path) {
+fn load_module(store: &ModuleStore, path: &str, inode: MappedInode) -> Module {
+    let file = match store.get_mapped(path, inode) {
         Ok(file) => file,
         Err(error) => {
             return Module {

@@ -23,7 +23,7 @@ use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{FrameAddress, Unwinder as _};
 
 use crate::error::Result;
-use crate::module::ModuleStore;
+use crate::module::{MappedInode, ModuleStore};
 use modules::SectionBytes;
 pub use snapshot::StackSnapshot;
 
@@ -68,6 +68,7 @@ pub struct Stack {
 #[derive(Debug, Clone)]
 struct MappedModule {
     path: String,
+    inode: MappedInode,
     range: Range<u64>,
     bias: u64,
     executable: Vec<Range<u64>>,
@@ -125,7 +126,14 @@ impl Unwinder {
     /// (runtime address minus ELF virtual address). Modules overlapping `[start, end)` were
     /// unmapped (dlclose) for it to be mapped there: they are forgotten, even when the new
     /// file cannot be read.
-    pub fn add_module(&mut self, path: &str, start: u64, end: u64, bias: u64) -> Result<()> {
+    pub fn add_module(
+        &mut self,
+        path: &str,
+        inode: MappedInode,
+        start: u64,
+        end: u64,
+        bias: u64,
+    ) -> Result<()> {
         let overlapping: Vec<u64> = self
             .modules
             .iter()
@@ -135,7 +143,7 @@ impl Unwinder {
         for old_start in overlapping {
             self.remove_module(old_start);
         }
-        let module_file = self.files.get(path)?;
+        let module_file = self.files.get_mapped(path, inode)?;
         let file = module_file.unwind()?;
         let module = framehop::Module::new(path.to_string(), start..end, bias, file.section_info());
         self.framehop.add_module(module);
@@ -151,6 +159,7 @@ impl Unwinder {
             index,
             MappedModule {
                 path: path.to_string(),
+                inode,
                 range: start..end,
                 bias,
                 executable,
@@ -215,7 +224,7 @@ impl Unwinder {
         let Some(module) = self.module_holding(address) else {
             return false;
         };
-        let Ok(file) = self.files.get(&module.path) else {
+        let Ok(file) = self.files.get_mapped(&module.path, module.inode) else {
             return false;
         };
         file.unwind()

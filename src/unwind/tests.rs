@@ -31,7 +31,7 @@ pub(super) fn unwinder_for_process(pid: i32) -> Unwinder {
         };
         let bias = module.load_bias(elf);
         unwinder
-            .add_module(&module.path, module.start, module.end, bias)
+            .add_module(&module.path, module.inode, module.start, module.end, bias)
             .unwrap();
     }
     unwinder
@@ -342,7 +342,13 @@ fn a_return_into_the_dynamic_linkers_entry_code_ends_the_stack() {
     const BIAS: u64 = 0x7f00_0000_0000;
     let mut unwinder = Unwinder::new();
     unwinder
-        .add_module(LD_SO, BIAS, BIAS + data.len() as u64, BIAS)
+        .add_module(
+            LD_SO,
+            MappedInode::default(),
+            BIAS,
+            BIAS + data.len() as u64,
+            BIAS,
+        )
         .unwrap();
     // Stopped at the entry of the function the entry code called.
     let mut copy = vec![0; 256];
@@ -367,13 +373,13 @@ fn a_module_mapped_over_an_unloaded_one_replaces_it() {
     const SIZE: u64 = 0x1e_3000;
     let mut unwinder = Unwinder::new();
     unwinder
-        .add_module(LIBC, FIRST, FIRST + SIZE, FIRST)
+        .add_module(LIBC, MappedInode::default(), FIRST, FIRST + SIZE, FIRST)
         .unwrap();
     assert!(unwinder.is_code(FIRST + 0x17_0000));
     // Unloaded, and another library mapped 1 MiB lower, over part of it.
     let second = FIRST - 0x10_0000;
     unwinder
-        .add_module(LIBC, second, second + SIZE, second)
+        .add_module(LIBC, MappedInode::default(), second, second + SIZE, second)
         .unwrap();
     assert!(
         !unwinder.is_code(FIRST + 0x17_0000),
@@ -382,7 +388,13 @@ fn a_module_mapped_over_an_unloaded_one_replaces_it() {
     assert!(unwinder.is_code(second + 0x17_0000));
     // Even a file that cannot be read ends what it was mapped over.
     assert!(unwinder
-        .add_module("/nonexistent/plugin.so", second, second + SIZE, second)
+        .add_module(
+            "/nonexistent/plugin.so",
+            MappedInode::default(),
+            second,
+            second + SIZE,
+            second
+        )
         .is_err());
     assert!(!unwinder.is_code(second + 0x17_0000));
 }

@@ -2,12 +2,13 @@
 //! probed as malloc and free) in a library dlopen()ed after start is probed, the libc calls
 //! dlopen and dlclose make are counted, and nothing goes wrong once the library is unloaded.
 
+use crate::common::expect::SiteExpectation;
 use crate::common::*;
 
 /// The whole run, from the comment at the top of fixtures/dlopen_main.c: the program's own
 /// libc calls, dlopen's and dlclose's (counted with the gdb oracle), and the 5 mi_malloc and
 /// 5 mi_free calls (4 blocks and NULL) made in use_arena.
-fn expected_heap() -> HeapExpectation {
+pub fn expected_heap() -> HeapExpectation {
     HeapExpectation {
         calls: calls(&[
             ("malloc", 8 + 5),
@@ -61,18 +62,20 @@ fn allocator_of_a_dlopened_library_is_probed() {
     assert_exit(image, "code", Some(0));
     let expected = expected_heap();
     assert_heap(image, &expected);
-    assert_sites(
-        image,
-        &[
-            site(Some("after_dlclose"), 50000, 1).with_totals(1, 50000),
-            // _dl_find_object_update in ld.so, which has no symbol table here (it is named
-            // only with debug symbols).
-            site(None, 2304, 1).with_totals(1, 2304),
-            site(Some("before_dlopen"), 2222, 1).with_totals(1, 2222),
-            site(Some("before_dlopen"), 1111, 1).with_totals(1, 1111),
-            // Every mi_malloc: only the last block (352 bytes) is never freed.
-            site(Some("use_arena"), 352, 1).with_totals(5, 1120),
-        ],
-    );
+    assert_sites(image, &expected_sites());
     assert_probe_costs(image, &expected, 0, 0);
+}
+
+/// The sites of the whole run, largest live bytes first.
+pub fn expected_sites() -> Vec<SiteExpectation> {
+    vec![
+        site(Some("after_dlclose"), 50000, 1).with_totals(1, 50000),
+        // _dl_find_object_update in ld.so, which has no symbol table here (it is named only
+        // with debug symbols).
+        site(None, 2304, 1).with_totals(1, 2304),
+        site(Some("before_dlopen"), 2222, 1).with_totals(1, 2222),
+        site(Some("before_dlopen"), 1111, 1).with_totals(1, 1111),
+        // Every mi_malloc: only the last block (352 bytes) is never freed.
+        site(Some("use_arena"), 352, 1).with_totals(5, 1120),
+    ]
 }

@@ -1,28 +1,131 @@
 //! A program that sees files of its own at the paths where memsup sees others (a container,
-//! a chroot, a bind mount in a mount namespace of its own) behaves as without memsup. fixtures/dlopen_main.c loads
-//! ./dlopen_arena.so from a directory where, in the program's mount namespace only,
-//! dlopen_arena_moved.so (the same allocator after a function of its own, at other offsets)
-//! is mounted over it. The file at memsup's path is not the one the program mapped (its
-//! device and inode), so memsup probes only where the code in memory is that file's: here
-//! nowhere, and it says so. Before, it placed the probes at that file's offsets, inside the
-//! other function: the program computed wrong results under the hook engine and crashed
-//! under int3.
+//! a mount namespace of its own, a bind mount) is recorded as any other: memsup reads its
+//! files through /proc/PID/root, and keeps them apart from memsup's files at the same paths.
+//! Each program runs in `unshare --mount` (root only), natively and under memsup, with the
+//! same script.
+//!
+//! - alloc_script, every variant, from a tmpfs mounted over an empty directory: memsup's
+//!   path holds nothing.
+//! - fixtures/dlopen_main.c loading ./dlopen_arena.so from a directory where, in the
+//!   program's namespace only, dlopen_arena_moved.so (the same allocator after a function
+//!   of its own, at other offsets) is mounted over it. Before, memsup placed the probes at
+//!   its own file's offsets, inside the other function: the program computed wrong results
+//!   under the hook engine and crashed under int3; later it probed nothing in the library.
+//! - alloc_script's static build run at a path, then its dynamic build at the same path in a
+//!   namespace of its own, in one recording: one path, two files, each process recorded
+//!   (probed, unwound, symbolised) with its own.
 
-use std::process::Command;
+use std::path::Path;
+use std::process::{Command, Output};
 
-use crate::common::mpi_job::requested_from;
-use crate::common::report::{process_image, report_json, warnings};
+use serde_json::Value;
+
+use crate::alloc_script::{alloc_script_expectation, ALLOC_SCRIPT_STDOUT};
+use crate::common::report::{describe_images, processes, report_json, warnings};
 use crate::common::run::{assert_same_behaviour, clean_command, memsup_binary, run_command};
 use crate::common::*;
+use crate::dlopen;
 
-#[test]
-fn a_library_the_program_sees_through_its_own_mount_namespace_is_not_patched_as_memsup_s() {
+const DLOPEN_STDOUT: &str =
+    "dlopen_main: arena used 1120 bytes, 1 block live\ndlopen_main: done, leaking 2222 bytes\n";
+
+/// Whether this test can make mount namespaces and has the tools it runs.
+fn can_mount() -> bool {
     // SAFETY: geteuid has no side effects.
     if unsafe { libc::geteuid() } != 0 {
         record_skip("a mount namespace of the program's own needs root");
+        return false;
+    }
+    require_tool("gcc") && require_tool("unshare") && require_tool("mount")
+}
+
+/// `command` (`env`, or memsup running it) then `script` run by sh in a mount namespace of
+/// its own.
+fn in_own_namespace(mut command: Command, script: &str) -> Command {
+    command.args(["unshare", "--mount", "--propagation", "private", "sh", "-c"]);
+    command.arg(script);
+    command
+}
+
+/// `script` natively and under `memsup run OPTIONS`: the native run's output, and the
+/// report, once the two behaved the same.
+fn record_script(directory: &Path, options: &[&str], script: &str) -> (Output, Value) {
+    let native = run_command(in_own_namespace(clean_command("env"), script), None);
+    let profile = directory.join("run.msup");
+    let mut supervised = clean_command(memsup_binary());
+    supervised
+        .args(["run", "-f", "-o"])
+        .arg(&profile)
+        .args(options);
+    supervised.args(["--", "env"]);
+    let supervised = run_command(in_own_namespace(supervised, script), None);
+    assert_same_behaviour(&supervised, &native);
+    (native, report_json(&profile))
+}
+
+/// The images of the program `name`, which sh ran.
+fn images_of<'a>(report: &'a Value, name: &str) -> Vec<&'a Value> {
+    processes(report)
+        .iter()
+        .filter(|image| image["exe"].as_str().and_then(|e| e.rsplit('/').next()) == Some(name))
+        .collect()
+}
+
+/// The default engine and int3.
+const ENGINES: [&[&str]; 2] = [&[], &["--engine", "int3"]];
+
+#[test]
+fn a_program_whose_files_are_only_in_its_own_mount_namespace_is_recorded() {
+    if !can_mount() {
         return;
     }
-    if !require_tool("gcc") || !require_tool("unshare") || !require_tool("mount") {
+    for_each_variant("alloc_script", |variant, fixture| {
+        let directory = tempfile::tempdir().expect("a temporary directory");
+        let hidden = directory.path().join("hidden");
+        std::fs::create_dir(&hidden).expect("a directory to mount over");
+        let script = format!(
+            "mount -t tmpfs tmpfs {hidden} && cp {fixture} {hidden}/alloc_script && exec {hidden}/alloc_script",
+            hidden = hidden.display(),
+            fixture = fixture.display()
+        );
+        for options in ENGINES {
+            let (native, report) = record_script(directory.path(), options, &script);
+            assert_eq!(String::from_utf8_lossy(&native.stdout), ALLOC_SCRIPT_STDOUT);
+            let images = images_of(&report, "alloc_script");
+            assert_eq!(
+                images.len(),
+                1,
+                "{variant:?} {options:?}: {}",
+                describe_images(&report)
+            );
+            let image = images[0];
+            let program = hidden.join("alloc_script");
+            let (expected, sites) = alloc_script_expectation(variant, &program);
+            assert_heap(image, &expected);
+            assert_sites(image, &sites);
+            assert_eq!(
+                warnings(image),
+                Vec::<String>::new(),
+                "{variant:?} {options:?}"
+            );
+        }
+    });
+}
+
+/// dlopen_main with `library` as memsup's file at `path` and, in the program's namespace,
+/// `moved` mounted over it.
+fn moved_library_script(fixture: &Path, moved: &Path, path: &Path) -> String {
+    format!(
+        "mount --bind {moved} {path} && exec {fixture} {path}",
+        moved = moved.display(),
+        path = path.display(),
+        fixture = fixture.display()
+    )
+}
+
+#[test]
+fn a_library_the_program_sees_through_its_own_mount_namespace_is_recorded_from_its_file() {
+    if !can_mount() {
         return;
     }
     let original = shared_object("dlopen_arena");
@@ -32,42 +135,51 @@ fn a_library_the_program_sees_through_its_own_mount_namespace_is_not_patched_as_
     let directory = tempfile::tempdir().expect("a temporary directory");
     let library = directory.path().join("dlopen_arena.so");
     std::fs::copy(&original, &library).expect("copying the library");
+    let script = moved_library_script(&fixture, &moved, &library);
+    for options in ENGINES {
+        let (native, report) = record_script(directory.path(), options, &script);
+        assert_eq!(String::from_utf8_lossy(&native.stdout), DLOPEN_STDOUT);
+        let images = images_of(&report, &file_name(&fixture));
+        assert_eq!(images.len(), 1, "{options:?}: {}", describe_images(&report));
+        assert_heap(images[0], &dlopen::expected_heap());
+        assert_sites(images[0], &dlopen::expected_sites());
+        assert_eq!(warnings(images[0]), Vec::<String>::new(), "{options:?}");
+    }
+}
+
+#[test]
+fn one_path_mapped_to_two_files_by_two_processes_gives_each_its_own() {
+    if !can_mount() {
+        return;
+    }
+    let directory = tempfile::tempdir().expect("a temporary directory");
+    let shared = directory.path().join("shared");
+    std::fs::create_dir(&shared).expect("a directory to mount over");
+    let program = shared.join("alloc_script");
+    let outside = fixture("alloc_script", Variant::Static);
+    let inside = fixture("alloc_script", Variant::Dynamic);
+    std::fs::copy(&outside, &program).expect("copying the program");
+    // The static build at memsup's path runs first; then, at the same path in a namespace of
+    // its own, the dynamic one.
     let script = format!(
-        "mount --bind {} {} && exec {} {}",
-        moved.display(),
-        library.display(),
-        fixture.display(),
-        library.display()
+        "{program} && unshare --mount --propagation private sh -c 'mount -t tmpfs tmpfs {shared} && cp {inside} {program} && exec {program}'",
+        program = program.display(),
+        shared = shared.display(),
+        inside = inside.display()
     );
-    let in_own_namespace = |mut command: Command| {
-        command.args(["unshare", "--mount", "--propagation", "private", "sh", "-c"]);
-        command.arg(&script);
-        command
-    };
-    let native = run_command(in_own_namespace(clean_command("env")), None);
-    assert_eq!(
-        String::from_utf8_lossy(&native.stdout),
-        "dlopen_main: arena used 1120 bytes, 1 block live\ndlopen_main: done, leaking 2222 bytes\n"
-    );
-    let profile = directory.path().join("run.msup");
-    let mut supervised = clean_command(memsup_binary());
-    supervised
-        .arg("run")
-        .arg("-o")
-        .arg(&profile)
-        .args(["--", "env"]);
-    let supervised = run_command(in_own_namespace(supervised), None);
-    assert_same_behaviour(&supervised, &native);
-    let report = report_json(&profile);
-    let image = process_image(&report, &file_name(&fixture), "launch");
-    // libc's calls as in dlopen.rs; none of the library's.
-    assert_eq!(requested_from(image, "use_arena"), (0, 0));
-    assert_eq!(image["calls"]["malloc"], 8);
-    assert_eq!(
-        warnings(image),
-        [format!(
-            "{}: 2 of its 2 probe sites hold other code than the file at that path, which is not the file the program mapped (another root or mount namespace, or a file replaced since): they are not probed",
-            library.display()
-        )]
-    );
+    for options in ENGINES {
+        let (native, report) = record_script(directory.path(), options, &script);
+        assert_eq!(
+            String::from_utf8_lossy(&native.stdout),
+            ALLOC_SCRIPT_STDOUT.repeat(2)
+        );
+        let images = images_of(&report, "alloc_script");
+        assert_eq!(images.len(), 2, "{options:?}: {}", describe_images(&report));
+        for (image, variant) in images.into_iter().zip([Variant::Static, Variant::Dynamic]) {
+            let (expected, sites) = alloc_script_expectation(variant, &program);
+            assert_heap(image, &expected);
+            assert_sites(image, &sites);
+            assert_eq!(warnings(image), Vec::<String>::new(), "{options:?}");
+        }
+    }
 }

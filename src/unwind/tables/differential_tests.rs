@@ -86,10 +86,11 @@ impl Comparison {
                 };
                 let bias = module.load_bias(elf);
                 unwinder
-                    .add_module(&module.path, module.start, module.end, bias)
+                    .add_module(&module.path, module.inode, module.start, module.end, bias)
                     .unwrap();
                 mapped.push(MappedFile {
                     path: module.path.clone(),
+                    inode: module.inode,
                     bias,
                 });
             }

@@ -7,26 +7,30 @@ use std::sync::Arc;
 use super::compile::{compile, CompiledTable};
 use super::walk::{TableModule, TableSet};
 use crate::module::loaded::LoadedModule;
-use crate::module::ModuleStore;
+use crate::module::{MappedInode, ModuleStore};
 
 /// A module file mapped in the process.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MappedFile {
     pub path: String,
+    pub inode: MappedInode,
     /// Runtime address minus ELF virtual address.
     pub bias: u64,
 }
 
 impl MappedFile {
-    /// The module files among `modules` that `store` can read, with their load biases.
-    pub fn of_modules(store: &ModuleStore, modules: &[LoadedModule]) -> Vec<MappedFile> {
+    /// The module files among `modules`, mapped by process `pid`, that `store` can read
+    /// and knows to be the mapped ones, with their load biases. A return address into
+    /// another ends a walk.
+    pub fn of_modules(store: &ModuleStore, pid: i32, modules: &[LoadedModule]) -> Vec<MappedFile> {
         modules
             .iter()
             .filter_map(|module| {
-                let file = store.get(&module.path).ok()?;
-                let bias = module.load_bias(file.elf().ok()?);
-                Some(MappedFile {
+                let found = store.of_process(pid, &module.path, module.inode).ok()?;
+                let bias = module.load_bias(found.file.elf().ok()?);
+                found.verified.then(|| MappedFile {
                     path: module.path.clone(),
+                    inode: module.inode,
                     bias,
                 })
             })
@@ -50,9 +54,10 @@ pub struct ProcessTables {
     pub modules: Vec<ModuleOutcome>,
 }
 
-/// Compiled tables by module path, kept from one table set to the next (a process maps
-/// more modules as it runs).
-pub type TableCache = HashMap<String, std::result::Result<Arc<CompiledTable>, String>>;
+/// Compiled tables by module path and mapped file, kept from one table set to the next (a
+/// process maps more modules as it runs).
+pub type TableCache =
+    HashMap<(String, MappedInode), std::result::Result<Arc<CompiledTable>, String>>;
 
 /// Compiles the tables of `modules` (each file once: `compiled_files` keeps them) and
 /// places their executable segments, each with the signal return trampoline in it.
@@ -65,11 +70,11 @@ pub fn table_set(
     let mut outcomes = Vec::new();
     for module in modules {
         let compiled = compiled_files
-            .entry(module.path.clone())
-            .or_insert_with(|| compile_file(store, &module.path))
+            .entry((module.path.clone(), module.inode))
+            .or_insert_with(|| compile_file(store, &module.path, module.inode))
             .clone();
         if let Ok(compiled) = &compiled {
-            let file = store.get(&module.path).ok();
+            let file = store.get_mapped(&module.path, module.inode).ok();
             let sections = file.as_ref().and_then(|file| file.unwind().ok());
             for segment in sections.iter().flat_map(|sections| &sections.executable) {
                 let executable =
@@ -100,8 +105,11 @@ pub fn table_set(
 fn compile_file(
     store: &ModuleStore,
     path: &str,
+    inode: MappedInode,
 ) -> std::result::Result<Arc<CompiledTable>, String> {
-    let file = store.get(path).map_err(|error| error.to_string())?;
+    let file = store
+        .get_mapped(path, inode)
+        .map_err(|error| error.to_string())?;
     let sections = file.unwind().map_err(|error| error.to_string())?;
     compile(sections)
         .map(Arc::new)

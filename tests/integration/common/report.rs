@@ -83,7 +83,7 @@ fn basename(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
-fn describe_images(report: &Value) -> String {
+pub fn describe_images(report: &Value) -> String {
     processes(report)
         .iter()
         .map(|image| {
