@@ -65,7 +65,7 @@ pub fn locate(pid: i32, maps: &[MapEntry], modules: &ModuleStore) -> Result<Allo
         .map_err(|error| error.to_string())?;
     if !found.verified {
         return Err(format!(
-            "{}: memsup cannot tell that the file at that path is the one the process mapped (a file replaced since, or a filesystem whose maps and stat disagree)",
+            "{}: memsup cannot tell that the file at that path is the one the process mapped (a file replaced or mounted over since, a process root memsup cannot read, or a filesystem whose maps and stat disagree)",
             home.path
         ));
     }

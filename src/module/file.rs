@@ -49,6 +49,16 @@ pub struct ModuleFile {
     debug: OnceLock<DebugInfo>,
 }
 
+impl std::fmt::Debug for ModuleFile {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("ModuleFile")
+            .field("path", &self.path)
+            .field("identity", &self.identity)
+            .finish_non_exhaustive()
+    }
+}
+
 impl ModuleFile {
     pub fn new(path: &str, identity: FileIdentity, bytes: Arc<[u8]>) -> ModuleFile {
         ModuleFile {

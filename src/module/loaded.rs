@@ -1,12 +1,13 @@
 //! The modules a live process has loaded: the files it maps with at least one executable
 //! segment, from /proc/PID/maps.
 //!
-//! A path in maps names the file in the process's own root and mount namespace (a
-//! container, a chroot, a bind mount of its own), where memsup's same path may be another
-//! file; so may a file replaced since it was mapped. Such a module is read through the
-//! process's root (`ModuleStore::of_process`); one whose file is the mapped one (device and
-//! inode) in neither place is unverified: memsup places probes in it only where the code in
-//! memory is the file's.
+//! A path in maps is the file's path from memsup's root where memsup's mount namespace
+//! reaches it, and else from the process's own root (a container, a mount namespace of its
+//! own): there memsup's same path may be another file, or none; so may a path mounted over
+//! since the file was mapped. Such a module is read through the process's root
+//! (`ModuleStore::of_process`); one whose file is the mapped one (device and inode) in
+//! neither place is unverified: memsup places probes in it only where the code in memory is
+//! the file's.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;

@@ -9,15 +9,18 @@
 //! inode, size, modification time), so one replaced on disk during the recording is read
 //! again.
 //!
-//! A process in a container, a chroot or a mount namespace of its own may map, at a path,
-//! another file than memsup's there. Its file is read through /proc/PID/root while it lives
-//! and kept by that path and the inode maps gives, which every later user of the module
-//! knows: a recording can hold a container's libc and the host's at one path.
+//! A process in a container or a mount namespace of its own may map, at a path, another
+//! file than memsup's there. Its file is read through /proc/PID/root while it lives. Every
+//! file found for a process is kept by its path and the inode maps gives, which every later
+//! user of the module knows: a recording can hold a container's libc and the host's at one
+//! path, and a file replaced on disk after it was mapped is still read as it was. The files
+//! are kept until the recording ends.
 
 mod bytes;
 mod debug;
 mod file;
 pub mod loaded;
+mod root;
 
 pub use bytes::{offset_in, FileBytes};
 pub use debug::DebugInfo;
@@ -39,8 +42,12 @@ pub const READS_VARIABLE: &str = "MEMSUP_DEBUG_MODULE_READS";
 /// The module files of one recording. `Send + Sync`: share it through an `Arc`.
 pub struct ModuleStore {
     slots: Mutex<HashMap<String, Arc<Mutex<Slot>>>>,
-    /// Files read through a process's own root, by their path there and their inode.
-    rooted: Mutex<HashMap<(String, MappedInode), Arc<ModuleFile>>>,
+    /// The files processes map, once found (memsup's, or read through a process's root),
+    /// by path and mapped inode: what the unwinders and the symboliser read, even after a
+    /// file at that path was replaced or the process is gone.
+    by_mapping: Mutex<HashMap<(String, MappedInode), Arc<ModuleFile>>>,
+    /// How often each path was read through a process's root.
+    root_reads: Mutex<HashMap<String, u64>>,
     debug_files: DebugFileLocator,
 }
 
@@ -78,7 +85,8 @@ impl ModuleStore {
     fn with_debug_files(debug_files: DebugFileLocator) -> ModuleStore {
         ModuleStore {
             slots: Mutex::new(HashMap::new()),
-            rooted: Mutex::new(HashMap::new()),
+            by_mapping: Mutex::new(HashMap::new()),
+            root_reads: Mutex::new(HashMap::new()),
             debug_files,
         }
     }
@@ -111,36 +119,66 @@ impl ModuleStore {
 
     /// The file process `pid` maps at `path`, whose inode maps gives as `mapped`: memsup's
     /// file at that path when it is the mapped one; else the file at that path in the
-    /// process's own root, kept for `get_mapped`; else memsup's file, unverified.
+    /// process's own root; else memsup's file, unverified. A file found is kept for
+    /// `get_mapped`.
     pub fn of_process(&self, pid: i32, path: &str, mapped: MappedInode) -> Result<ProcessFile> {
+        let own = self.get(path);
         let key = (path.to_string(), mapped);
-        if let Some(file) = lock(&self.rooted).get(&key) {
-            let file = Arc::clone(file);
-            return Ok(ProcessFile {
-                file,
-                verified: true,
-            });
-        }
-        if !loaded::is_mapped_file(path, mapped) {
-            if let Some(file) = read_through_root(pid, path, mapped) {
-                let file = Arc::clone(lock(&self.rooted).entry(key).or_insert(file));
+        if let Ok(file) = &own {
+            // Compared on the file read: the path may have been replaced since any stat.
+            if file.identity().is(mapped) {
+                lock(&self.by_mapping).insert(key, Arc::clone(file));
+                let file = Arc::clone(file);
                 return Ok(ProcessFile {
                     file,
                     verified: true,
                 });
             }
         }
-        let file = self.get(path)?;
-        // Compared on the file read: the path may have been replaced since the stat.
-        let verified = file.identity().is(mapped);
-        Ok(ProcessFile { file, verified })
+        let known = lock(&self.by_mapping).get(&key).cloned();
+        if let Some(file) = self.read_through_root(pid, path, mapped, known) {
+            lock(&self.by_mapping).insert(key, Arc::clone(&file));
+            return Ok(ProcessFile {
+                file,
+                verified: true,
+            });
+        }
+        own.map(|file| ProcessFile {
+            file,
+            verified: false,
+        })
     }
 
-    /// The file a process maps at `path` (inode `mapped`): the one `of_process` read through
-    /// the process's root, else memsup's at that path.
+    /// The file at `path` in the root of process `pid`, if it is `mapped` and a regular file:
+    /// `known` when it is that very file still (the same identity), else read now.
+    fn read_through_root(
+        &self,
+        pid: i32,
+        path: &str,
+        mapped: MappedInode,
+        known: Option<Arc<ModuleFile>>,
+    ) -> Option<Arc<ModuleFile>> {
+        let file = root::open_in_root(pid, path).ok()?;
+        // Checked on the file opened: the path may be replaced at any time.
+        let metadata = file.metadata().ok()?;
+        let identity = FileIdentity::of(&metadata);
+        if !metadata.is_file() || !identity.is(mapped) {
+            return None;
+        }
+        if let Some(known) = known.filter(|known| known.identity() == identity) {
+            return Some(known);
+        }
+        let shown = format!("/proc/{pid}/root{path}");
+        let (identity, bytes) = read_opened(&shown, file, &metadata).ok()?;
+        *lock(&self.root_reads).entry(path.to_string()).or_default() += 1;
+        Some(Arc::new(ModuleFile::new(path, identity, bytes)))
+    }
+
+    /// The file a process maps at `path` (inode `mapped`), as `of_process` found it; else
+    /// memsup's file at that path.
     pub fn get_mapped(&self, path: &str, mapped: MappedInode) -> Result<Arc<ModuleFile>> {
         let key = (path.to_string(), mapped);
-        if let Some(file) = lock(&self.rooted).get(&key) {
+        if let Some(file) = lock(&self.by_mapping).get(&key) {
             return Ok(Arc::clone(file));
         }
         self.get(path)
@@ -150,8 +188,7 @@ impl ModuleStore {
     pub fn reads(&self, path: &str) -> u64 {
         let slot = lock(&self.slots).get(path).cloned();
         let own = slot.map_or(0, |slot| lock(&slot).reads);
-        let rooted = lock(&self.rooted).keys().filter(|(p, _)| p == path).count();
-        own + rooted as u64
+        own + lock(&self.root_reads).get(path).copied().unwrap_or(0)
     }
 
     /// Every path read at least once, with its count, by path.
@@ -164,8 +201,8 @@ impl ModuleStore {
             .into_iter()
             .map(|(path, slot)| (path, lock(&slot).reads))
             .collect();
-        for (path, _) in lock(&self.rooted).keys() {
-            *counts.entry(path.clone()).or_default() += 1;
+        for (path, reads) in lock(&self.root_reads).iter() {
+            *counts.entry(path.clone()).or_default() += reads;
         }
         let mut counts: Vec<(String, u64)> =
             counts.into_iter().filter(|&(_, reads)| reads > 0).collect();
@@ -183,22 +220,6 @@ impl ModuleStore {
             eprintln!("memsup: module reads: {reads} {path}");
         }
     }
-}
-
-/// The file at `path` in the root of process `pid`, if it is `mapped`; named `path`.
-fn read_through_root(pid: i32, path: &str, mapped: MappedInode) -> Option<Arc<ModuleFile>> {
-    if !path.starts_with('/') {
-        return None;
-    }
-    let rooted = format!("/proc/{pid}/root{path}");
-    let file = std::fs::File::open(&rooted).ok()?;
-    // Checked on the file opened: the path may be replaced at any time.
-    let metadata = file.metadata().ok()?;
-    if !FileIdentity::of(&metadata).is(mapped) {
-        return None;
-    }
-    let (identity, bytes) = read_opened(&rooted, file, &metadata).ok()?;
-    Some(Arc::new(ModuleFile::new(path, identity, bytes)))
 }
 
 /// The bytes of `path` and the identity of the file they came from.

@@ -102,3 +102,48 @@ fn a_file_changed_on_disk_is_read_again() {
     assert!(file.elf().is_err() && file.unwind().is_err());
     assert_eq!(store.reads(path_text), 4);
 }
+
+/// The file a process maps, once found, is what later users get by its path and inode,
+/// after the file at that path was replaced too; a file that is not the mapped one (here
+/// in memsup's root and the process's alike) is memsup's, unverified.
+#[test]
+fn a_process_s_file_is_kept_by_its_path_and_inode() {
+    use std::os::unix::fs::MetadataExt;
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("libmapped.so");
+    let path_text = path.to_str().unwrap();
+    std::fs::write(&path, b"mapped").unwrap();
+    let metadata = std::fs::metadata(&path).unwrap();
+    let device = (libc::major(metadata.dev()), libc::minor(metadata.dev()));
+    let mapped = MappedInode {
+        device,
+        inode: metadata.ino(),
+    };
+    let pid = std::process::id() as i32;
+    let store = ModuleStore::new();
+    let found = store.of_process(pid, path_text, mapped).unwrap();
+    assert!(found.verified);
+    assert_eq!(&**found.file.bytes(), b"mapped");
+    assert!(Arc::ptr_eq(&found.file, &store.get(path_text).unwrap()));
+
+    let replacement = directory.path().join("replacement");
+    std::fs::write(&replacement, b"newer").unwrap();
+    std::fs::rename(&replacement, &path).unwrap();
+    let kept = store.get_mapped(path_text, mapped).unwrap();
+    assert!(Arc::ptr_eq(&kept, &found.file));
+    assert_eq!(&**store.get(path_text).unwrap().bytes(), b"newer");
+    // The mapped file is gone from both roots: what is at the path is not it.
+    let other = store.of_process(pid, path_text, mapped).unwrap();
+    assert!(!other.verified);
+    assert_eq!(&**other.file.bytes(), b"newer");
+    // Another inode at the path than any found: memsup's file there.
+    let unknown = MappedInode {
+        device,
+        inode: mapped.inode + 1,
+    };
+    assert_eq!(
+        &**store.get_mapped(path_text, unknown).unwrap().bytes(),
+        b"newer"
+    );
+    assert_eq!(store.reads(path_text), 2);
+}

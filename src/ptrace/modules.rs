@@ -433,7 +433,7 @@ fn code_is_the_files(
 /// `sites` probe sites held other code than that file.
 fn other_code_warning(path: &str, refused: usize, sites: usize) -> String {
     format!(
-        "{path}: {refused} of its {sites} probe sites hold other code than the file at that path, which is not the file the program mapped (another root or mount namespace, or a file replaced since): they are not probed"
+        "{path}: {refused} of its {sites} probe sites hold other code than the file at that path, which is not the file the program mapped (replaced or mounted over since): they are not probed"
     )
 }
 
@@ -482,7 +482,7 @@ mod tests {
         assert!(!compare(u64::MAX - 8, &mut never));
         assert_eq!(
             other_code_warning("/usr/lib/libx.so", 2, 9),
-            "/usr/lib/libx.so: 2 of its 9 probe sites hold other code than the file at that path, which is not the file the program mapped (another root or mount namespace, or a file replaced since): they are not probed"
+            "/usr/lib/libx.so: 2 of its 9 probe sites hold other code than the file at that path, which is not the file the program mapped (replaced or mounted over since): they are not probed"
         );
     }
 }

@@ -23,7 +23,7 @@ use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{FrameAddress, Unwinder as _};
 
 use crate::error::Result;
-use crate::module::{MappedInode, ModuleStore};
+use crate::module::{MappedInode, ModuleFile, ModuleStore};
 use modules::SectionBytes;
 pub use snapshot::StackSnapshot;
 
@@ -68,7 +68,8 @@ pub struct Stack {
 #[derive(Debug, Clone)]
 struct MappedModule {
     path: String,
-    inode: MappedInode,
+    /// Its file, for the CFI check of every walk.
+    file: Arc<ModuleFile>,
     range: Range<u64>,
     bias: u64,
     executable: Vec<Range<u64>>,
@@ -159,7 +160,7 @@ impl Unwinder {
             index,
             MappedModule {
                 path: path.to_string(),
-                inode,
+                file: Arc::clone(&module_file),
                 range: start..end,
                 bias,
                 executable,
@@ -224,10 +225,9 @@ impl Unwinder {
         let Some(module) = self.module_holding(address) else {
             return false;
         };
-        let Ok(file) = self.files.get_mapped(&module.path, module.inode) else {
-            return false;
-        };
-        file.unwind()
+        module
+            .file
+            .unwind()
             .is_ok_and(|sections| sections.has_cfi_at(address.wrapping_sub(module.bias)))
     }
 

@@ -14,6 +14,10 @@
 //! - alloc_script's static build run at a path, then its dynamic build at the same path in a
 //!   namespace of its own, in one recording: one path, two files, each process recorded
 //!   (probed, unwound, symbolised) with its own.
+//! - fixtures/dlopen_wait.c, which loads dlopen_arena.so and waits, with dlopen_arena_moved.so
+//!   mounted over that path since, in its namespace and in memsup's: neither is the mapped
+//!   file. memsup probes such a module only where the code in memory is the file's: here
+//!   nowhere, and it says so. Probes at the other file's offsets would land in other code.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -21,6 +25,9 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 use crate::alloc_script::{alloc_script_expectation, ALLOC_SCRIPT_STDOUT};
+use crate::common::attach_window::AttachWindow;
+use crate::common::interactive::run_until_ready;
+use crate::common::mpi_job::requested_from;
 use crate::common::report::{describe_images, processes, report_json, warnings};
 use crate::common::run::{assert_same_behaviour, clean_command, memsup_binary, run_command};
 use crate::common::*;
@@ -181,5 +188,72 @@ fn one_path_mapped_to_two_files_by_two_processes_gives_each_its_own() {
             assert_sites(image, &sites);
             assert_eq!(warnings(image), Vec::<String>::new(), "{options:?}");
         }
+    }
+}
+
+#[test]
+fn a_library_mounted_over_since_it_was_loaded_is_not_patched_at_the_other_file_s_offsets() {
+    if !can_mount() || !require_tool("nsenter") {
+        return;
+    }
+    let original = shared_object("dlopen_arena");
+    let moved = shared_object("dlopen_arena_moved");
+    let fixture = fixture("dlopen_wait", Variant::Dynamic);
+    let directory = tempfile::tempdir().expect("a temporary directory");
+    let library = directory.path().join("dlopen_arena.so");
+    std::fs::copy(&original, &library).expect("copying the library");
+    let command = || {
+        let mut command = clean_command("unshare");
+        command.args(["--mount", "--propagation", "private"]);
+        command.arg(&fixture).arg(&library);
+        command
+    };
+    // In the program's namespace, once it has loaded the library.
+    let mount_over_in = |pid: u32| {
+        let mut nsenter = clean_command("nsenter");
+        nsenter.args(["--mount", "--target", &pid.to_string(), "mount", "--bind"]);
+        nsenter.arg(&moved).arg(&library);
+        let mounted = run_command(nsenter, None);
+        assert!(mounted.status.success(), "nsenter mount: {mounted:?}");
+    };
+    let native = run_until_ready(command(), |child| mount_over_in(child.id()));
+    assert_eq!(
+        String::from_utf8_lossy(&native.stdout),
+        "ready\ndlopen_wait: arena used 96 bytes\n"
+    );
+    // memsup in a namespace of its own with the same file mounted over the path.
+    let script = format!(
+        "mount --bind {} {} && exec \"$0\" \"$@\"",
+        moved.display(),
+        library.display()
+    );
+    let wrapper = [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        &script,
+    ];
+    for options in ENGINES {
+        let mut window = None;
+        let attached = run_until_ready(command(), |child| {
+            mount_over_in(child.id());
+            window = Some(AttachWindow::open_wrapped(&wrapper, &[child.id()], options));
+        });
+        assert_same_behaviour(&attached, &native);
+        let (_, profile_directory) = window.expect("attached").end(false);
+        let report = report_json(&profile_directory.path().join("attach.msup"));
+        let image = &processes(&report)[0];
+        assert_eq!(requested_from(image, "use_plugin"), (0, 0), "{options:?}");
+        assert_eq!(
+            warnings(image),
+            [format!(
+                "{}: 2 of its 2 probe sites hold other code than the file at that path, which is not the file the program mapped (replaced or mounted over since): they are not probed",
+                library.display()
+            )],
+            "{options:?}"
+        );
     }
 }

@@ -19,16 +19,17 @@ pub struct MappedFile {
 }
 
 impl MappedFile {
-    /// The module files among `modules`, mapped by process `pid`, that `store` can read
-    /// and knows to be the mapped ones, with their load biases. A return address into
-    /// another ends a walk.
+    /// The module files among `modules`, mapped by process `pid`, that `store` can read,
+    /// with their load biases. A file memsup could not verify is taken too, as the
+    /// unwinders take it: on a filesystem whose maps and stat disagree on devices (btrfs)
+    /// every file is such a file, and the walker reads only within the thread's stack.
     pub fn of_modules(store: &ModuleStore, pid: i32, modules: &[LoadedModule]) -> Vec<MappedFile> {
         modules
             .iter()
             .filter_map(|module| {
                 let found = store.of_process(pid, &module.path, module.inode).ok()?;
                 let bias = module.load_bias(found.file.elf().ok()?);
-                found.verified.then(|| MappedFile {
+                Some(MappedFile {
                     path: module.path.clone(),
                     inode: module.inode,
                     bias,

@@ -33,8 +33,24 @@ impl AttachWindow {
 
     /// `open`, with memsup's environment holding `env` too.
     pub fn open_with_env(pids: &[u32], options: &[&str], env: &[(&str, &str)]) -> AttachWindow {
+        AttachWindow::start(clean_command(memsup_binary()), pids, options, env)
+    }
+
+    /// `open`, with memsup run by `wrapper` (a command that ends by running its arguments
+    /// in the same process, as `unshare` and `sh -c '... exec "$0" "$@"'` do).
+    pub fn open_wrapped(wrapper: &[&str], pids: &[u32], options: &[&str]) -> AttachWindow {
+        let mut command = clean_command(wrapper[0]);
+        command.args(&wrapper[1..]).arg(memsup_binary());
+        AttachWindow::start(command, pids, options, &[])
+    }
+
+    fn start(
+        mut command: std::process::Command,
+        pids: &[u32],
+        options: &[&str],
+        env: &[(&str, &str)],
+    ) -> AttachWindow {
         let directory = tempfile::tempdir().expect("a temporary directory");
-        let mut command = clean_command(memsup_binary());
         command
             .envs(env.iter().copied())
             .arg("attach")
