@@ -29,6 +29,7 @@ pub use loaded::MappedInode;
 
 use std::collections::HashMap;
 use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -45,13 +46,14 @@ pub struct ModuleStore {
     /// The files processes map, once found (memsup's, or read through a process's root),
     /// by path and mapped inode: what the unwinders and the symboliser read, even after a
     /// file at that path was replaced or the process is gone.
-    by_mapping: Mutex<HashMap<(String, MappedInode), Arc<ModuleFile>>>,
+    by_mapping: Mutex<HashMap<(String, MappedInode), ProcessFile>>,
     /// How often each path was read through a process's root.
     root_reads: Mutex<HashMap<String, u64>>,
     debug_files: DebugFileLocator,
 }
 
 /// The file a process maps at a path, as memsup found it.
+#[derive(Clone)]
 pub struct ProcessFile {
     pub file: Arc<ModuleFile>,
     /// It is the mapped file (its device and inode). When not, it may hold other code.
@@ -119,67 +121,69 @@ impl ModuleStore {
 
     /// The file process `pid` maps at `path`, whose inode maps gives as `mapped`: memsup's
     /// file at that path when it is the mapped one; else the file at that path in the
-    /// process's own root; else memsup's file, unverified. A file found is kept for
-    /// `get_mapped`.
+    /// process's own root when it is; else the one found before for this mapping (the path
+    /// changed since); else, unverified, the regular file at that path in the process's root
+    /// (on overlayfs before Linux 6.8 maps gives the layer's inode, so a container's file is
+    /// never verified: the root's is still the likelier one), else memsup's. What it returns
+    /// is kept for `get_mapped`.
     pub fn of_process(&self, pid: i32, path: &str, mapped: MappedInode) -> Result<ProcessFile> {
-        let own = self.get(path);
         let key = (path.to_string(), mapped);
-        if let Ok(file) = &own {
-            // Compared on the file read: the path may have been replaced since any stat.
-            if file.identity().is(mapped) {
-                lock(&self.by_mapping).insert(key, Arc::clone(file));
-                let file = Arc::clone(file);
-                return Ok(ProcessFile {
-                    file,
-                    verified: true,
-                });
+        if loaded::is_mapped_file(path, mapped) {
+            // Compared again on the file read: the path may have been replaced since.
+            if let Some(file) = self
+                .get(path)
+                .ok()
+                .filter(|file| file.identity().is(mapped))
+            {
+                return Ok(self.keep(key, file, true));
             }
         }
         let known = lock(&self.by_mapping).get(&key).cloned();
-        if let Some(file) = self.read_through_root(pid, path, mapped, known) {
-            lock(&self.by_mapping).insert(key, Arc::clone(&file));
-            return Ok(ProcessFile {
-                file,
-                verified: true,
-            });
+        if let Some((opened, metadata)) = open_regular_in_root(pid, path) {
+            let identity = FileIdentity::of(&metadata);
+            let verified = identity.is(mapped);
+            if let Some(known) = known.as_ref().filter(|k| k.file.identity() == identity) {
+                return Ok(known.clone());
+            }
+            if verified || known.is_none() {
+                let file = match self.get(path) {
+                    // The same file in both roots (this process's root is memsup's): one copy.
+                    Ok(own) if own.identity() == identity => own,
+                    _ => {
+                        let shown = format!("/proc/{pid}/root{path}");
+                        let (identity, bytes) = read_opened(&shown, opened, &metadata)?;
+                        *lock(&self.root_reads).entry(path.to_string()).or_default() += 1;
+                        Arc::new(ModuleFile::new(path, identity, bytes))
+                    }
+                };
+                return Ok(self.keep(key, file, verified));
+            }
         }
-        own.map(|file| ProcessFile {
-            file,
-            verified: false,
-        })
+        if let Some(known) = known {
+            return Ok(known);
+        }
+        let file = self.get(path)?;
+        Ok(self.keep(key, file, false))
     }
 
-    /// The file at `path` in the root of process `pid`, if it is `mapped` and a regular file:
-    /// `known` when it is that very file still (the same identity), else read now.
-    fn read_through_root(
+    /// Keeps `file` as what the process maps at `key`.
+    fn keep(
         &self,
-        pid: i32,
-        path: &str,
-        mapped: MappedInode,
-        known: Option<Arc<ModuleFile>>,
-    ) -> Option<Arc<ModuleFile>> {
-        let file = root::open_in_root(pid, path).ok()?;
-        // Checked on the file opened: the path may be replaced at any time.
-        let metadata = file.metadata().ok()?;
-        let identity = FileIdentity::of(&metadata);
-        if !metadata.is_file() || !identity.is(mapped) {
-            return None;
-        }
-        if let Some(known) = known.filter(|known| known.identity() == identity) {
-            return Some(known);
-        }
-        let shown = format!("/proc/{pid}/root{path}");
-        let (identity, bytes) = read_opened(&shown, file, &metadata).ok()?;
-        *lock(&self.root_reads).entry(path.to_string()).or_default() += 1;
-        Some(Arc::new(ModuleFile::new(path, identity, bytes)))
+        key: (String, MappedInode),
+        file: Arc<ModuleFile>,
+        verified: bool,
+    ) -> ProcessFile {
+        let found = ProcessFile { file, verified };
+        lock(&self.by_mapping).insert(key, found.clone());
+        found
     }
 
     /// The file a process maps at `path` (inode `mapped`), as `of_process` found it; else
     /// memsup's file at that path.
     pub fn get_mapped(&self, path: &str, mapped: MappedInode) -> Result<Arc<ModuleFile>> {
         let key = (path.to_string(), mapped);
-        if let Some(file) = lock(&self.by_mapping).get(&key) {
-            return Ok(Arc::clone(file));
+        if let Some(found) = lock(&self.by_mapping).get(&key) {
+            return Ok(Arc::clone(&found.file));
         }
         self.get(path)
     }
@@ -222,10 +226,28 @@ impl ModuleStore {
     }
 }
 
-/// The bytes of `path` and the identity of the file they came from.
+/// The regular file at `path` in the root of process `pid`, opened, and its metadata.
+fn open_regular_in_root(pid: i32, path: &str) -> Option<(std::fs::File, std::fs::Metadata)> {
+    let file = root::open_in_root(pid, path).ok()?;
+    let metadata = file.metadata().ok()?;
+    metadata.is_file().then_some((file, metadata))
+}
+
+/// The bytes of `path` and the identity of the file they came from. Opened without
+/// blocking (a FIFO put at a module's path) and read only when it is a regular file.
 fn read(path: &str) -> Result<(FileIdentity, Arc<[u8]>)> {
-    let file = std::fs::File::open(path).map_err(|source| Error::io(path, source))?;
-    let metadata = file.metadata().map_err(|source| Error::io(path, source))?;
+    let io_error = |source| Error::io(path, source);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(io_error)?;
+    let metadata = file.metadata().map_err(io_error)?;
+    if !metadata.is_file() {
+        let not_a_file =
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file");
+        return Err(io_error(not_a_file));
+    }
     read_opened(path, file, &metadata)
 }
 

@@ -104,8 +104,8 @@ fn a_file_changed_on_disk_is_read_again() {
 }
 
 /// The file a process maps, once found, is what later users get by its path and inode,
-/// after the file at that path was replaced too; a file that is not the mapped one (here
-/// in memsup's root and the process's alike) is memsup's, unverified.
+/// after the file at that path was replaced too; a mapping whose file was never at the
+/// path gets the file there, unverified.
 #[test]
 fn a_process_s_file_is_kept_by_its_path_and_inode() {
     use std::os::unix::fs::MetadataExt;
@@ -132,10 +132,18 @@ fn a_process_s_file_is_kept_by_its_path_and_inode() {
     let kept = store.get_mapped(path_text, mapped).unwrap();
     assert!(Arc::ptr_eq(&kept, &found.file));
     assert_eq!(&**store.get(path_text).unwrap().bytes(), b"newer");
-    // The mapped file is gone from both roots: what is at the path is not it.
-    let other = store.of_process(pid, path_text, mapped).unwrap();
+    // The mapped file is gone from both roots: the one found before is still it.
+    let again = store.of_process(pid, path_text, mapped).unwrap();
+    assert!(again.verified && Arc::ptr_eq(&again.file, &found.file));
+    // A mapping never verified: the regular file at the path in the process's root (here
+    // memsup's, one copy), unverified.
+    let never = MappedInode {
+        device,
+        inode: mapped.inode + 2,
+    };
+    let other = store.of_process(pid, path_text, never).unwrap();
     assert!(!other.verified);
-    assert_eq!(&**other.file.bytes(), b"newer");
+    assert!(Arc::ptr_eq(&other.file, &store.get(path_text).unwrap()));
     // Another inode at the path than any found: memsup's file there.
     let unknown = MappedInode {
         device,

@@ -14,6 +14,8 @@
 //! - alloc_script's static build run at a path, then its dynamic build at the same path in a
 //!   namespace of its own, in one recording: one path, two files, each process recorded
 //!   (probed, unwound, symbolised) with its own.
+//! - fixtures/dlopen_wait.c in a namespace of its own where dlopen_arena_moved.so is mounted
+//!   over dlopen_arena.so, attached to from outside: the library's calls are recorded.
 //! - fixtures/dlopen_wait.c, which loads dlopen_arena.so and waits, with dlopen_arena_moved.so
 //!   mounted over that path since, in its namespace and in memsup's: neither is the mapped
 //!   file. memsup probes such a module only where the code in memory is the file's: here
@@ -119,8 +121,8 @@ fn a_program_whose_files_are_only_in_its_own_mount_namespace_is_recorded() {
     });
 }
 
-/// dlopen_main with `library` as memsup's file at `path` and, in the program's namespace,
-/// `moved` mounted over it.
+/// The program `fixture` loading the library at `path`, over which `moved` is mounted in
+/// the program's namespace.
 fn moved_library_script(fixture: &Path, moved: &Path, path: &Path) -> String {
     format!(
         "mount --bind {moved} {path} && exec {fixture} {path}",
@@ -255,5 +257,41 @@ fn a_library_mounted_over_since_it_was_loaded_is_not_patched_at_the_other_file_s
             )],
             "{options:?}"
         );
+    }
+}
+
+#[test]
+fn an_attach_from_outside_records_a_program_in_its_own_mount_namespace_from_its_files() {
+    if !can_mount() {
+        return;
+    }
+    let original = shared_object("dlopen_arena");
+    let moved = shared_object("dlopen_arena_moved");
+    let fixture = fixture("dlopen_wait", Variant::Dynamic);
+    let directory = tempfile::tempdir().expect("a temporary directory");
+    let library = directory.path().join("dlopen_arena.so");
+    std::fs::copy(&original, &library).expect("copying the library");
+    let script = moved_library_script(&fixture, &moved, &library);
+    let command = || {
+        let mut command = clean_command("unshare");
+        command.args(["--mount", "--propagation", "private", "sh", "-c", &script]);
+        command
+    };
+    let native = run_until_ready(command(), |_| {});
+    assert_eq!(
+        String::from_utf8_lossy(&native.stdout),
+        "ready\ndlopen_wait: arena used 96 bytes\n"
+    );
+    for options in ENGINES {
+        let mut window = None;
+        let attached = run_until_ready(command(), |child| {
+            window = Some(AttachWindow::open(&[child.id()], options));
+        });
+        assert_same_behaviour(&attached, &native);
+        let (_, profile_directory) = window.expect("attached").end(false);
+        let report = report_json(&profile_directory.path().join("attach.msup"));
+        let image = &processes(&report)[0];
+        assert_eq!(requested_from(image, "use_plugin"), (1, 96), "{options:?}");
+        assert_eq!(warnings(image), Vec::<String>::new(), "{options:?}");
     }
 }
