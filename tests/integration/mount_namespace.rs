@@ -21,7 +21,7 @@
 //!   file. memsup probes such a module only where the code in memory is the file's: here
 //!   nowhere, and it says so. Probes at the other file's offsets would land in other code.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
@@ -121,6 +121,29 @@ fn a_program_whose_files_are_only_in_its_own_mount_namespace_is_recorded() {
     });
 }
 
+/// dlopen_arena.so copied into a temporary directory, dlopen_arena_moved.so to mount over
+/// it, and the program that loads it.
+struct MovedLibrary {
+    directory: tempfile::TempDir,
+    library: PathBuf,
+    moved: PathBuf,
+    fixture: PathBuf,
+}
+
+impl MovedLibrary {
+    fn for_program(program: &str) -> MovedLibrary {
+        let directory = tempfile::tempdir().expect("a temporary directory");
+        let library = directory.path().join("dlopen_arena.so");
+        std::fs::copy(shared_object("dlopen_arena"), &library).expect("copying the library");
+        MovedLibrary {
+            directory,
+            library,
+            moved: shared_object("dlopen_arena_moved"),
+            fixture: fixture(program, Variant::Dynamic),
+        }
+    }
+}
+
 /// The program `fixture` loading the library at `path`, over which `moved` is mounted in
 /// the program's namespace.
 fn moved_library_script(fixture: &Path, moved: &Path, path: &Path) -> String {
@@ -137,18 +160,15 @@ fn a_library_the_program_sees_through_its_own_mount_namespace_is_recorded_from_i
     if !can_mount() {
         return;
     }
-    let original = shared_object("dlopen_arena");
-    let moved = shared_object("dlopen_arena_moved");
-    let fixture = fixture("dlopen_main", Variant::Dynamic);
     // A short directory: dlopen_main.c's numbers hold below 128 bytes of working directory.
-    let directory = tempfile::tempdir().expect("a temporary directory");
-    let library = directory.path().join("dlopen_arena.so");
-    std::fs::copy(&original, &library).expect("copying the library");
-    let script = moved_library_script(&fixture, &moved, &library);
+    let setup = MovedLibrary::for_program("dlopen_main");
+    let (directory, library) = (setup.directory.path(), &setup.library);
+    let (moved, fixture) = (&setup.moved, &setup.fixture);
+    let script = moved_library_script(fixture, moved, library);
     for options in ENGINES {
-        let (native, report) = record_script(directory.path(), options, &script);
+        let (native, report) = record_script(directory, options, &script);
         assert_eq!(String::from_utf8_lossy(&native.stdout), DLOPEN_STDOUT);
-        let images = images_of(&report, &file_name(&fixture));
+        let images = images_of(&report, &file_name(fixture));
         assert_eq!(images.len(), 1, "{options:?}: {}", describe_images(&report));
         assert_heap(images[0], &dlopen::expected_heap());
         assert_sites(images[0], &dlopen::expected_sites());
@@ -198,23 +218,20 @@ fn a_library_mounted_over_since_it_was_loaded_is_not_patched_at_the_other_file_s
     if !can_mount() || !require_tool("nsenter") {
         return;
     }
-    let original = shared_object("dlopen_arena");
-    let moved = shared_object("dlopen_arena_moved");
-    let fixture = fixture("dlopen_wait", Variant::Dynamic);
-    let directory = tempfile::tempdir().expect("a temporary directory");
-    let library = directory.path().join("dlopen_arena.so");
-    std::fs::copy(&original, &library).expect("copying the library");
+    let setup = MovedLibrary::for_program("dlopen_wait");
+    let library = &setup.library;
+    let (moved, fixture) = (&setup.moved, &setup.fixture);
     let command = || {
         let mut command = clean_command("unshare");
         command.args(["--mount", "--propagation", "private"]);
-        command.arg(&fixture).arg(&library);
+        command.arg(fixture).arg(library);
         command
     };
     // In the program's namespace, once it has loaded the library.
     let mount_over_in = |pid: u32| {
         let mut nsenter = clean_command("nsenter");
         nsenter.args(["--mount", "--target", &pid.to_string(), "mount", "--bind"]);
-        nsenter.arg(&moved).arg(&library);
+        nsenter.arg(moved).arg(library);
         let mounted = run_command(nsenter, None);
         assert!(mounted.status.success(), "nsenter mount: {mounted:?}");
     };
@@ -265,13 +282,10 @@ fn an_attach_from_outside_records_a_program_in_its_own_mount_namespace_from_its_
     if !can_mount() {
         return;
     }
-    let original = shared_object("dlopen_arena");
-    let moved = shared_object("dlopen_arena_moved");
-    let fixture = fixture("dlopen_wait", Variant::Dynamic);
-    let directory = tempfile::tempdir().expect("a temporary directory");
-    let library = directory.path().join("dlopen_arena.so");
-    std::fs::copy(&original, &library).expect("copying the library");
-    let script = moved_library_script(&fixture, &moved, &library);
+    let setup = MovedLibrary::for_program("dlopen_wait");
+    let library = &setup.library;
+    let (moved, fixture) = (&setup.moved, &setup.fixture);
+    let script = moved_library_script(fixture, moved, library);
     let command = || {
         let mut command = clean_command("unshare");
         command.args(["--mount", "--propagation", "private", "sh", "-c", &script]);
