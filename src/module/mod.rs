@@ -139,19 +139,20 @@ impl ModuleStore {
             }
         }
         let known = lock(&self.by_mapping).get(&key).cloned();
-        if let Some((opened, metadata)) = open_regular_in_root(pid, path) {
-            let identity = FileIdentity::of(&metadata);
+        if let Ok(opened) = root::open_in_root(pid, path) {
+            let identity = FileIdentity::of(&opened.metadata);
             let verified = identity.is(mapped);
             if let Some(known) = known.as_ref().filter(|k| k.file.identity() == identity) {
                 return Ok(known.clone());
             }
-            if verified || known.is_none() {
-                let file = match self.get(path) {
-                    // The same file in both roots (this process's root is memsup's): one copy.
-                    Ok(own) if own.identity() == identity => own,
-                    _ => {
+            // An unverified file is taken only from a lookup confined to the process's root.
+            if verified || (known.is_none() && opened.confined) {
+                let file = match self.same_as_own(path, identity) {
+                    Some(own) => own,
+                    None => {
                         let shown = format!("/proc/{pid}/root{path}");
-                        let (identity, bytes) = read_opened(&shown, opened, &metadata)?;
+                        let metadata = &opened.metadata;
+                        let (identity, bytes) = read_opened(&shown, opened.file, metadata)?;
                         *lock(&self.root_reads).entry(path.to_string()).or_default() += 1;
                         Arc::new(ModuleFile::new(path, identity, bytes))
                     }
@@ -164,6 +165,16 @@ impl ModuleStore {
         }
         let file = self.get(path)?;
         Ok(self.keep(key, file, false))
+    }
+
+    /// memsup's file at `path`, if it is the file of `identity` (the process's root is
+    /// memsup's): one copy for both. Read only then.
+    fn same_as_own(&self, path: &str, identity: FileIdentity) -> Option<Arc<ModuleFile>> {
+        let on_disk = std::fs::metadata(path).ok()?;
+        if FileIdentity::of(&on_disk) != identity {
+            return None;
+        }
+        self.get(path).ok().filter(|own| own.identity() == identity)
     }
 
     /// Keeps `file` as what the process maps at `key`.
@@ -226,28 +237,16 @@ impl ModuleStore {
     }
 }
 
-/// The regular file at `path` in the root of process `pid`, opened, and its metadata.
-fn open_regular_in_root(pid: i32, path: &str) -> Option<(std::fs::File, std::fs::Metadata)> {
-    let file = root::open_in_root(pid, path).ok()?;
-    let metadata = file.metadata().ok()?;
-    metadata.is_file().then_some((file, metadata))
-}
-
-/// The bytes of `path` and the identity of the file they came from. Opened without
-/// blocking (a FIFO put at a module's path) and read only when it is a regular file.
+/// The bytes of `path` and the identity of the file they came from. Only a regular file
+/// is opened (`root::reopen_regular`): a FIFO or a device put at a module's path is not.
 fn read(path: &str) -> Result<(FileIdentity, Arc<[u8]>)> {
     let io_error = |source| Error::io(path, source);
-    let file = std::fs::OpenOptions::new()
+    let located = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
         .open(path)
         .map_err(io_error)?;
-    let metadata = file.metadata().map_err(io_error)?;
-    if !metadata.is_file() {
-        let not_a_file =
-            std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file");
-        return Err(io_error(not_a_file));
-    }
+    let (file, metadata) = root::reopen_regular(&located).map_err(io_error)?;
     read_opened(path, file, &metadata)
 }
 

@@ -2,7 +2,7 @@
 //! namespace (a container's), through /proc/PID/root.
 
 use std::ffi::CString;
-use std::fs::File;
+use std::fs::{File, Metadata};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::OpenOptionsExt;
@@ -10,41 +10,70 @@ use std::os::unix::fs::OpenOptionsExt;
 /// How often an open that raced a rename or mount is made.
 const OPEN_ATTEMPTS: usize = 3;
 
-/// Opens `path` for reading as process `pid` sees it. Symbolic links, absolute ones and `..`
-/// included, resolve inside the process's root (RESOLVE_IN_ROOT), so a program cannot point
-/// memsup at a file of memsup's own; and nothing opened blocks or becomes memsup's terminal
-/// (a FIFO, a device). Where openat2 is missing (kernels before 5.6) or refused (a seccomp
-/// filter of memsup's own container), the path is opened through /proc/PID/root without
-/// following a last-component link: a link higher up then resolves in memsup's root, and
-/// only the device and inode check the caller makes tells the file apart.
-pub fn open_in_root(pid: i32, path: &str) -> io::Result<File> {
+/// A regular file opened for reading in a process's root.
+pub struct RootFile {
+    pub file: File,
+    pub metadata: Metadata,
+    /// Its path was resolved inside the process's root. When not (the fallback below), a
+    /// link in it may have led into memsup's root: only a file whose device and inode are
+    /// the mapped one's is then to be trusted.
+    pub confined: bool,
+}
+
+/// Opens `path` for reading as process `pid` sees it, if it is a regular file. Symbolic
+/// links, absolute ones and `..` included, resolve inside the process's root
+/// (RESOLVE_IN_ROOT), so a program cannot point memsup at one of memsup's files. Where
+/// openat2 is missing (kernels before 5.6) or refused (a seccomp filter of memsup's own
+/// container), the path is looked up through /proc/PID/root without following a last
+/// link, and a link higher up resolves in memsup's root.
+pub fn open_in_root(pid: i32, path: &str) -> io::Result<RootFile> {
     let root = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
         .open(format!("/proc/{pid}/root"))?;
-    let error = match open_beneath(&root, path) {
-        Ok(file) => return Ok(file),
-        Err(error) => error,
+    let (located, confined) = match locate_beneath(&root, path) {
+        Ok(located) => (located, true),
+        Err(error) if matches!(error.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) => {
+            let located = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(format!("/proc/{pid}/root/{}", path.trim_start_matches('/')))?;
+            (located, false)
+        }
+        Err(error) => return Err(error),
     };
-    if !matches!(error.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) {
-        return Err(error);
-    }
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(FLAGS | libc::O_NOFOLLOW)
-        .open(format!("/proc/{pid}/root/{}", path.trim_start_matches('/')))
+    let (file, metadata) = reopen_regular(&located)?;
+    Ok(RootFile {
+        file,
+        metadata,
+        confined,
+    })
 }
 
-/// Read-only, not inherited, and neither blocking on nor becoming the terminal of what is
-/// opened.
-const FLAGS: libc::c_int = libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY;
+/// The file `located` (an O_PATH descriptor, which opens nothing) opened for reading, if it
+/// is a regular file: a device's driver is never asked to open, and a FIFO never blocks.
+pub fn reopen_regular(located: &File) -> io::Result<(File, Metadata)> {
+    if !located.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NOCTTY | libc::O_NONBLOCK)
+        .open(format!("/proc/self/fd/{}", located.as_raw_fd()))?;
+    let metadata = file.metadata()?;
+    Ok((file, metadata))
+}
 
-/// Opens `path` with the directory `root` as its root, with openat2.
-fn open_beneath(root: &File, path: &str) -> io::Result<File> {
+/// Looks `path` up with the directory `root` as its root, with openat2: an O_PATH
+/// descriptor.
+fn locate_beneath(root: &File, path: &str) -> io::Result<File> {
     let relative = CString::new(path.trim_start_matches('/')).map_err(io::Error::other)?;
     // SAFETY: open_how is plain data; all-zero is its empty value.
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = FLAGS as u64;
+    how.flags = (libc::O_PATH | libc::O_CLOEXEC) as u64;
     how.resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS;
     let mut error = io::Error::from_raw_os_error(libc::EAGAIN);
     // RESOLVE_IN_ROOT answers EAGAIN when a rename or mount raced the walk: tried again.
@@ -93,25 +122,26 @@ mod tests {
             .unwrap();
         for path in ["/link".to_string(), format!("/../../etc/{inside}")] {
             let mut text = String::new();
-            open_beneath(&directory, &path)
-                .unwrap()
-                .read_to_string(&mut text)
-                .unwrap();
+            let located = locate_beneath(&directory, &path).unwrap();
+            let (mut file, _) = reopen_regular(&located).unwrap();
+            file.read_to_string(&mut text).unwrap();
             assert_eq!(text, "inside", "{path}");
         }
     }
 
+    /// A regular file is opened and confined; a magic link, a FIFO and a device are not
+    /// opened.
     #[test]
-    fn links_resolve_inside_the_process_s_root() {
+    fn only_regular_files_are_opened() {
         let pid = std::process::id() as i32;
         let directory = tempfile::tempdir().unwrap();
         let file = directory.path().join("file");
         std::fs::write(&file, "mine").unwrap();
         let mut text = String::new();
-        open_in_root(pid, file.to_str().unwrap())
-            .unwrap()
-            .read_to_string(&mut text)
-            .unwrap();
+        let opened = open_in_root(pid, file.to_str().unwrap()).unwrap();
+        assert!(opened.confined && opened.metadata.is_file());
+        let mut file_opened = opened.file;
+        file_opened.read_to_string(&mut text).unwrap();
         assert_eq!(text, "mine");
         // This process's root is /: an absolute link and `..` stay in it, and so reach
         // the file; what matters is that they are resolved, not refused.
@@ -121,13 +151,16 @@ mod tests {
         // A magic link (/proc/self/exe) is refused.
         let magic = directory.path().join("magic");
         std::os::unix::fs::symlink("/proc/self/exe", &magic).unwrap();
-        let refused = open_in_root(pid, magic.to_str().unwrap()).unwrap_err();
+        let refused = open_in_root(pid, magic.to_str().unwrap()).err().unwrap();
         assert_eq!(refused.raw_os_error(), Some(libc::ELOOP));
-        // A FIFO opens without blocking.
+        // A FIFO (opening it would block) and a device are refused, not opened.
         let fifo = directory.path().join("fifo");
         let name = CString::new(fifo.to_str().unwrap()).unwrap();
         // SAFETY: a NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
-        assert!(open_in_root(pid, fifo.to_str().unwrap()).is_ok());
+        for path in [fifo.to_str().unwrap(), "/dev/null"] {
+            let refused = open_in_root(pid, path).err().expect(path);
+            assert_eq!(refused.kind(), io::ErrorKind::InvalidInput, "{path}");
+        }
     }
 }

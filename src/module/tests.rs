@@ -137,18 +137,13 @@ fn a_process_s_file_is_kept_by_its_path_and_inode() {
     assert!(again.verified && Arc::ptr_eq(&again.file, &found.file));
     // A mapping never verified: the regular file at the path in the process's root (here
     // memsup's, one copy), unverified.
-    let never = MappedInode {
-        device,
-        inode: mapped.inode + 2,
-    };
+    // Inode 0 is no file's.
+    let never = MappedInode { device, inode: 0 };
     let other = store.of_process(pid, path_text, never).unwrap();
     assert!(!other.verified);
     assert!(Arc::ptr_eq(&other.file, &store.get(path_text).unwrap()));
     // Another inode at the path than any found: memsup's file there.
-    let unknown = MappedInode {
-        device,
-        inode: mapped.inode + 1,
-    };
+    let unknown = MappedInode { device, inode: 1 };
     assert_eq!(
         &**store.get_mapped(path_text, unknown).unwrap().bytes(),
         b"newer"

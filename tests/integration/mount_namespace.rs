@@ -57,11 +57,21 @@ fn in_own_namespace(mut command: Command, script: &str) -> Command {
 }
 
 /// `script` natively and under `memsup run OPTIONS`: the native run's output, and the
-/// report, once the two behaved the same.
+/// report, once the two behaved the same. memsup counts its reads of module files.
 fn record_script(directory: &Path, options: &[&str], script: &str) -> (Output, Value) {
+    record_script_reads(directory, options, script).0
+}
+
+/// `record_script`, and how often memsup read each file (`memsup: module reads: N PATH`).
+fn record_script_reads(
+    directory: &Path,
+    options: &[&str],
+    script: &str,
+) -> ((Output, Value), Vec<String>) {
     let native = run_command(in_own_namespace(clean_command("env"), script), None);
     let profile = directory.join("run.msup");
     let mut supervised = clean_command(memsup_binary());
+    supervised.env("MEMSUP_DEBUG_MODULE_READS", "1");
     supervised
         .args(["run", "-f", "-o"])
         .arg(&profile)
@@ -69,7 +79,11 @@ fn record_script(directory: &Path, options: &[&str], script: &str) -> (Output, V
     supervised.args(["--", "env"]);
     let supervised = run_command(in_own_namespace(supervised, script), None);
     assert_same_behaviour(&supervised, &native);
-    (native, report_json(&profile))
+    let reads = (String::from_utf8_lossy(&supervised.stderr).lines())
+        .filter(|line| line.starts_with("memsup: module reads: "))
+        .map(str::to_string)
+        .collect();
+    ((native, report_json(&profile)), reads)
 }
 
 /// The images of the program `name`, which sh ran.
@@ -166,8 +180,18 @@ fn a_library_the_program_sees_through_its_own_mount_namespace_is_recorded_from_i
     let (moved, fixture) = (&setup.moved, &setup.fixture);
     let script = moved_library_script(fixture, moved, library);
     for options in ENGINES {
-        let (native, report) = record_script(directory, options, &script);
+        let ((native, report), reads) = record_script_reads(directory, options, &script);
         assert_eq!(String::from_utf8_lossy(&native.stdout), DLOPEN_STDOUT);
+        // Read once, through the program's root; memsup's other file there, never.
+        let library_reads: Vec<&String> = reads
+            .iter()
+            .filter(|line| line.ends_with(&format!(" {}", library.display())))
+            .collect();
+        assert_eq!(
+            library_reads,
+            [&format!("memsup: module reads: 1 {}", library.display())],
+            "{options:?}"
+        );
         let images = images_of(&report, &file_name(fixture));
         assert_eq!(images.len(), 1, "{options:?}: {}", describe_images(&report));
         assert_heap(images[0], &dlopen::expected_heap());
