@@ -116,16 +116,28 @@ pub fn executable_mappings_except(pid: u32, reloaded: Option<&str>) -> CodeSnaps
         let start = u64::from_str_radix(start, 16).unwrap();
         let end = u64::from_str_radix(end, 16).unwrap();
         let mut bytes = vec![0; (end - start) as usize];
-        if let Err(error) = memory.read_exact_at(&mut bytes, start) {
-            // The program unmapped it meanwhile (a dlclose): it is not part of the snapshot.
+        // A read fails where the mapping is one the dynamic linker is still laying out (its
+        // first mapping spans the whole file and more, until the segments are mapped over
+        // it) or one the program unmapped (a dlclose): read again until it is readable or
+        // gone, which leaves it out of the snapshot.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let read = loop {
+            let Err(error) = memory.read_exact_at(&mut bytes, start) else {
+                break true;
+            };
             let maps_now = fs::read_to_string(format!("/proc/{pid}/maps")).expect("reading maps");
+            if !maps_now.lines().any(|now| now == line) {
+                break false;
+            }
             assert!(
-                !maps_now.lines().any(|now| now == line),
+                std::time::Instant::now() < deadline,
                 "reading {line}: {error}"
             );
-            continue;
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        if read {
+            snapshot.push(((start, end, path.to_string()), bytes));
         }
-        snapshot.push(((start, end, path.to_string()), bytes));
     }
     assert!(
         !snapshot.is_empty(),
