@@ -10,7 +10,6 @@
 //! the file's.
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::MetadataExt;
 
 use crate::error::{Error, Result};
 use crate::proc::maps::{read_maps, MapEntry};
@@ -82,11 +81,6 @@ pub fn loaded_modules(maps: &[MapEntry]) -> Vec<LoadedModule> {
         .collect()
 }
 
-/// Whether the file at `path`, as memsup sees it, is `mapped`.
-pub fn is_mapped_file(path: &str, mapped: MappedInode) -> bool {
-    std::fs::metadata(path).is_ok_and(|metadata| mapped.is(metadata.dev(), metadata.ino()))
-}
-
 /// The loaded modules of process `pid` now.
 pub fn of_process(pid: i32) -> Result<Vec<LoadedModule>> {
     let maps = read_maps(pid).map_err(|error| Error::maps_read(pid, error))?;
@@ -97,6 +91,7 @@ pub fn of_process(pid: i32) -> Result<Vec<LoadedModule>> {
 mod tests {
     use super::*;
     use crate::proc::maps::parse_maps;
+    use std::os::unix::fs::MetadataExt;
 
     #[test]
     fn files_with_code_are_modules_spanning_all_their_mappings() {
@@ -143,17 +138,13 @@ mod tests {
         let metadata = std::fs::metadata(exe).unwrap();
         let device = (libc::major(metadata.dev()), libc::minor(metadata.dev()));
         let inode = metadata.ino();
-        let mapped = |device: (u32, u32), inode: u64| MappedInode { device, inode };
-        assert!(is_mapped_file(exe, mapped(device, inode)));
-        assert!(!is_mapped_file(exe, mapped(device, inode + 1)));
-        assert!(!is_mapped_file(
-            exe,
-            mapped((device.0, device.1 + 1), inode)
-        ));
-        assert!(!is_mapped_file(
-            "/nonexistent/libx.so",
-            mapped(device, inode)
-        ));
+        let is = |device: (u32, u32), inode: u64| {
+            MappedInode { device, inode }.is(metadata.dev(), metadata.ino())
+        };
+        assert!(is(device, inode));
+        assert!(!is(device, inode + 1));
+        assert!(!is((device.0, device.1 + 1), inode));
+        assert!(!is((device.0 + 1, device.1), inode));
     }
 
     #[test]

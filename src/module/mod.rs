@@ -102,6 +102,17 @@ impl ModuleStore {
     /// another. Failures are not kept: a file that appears later is read then. Callers
     /// asking for one path wait for one read; other paths are read meanwhile.
     pub fn get(&self, path: &str) -> Result<Arc<ModuleFile>> {
+        let file = self.get_when(path, |_| true)?;
+        Ok(file.expect("every file wanted"))
+    }
+
+    /// `get`, when the file at `path` is one `wanted` accepts by its identity: another is
+    /// neither read nor returned (None). One stat when the file was read before.
+    fn get_when(
+        &self,
+        path: &str,
+        wanted: impl Fn(&FileIdentity) -> bool,
+    ) -> Result<Option<Arc<ModuleFile>>> {
         let slot = {
             let mut slots = lock(&self.slots);
             Arc::clone(slots.entry(path.to_string()).or_default())
@@ -109,14 +120,21 @@ impl ModuleStore {
         let mut slot = lock(&slot);
         let on_disk = std::fs::metadata(path).map_err(|source| Error::io(path, source))?;
         let identity = FileIdentity::of(&on_disk);
+        if !wanted(&identity) {
+            return Ok(None);
+        }
         if let Some(file) = slot.file.as_ref().filter(|f| f.identity() == identity) {
-            return Ok(Arc::clone(file));
+            return Ok(Some(Arc::clone(file)));
         }
         let (identity, bytes) = read(path)?;
+        // Checked again on the file read: the path may have been replaced since the stat.
+        if !wanted(&identity) {
+            return Ok(None);
+        }
         slot.reads += 1;
         let file = Arc::new(ModuleFile::new(path, identity, bytes));
         slot.file = Some(Arc::clone(&file));
-        Ok(file)
+        Ok(Some(file))
     }
 
     /// The file process `pid` maps at `path`, whose inode maps gives as `mapped`: memsup's
@@ -128,15 +146,8 @@ impl ModuleStore {
     /// is kept for `get_mapped`.
     pub fn of_process(&self, pid: i32, path: &str, mapped: MappedInode) -> Result<ProcessFile> {
         let key = (path.to_string(), mapped);
-        if loaded::is_mapped_file(path, mapped) {
-            // Compared again on the file read: the path may have been replaced since.
-            if let Some(file) = self
-                .get(path)
-                .ok()
-                .filter(|file| file.identity().is(mapped))
-            {
-                return Ok(self.keep(key, file, true));
-            }
+        if let Ok(Some(file)) = self.get_when(path, |identity| identity.is(mapped)) {
+            return Ok(self.keep(key, file, true));
         }
         let known = lock(&self.by_mapping).get(&key).cloned();
         if let Ok(opened) = root::open_in_root(pid, path) {
@@ -170,11 +181,7 @@ impl ModuleStore {
     /// memsup's file at `path`, if it is the file of `identity` (the process's root is
     /// memsup's): one copy for both. Read only then.
     fn same_as_own(&self, path: &str, identity: FileIdentity) -> Option<Arc<ModuleFile>> {
-        let on_disk = std::fs::metadata(path).ok()?;
-        if FileIdentity::of(&on_disk) != identity {
-            return None;
-        }
-        self.get(path).ok().filter(|own| own.identity() == identity)
+        self.get_when(path, |own| *own == identity).ok().flatten()
     }
 
     /// Keeps `file` as what the process maps at `key`.
