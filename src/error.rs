@@ -29,7 +29,7 @@ pub mod exit_code {
     pub const OWN_PROCESS: i32 = 74;
     /// The PID is a kernel thread: no user memory, and the kernel refuses to trace it.
     pub const KERNEL_THREAD: i32 = 75;
-    /// The process exited while `memsup snapshot` held it.
+    /// The process exited while `memsup snapshot` held it, or while `memsup attach` joined it.
     pub const PROCESS_EXITED: i32 = 76;
     /// ptrace was refused (ptrace_scope, capabilities, containers; for PID 1, init's owner).
     pub const PERMISSION_DENIED: i32 = 77;
@@ -122,6 +122,8 @@ pub enum Error {
     NoSuchProcess(i32),
     #[error("process {0} exited during the snapshot; nothing was written")]
     ProcessExited(i32),
+    #[error("process {0} ended while memsup was joining it; nothing was recorded")]
+    EndedWhileJoining(i32),
     #[error(
         "process {pid} is already traced by PID {tracer} ({tracer_name}); detach that tracer first"
     )]
@@ -228,7 +230,7 @@ impl Error {
             Error::NotExecutable { .. } => NOT_EXECUTABLE,
             Error::UnsupportedExecutable { .. } => UNSUPPORTED_EXECUTABLE,
             Error::NoSuchProcess(_) => NO_SUCH_PROCESS,
-            Error::ProcessExited(_) => PROCESS_EXITED,
+            Error::ProcessExited(_) | Error::EndedWhileJoining(_) => PROCESS_EXITED,
             Error::AlreadyTraced { .. } => ALREADY_TRACED,
             Error::PermissionDenied { .. } => PERMISSION_DENIED,
             Error::OwnProcess { .. } => OWN_PROCESS,

@@ -18,6 +18,9 @@ pub enum TestFault {
     /// Joining a process fails once its threads are seized and stopped, before anything is
     /// put into it.
     AttachError,
+    /// Joining: the first process memsup seizes is killed between its seizure and its stop,
+    /// as a process that ends while it is joined.
+    JoinExit,
     /// `memsup snapshot` kills the process once its threads are stopped, and reaps them: a
     /// process that exits while the snapshot holds it.
     SnapshotExit,
@@ -33,6 +36,7 @@ pub fn test_fault() -> Option<TestFault> {
         Ok("writer-panic") => Some(TestFault::WriterPanic),
         Ok("tracer-error") => Some(TestFault::TracerError),
         Ok("attach-error") => Some(TestFault::AttachError),
+        Ok("join-exit") => Some(TestFault::JoinExit),
         Ok("snapshot-exit") => Some(TestFault::SnapshotExit),
         Ok("snapshot-hold") => Some(TestFault::SnapshotHold),
         _ => None,

@@ -102,6 +102,7 @@ fn seize_and_stop(
             }
             match regs::seize(tid, options) {
                 Ok(()) => {
+                    end_first_seized_for_test(pid);
                     let _ = regs::interrupt(tid);
                 }
                 Err(Error::ProcessGone(_)) => continue,
@@ -154,6 +155,18 @@ fn seize_and_stop(
         }
     }
     Ok(())
+}
+
+/// The `join-exit` test fault: the first process seized is killed before its interrupt,
+/// and reaped by the wait for that stop, as one whose program ended at that moment.
+fn end_first_seized_for_test(pid: i32) {
+    static ENDED_ONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if crate::failure::test_fault() == Some(crate::failure::TestFault::JoinExit)
+        && !ENDED_ONE.swap(true, std::sync::atomic::Ordering::Relaxed)
+    {
+        // SAFETY: kill has no memory effects.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
 }
 
 /// How long a thread the kernel refused to seize is watched for its end.
@@ -289,6 +302,11 @@ impl Tracer<'_> {
             .map_err(|error| error.to_string())
             .and_then(|maps| census::locate(pid, &maps, &self.modules));
         let threads = seize_all_threads(pid)?;
+        // Every thread ended between its seizure and its stop (a program that was about to
+        // exit, or that ran on at once): nothing of it is left to join.
+        if threads.is_empty() {
+            return Err(Error::EndedWhileJoining(pid));
+        }
         let process = self.new_process(pid, true);
         self.processes.start(process);
         for joined in &threads {

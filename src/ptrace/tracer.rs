@@ -170,6 +170,13 @@ impl<'a> Tracer<'a> {
         self.attached = true;
     }
 
+    /// The supervised processes' pids, in increasing order.
+    pub fn supervised_pids(&self) -> Vec<i32> {
+        let mut pids: Vec<i32> = self.processes.keys().copied().collect();
+        pids.sort_unstable();
+        pids
+    }
+
     pub(super) fn is_attached(&self) -> bool {
         self.attached
     }
@@ -444,6 +451,7 @@ fn inject(fault: TestFault) -> Result<()> {
         )),
         TestFault::WriterPanic
         | TestFault::AttachError
+        | TestFault::JoinExit
         | TestFault::SnapshotExit
         | TestFault::SnapshotHold => Ok(()),
     }

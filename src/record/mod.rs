@@ -4,6 +4,7 @@
 //! processes, the stack-copy feedback.
 
 mod job;
+mod join;
 pub mod progress;
 mod safety;
 mod snapshot;
@@ -372,7 +373,7 @@ pub fn attach(options: AttachOptions) -> Result<i32> {
     tracer.set_step_over_policy(options.step_over);
     tracer.set_stack_mode(options.stacks);
     tracer.set_engine(options.engine, options.ring_full);
-    let joined = |tracer: &mut Tracer| join_all(tracer, &pids, options.job);
+    let joined = |tracer: &mut Tracer| join::join_all(tracer, &pids, options.job);
     if let Err(error) = detach_on_failure(&mut tracer, joined) {
         drop(tracer);
         drop(oom_shield);
@@ -386,6 +387,10 @@ pub fn attach(options: AttachOptions) -> Result<i32> {
         signals::alarm_after(duration);
     }
     print_warnings(&mut tracer);
+    let attached = join::attached_line(&tracer.supervised_pids(), options.duration);
+    if let Some(line) = attached.filter(|_| !options.quiet) {
+        eprintln!("memsup: {line}");
+    }
     let outcome = detach_on_failure(&mut tracer, |tracer| tracer.run());
     print_warnings(&mut tracer);
     drop(tracer);
@@ -411,24 +416,6 @@ fn processes_to_join(given: &[i32]) -> Result<Vec<i32>> {
         eprintln!("memsup: note: {note}");
     }
     Ok(processes)
-}
-
-/// Joins every process; memsup asked to end (before or meanwhile) joins no further process,
-/// and the event loop then detaches from those already joined.
-/// `skip_gone`: a process that ended before it could be seized is passed over (a job's).
-fn join_all(tracer: &mut Tracer, pids: &[i32], skip_gone: bool) -> Result<()> {
-    for &pid in pids {
-        if signals::ending_requested() {
-            break;
-        }
-        match tracer.attach(pid) {
-            Ok(()) => {}
-            Err(Error::NoSuchProcess(_)) if skip_gone => {}
-            Err(Error::AttachInterrupted(_)) => break,
-            Err(error) => return Err(error),
-        }
-    }
-    Ok(())
 }
 
 impl Pipeline {

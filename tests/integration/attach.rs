@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::common::announced::{start_announced, Running, Start};
 use crate::common::attach_loop::{finish, finish_loop, loop_checksum, mark, start_loop};
-use crate::common::attach_window::AttachWindow;
+use crate::common::attach_window::{attached_line, AttachWindow};
 use crate::common::interactive::send_signal;
 use crate::common::live_process::{assert_code_unchanged, executable_mappings, process_state};
 use crate::common::report::processes;
@@ -43,9 +43,14 @@ fn attach_until_marks(programs: &[&Running]) -> Value {
     let (output, report) = window.close();
     // A warning here would say memsup could not probe or name something.
     let (_, memsup_lines) = split_stderr(&output.stderr);
+    let mut sorted = pids.clone();
+    sorted.sort_unstable();
     assert_eq!(
         without_hook_pages_left(memsup_lines),
-        [format!("memsup: profile written to {}", profile.display())],
+        [
+            attached_line(&sorted, "Ctrl-C detaches"),
+            format!("memsup: profile written to {}", profile.display())
+        ],
         "memsup's lines"
     );
     report

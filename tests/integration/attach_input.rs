@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::bad_input::assert_one_error_line;
 use crate::common::announced::{start_announced, Start};
+use crate::common::attach_window::attached_line;
 use crate::common::interactive::send_signal;
 use crate::common::live_process::tracer_pid;
 use crate::common::report::report_json;
@@ -45,15 +46,14 @@ fn attach_to_signal_wait(fixture: &Path, attach_with: impl FnOnce(u32)) {
     assert_eq!(finished.status.code(), Some(0), "the program's exit status");
 }
 
-/// The profile was written and memsup said so in its only line.
-fn assert_profile_written(output: &Output, profile: &Path) {
+/// The profile was written and memsup said so in its last line, after `before`.
+fn assert_profile_written(output: &Output, before: &[String], profile: &Path) {
     let (program_stderr, memsup_lines) = split_stderr(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{memsup_lines:?}");
     assert_eq!(program_stderr, "");
-    assert_eq!(
-        memsup_lines,
-        [format!("memsup: profile written to {}", profile.display())]
-    );
+    let mut expected = before.to_vec();
+    expected.push(format!("memsup: profile written to {}", profile.display()));
+    assert_eq!(memsup_lines, expected);
 }
 
 #[test]
@@ -64,7 +64,8 @@ fn a_fractional_duration_detaches_and_is_kept_in_the_profile() {
         attach_to_signal_wait(fixture, |pid| {
             let profile_text = profile.to_string_lossy();
             let output = attach(&["-o", &profile_text, "--duration", "0.2"], pid, &[]);
-            assert_profile_written(&output, &profile);
+            let attached = attached_line(&[pid], "detaching after 0.2 s or on Ctrl-C");
+            assert_profile_written(&output, &[attached], &profile);
         });
         let header = memsup::trace::reader::read_profile(&profile)
             .unwrap()
@@ -105,7 +106,8 @@ fn a_sigint_before_setup_joins_nothing_and_leaves_the_program_untouched() {
             let profile_text = profile.to_string_lossy();
             let raise = [("MEMSUP_TEST_RAISE_AT_START", "INT")];
             let output = attach(&["-o", &profile_text], pid, &raise);
-            assert_profile_written(&output, &profile);
+            // Nothing joined: memsup does not say it attached.
+            assert_profile_written(&output, &[], &profile);
         });
         // Asked to end before joining: no process is joined, as a SIGINT that comes while
         // memsup joins several processes stops it joining more.

@@ -2,7 +2,8 @@
 //! its threads) is joined once; memsup's own failure (a panic on the tracer thread or on the
 //! writer thread, an error from the event loop) detaches every process first and exits 70
 //! with one line; memsup shields itself from the OOM killer while attached; a process that
-//! has exited is refused, not waited for.
+//! has exited is refused, not waited for; one that ends while it is joined is refused when
+//! named alone and passed over among others.
 //! Fixtures: attach_loop.c (one thread), attach_threads.c (two threads).
 
 use std::ffi::OsString;
@@ -15,7 +16,7 @@ use serde_json::Value;
 
 use crate::common::announced::{start_announced, start_native, Running, Start};
 use crate::common::attach_loop::{finish_loop, start_loop};
-use crate::common::attach_window::AttachWindow;
+use crate::common::attach_window::{attached_line, AttachWindow};
 use crate::common::interactive::send_signal;
 use crate::common::live_process::{
     assert_code_unchanged, executable_mappings, process_state, tracer_pid, wait_until,
@@ -73,6 +74,7 @@ fn attach_once_for_a_second(pid: u32, targets: &[String], note: &str) -> Value {
         without_hook_pages_left(memsup_lines),
         [
             format!("memsup: note: attaching to each process once, as a whole: {note}"),
+            attached_line(&[pid], "detaching after 1 s or on Ctrl-C"),
             format!("memsup: profile written to {}", profile.display()),
         ]
     );
@@ -140,7 +142,7 @@ fn a_process_named_by_one_of_its_threads_is_joined_whole() {
 }
 
 /// Each injected failure and the one line memsup must end with: (prefix, suffix), the
-/// panic's source line number lying between.
+/// panic's source line number lying between. All but the last come after the join.
 const FAULTS: [(&str, &str, &str); 4] = [
     (
         "tracer-panic",
@@ -213,8 +215,18 @@ fn fail_while_attached(fixture: &Path, (fault, prefix, suffix): (&str, &str, &st
     let memsup_lines = without_hook_pages_left(memsup_lines);
     assert_eq!(output.status.code(), Some(70), "{fault}: {memsup_lines:?}");
     assert_eq!(program, "", "{fault}: stderr besides memsup's lines");
-    assert_eq!(memsup_lines.len(), 1, "{fault}: {memsup_lines:?}");
-    let line = &memsup_lines[0];
+    // The attached line first, unless the join itself failed.
+    let attached = match fault {
+        "attach-error" => vec![],
+        _ => vec![attached_line(&[pid], "Ctrl-C detaches")],
+    };
+    assert_eq!(
+        memsup_lines.len(),
+        attached.len() + 1,
+        "{fault}: {memsup_lines:?}"
+    );
+    assert_eq!(memsup_lines[..attached.len()], attached, "{fault}");
+    let line = &memsup_lines[attached.len()];
     assert!(
         line.starts_with(prefix) && line.ends_with(suffix),
         "{fault}: {line}"
@@ -309,5 +321,68 @@ fn a_process_that_exited_and_awaits_its_parent_is_refused() {
     assert_eq!(
         String::from_utf8_lossy(&finished.stderr),
         "exit3: this line goes to stderr\n"
+    );
+}
+
+/// A process that ends between memsup's seizure and its stop (the `join-exit` test fault
+/// kills the first process seized, there): named alone, it is refused in one line with exit
+/// 76 and no profile is left; named with another, it is passed over with a note and the
+/// other is recorded as usual.
+#[test]
+fn a_process_ending_while_it_is_joined_is_refused_alone_and_passed_over_among_others() {
+    let fixture = fixture("attach_loop", Variant::Dynamic);
+    let directory = tempfile::tempdir().unwrap();
+    let profile = directory.path().join("attach.msup");
+    let alone = start_loop(&fixture);
+    let output = attach(&profile, &[alone.pid.to_string()], Some("join-exit"), true);
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr),
+        format!(
+            "memsup: error: process {} ended while memsup was joining it; nothing was recorded\n",
+            alone.pid
+        )
+    );
+    assert_eq!(output.status.code(), Some(76));
+    assert!(!profile.exists(), "a profile of nothing was left");
+    assert_killed(alone);
+
+    let (ended, other) = (start_loop(&fixture), start_loop(&fixture));
+    let code_before = executable_mappings(other.pid);
+    let targets = [ended.pid.to_string(), other.pid.to_string()];
+    let output = attach(&profile, &targets, Some("join-exit"), true);
+    let (program, memsup_lines) = split_stderr(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{memsup_lines:?}");
+    assert_eq!(program, "");
+    assert_eq!(
+        without_hook_pages_left(memsup_lines),
+        [
+            format!(
+                "memsup: note: process {} ended while memsup was joining it",
+                ended.pid
+            ),
+            attached_line(&[other.pid], "detaching after 1 s or on Ctrl-C"),
+            format!("memsup: profile written to {}", profile.display()),
+        ]
+    );
+    let report = report_json(&profile);
+    assert_image_count(&report, 1);
+    let image = &processes(&report)[0];
+    assert_eq!(image["pid"], other.pid);
+    assert_exit(image, "detached", None);
+    assert_killed(ended);
+    assert_eq!(tracer_pid(other.pid), 0, "still traced after the detach");
+    assert_code_unchanged(other.pid, &code_before);
+    finish_loop(other);
+}
+
+/// `program` was killed by SIGKILL.
+fn assert_killed(program: Running) {
+    use std::os::unix::process::ExitStatusExt;
+    let (_, ended) = program.finish();
+    assert_eq!(
+        ended.status.signal(),
+        Some(libc::SIGKILL),
+        "{:?}",
+        ended.status
     );
 }

@@ -11,7 +11,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::common::announced::{start_announced, Running, Start};
-use crate::common::attach_window::AttachWindow;
+use crate::common::attach_window::{attached_line, AttachWindow};
 use crate::common::live_process::{
     assert_code_unchanged, executable_mappings, hook_mappings, CodeSnapshot,
 };
@@ -45,13 +45,19 @@ fn start(fixture: &Path) -> (Running, CodeSnapshot) {
 
 /// Attaches with hooks, sends `line` (the fixture waits until mi_malloc is hooked, then
 /// calls it, which announces it is inside) and detaches while the call is inside the hook.
-/// Returns memsup's own lines, the program's image and the report.
+/// Returns memsup's own lines after the one saying it attached, the program's image and
+/// the report.
 fn detach_inside_a_call(program: &mut Running, line: &[u8]) -> (Vec<String>, Value, Value) {
     let window = AttachWindow::open(&[program.pid], &["--engine", "hooks"]);
     program.write_stdin(line);
     assert_eq!(program.next_line("the held call"), "hook_detach: inside");
     let (output, report) = window.close();
-    let (_, memsup_lines) = split_stderr(&output.stderr);
+    let (_, mut memsup_lines) = split_stderr(&output.stderr);
+    assert_eq!(
+        memsup_lines.first(),
+        Some(&attached_line(&[program.pid], "Ctrl-C detaches"))
+    );
+    memsup_lines.remove(0);
     let image = processes(&report)[0].clone();
     // mi_malloc was hooked: the fixture waited for its entry to become a jump.
     assert_eq!(image["engine"], "hooks", "{image}");

@@ -1,9 +1,11 @@
 //! memsup attached to running processes for a window that the test ends by an event it has
 //! observed (a line the program printed), never after a fixed time: SIGINT detaches.
 
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Output};
-use std::thread;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -16,17 +18,51 @@ use super::run::{clean_command, memsup_binary, spawn_piped, split_stderr, wait_w
 /// How long a loaded machine may take to attach, or a program to print its next line.
 pub const EVENT_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// The line memsup prints once every process is joined (unless -q).
+const ATTACHED: &str = "memsup: attached to ";
+
 /// `memsup attach -o PROFILE OPTIONS PIDS`, running until `close`.
 pub struct AttachWindow {
     /// None once closed.
     memsup: Option<Child>,
+    /// memsup's standard error, read line by line as it comes.
+    stderr: Option<StderrLines>,
     pub directory: TempDir,
 }
 
+/// A child's standard error, each line handed over as it is read and all of it kept.
+struct StderrLines {
+    lines: Receiver<String>,
+    whole: JoinHandle<Vec<u8>>,
+}
+
+impl StderrLines {
+    fn read(child: &mut Child) -> StderrLines {
+        let pipe = child.stderr.take().expect("a piped standard error");
+        let (sender, lines) = mpsc::channel();
+        let whole = thread::spawn(move || {
+            let mut reader = BufReader::new(pipe);
+            let mut whole = Vec::new();
+            let mut line = Vec::new();
+            while reader
+                .read_until(b'\n', &mut line)
+                .is_ok_and(|read| read > 0)
+            {
+                let _ = sender.send(String::from_utf8_lossy(&line).into_owned());
+                whole.append(&mut line);
+            }
+            whole
+        });
+        StderrLines { lines, whole }
+    }
+}
+
 impl AttachWindow {
-    /// Starts memsup and returns once it traces every process of `pids` (it has seized
-    /// them; what it does next happens before any signal sent to them from now on is
-    /// delivered, since ptrace hands such signals to memsup first).
+    /// Starts memsup and returns once it traces every process of `pids`: without -q, once
+    /// memsup says it has joined them all (they run recorded from then on); with -q, once
+    /// it has seized them (what it does next happens before any signal sent to them from
+    /// now on is delivered, since ptrace hands such signals to memsup first; but a program
+    /// that ends on input may end before it is joined).
     pub fn open(pids: &[u32], options: &[&str]) -> AttachWindow {
         AttachWindow::open_with_env(pids, options, &[])
     }
@@ -58,9 +94,11 @@ impl AttachWindow {
             .arg(directory.path().join("attach.msup"))
             .args(options)
             .args(pids.iter().map(u32::to_string));
-        let (memsup, _) = spawn_piped(command);
+        let (mut memsup, _) = spawn_piped(command);
+        let stderr = StderrLines::read(&mut memsup);
         let mut window = AttachWindow {
             memsup: Some(memsup),
+            stderr: Some(stderr),
             directory,
         };
         let memsup_pid = window.memsup.as_ref().expect("just started").id();
@@ -68,7 +106,7 @@ impl AttachWindow {
         for &pid in pids {
             while tracer_pid(pid) != memsup_pid {
                 if let Some(status) = window.memsup.as_mut().and_then(|m| m.try_wait().ok()?) {
-                    let output = window.memsup.take().map(|m| wait_with_timeout(m, "memsup"));
+                    let output = window.wait("memsup");
                     panic!("memsup attach ended ({status}) before tracing {pid}: {output:?}");
                 }
                 assert!(
@@ -78,7 +116,42 @@ impl AttachWindow {
                 thread::sleep(Duration::from_millis(1));
             }
         }
+        if !options
+            .iter()
+            .any(|option| ["-q", "--quiet"].contains(option))
+        {
+            window.wait_for_attached_line(deadline);
+        }
         window
+    }
+
+    /// Waits until memsup says it has joined every process.
+    fn wait_for_attached_line(&mut self, deadline: Instant) {
+        let lines = &self.stderr.as_ref().expect("an open window").lines;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match lines.recv_timeout(left) {
+                Ok(line) if line.starts_with(ATTACHED) => return,
+                Ok(_) => {}
+                Err(RecvTimeoutError::Timeout) => {
+                    panic!("memsup did not say it attached within {EVENT_TIMEOUT:?}")
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    let output = self.wait("memsup attach");
+                    panic!("memsup attach ended before it said it attached: {output:?}");
+                }
+            }
+        }
+    }
+
+    /// Waits for memsup to end; its output, standard error included.
+    fn wait(&mut self, what: &str) -> Output {
+        let memsup = self.memsup.take().expect("a window is ended once");
+        let mut output = wait_with_timeout(memsup, what);
+        if let Some(stderr) = self.stderr.take() {
+            output.stderr = stderr.whole.join().expect("the standard error reader");
+        }
+        output
     }
 
     /// memsup's PID.
@@ -94,10 +167,9 @@ impl AttachWindow {
     /// Ends the window with SIGINT, requires memsup to exit 0, and returns its output and
     /// the profile's JSON report.
     pub fn close(mut self) -> (Output, Value) {
-        let memsup = self.memsup.take().expect("a window is closed once");
         // SAFETY: kill has no memory effects.
-        unsafe { libc::kill(memsup.id() as i32, libc::SIGINT) };
-        let output = wait_with_timeout(memsup, "memsup attach after SIGINT");
+        unsafe { libc::kill(self.memsup_pid() as i32, libc::SIGINT) };
+        let output = self.wait("memsup attach after SIGINT");
         let (_, memsup_lines) = split_stderr(&output.stderr);
         assert_eq!(
             output.status.code(),
@@ -113,12 +185,11 @@ impl AttachWindow {
     /// Ends the window with SIGINT (`detach`) or waits for memsup to end as the processes
     /// exit; requires memsup to exit 0, and returns its output and the directory of the profile.
     pub fn end(mut self, detach: bool) -> (Output, TempDir) {
-        let memsup = self.memsup.take().expect("a window is ended once");
         if detach {
             // SAFETY: kill has no memory effects.
-            unsafe { libc::kill(memsup.id() as i32, libc::SIGINT) };
+            unsafe { libc::kill(self.memsup_pid() as i32, libc::SIGINT) };
         }
-        let output = wait_with_timeout(memsup, "memsup attach");
+        let output = self.wait("memsup attach");
         let (_, memsup_lines) = split_stderr(&output.stderr);
         assert_eq!(
             output.status.code(),
@@ -134,10 +205,29 @@ impl Drop for AttachWindow {
     /// A test that failed inside the window still detaches (SIGINT), so memsup never dies
     /// with its probes in the program.
     fn drop(&mut self) {
-        if let Some(memsup) = self.memsup.take() {
+        if let Some(memsup) = &self.memsup {
             // SAFETY: kill has no memory effects.
             unsafe { libc::kill(memsup.id() as i32, libc::SIGINT) };
-            let _ = wait_with_timeout(memsup, "memsup attach after SIGINT");
+            let _ = self.wait("memsup attach after SIGINT");
         }
     }
+}
+
+/// The line memsup attach prints once it has joined `pids` (given in increasing order),
+/// each named as the kernel names it; `end` says how the recording ends ("Ctrl-C detaches",
+/// "detaching after 1 s or on Ctrl-C").
+pub fn attached_line(pids: &[u32], end: &str) -> String {
+    let named = |pid: &u32| {
+        let name = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .unwrap_or_else(|error| panic!("reading the name of {pid}: {error}"));
+        format!("{pid} ({})", name.trim_end())
+    };
+    let processes = match pids {
+        [pid] => format!("process {}", named(pid)),
+        _ => {
+            let listed: Vec<String> = pids.iter().map(named).collect();
+            format!("{} processes: {}", pids.len(), listed.join(", "))
+        }
+    };
+    format!("{ATTACHED}{processes}; {end}")
 }
