@@ -139,7 +139,10 @@ fn seize_and_stop(
     if seized.is_empty() {
         return Err(Error::NoSuchProcess(pid));
     }
+    // The leader last: when the process ends meanwhile, the kernel reports the leader's exit
+    // only once every other thread's is collected.
     let mut waiting: Vec<i32> = seized.iter().copied().collect();
+    waiting.sort_unstable_by_key(|&tid| tid != pid);
     while let Some(tid) = waiting.pop() {
         let mut children = Vec::new();
         if let Some(thread) = wait_for_interrupt(tid, deadline, &mut children)? {
@@ -264,7 +267,10 @@ fn wait_for_interrupt(
                 event: Event::Clone | Event::Fork | Event::Vfork,
                 ..
             }) => {
-                children.push(regs::event_message(tid)? as i32);
+                // Killed at this stop: the next wait reports its end.
+                if let Ok(child) = regs::event_message(tid) {
+                    children.push(child as i32);
+                }
                 resume_and_interrupt(tid)?;
             }
             Some(Stop::Event { .. }) | Some(Stop::Syscall { .. }) => resume_and_interrupt(tid)?,
@@ -283,7 +289,11 @@ fn wait_for_interrupt(
 /// JOBCTL_TRAP_STOP), so without it a thread that stopped at a clone event first (a thread
 /// that keeps creating threads) would never reach its interrupt stop.
 fn resume_and_interrupt(tid: i32) -> Result<()> {
-    regs::resume(tid, 0)?;
+    match regs::resume(tid, 0) {
+        // Killed at its stop: the next wait reports its end.
+        Ok(()) | Err(Error::ProcessGone(_)) => {}
+        Err(error) => return Err(error),
+    }
     // A thread resumed from its exit event is gone before it can be interrupted: the next
     // wait reports its end.
     let _ = regs::interrupt(tid);

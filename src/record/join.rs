@@ -9,8 +9,8 @@ use crate::ptrace::tracer::Tracer;
 /// Joins every process; memsup asked to end (before or meanwhile) joins no further process,
 /// and the event loop then detaches from those already joined.
 /// `skip_gone`: a process that ended before it could be seized is passed over (a job's).
-/// A process that ends while it is joined is passed over, with a note, when others are
-/// asked for too; with nothing joined, that is the error.
+/// Among several PIDs, one that ended before it was seized, or while it was, is passed over
+/// with a note; with nothing joined (and memsup not asked to end), that is the error.
 pub(super) fn join_all(tracer: &mut Tracer, pids: &[i32], skip_gone: bool) -> Result<()> {
     let mut ended = None;
     for &pid in pids {
@@ -20,9 +20,13 @@ pub(super) fn join_all(tracer: &mut Tracer, pids: &[i32], skip_gone: bool) -> Re
         match tracer.attach(pid) {
             Ok(()) => {}
             Err(Error::NoSuchProcess(_)) if skip_gone => {}
-            Err(Error::EndedWhileJoining(gone)) if pids.len() > 1 => {
-                // Even with -q: it is about a process the user named.
-                eprintln!("memsup: note: process {gone} ended while memsup was joining it");
+            // Even with -q: they are about processes the user named.
+            Err(gone @ Error::NoSuchProcess(pid)) if pids.len() > 1 => {
+                eprintln!("memsup: note: process {pid} ended before memsup could join it");
+                ended = Some(gone);
+            }
+            Err(gone @ Error::EndedWhileJoining(pid)) if pids.len() > 1 => {
+                eprintln!("memsup: note: process {pid} ended while memsup was joining it");
                 ended = Some(gone);
             }
             Err(Error::AttachInterrupted(_)) => break,
@@ -30,7 +34,9 @@ pub(super) fn join_all(tracer: &mut Tracer, pids: &[i32], skip_gone: bool) -> Re
         }
     }
     match ended {
-        Some(gone) if tracer.supervised_pids().is_empty() => Err(Error::EndedWhileJoining(gone)),
+        Some(error) if tracer.supervised_pids().is_empty() && !signals::ending_requested() => {
+            Err(error)
+        }
         _ => Ok(()),
     }
 }

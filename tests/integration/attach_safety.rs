@@ -326,14 +326,16 @@ fn a_process_that_exited_and_awaits_its_parent_is_refused() {
 
 /// A process that ends between memsup's seizure and its stop (the `join-exit` test fault
 /// kills the first process seized, there): named alone, it is refused in one line with exit
-/// 76 and no profile is left; named with another, it is passed over with a note and the
+/// 76 and no profile is left (two threads: the leader's end, reported only after the other
+/// thread's, is waited for last); named with another, it is passed over with a note and the
 /// other is recorded as usual.
 #[test]
 fn a_process_ending_while_it_is_joined_is_refused_alone_and_passed_over_among_others() {
+    let threads = fixture("attach_threads", Variant::Dynamic);
     let fixture = fixture("attach_loop", Variant::Dynamic);
     let directory = tempfile::tempdir().unwrap();
     let profile = directory.path().join("attach.msup");
-    let alone = start_loop(&fixture);
+    let alone = start(&threads, "attach_threads", 1);
     let output = attach(&profile, &[alone.pid.to_string()], Some("join-exit"), true);
     assert_eq!(
         String::from_utf8_lossy(&output.stderr),

@@ -286,7 +286,8 @@ fn in_attach_mode_the_ranks_of_a_running_job_split_the_same_way() {
             .iter()
             .map(|line| line.rsplit(' ').next().unwrap().parse().unwrap())
             .collect();
-        let window = AttachWindow::open(&pids, &["-q"]);
+        // Not quiet: the window waits for memsup to say it joined both ranks before they go.
+        let window = AttachWindow::open(&pids, &[]);
         job.release(&job.go.clone());
         job.wait_for(" alltoalls, ok", 2);
         let (_, report) = window.close();

@@ -213,15 +213,16 @@ impl Drop for AttachWindow {
     }
 }
 
-/// The line memsup attach prints once it has joined `pids` (given in increasing order),
-/// each named as the kernel names it; `end` says how the recording ends ("Ctrl-C detaches",
-/// "detaching after 1 s or on Ctrl-C").
+/// The line memsup attach prints once it has joined `pids` (given in increasing order; up
+/// to 4), each named as the kernel names it; `end` says how the recording ends ("Ctrl-C
+/// detaches", "detaching after 1 s or on Ctrl-C").
 pub fn attached_line(pids: &[u32], end: &str) -> String {
     let named = |pid: &u32| {
         let name = std::fs::read_to_string(format!("/proc/{pid}/comm"))
             .unwrap_or_else(|error| panic!("reading the name of {pid}: {error}"));
         format!("{pid} ({})", name.trim_end())
     };
+    assert!(pids.len() <= 4, "more processes are only counted");
     let processes = match pids {
         [pid] => format!("process {}", named(pid)),
         _ => {
