@@ -10,7 +10,7 @@ use object::{Endianness, Object, ObjectSymbol, RelocationFlags, RelocationTarget
 
 use super::layout::{arena, parameters, FIRST_KNOWN_VERSION, LAST_KNOWN_VERSION};
 use crate::module::loaded::loaded_modules;
-use crate::module::ModuleStore;
+use crate::module::{ModuleFile, ModuleStore};
 use crate::proc::maps::MapEntry;
 use crate::trace::census_format::SymbolSource;
 
@@ -90,7 +90,7 @@ pub fn locate(pid: i32, maps: &[MapEntry], modules: &ModuleStore) -> Result<Allo
         ..Allocator::default()
     };
     let debug_data = if libc.is_some() {
-        debug_file(&home.path, &parsed, modules)
+        debug_file(&file, &parsed, modules)
     } else {
         None
     };
@@ -185,8 +185,9 @@ fn writable_ranges(maps: &[MapEntry], path: &str) -> Vec<(u64, u64)> {
     ranges
 }
 
+/// libc's separate debug file (libc6-dbg's), as the process sees it first.
 fn debug_file(
-    path: &str,
+    libc: &ModuleFile,
     parsed: &ElfFile64<Endianness>,
     modules: &ModuleStore,
 ) -> Option<Vec<u8>> {
@@ -194,9 +195,7 @@ fn debug_file(
         return None;
     }
     let file = object::File::Elf64(ElfFile64::parse(parsed.data()).ok()?);
-    let found = modules
-        .debug_files()
-        .find(std::path::Path::new(path), &file)?;
+    let found = libc.find_debug_file(&file, modules.debug_files())?;
     Some(found.data)
 }
 

@@ -2,11 +2,12 @@
 //! DWARF and symbol tables of its separate debug file (found by build-id, else
 //! `.gnu_debuglink`).
 
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
-use crate::symbols::debug_files::DebugFileLocator;
+use crate::symbols::debug_files::{DebugFile, DebugFileLocator};
 use crate::symbols::dwarf::DwarfModule;
 use crate::symbols::elf::ElfFile;
 
@@ -26,10 +27,16 @@ pub struct DebugInfo {
 
 impl DebugInfo {
     /// Loads what `data` (the file at `path`) and its debug file offer; a failure is kept
-    /// as `error` and leaves fewer sources.
-    pub fn load(path: &str, data: &Arc<[u8]>, debug_files: &DebugFileLocator) -> DebugInfo {
+    /// as `error` and leaves fewer sources. A file read through a process's `root` has its
+    /// debug file looked for beneath that root first (a container's debug packages).
+    pub fn load(
+        path: &str,
+        data: &Arc<[u8]>,
+        debug_files: &DebugFileLocator,
+        root: Option<&File>,
+    ) -> DebugInfo {
         let mut info = DebugInfo::default();
-        if let Err(error) = info.load_dwarf(path, data, debug_files) {
+        if let Err(error) = info.load_dwarf(path, data, debug_files, root) {
             info.error = Some(error.to_string());
         }
         info
@@ -40,13 +47,14 @@ impl DebugInfo {
         path: &str,
         data: &Arc<[u8]>,
         debug_files: &DebugFileLocator,
+        root: Option<&File>,
     ) -> Result<()> {
         let file = parse_object(path, data)?;
         self.dwarf = DwarfModule::load(path, &file, data)?.map(Mutex::new);
         if self.dwarf.is_some() {
             return Ok(());
         }
-        let Some(debug_file) = debug_files.find(Path::new(path), &file) else {
+        let Some(debug_file) = find_debug_file(path, &file, debug_files, root) else {
             return Ok(());
         };
         let debug_path = debug_file.path.to_string_lossy().into_owned();
@@ -57,6 +65,23 @@ impl DebugInfo {
         self.dwarf = DwarfModule::load(&debug_path, &parsed, &debug_data)?.map(Mutex::new);
         Ok(())
     }
+}
+
+/// The separate debug file of the file at `path` (parsed as `file`): for a file read through
+/// a process's `root`, beneath that root first (a container's debug packages), then in
+/// memsup's. A candidate must carry the build-id or the CRC the file records, wherever found.
+pub fn find_debug_file(
+    path: &str,
+    file: &object::File,
+    debug_files: &DebugFileLocator,
+    root: Option<&File>,
+) -> Option<DebugFile> {
+    let path = Path::new(path);
+    let beneath_root = root.and_then(|root| {
+        let read = |candidate: &Path| crate::module::root::read_beneath(root, candidate);
+        debug_files.find_with(path, file, read)
+    });
+    beneath_root.or_else(|| debug_files.find(path, file))
 }
 
 fn parse_object<'data>(path: &str, data: &'data [u8]) -> Result<object::File<'data>> {

@@ -7,8 +7,9 @@ use std::sync::{Arc, OnceLock};
 
 use super::debug::DebugInfo;
 use super::loaded::MappedInode;
+use super::root::ProcessRoot;
 use crate::error::{Error, Result};
-use crate::symbols::debug_files::DebugFileLocator;
+use crate::symbols::debug_files::{DebugFile, DebugFileLocator};
 use crate::symbols::elf::ElfFile;
 use crate::unwind::modules::UnwindSections;
 
@@ -47,6 +48,9 @@ pub struct ModuleFile {
     elf: OnceLock<Result<ElfFile>>,
     unwind: OnceLock<Result<UnwindSections>>,
     debug: OnceLock<DebugInfo>,
+    /// The root of the process it was read through (a container's), where its separate
+    /// debug file is looked for first; None for memsup's own files.
+    root: Option<Arc<ProcessRoot>>,
 }
 
 impl std::fmt::Debug for ModuleFile {
@@ -68,6 +72,21 @@ impl ModuleFile {
             elf: OnceLock::new(),
             unwind: OnceLock::new(),
             debug: OnceLock::new(),
+            root: None,
+        }
+    }
+
+    /// A file read through a process's root `root`, beneath which its separate debug file is
+    /// looked for too.
+    pub fn in_root(
+        path: &str,
+        identity: FileIdentity,
+        bytes: Arc<[u8]>,
+        root: Arc<ProcessRoot>,
+    ) -> Self {
+        ModuleFile {
+            root: Some(root),
+            ..ModuleFile::new(path, identity, bytes)
         }
     }
 
@@ -104,10 +123,24 @@ impl ModuleFile {
         self.debug.get().is_some()
     }
 
-    /// DWARF and the separate debug file, looked for with `debug_files` on first use.
+    /// Its separate debug file (`file` is it parsed), beneath the process's root first for a
+    /// file read through it.
+    pub fn find_debug_file(
+        &self,
+        file: &object::File,
+        debug_files: &DebugFileLocator,
+    ) -> Option<DebugFile> {
+        let root = self.root.as_ref().map(|root| &root.directory);
+        super::debug::find_debug_file(&self.path, file, debug_files, root)
+    }
+
+    /// DWARF and the separate debug file, looked for with `debug_files` on first use
+    /// (beneath the process's root first, for a file read through it).
     pub fn debug_info(&self, debug_files: &DebugFileLocator) -> &DebugInfo {
-        self.debug
-            .get_or_init(|| DebugInfo::load(&self.path, &self.bytes, debug_files))
+        self.debug.get_or_init(|| {
+            let root = self.root.as_ref().map(|root| &root.directory);
+            DebugInfo::load(&self.path, &self.bytes, debug_files, root)
+        })
     }
 }
 

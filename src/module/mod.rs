@@ -36,6 +36,7 @@ use std::sync::{Arc, Mutex};
 use crate::error::{Error, Result};
 use crate::failure::lock;
 use crate::symbols::debug_files::DebugFileLocator;
+use root::{ProcessRoot, RootKey};
 
 /// Set to print, when a recording ends, how often each module file was read.
 pub const READS_VARIABLE: &str = "MEMSUP_DEBUG_MODULE_READS";
@@ -49,6 +50,9 @@ pub struct ModuleStore {
     by_mapping: Mutex<HashMap<(String, MappedInode), ProcessFile>>,
     /// How often each path was read through a process's root.
     root_reads: Mutex<HashMap<String, u64>>,
+    /// The roots files were read through, one per mount namespace and root directory: two
+    /// descriptors a container, however many of its files are kept.
+    roots: Mutex<HashMap<RootKey, Arc<ProcessRoot>>>,
     debug_files: DebugFileLocator,
 }
 
@@ -89,6 +93,7 @@ impl ModuleStore {
             slots: Mutex::new(HashMap::new()),
             by_mapping: Mutex::new(HashMap::new()),
             root_reads: Mutex::new(HashMap::new()),
+            roots: Mutex::new(HashMap::new()),
             debug_files,
         }
     }
@@ -165,7 +170,13 @@ impl ModuleStore {
                         let metadata = &opened.metadata;
                         let (identity, bytes) = read_opened(&shown, opened.file, metadata)?;
                         *lock(&self.root_reads).entry(path.to_string()).or_default() += 1;
-                        Arc::new(ModuleFile::new(path, identity, bytes))
+                        Arc::new(match opened.confined {
+                            true => {
+                                let root = self.shared_root(opened.root);
+                                ModuleFile::in_root(path, identity, bytes, root)
+                            }
+                            false => ModuleFile::new(path, identity, bytes),
+                        })
                     }
                 };
                 return Ok(self.keep(key, file, verified));
@@ -176,6 +187,18 @@ impl ModuleStore {
         }
         let file = self.get(path)?;
         Ok(self.keep(key, file, false))
+    }
+
+    /// The root kept for `root`'s namespace and directory: `root` itself the first time.
+    fn shared_root(&self, root: ProcessRoot) -> Arc<ProcessRoot> {
+        let Some(key) = root.key() else {
+            return Arc::new(root);
+        };
+        Arc::clone(
+            lock(&self.roots)
+                .entry(key)
+                .or_insert_with(|| Arc::new(root)),
+        )
     }
 
     /// memsup's file at `path`, if it is the file of `identity` (the process's root is

@@ -18,6 +18,30 @@ pub struct RootFile {
     /// link in it may have led into memsup's root: only a file whose device and inode are
     /// the mapped one's is then to be trusted.
     pub confined: bool,
+    /// The process's root, where more files are looked up as the process sees them.
+    pub root: ProcessRoot,
+}
+
+/// A process's root directory (O_PATH) and its mount namespace: lookups beneath the
+/// directory see the namespace's mounts after the process is gone too, since the open
+/// namespace keeps them (the last process of a namespace leaving would unmount them all).
+pub struct ProcessRoot {
+    pub directory: File,
+    /// None where /proc/PID/ns/mnt cannot be opened: the mounts last as the namespace does.
+    namespace: Option<File>,
+}
+
+/// A mount namespace's inode and a root directory's device and inode.
+pub type RootKey = (u64, u64, u64);
+
+impl ProcessRoot {
+    /// What tells this root from another's: None without its namespace.
+    pub fn key(&self) -> Option<RootKey> {
+        use std::os::unix::fs::MetadataExt;
+        let namespace = self.namespace.as_ref()?.metadata().ok()?;
+        let directory = self.directory.metadata().ok()?;
+        Some((namespace.ino(), directory.dev(), directory.ino()))
+    }
 }
 
 /// Opens `path` for reading as process `pid` sees it, if it is a regular file. Symbolic
@@ -43,11 +67,52 @@ pub fn open_in_root(pid: i32, path: &str) -> io::Result<RootFile> {
         Err(error) => return Err(error),
     };
     let (file, metadata) = reopen_regular(&located)?;
+    let namespace = File::open(format!("/proc/{pid}/ns/mnt")).ok();
     Ok(RootFile {
         file,
         metadata,
         confined,
+        root: ProcessRoot {
+            directory: root,
+            namespace,
+        },
     })
+}
+
+/// The regular file at `path` beneath the directory `root` (links resolved inside it), read
+/// whole: the size `stat` gives, up to `READ_BENEATH_LIMIT`. None where it is not one, is
+/// empty, lies on procfs or sysfs (a link there reads no file), or where openat2 cannot
+/// confine the lookup.
+pub fn read_beneath(root: &File, path: &std::path::Path) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let located = locate_beneath(root, path.to_str()?).ok()?;
+    let (mut file, metadata) = reopen_regular(&located).ok()?;
+    let size = metadata.len();
+    if size == 0 || size > READ_BENEATH_LIMIT || on_kernel_filesystem(&file) {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    bytes.try_reserve_exact(size as usize).ok()?;
+    bytes.resize(size as usize, 0);
+    file.read_exact(&mut bytes).ok()?;
+    Some(bytes)
+}
+
+/// The largest file `read_beneath` reads: larger than any debug file (libc's is 5 MiB, a
+/// large C++ program's a few GiB).
+const READ_BENEATH_LIMIT: u64 = 16 << 30;
+
+/// Whether `file` lies on procfs or sysfs, whose files are the kernel's, not a program's.
+fn on_kernel_filesystem(file: &File) -> bool {
+    const PROC_SUPER_MAGIC: i64 = 0x9fa0;
+    const SYSFS_MAGIC: i64 = 0x6265_6572;
+    // SAFETY: statfs is plain data; all-zero is a valid value for fstatfs to overwrite.
+    let mut status: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid descriptor and a statfs the call may write.
+    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut status) } != 0 {
+        return true;
+    }
+    [PROC_SUPER_MAGIC, SYSFS_MAGIC].contains(&(status.f_type as i64))
 }
 
 /// The file `located` (an O_PATH descriptor, which opens nothing) opened for reading, if it
@@ -126,7 +191,11 @@ mod tests {
             let (mut file, _) = reopen_regular(&located).unwrap();
             file.read_to_string(&mut text).unwrap();
             assert_eq!(text, "inside", "{path}");
+            let read = read_beneath(&directory, std::path::Path::new(&path));
+            assert_eq!(read.as_deref(), Some(&b"inside"[..]), "{path}");
         }
+        // A directory is not read.
+        assert_eq!(read_beneath(&directory, std::path::Path::new("/etc")), None);
     }
 
     /// A regular file is opened and confined; a magic link, a FIFO and a device are not

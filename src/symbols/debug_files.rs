@@ -44,10 +44,28 @@ impl DebugFileLocator {
 
     /// The separate debug file of the ELF file at `path`, already parsed as `file`.
     pub fn find(&self, path: &Path, file: &object::File) -> Option<DebugFile> {
-        if let Some(found) = self.find_by_build_id(file) {
+        let read = |candidate: &Path| std::fs::read(candidate).ok();
+        if let Some(found) = self.find_by_build_id(file, &read) {
             return Some(found);
         }
-        self.find_by_debuglink(path, file)
+        // The real directory, as gdb uses: symlinked libraries have their debug files
+        // next to the target.
+        let real_path = std::fs::canonicalize(path).ok()?;
+        self.find_by_debuglink(&real_path, file, &read)
+    }
+
+    /// `find`, with the candidate files read by `read` (as another process sees them), and
+    /// `path` taken as it is (its links resolve where `read` reads).
+    pub fn find_with(
+        &self,
+        path: &Path,
+        file: &object::File,
+        read: impl Fn(&Path) -> Option<Vec<u8>>,
+    ) -> Option<DebugFile> {
+        if let Some(found) = self.find_by_build_id(file, &read) {
+            return Some(found);
+        }
+        self.find_by_debuglink(path, file, &read)
     }
 
     /// `<root>/.build-id/<first byte>/<other bytes>.debug`, in lower-case hex.
@@ -65,10 +83,14 @@ impl DebugFileLocator {
         )
     }
 
-    fn find_by_build_id(&self, file: &object::File) -> Option<DebugFile> {
+    fn find_by_build_id(
+        &self,
+        file: &object::File,
+        read: &impl Fn(&Path) -> Option<Vec<u8>>,
+    ) -> Option<DebugFile> {
         let build_id = file.build_id().ok().flatten()?;
         let candidate = self.build_id_path(build_id)?;
-        let data = std::fs::read(&candidate).ok()?;
+        let data = read(&candidate)?;
         let candidate_file = object::File::parse(&*data).ok()?;
         if candidate_file.build_id().ok().flatten() != Some(build_id) {
             return None;
@@ -79,17 +101,19 @@ impl DebugFileLocator {
         })
     }
 
-    fn find_by_debuglink(&self, path: &Path, file: &object::File) -> Option<DebugFile> {
+    fn find_by_debuglink(
+        &self,
+        path: &Path,
+        file: &object::File,
+        read: &impl Fn(&Path) -> Option<Vec<u8>>,
+    ) -> Option<DebugFile> {
         let (name, expected_crc) = file.gnu_debuglink().ok().flatten()?;
         let name = std::str::from_utf8(name).ok()?;
         // A relative or `..` name could point anywhere; the section holds a bare file name.
         if name.is_empty() || name.contains('/') {
             return None;
         }
-        // The real directory, as gdb uses: symlinked libraries have their debug files
-        // next to the target.
-        let real_path = std::fs::canonicalize(path).ok()?;
-        let directory = real_path.parent()?;
+        let directory = path.parent()?;
         let candidates = [
             directory.join(name),
             directory.join(".debug").join(name),
@@ -99,9 +123,9 @@ impl DebugFileLocator {
         ];
         candidates
             .into_iter()
-            .filter(|candidate| *candidate != real_path)
+            .filter(|candidate| candidate != path)
             .find_map(|candidate| {
-                let data = std::fs::read(&candidate).ok()?;
+                let data = read(&candidate)?;
                 (debuglink_crc(&data) == expected_crc).then_some(DebugFile {
                     path: candidate,
                     data,

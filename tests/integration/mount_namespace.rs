@@ -333,3 +333,109 @@ fn an_attach_from_outside_records_a_program_in_its_own_mount_namespace_from_its_
         assert_eq!(warnings(image), Vec::<String>::new(), "{options:?}");
     }
 }
+
+/// alloc_script stripped of its DWARF, with its debug file only in the program's mount
+/// namespace: next to it (found by its `.gnu_debuglink`), or under /usr/lib/debug/.build-id
+/// with no debuglink (found by its build-id). memsup looks for it beneath the program's root
+/// as the program sees it, and names the line of make_record's malloc; memsup's own root
+/// holds neither the program nor the debug file.
+#[test]
+fn a_debug_file_only_in_the_program_s_own_mount_namespace_names_its_lines() {
+    if !can_mount() || !require_tool("objcopy") {
+        return;
+    }
+    let debug_root = Path::new("/usr/lib/debug");
+    if !debug_root.is_dir() {
+        // libc6-dbg makes it; a mount point must exist.
+        assert!(
+            !is_ci(),
+            "{} is missing: apt-get install libc6-dbg",
+            debug_root.display()
+        );
+        record_skip("the build-id lookup: /usr/lib/debug is missing (libc6-dbg)");
+    }
+    let fixture = fixture("alloc_script", Variant::Dynamic);
+    let directory = tempfile::tempdir().expect("a temporary directory");
+    let staging = directory.path().join("staging");
+    let bare_directory = staging.join("bare");
+    std::fs::create_dir_all(&bare_directory).expect("a staging directory");
+    let debug = staging.join("alloc_script.debug");
+    let linked = staging.join("alloc_script");
+    let bare = bare_directory.join("alloc_script");
+    let os = std::ffi::OsStr::new;
+    objcopy(&[
+        os("--only-keep-debug"),
+        fixture.as_os_str(),
+        debug.as_os_str(),
+    ]);
+    let debuglink = format!("--add-gnu-debuglink={}", debug.display());
+    let (fixture_os, linked_os) = (fixture.as_os_str(), linked.as_os_str());
+    objcopy(&[os("--strip-debug"), os(&debuglink), fixture_os, linked_os]);
+    objcopy(&[os("--strip-debug"), fixture_os, bare.as_os_str()]);
+    let hidden = directory.path().join("hidden");
+    std::fs::create_dir(&hidden).expect("a directory to mount over");
+    let (hidden, debug_text) = (hidden.display(), debug.display());
+    let by_debuglink = format!(
+        "mount -t tmpfs tmpfs {hidden} && cp {linked} {debug_text} {hidden}/ && exec {hidden}/alloc_script",
+        linked = linked.display(),
+    );
+    let build_id_path = build_id_path(&fixture);
+    let by_build_id = format!(
+        "mount -t tmpfs tmpfs {hidden} && mount -t tmpfs tmpfs {root} && mkdir -p {parent} && cp {debug_text} {build_id_path} && cp {bare} {hidden}/ && exec {hidden}/alloc_script",
+        root = debug_root.display(),
+        parent = Path::new(&build_id_path).parent().unwrap().display(),
+        bare = bare.display(),
+    );
+    let mut scripts = vec![("debuglink", by_debuglink)];
+    if debug_root.is_dir() {
+        scripts.push(("build-id", by_build_id));
+    }
+    for (way, script) in scripts {
+        for options in ENGINES {
+            let (native, report) = record_script(directory.path(), options, &script);
+            assert_eq!(String::from_utf8_lossy(&native.stdout), ALLOC_SCRIPT_STDOUT);
+            let images = images_of(&report, "alloc_script");
+            assert_eq!(images.len(), 1, "{way} {options:?}");
+            let sites = images[0]["sites"].as_array().expect("sites");
+            let frame = &sites[0]["stack"][0];
+            assert_eq!(
+                frame["function"], "make_record",
+                "{way} {options:?}: {frame}"
+            );
+            let file = frame["file"].as_str().unwrap_or_default();
+            assert!(
+                file.ends_with("alloc_script.c"),
+                "{way} {options:?}: {frame}"
+            );
+            // fixtures/alloc_script.c: `char *record = malloc(size);`.
+            assert_eq!(frame["line"], 55, "{way} {options:?}: {frame}");
+        }
+    }
+}
+
+/// Runs objcopy with `arguments`.
+fn objcopy(arguments: &[&std::ffi::OsStr]) {
+    let mut command = clean_command("objcopy");
+    command.args(arguments);
+    let output = run_command(command, None);
+    assert!(output.status.success(), "objcopy {output:?}");
+}
+
+/// /usr/lib/debug/.build-id/xx/yyyy.debug for the build-id of the ELF file `path`.
+fn build_id_path(path: &Path) -> String {
+    use object::Object;
+    let bytes = std::fs::read(path).expect("the program");
+    let file = object::File::parse(&*bytes).expect("an ELF file");
+    let id = file.build_id().ok().flatten().expect("a build-id");
+    let hex: Vec<String> = id.iter().map(|byte| format!("{byte:02x}")).collect();
+    format!(
+        "/usr/lib/debug/.build-id/{}/{}.debug",
+        hex[0],
+        hex[1..].concat()
+    )
+}
+
+/// Whether the suite runs as CI (a missing prerequisite fails it).
+fn is_ci() -> bool {
+    std::env::var("CI").as_deref() == Ok("true")
+}
