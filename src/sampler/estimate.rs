@@ -92,18 +92,21 @@ enum Comparison {
 }
 
 /// How an estimate's RSS compares with the status reads before and after it: it agrees
-/// within a 16th of the higher, 2 MiB at least, of the range they span, plus what the
-/// kernel's per-CPU counters behind VmRSS may be off by (`counter_error`). The program may
-/// write or free meanwhile, and a block being written when the base was read is as it was
-/// then; a high is a rise of a tenth at least, so one made inside mappings that kept their
-/// shape shows here.
+/// from a 64th below the range they span to a 16th above it (2 MiB at least either way),
+/// plus what the kernel's per-CPU counters behind VmRSS may be off by (`counter_error`).
+/// The program may write or free meanwhile, and a block being written when the base was
+/// read is as it was then: an estimate at a high must show it within the 64th by which a
+/// snapshot is said to hold its high, or the last 4 MiB of a 64 MiB block written after
+/// the base go missing. Above, a 16th: pages swapped out or reclaimed in mappings that kept
+/// their shape are no high, and counting every mapping again for them would be dear.
 fn compare(estimated: u64, before: u64, after: u64) -> Comparison {
     const MIB: u64 = 1 << 20;
     let (low, high) = (before.min(after), before.max(after));
-    let slack = (high / 16).max(2 * MIB) + counter_error();
-    if estimated + slack < low {
+    let short_slack = (high / 64).max(2 * MIB) + counter_error();
+    let over_slack = (high / 16).max(2 * MIB) + counter_error();
+    if estimated + short_slack < low {
         Comparison::Short
-    } else if estimated > high + slack {
+    } else if estimated > high + over_slack {
         Comparison::Over
     } else {
         Comparison::Agrees
