@@ -172,7 +172,7 @@ impl ModuleStore {
                         *lock(&self.root_reads).entry(path.to_string()).or_default() += 1;
                         Arc::new(match opened.confined {
                             true => {
-                                let root = self.shared_root(opened.root);
+                                let root = self.shared_root(ProcessRoot::keep(pid, opened.root));
                                 ModuleFile::in_root(path, identity, bytes, root)
                             }
                             false => ModuleFile::new(path, identity, bytes),

@@ -18,8 +18,9 @@ pub struct RootFile {
     /// link in it may have led into memsup's root: only a file whose device and inode are
     /// the mapped one's is then to be trusted.
     pub confined: bool,
-    /// The process's root, where more files are looked up as the process sees them.
-    pub root: ProcessRoot,
+    /// The process's root directory (O_PATH), where more files are looked up as the
+    /// process sees them (`ProcessRoot::keep`).
+    pub root: File,
 }
 
 /// A process's root directory (O_PATH) and its mount namespace: lookups beneath the
@@ -35,6 +36,14 @@ pub struct ProcessRoot {
 pub type RootKey = (u64, u64, u64);
 
 impl ProcessRoot {
+    /// Keeps process `pid`'s root `directory`, with its mount namespace opened now.
+    pub fn keep(pid: i32, directory: File) -> ProcessRoot {
+        ProcessRoot {
+            directory,
+            namespace: File::open(format!("/proc/{pid}/ns/mnt")).ok(),
+        }
+    }
+
     /// What tells this root from another's: None without its namespace.
     pub fn key(&self) -> Option<RootKey> {
         use std::os::unix::fs::MetadataExt;
@@ -67,15 +76,11 @@ pub fn open_in_root(pid: i32, path: &str) -> io::Result<RootFile> {
         Err(error) => return Err(error),
     };
     let (file, metadata) = reopen_regular(&located)?;
-    let namespace = File::open(format!("/proc/{pid}/ns/mnt")).ok();
     Ok(RootFile {
         file,
         metadata,
         confined,
-        root: ProcessRoot {
-            directory: root,
-            namespace,
-        },
+        root,
     })
 }
 

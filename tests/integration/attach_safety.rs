@@ -371,6 +371,10 @@ fn a_process_ending_while_it_is_joined_is_refused_alone_and_passed_over_among_ot
     let image = &processes(&report)[0];
     assert_eq!(image["pid"], other.pid);
     assert_exit(image, "detached", None);
+    assert!(
+        number(image, "/allocations") > 0,
+        "a second saw no allocation"
+    );
     assert_killed(ended);
     assert_eq!(tracer_pid(other.pid), 0, "still traced after the detach");
     assert_code_unchanged(other.pid, &code_before);

@@ -15,7 +15,7 @@ fn debian_package(tool: &str) -> &'static str {
         "strace" => "strace",
         "gdb" => "gdb",
         "go" => "golang-go",
-        "strip" => "binutils",
+        "strip" | "objcopy" => "binutils",
         "setpriv" | "flock" => "util-linux",
         "script" => "bsdutils",
         "chromium" => "chromium",
@@ -68,7 +68,18 @@ pub fn require_tool(tool: &str) -> bool {
 /// True when the file `path`, from the Debian package `package`, is installed; when it is
 /// not, the same as a missing tool (`require_tool`): a failure with `CI=true`, else a skip.
 pub fn require_file(path: &str, package: &str) -> bool {
-    if std::path::Path::new(path).is_file() && !hidden(path) {
+    require_installed(std::path::Path::new(path).is_file(), path, package)
+}
+
+/// `require_file` for a directory the package makes.
+pub fn require_directory(path: &str, package: &str) -> bool {
+    require_installed(std::path::Path::new(path).is_dir(), path, package)
+}
+
+/// True when `path` is `there` (and not hidden); otherwise a failure with `CI=true`, else
+/// a skip.
+fn require_installed(there: bool, path: &str, package: &str) -> bool {
+    if there && !hidden(path) {
         return true;
     }
     let missing = format!("{path} is not installed (Debian package {package})");
